@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/pxeperf/pxeperf/configs"
+	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/hosts"
+	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/netif"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+)
+
+// serveFlags are the flags of `pxeperf serve`; set ones override the file.
+type serveFlags struct {
+	config, iface, addr, dhcpMode, pool, root, httpAddr, tftpAddr, data, logLevel string
+}
+
+// serveEnv is what every service is built from.
+type serveEnv struct {
+	cfg    *configs.Config
+	net    *netif.Info
+	logger *slog.Logger
+	sink   event.Sink
+	hosts  *hosts.Table
+	images *images.Store
+}
+
+// service is a started server: New* has bound its sockets; Serve returns nil
+// when ctx ends.
+type service interface {
+	Serve(ctx context.Context) error
+}
+
+func newServeCmd() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve DHCP (full or proxy), TFTP and HTTP boot, and measure every fetch",
+		Long: `Serve DHCP, TFTP and HTTP boot on one interface.
+
+With no config file pxeperf runs the embedded default: proxyDHCP (answers only
+PXE and HTTP-boot clients, never hands out addresses), TFTP on :69 and HTTP on
+:80 serving ./images (created with a sample iPXE script when missing).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadServeConfig(cmd, &f)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runServe(ctx, cfg)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "config file (YAML); default: the embedded default")
+	fl.StringVar(&f.iface, "iface", "", "interface to serve on (default: first up interface with IPv4)")
+	fl.StringVar(&f.addr, "addr", "", "address clients reach pxeperf at (default: the interface's first IPv4)")
+	fl.StringVar(&f.dhcpMode, "dhcp", "", "DHCP mode: full, proxy or off (default proxy)")
+	fl.StringVar(&f.pool, "pool", "", "address pool for --dhcp full, FIRST-LAST")
+	fl.StringVar(&f.root, "root", "", "folder served over TFTP and HTTP (default ./images)")
+	fl.StringVar(&f.httpAddr, "http-addr", "", "HTTP listen address HOST:PORT (default :80); \"off\" disables HTTP")
+	fl.StringVar(&f.tftpAddr, "tftp-addr", "", "TFTP listen address HOST:PORT (default :69); \"off\" disables TFTP")
+	fl.StringVar(&f.data, "data", "", "state folder: leases, records, cache (default ./pxeperf-data)")
+	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
+	_ = cmd.RegisterFlagCompletionFunc("dhcp", cobra.FixedCompletions([]string{"full", "proxy", "off"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
+	_ = cmd.MarkFlagDirname("root")
+	_ = cmd.MarkFlagDirname("data")
+	return cmd
+}
+
+// loadServeConfig reads the file (or the default) and applies set flags.
+func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error) {
+	var cfg *configs.Config
+	var err error
+	if f.config != "" {
+		cfg, err = configs.Load(f.config)
+	} else {
+		cfg = configs.Default()
+	}
+	if err != nil {
+		return nil, err
+	}
+	set := cmd.Flags().Changed
+	if set("iface") {
+		cfg.Interface = f.iface
+	}
+	if set("addr") {
+		a, err := netip.ParseAddr(f.addr)
+		if err != nil || !a.Is4() {
+			return nil, fmt.Errorf("--addr %q is not an IPv4 address; write e.g. --addr 192.168.50.1", f.addr)
+		}
+		cfg.Address = configs.Addr{Addr: a}
+	}
+	if set("dhcp") {
+		cfg.DHCP.Mode = f.dhcpMode
+	}
+	if set("pool") {
+		p, err := configs.ParsePool(f.pool)
+		if err != nil {
+			return nil, fmt.Errorf("--pool: %w", err)
+		}
+		cfg.DHCP.Pool = p
+	}
+	if set("root") {
+		cfg.Root = f.root
+	}
+	if set("data") {
+		cfg.Data = f.data
+	}
+	if set("log-level") {
+		cfg.LogLevel = f.logLevel
+	}
+	if set("http-addr") {
+		cfg.HTTP.Enabled = f.httpAddr != "off"
+		if cfg.HTTP.Enabled {
+			cfg.HTTP.Listen = f.httpAddr
+		}
+	}
+	if set("tftp-addr") {
+		cfg.TFTP.Enabled = f.tftpAddr != "off"
+		if cfg.TFTP.Enabled {
+			cfg.TFTP.Listen = f.tftpAddr
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid settings (flags over %s):\n%w", orDefault(f.config), err)
+	}
+	return cfg, nil
+}
+
+func orDefault(s string) string {
+	if s == "" {
+		return "the embedded default"
+	}
+	return s
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// runServe builds every service (binding all sockets first, so a busy port
+// fails before anything runs), then serves until ctx ends.
+func runServe(ctx context.Context, cfg *configs.Config) error {
+	logger := newLogger(cfg.LogLevel)
+	ni, err := netif.Resolve(cfg.Interface, cfg.Address.Addr)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
+		return fmt.Errorf("creating data folder %s: %w (set --data to a writable folder)", cfg.Data, err)
+	}
+	if err := images.EnsureRoot(cfg.Root, logger); err != nil {
+		return err
+	}
+	store, err := images.Open(cfg.Root, filepath.Join(cfg.Data, "cache"), logger)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	env := &serveEnv{
+		cfg:    cfg,
+		net:    ni,
+		logger: logger,
+		sink:   event.Log{Logger: logger},
+		hosts:  hosts.New(cfg.Hosts),
+		images: store,
+	}
+	var services []service
+	for _, build := range []func(*serveEnv) (service, error){newDHCPService, newTFTPService, newHTTPService} {
+		s, err := build(env)
+		if err != nil {
+			return err
+		}
+		if s != nil {
+			services = append(services, s)
+		}
+	}
+	if len(services) == 0 {
+		return errors.New("nothing to serve: DHCP, TFTP and HTTP are all off")
+	}
+	logger.Info("pxeperf serving", "iface", ni.Iface.Name, "addr", ni.Addr, "dhcp", cfg.DHCP.Mode,
+		"root", cfg.Root, "data", cfg.Data, "version", versionString())
+	g, gctx := errgroup.WithContext(ctx)
+	for _, s := range services {
+		g.Go(func() error { return s.Serve(gctx) })
+	}
+	return g.Wait()
+}

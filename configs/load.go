@@ -1,0 +1,342 @@
+package configs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Error is one problem with a config: the key (dotted path), its line in the
+// file when known, and what to do about it.
+type Error struct {
+	File string
+	Line int
+	Key  string
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d", e.Line)
+		}
+		b.WriteString(": ")
+	} else if e.Line > 0 {
+		fmt.Fprintf(&b, "line %d: ", e.Line)
+	}
+	if e.Key != "" {
+		fmt.Fprintf(&b, "%s: ", e.Key)
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Errors is a list of config problems, reported together.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	var b strings.Builder
+	for i, e := range es {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(e.Error())
+	}
+	return b.String()
+}
+
+func joinErrors(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	var out Errors
+	for _, e := range errs {
+		var ce *Error
+		if errors.As(e, &ce) {
+			out = append(out, ce)
+		} else {
+			out = append(out, &Error{Msg: e.Error()})
+		}
+	}
+	return out
+}
+
+// Load reads a config file and applies it over the embedded default.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w (check the --config path)", err)
+	}
+	return Parse(path, data, Default())
+}
+
+// Parse decodes YAML over base (nil: a zero Config), strictly, then validates.
+// Every error names the key and line.
+func Parse(name string, data []byte, base *Config) (*Config, error) {
+	c := &Config{}
+	if base != nil {
+		*c = *base
+		c.DHCP.BootFiles = cloneMap(base.DHCP.BootFiles)
+		c.Hosts = append([]Host(nil), base.Hosts...)
+	}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if err.Error() == "EOF" { // empty file: the base as it is
+			return c, withFile(c.Validate(), name, nil)
+		}
+		return nil, &Error{File: name, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	lines := map[string]int{}
+	var errs []error
+	checkKeys(&doc, reflect.TypeOf(Config{}), "", lines, &errs)
+	if len(errs) > 0 {
+		return nil, withFile(joinErrors(errs), name, lines)
+	}
+	if err := doc.Decode(c); err != nil {
+		return nil, withFile(decodeError(err), name, lines)
+	}
+	return c, withFile(c.Validate(), name, lines)
+}
+
+// checkKeys walks the YAML tree beside the Go type, recording each key's line
+// and reporting keys the type does not have.
+func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int, errs *[]error) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			checkKeys(c, t, path, lines, errs)
+		}
+	case yaml.MappingNode:
+		if t.Kind() == reflect.Map {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := join(path, n.Content[i].Value)
+				lines[k] = n.Content[i].Line
+				checkKeys(n.Content[i+1], t.Elem(), k, lines, errs)
+			}
+			return
+		}
+		if t.Kind() != reflect.Struct || isScalarType(t) {
+			return // the decoder reports the type mismatch with its line
+		}
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key := n.Content[i].Value
+			k := join(path, key)
+			lines[k] = n.Content[i].Line
+			ft, ok := fields[key]
+			if !ok {
+				msg := fmt.Sprintf("unknown key %q", key)
+				if s := closest(key, fields); s != "" {
+					msg += fmt.Sprintf("; did you mean %q?", s)
+				} else {
+					msg += "; known keys here: " + strings.Join(sortedKeys(fields), ", ")
+				}
+				*errs = append(*errs, &Error{Line: n.Content[i].Line, Key: k, Msg: msg})
+				continue
+			}
+			checkKeys(n.Content[i+1], ft, k, lines, errs)
+		}
+	case yaml.SequenceNode:
+		if t.Kind() != reflect.Slice {
+			return
+		}
+		for i, c := range n.Content {
+			k := fmt.Sprintf("%s[%d]", path, i)
+			lines[k] = c.Line
+			checkKeys(c, t.Elem(), k, lines, errs)
+		}
+	}
+}
+
+// isScalarType is true for struct types that decode from a scalar.
+func isScalarType(t reflect.Type) bool {
+	return reflect.PointerTo(t).Implements(reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem())
+}
+
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	m := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		m[name] = f.Type
+	}
+	return m
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func sortedKeys(m map[string]reflect.Type) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// closest returns the known key nearest to key by edit distance, if near.
+func closest(key string, fields map[string]reflect.Type) string {
+	best, bestD := "", 3
+	for _, k := range sortedKeys(fields) {
+		if d := editDistance(key, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// decodeError turns yaml.v3's type errors ("line 3: cannot unmarshal !!str
+// `abc` into int") into Errors with lines.
+func decodeError(err error) error {
+	var ce *Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return &Error{Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	var out Errors
+	for _, m := range te.Errors {
+		e := &Error{Msg: m}
+		var line int
+		if _, scanErr := fmt.Sscanf(m, "line %d:", &line); scanErr == nil {
+			e.Line = line
+			_, e.Msg, _ = strings.Cut(m, ": ")
+		}
+		e.Msg = friendlyType(e.Msg)
+		out = append(out, e)
+	}
+	return out
+}
+
+// friendlyType rewrites yaml.v3's Go-type wording into config wording.
+func friendlyType(msg string) string {
+	r := strings.NewReplacer(
+		"cannot unmarshal !!str", "cannot use the text",
+		"cannot unmarshal !!int", "cannot use the number",
+		"cannot unmarshal !!map", "cannot use a mapping",
+		"cannot unmarshal !!seq", "cannot use a list",
+		"into time.Duration", "as a duration; write e.g. 30s, 5m or 1h",
+		"into int", "as a whole number",
+		"into bool", "as true/false",
+		"into string", "as text",
+	)
+	return r.Replace(msg)
+}
+
+// withFile attaches the file name and, from the key, the line to each error.
+func withFile(err error, file string, lines map[string]int) error {
+	if err == nil {
+		return nil
+	}
+	var es Errors
+	if !errors.As(err, &es) {
+		var e *Error
+		if !errors.As(err, &e) {
+			return err
+		}
+		es = Errors{e}
+	}
+	for _, e := range es {
+		e.File = file
+		if e.Line == 0 && lines != nil {
+			e.Line = lineOf(e.Key, lines)
+		}
+		if e.Key == "" && e.Line > 0 {
+			e.Key = keyAt(e.Line, lines)
+		}
+	}
+	return es
+}
+
+// lineOf finds the line of key or of its nearest parent present in the file.
+func lineOf(key string, lines map[string]int) int {
+	for key != "" {
+		if l, ok := lines[key]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(key, ".[")
+		if i < 0 {
+			break
+		}
+		key = key[:i]
+	}
+	return 0
+}
+
+// keyAt returns the deepest key on a line.
+func keyAt(line int, lines map[string]int) string {
+	best := ""
+	for k, l := range lines {
+		if l == line && len(k) > len(best) {
+			best = k
+		}
+	}
+	return best
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// YAML renders the effective configuration.
+func (c *Config) YAML() ([]byte, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

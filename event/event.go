@@ -1,0 +1,183 @@
+// Package event defines what the protocol servers (dhcp, tftp, httpboot) tell
+// the rest of pxeperf: one Fetch per file a client pulled, one Lease per DHCP
+// binding. Protocol code only emits events through a Sink; storage, reports and
+// logs live behind that interface, so serving never depends on them.
+package event
+
+import (
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Protocol names used in Fetch.Proto.
+const (
+	ProtoTFTP = "tftp"
+	ProtoHTTP = "http"
+)
+
+// Outcomes used in Fetch.Outcome.
+const (
+	OutcomeOK       = "ok"        // the whole file was delivered
+	OutcomeAborted  = "aborted"   // the client stopped early (EDK2 tsize probe, reset)
+	OutcomeNotFound = "not-found" // no such file
+	OutcomeDenied   = "denied"    // path escape, write request, ...
+	OutcomeError    = "error"     // anything else; see Fetch.Err
+)
+
+// Fetch is one file transfer to one client, as seen by the server.
+type Fetch struct {
+	Start     time.Time
+	Proto     string
+	Client    netip.AddrPort
+	MAC       net.HardwareAddr // from the lease table when known
+	Host      string           // host entry name when known
+	File      string           // the name the client asked for
+	Bytes     int64            // payload bytes delivered
+	Size      int64            // file size, -1 when unknown
+	Duration  time.Duration
+	Outcome   string
+	Err       string
+	Labels    map[string]string
+	TFTP      *TFTPInfo // set for TFTP fetches
+	TCP       *TCPInfo  // set for HTTP fetches where TCP_INFO could be read
+	Interface string    // local interface the fetch went out of, when known
+}
+
+// Mbps is the payload throughput in Mbit/s (10^6 bit/s).
+func (f *Fetch) Mbps() float64 {
+	if f.Duration <= 0 {
+		return 0
+	}
+	return float64(f.Bytes) * 8 / f.Duration.Seconds() / 1e6
+}
+
+// TFTPInfo holds what was negotiated and counted for one TFTP transfer.
+type TFTPInfo struct {
+	BlockSize   int  // negotiated blksize (512 without the option)
+	WindowSize  int  // negotiated windowsize (1 without the option)
+	TSize       bool // the client asked for tsize
+	Timeout     time.Duration
+	Datagrams   int64 // DATA packets sent, resends included
+	Retransmits int64 // DATA packets sent again
+	Timeouts    int64
+}
+
+// TCPInfo is read from the kernel (TCP_INFO) at the end of an HTTP fetch.
+type TCPInfo struct {
+	RTT           time.Duration
+	MinRTT        time.Duration
+	RTTVar        time.Duration
+	Retransmits   uint32 // total retransmitted segments
+	MaxSndWnd     uint32 // largest window the client advertised, bytes
+	SndWnd        uint32 // window the client advertised at the end, bytes
+	SndCwnd       uint32 // congestion window, segments
+	MSS           uint32
+	PMTU          uint32
+	DeliveryRate  uint64 // bytes/s, kernel estimate
+	RWndLimited   time.Duration
+	SndBufLimited time.Duration
+}
+
+// Lease is a DHCP binding handed out (or renewed) in full mode, or a PXE
+// client answered in proxy mode (Addr then invalid).
+type Lease struct {
+	Time     time.Time
+	MAC      net.HardwareAddr
+	Addr     netip.Addr
+	Arch     uint16 // option 93, 0xffff when absent
+	Host     string
+	BootFile string
+	Expiry   time.Time
+	Proxy    bool
+}
+
+// Sink receives events. Implementations must be safe for concurrent use and
+// must not block serving for long: buffer, don't do I/O inline.
+type Sink interface {
+	Fetch(*Fetch)
+	Lease(*Lease)
+}
+
+// Multi sends every event to each sink in turn.
+type Multi []Sink
+
+func (m Multi) Fetch(f *Fetch) {
+	for _, s := range m {
+		s.Fetch(f)
+	}
+}
+
+func (m Multi) Lease(l *Lease) {
+	for _, s := range m {
+		s.Lease(l)
+	}
+}
+
+// Discard drops every event.
+type Discard struct{}
+
+func (Discard) Fetch(*Fetch) {}
+func (Discard) Lease(*Lease) {}
+
+// Log writes one structured line per event.
+type Log struct{ Logger *slog.Logger }
+
+func (l Log) Fetch(f *Fetch) {
+	attrs := []any{
+		"proto", f.Proto, "client", f.Client.String(), "file", f.File,
+		"bytes", f.Bytes, "duration", f.Duration.Round(time.Microsecond), "mbps", round2(f.Mbps()),
+		"outcome", f.Outcome,
+	}
+	if f.MAC != nil {
+		attrs = append(attrs, "client_mac", f.MAC.String())
+	}
+	if f.Host != "" {
+		attrs = append(attrs, "host", f.Host)
+	}
+	if f.Err != "" {
+		attrs = append(attrs, "err", f.Err)
+	}
+	if t := f.TFTP; t != nil {
+		attrs = append(attrs, "blksize", t.BlockSize, "windowsize", t.WindowSize, "retransmits", t.Retransmits)
+	}
+	if t := f.TCP; t != nil {
+		attrs = append(attrs, "rtt", t.RTT, "retrans", t.Retransmits, "max_wnd", t.MaxSndWnd)
+	}
+	l.Logger.Info("fetch", attrs...)
+}
+
+func (l Log) Lease(e *Lease) {
+	l.Logger.Info("lease", "client_mac", e.MAC.String(), "ip", e.Addr.String(), "arch", e.Arch,
+		"host", e.Host, "boot_file", e.BootFile, "proxy", e.Proxy)
+}
+
+func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
+
+// Recorder keeps every event in memory; tests use it.
+type Recorder struct {
+	mu      sync.Mutex
+	Fetches []Fetch
+	Leases  []Lease
+}
+
+func (r *Recorder) Fetch(f *Fetch) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Fetches = append(r.Fetches, *f)
+}
+
+func (r *Recorder) Lease(l *Lease) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Leases = append(r.Leases, *l)
+}
+
+// Snapshot returns copies of what was recorded so far.
+func (r *Recorder) Snapshot() ([]Fetch, []Lease) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Fetch(nil), r.Fetches...), append([]Lease(nil), r.Leases...)
+}

@@ -1,0 +1,105 @@
+// Package hosts joins what pxeperf knows about a client: its per-MAC host
+// entry from the config, and what DHCP saw of it (address, architecture,
+// user class). The DHCP server feeds the table; TFTP and HTTP read it to put a
+// MAC, host name and labels on each fetch, and to pick a client's iPXE script.
+package hosts
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/pxeperf/pxeperf/configs"
+)
+
+// Client is what DHCP last saw of one client.
+type Client struct {
+	MAC   net.HardwareAddr
+	Addr  netip.Addr // leased (full mode) or ciaddr/requested (proxy); may be invalid
+	Arch  uint16     // option 93 code, configs.ArchUnknown when absent
+	IPXE  bool       // the client is iPXE (user class "iPXE" or option 175)
+	Seen  time.Time
+	Host  *configs.Host // nil when no host entry matches
+	Proxy bool
+}
+
+// Table is safe for concurrent use.
+type Table struct {
+	mu     sync.RWMutex
+	byMAC  map[string]*configs.Host
+	seen   map[string]Client     // by MAC string
+	byAddr map[netip.Addr]string // address -> MAC string
+}
+
+// New builds a table from the configured host entries.
+func New(entries []configs.Host) *Table {
+	t := &Table{
+		byMAC:  make(map[string]*configs.Host, len(entries)),
+		seen:   make(map[string]Client),
+		byAddr: make(map[netip.Addr]string),
+	}
+	for i := range entries {
+		h := &entries[i]
+		t.byMAC[h.MAC.String()] = h
+	}
+	return t
+}
+
+// Host returns the host entry for a MAC.
+func (t *Table) Host(mac net.HardwareAddr) (*configs.Host, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	h, ok := t.byMAC[mac.String()]
+	return h, ok
+}
+
+// Observe records a DHCP sighting. A zero Addr keeps the address seen before.
+func (t *Table) Observe(c Client) {
+	key := c.MAC.String()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old, had := t.seen[key]
+	if !c.Addr.IsValid() && had {
+		c.Addr = old.Addr
+	}
+	if had && old.Addr.IsValid() && old.Addr != c.Addr {
+		delete(t.byAddr, old.Addr)
+	}
+	if c.Host == nil {
+		c.Host = t.byMAC[key]
+	}
+	if c.Seen.IsZero() {
+		c.Seen = time.Now()
+	}
+	t.seen[key] = c
+	if c.Addr.IsValid() {
+		t.byAddr[c.Addr] = key
+	}
+}
+
+// ByAddr returns the client last seen with that address.
+func (t *Table) ByAddr(a netip.Addr) (Client, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	key, ok := t.byAddr[a.Unmap()]
+	if !ok {
+		return Client{}, false
+	}
+	c, ok := t.seen[key]
+	return c, ok
+}
+
+// ByMAC returns the client last seen with that MAC, or, when DHCP has not
+// seen it, a Client carrying just its host entry.
+func (t *Table) ByMAC(mac net.HardwareAddr) (Client, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if c, ok := t.seen[mac.String()]; ok {
+		return c, true
+	}
+	if h, ok := t.byMAC[mac.String()]; ok {
+		return Client{MAC: mac, Host: h, Arch: configs.ArchUnknown}, true
+	}
+	return Client{}, false
+}

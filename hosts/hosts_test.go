@@ -1,0 +1,39 @@
+package hosts
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+
+	"github.com/pxeperf/pxeperf/configs"
+)
+
+func TestTable(t *testing.T) {
+	mac1, _ := net.ParseMAC("52:54:00:00:00:01")
+	mac2, _ := net.ParseMAC("52:54:00:00:00:02")
+	tab := New([]configs.Host{{MAC: configs.MAC{HardwareAddr: mac1}, Name: "one"}})
+	a := netip.MustParseAddr("10.0.0.5")
+	b := netip.MustParseAddr("10.0.0.6")
+
+	if c, ok := tab.ByMAC(mac1); !ok || c.Host == nil || c.Host.Name != "one" {
+		t.Fatalf("ByMAC(mac1) before DHCP = %+v, %v; want the host entry", c, ok)
+	}
+	if _, ok := tab.ByMAC(mac2); ok {
+		t.Fatal("ByMAC(unknown) found something")
+	}
+	tab.Observe(Client{MAC: mac1, Addr: a})
+	if c, ok := tab.ByAddr(a); !ok || c.Host == nil || c.Host.Name != "one" {
+		t.Fatalf("ByAddr(a) = %+v, %v", c, ok)
+	}
+	tab.Observe(Client{MAC: mac1}) // no address: keeps a
+	if _, ok := tab.ByAddr(a); !ok {
+		t.Fatal("address forgotten by a sighting without one")
+	}
+	tab.Observe(Client{MAC: mac1, Addr: b}) // moved
+	if _, ok := tab.ByAddr(a); ok {
+		t.Fatal("old address still maps to the client")
+	}
+	if c, ok := tab.ByAddr(b); !ok || c.MAC.String() != mac1.String() {
+		t.Fatalf("ByAddr(b) = %+v, %v", c, ok)
+	}
+}

@@ -1,0 +1,316 @@
+//go:build linux
+
+// Package nstest builds throwaway test networks from network namespaces and
+// veth pairs, for integration tests with real clients (dhclient, udhcpc,
+// tftp-hpa, atftp, curl, QEMU). Every namespace gets a unique name and is
+// removed in t.Cleanup; traffic never leaves the namespaces a test made.
+package nstest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// RequireRoot skips the test unless it runs as root with iproute2.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces (run as root; CI does)")
+	}
+	RequireTool(t, "ip")
+}
+
+// RequireTool skips the test when a program is missing, naming the package.
+func RequireTool(t testing.TB, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if _, err := exec.LookPath(n); err != nil {
+			t.Skipf("needs %s in PATH (see .ci/run for the apt-get line that installs it)", n)
+		}
+	}
+}
+
+var seq atomic.Int32
+
+// Pair is two namespaces joined by a veth pair: Server (ServerIf, ServerIP)
+// and Client (ClientIf, ClientIP unless NoClientIP).
+type Pair struct {
+	Server, Client     string
+	ServerIf, ClientIf string
+	ServerIP, ClientIP netip.Addr
+	Prefix             netip.Prefix
+}
+
+// Options shape a Pair.
+type Options struct {
+	MTU        int  // 0: 1500
+	NoClientIP bool // leave the client side unaddressed (DHCP tests)
+}
+
+// NewPair makes a namespace pair, removed when the test ends.
+func NewPair(t testing.TB, opt Options) *Pair {
+	t.Helper()
+	RequireRoot(t)
+	n := seq.Add(1)
+	id := fmt.Sprintf("%d%d", os.Getpid()%100000, n)
+	subnet := int(os.Getpid()+int(n)*7) % 250
+	p := &Pair{
+		Server:   "pxs" + id,
+		Client:   "pxc" + id,
+		ServerIf: "vs" + id,
+		ClientIf: "vc" + id,
+		Prefix:   netip.MustParsePrefix(fmt.Sprintf("10.251.%d.0/24", subnet)),
+	}
+	p.ServerIP = netip.MustParseAddr(fmt.Sprintf("10.251.%d.1", subnet))
+	p.ClientIP = netip.MustParseAddr(fmt.Sprintf("10.251.%d.2", subnet))
+	mtu := opt.MTU
+	if mtu == 0 {
+		mtu = 1500
+	}
+	t.Cleanup(func() {
+		KillNetnsProcs(p.Server)
+		KillNetnsProcs(p.Client)
+		_ = exec.Command("ip", "netns", "del", p.Server).Run()
+		_ = exec.Command("ip", "netns", "del", p.Client).Run()
+	})
+	Run(t, "", "ip", "netns", "add", p.Server)
+	Run(t, "", "ip", "netns", "add", p.Client)
+	Run(t, "", "ip", "link", "add", p.ServerIf, "mtu", fmt.Sprint(mtu), "netns", p.Server,
+		"type", "veth", "peer", "name", p.ClientIf, "mtu", fmt.Sprint(mtu), "netns", p.Client)
+	Run(t, p.Server, "ip", "link", "set", "lo", "up")
+	Run(t, p.Client, "ip", "link", "set", "lo", "up")
+	Run(t, p.Server, "ip", "addr", "add", p.ServerIP.String()+"/24", "dev", p.ServerIf)
+	Run(t, p.Server, "ip", "link", "set", p.ServerIf, "up")
+	if !opt.NoClientIP {
+		Run(t, p.Client, "ip", "addr", "add", p.ClientIP.String()+"/24", "dev", p.ClientIf)
+	}
+	Run(t, p.Client, "ip", "link", "set", p.ClientIf, "up")
+	return p
+}
+
+// KillNetnsProcs SIGKILLs every process left in a namespace.
+func KillNetnsProcs(ns string) {
+	out, _ := exec.Command("ip", "netns", "pids", ns).Output()
+	for _, f := range strings.Fields(string(out)) {
+		var pid int
+		if _, err := fmt.Sscan(f, &pid); err == nil && pid > 1 {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+	}
+}
+
+// Command returns a command that runs in namespace ns ("" for the current one).
+func Command(ctx context.Context, ns string, name string, args ...string) *exec.Cmd {
+	if ns == "" {
+		return exec.CommandContext(ctx, name, args...)
+	}
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, name}, args...)...)
+}
+
+// Run runs a command in ns to completion (60 s at most) and fails the test
+// on error. It returns the combined output.
+func Run(t testing.TB, ns string, name string, args ...string) string {
+	t.Helper()
+	out, err := Output(ns, 60*time.Second, name, args...)
+	if err != nil {
+		t.Fatalf("%s %s (netns %q): %v\n%s", name, strings.Join(args, " "), ns, err, out)
+	}
+	return out
+}
+
+// Output runs a command in ns with a timeout and returns its combined output.
+func Output(ns string, timeout time.Duration, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := Command(ctx, ns, name, args...)
+	var b bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	return b.String(), err
+}
+
+// Proc is a background process started by Start.
+type Proc struct {
+	Cmd *exec.Cmd
+	Out *SyncBuffer
+}
+
+// Start runs a command in ns in the background; it is killed at cleanup.
+// Its output is kept in Out and logged when the test fails.
+func Start(t testing.TB, ns string, name string, args ...string) *Proc {
+	t.Helper()
+	cmd := Command(context.Background(), ns, name, args...)
+	p := &Proc{Cmd: cmd, Out: &SyncBuffer{}}
+	cmd.Stdout, cmd.Stderr = p.Out, p.Out
+	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("output of %s %s:\n%s", name, strings.Join(args, " "), p.Out.String())
+		}
+	})
+	return p
+}
+
+// Kill SIGKILLs the process group and waits for it.
+func (p *Proc) Kill() {
+	if p.Cmd.Process == nil || p.Cmd.ProcessState != nil {
+		return
+	}
+	_ = unix.Kill(-p.Cmd.Process.Pid, unix.SIGKILL)
+	_ = p.Cmd.Wait()
+}
+
+// Signal sends sig to the process group.
+func (p *Proc) Signal(sig unix.Signal) error { return unix.Kill(-p.Cmd.Process.Pid, sig) }
+
+// WaitFor polls cond every 50 ms until it is true or timeout passes.
+func WaitFor(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return cond()
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Do runs fn on an OS thread switched into namespace ns. Sockets fn opens
+// stay in ns after it returns, so a test can listen or dial inside a
+// namespace from its own process.
+func Do(ns string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// The thread is not unlocked: if switching back fails, it must die
+		// with the goroutine rather than run other goroutines in ns.
+		orig, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		target, err := os.Open(filepath.Join("/run/netns", ns))
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("setns %s: %w", ns, err)
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+// Binary builds cmd/pxeperf once per test process and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "pxeperf-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildPath = filepath.Join(dir, "pxeperf")
+		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/pxeperf")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildPath
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+// FileSHA256 returns the hex sha256 of a file.
+func FileSHA256(t testing.TB, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// RandomFile writes n pseudo-random bytes (seeded, reproducible) to path.
+func RandomFile(t testing.TB, path string, n int, seed uint64) {
+	t.Helper()
+	b := make([]byte, n)
+	x := seed | 1
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i] = byte(x)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
