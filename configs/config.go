@@ -175,7 +175,7 @@ func (c *Config) Validate() error {
 	switch d.Mode {
 	case ModeFull:
 		if !d.Pool.IsValid() {
-			add("dhcp.pool", "full mode needs an address pool; set e.g. pool: 192.168.50.100-192.168.50.200, or use mode: proxy beside an existing DHCP server")
+			add("dhcp.mode", "full mode needs an address pool; set dhcp.pool, e.g. pool: 192.168.50.100-192.168.50.200, or use mode: proxy beside an existing DHCP server")
 		}
 		if d.LeaseTime < time.Minute {
 			add("dhcp.lease_time", "%s is too short; use at least 1m (e.g. 1h)", d.LeaseTime)

@@ -1,0 +1,221 @@
+package configs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func TestDefaultIsSafe(t *testing.T) {
+	c := Default()
+	if c.DHCP.Mode != ModeProxy {
+		t.Errorf("default DHCP mode = %q, want proxy (never hand out addresses on an unknown network)", c.DHCP.Mode)
+	}
+	if c.DHCP.Pool.IsValid() {
+		t.Errorf("default has a pool %s", c.DHCP.Pool)
+	}
+	if !c.TFTP.Enabled || !c.HTTP.Enabled || c.Root != "./images" {
+		t.Errorf("default should serve ./images over TFTP and HTTP: %+v %+v %q", c.TFTP, c.HTTP, c.Root)
+	}
+}
+
+func TestExamplesValid(t *testing.T) {
+	for _, name := range []string{"lab-proxy", "isolated-full"} {
+		t.Run(name, func(t *testing.T) {
+			b, err := Example(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Parse(name+".yaml", b, Default()); err != nil {
+				t.Fatalf("example %s invalid: %v", name, err)
+			}
+		})
+	}
+}
+
+// TestErrors checks that every kind of bad input names the key, its line and a fix.
+func TestErrors(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		want       []string // substrings of the error, in order of appearance
+	}{
+		{"unknown key with suggestion", "dhcp:\n  mod: full\n", []string{"t.yaml:2", "dhcp.mod", `unknown key "mod"`, `did you mean "mode"`}},
+		{"unknown top key lists keys", "zzz: 1\n", []string{"t.yaml:1", "zzz", "known keys here:", "dhcp"}},
+		{"full without pool", "dhcp:\n  mode: full\n", []string{"t.yaml:2", "dhcp.mode", "needs an address pool", "mode: proxy"}},
+		{"bad mode", "dhcp:\n  mode: fast\n", []string{"t.yaml:2", "dhcp.mode", `"fast" is not a mode`}},
+		{"bad duration", "tftp:\n  timeout: abc\n", []string{"t.yaml:2", "tftp.timeout", "as a duration", "30s"}},
+		{"bad int", "tftp:\n  retries: many\n", []string{"t.yaml:2", "tftp.retries", "whole number"}},
+		{"bad mac", "hosts:\n  - mac: zz\n", []string{"t.yaml:2", "hosts[0].mac", "not an Ethernet MAC", "52:54:00"}},
+		{"missing mac", "hosts:\n  - name: a\n", []string{"t.yaml:2", "hosts[0].mac", "needs a mac"}},
+		{"duplicate mac", "hosts:\n  - mac: 52:54:00:00:00:01\n  - mac: 52:54:00:00:00:01\n", []string{"t.yaml:3", "hosts[1].mac", "also hosts[0]"}},
+		{"reversed pool", "dhcp:\n  pool: 10.0.0.5-10.0.0.1\n", []string{"t.yaml:2", "dhcp.pool", "ends before it starts"}},
+		{"pool not a range", "dhcp:\n  pool: 10.0.0.5\n", []string{"dhcp.pool", "FIRST-LAST"}},
+		{"bad address", "address: banana\n", []string{"t.yaml:1", "address", "not an IP address"}},
+		{"ipv6 address", "address: \"::1\"\n", []string{"address", "not an IPv4"}},
+		{"bad netmask", "dhcp:\n  netmask: 255.0.255.0\n", []string{"dhcp.netmask", "not a netmask"}},
+		{"bad arch name", "dhcp:\n  boot_files:\n    efi-x65: a.efi\n", []string{"t.yaml:3", "dhcp.boot_files.efi-x65", "efi-x64"}},
+		{"bad listen", "http:\n  listen: nowhere\n", []string{"http.listen", "HOST:PORT"}},
+		{"blksize range", "tftp:\n  max_blksize: 70000\n", []string{"tftp.max_blksize", "8..65464"}},
+		{"bad yaml", "dhcp: [\n", []string{"t.yaml", "not valid YAML"}},
+		{"log level", "log_level: loud\n", []string{"log_level", "debug, info, warn or error"}},
+		{"list for map", "dhcp: [1, 2]\n", []string{"t.yaml:1", "cannot use a list"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("t.yaml", []byte(tt.yaml), Default())
+			if err == nil {
+				t.Fatalf("no error for %q", tt.yaml)
+			}
+			msg := err.Error()
+			rest := msg
+			for _, w := range tt.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("error %q lacks %q (in order %q)", msg, w, tt.want)
+				}
+				rest = rest[i+len(w):]
+			}
+		})
+	}
+}
+
+func TestOverlay(t *testing.T) {
+	c, err := Parse("t.yaml", []byte(`
+dhcp:
+  mode: full
+  pool: 192.168.50.100-192.168.50.199
+  boot_files:
+    efi-x64: custom.efi
+hosts:
+  - mac: 52:54:00:aa:bb:01
+    name: b1
+    address: 192.168.50.10
+    labels: {rx_offload: "off"}
+tftp:
+  timeout: 2s
+`), Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DHCP.Pool.Size() != 100 || c.DHCP.LeaseTime != time.Hour || c.TFTP.Timeout != 2*time.Second || c.TFTP.Retries != 5 {
+		t.Errorf("overlay lost defaults or values: pool %d lease %s timeout %s retries %d",
+			c.DHCP.Pool.Size(), c.DHCP.LeaseTime, c.TFTP.Timeout, c.TFTP.Retries)
+	}
+	x64, _ := ArchByCode(7)
+	bios, _ := ArchByCode(0)
+	if got := c.DHCP.BootFile(x64); got != "custom.efi" {
+		t.Errorf("efi-x64 boot file = %q", got)
+	}
+	if got := c.DHCP.BootFile(bios); got != "undionly.kpxe" {
+		t.Errorf("bios boot file = %q", got)
+	}
+	if diff := cmp.Diff(map[string]string{"rx_offload": "off"}, c.Hosts[0].Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	// The base must not be changed by the overlay.
+	if d := Default(); len(d.DHCP.BootFiles) != 0 || len(d.Hosts) != 0 {
+		t.Errorf("default changed by overlay: %+v", d.DHCP.BootFiles)
+	}
+}
+
+func TestPool(t *testing.T) {
+	p, err := ParsePool("10.0.0.250-10.0.1.4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Size() != 11 || p.Nth(6).String() != "10.0.1.0" || !p.Contains(p.Nth(10)) || p.Contains(p.Nth(11)) {
+		t.Errorf("pool arithmetic wrong: size %d nth6 %s", p.Size(), p.Nth(6))
+	}
+}
+
+func TestArchTable(t *testing.T) {
+	tests := []struct {
+		code     uint16
+		name     string
+		http     bool
+		bootFile string
+	}{
+		{0, "bios", false, "undionly.kpxe"},
+		{6, "efi-ia32", false, "ipxe-i386.efi"},
+		{7, "efi-x64", false, "ipxe.efi"},
+		{9, "efi-x64", false, "ipxe.efi"},
+		{10, "efi-arm32", false, "ipxe-arm32.efi"},
+		{11, "efi-arm64", false, "ipxe-arm64.efi"},
+		{15, "http-ia32", true, "ipxe-i386.efi"},
+		{16, "http-x64", true, "ipxe.efi"},
+		{18, "http-arm32", true, "ipxe-arm32.efi"},
+		{19, "http-arm64", true, "ipxe-arm64.efi"},
+		{21, "uboot-arm32", false, "boot.scr.uimg"},
+		{22, "uboot-arm64", false, "boot.scr.uimg"},
+	}
+	d := Default().DHCP
+	for _, tt := range tests {
+		a, ok := ArchByCode(tt.code)
+		if !ok {
+			t.Errorf("arch %d unknown", tt.code)
+			continue
+		}
+		if a.Name != tt.name || a.HTTP != tt.http || d.BootFile(a) != tt.bootFile {
+			t.Errorf("arch %d = %+v (file %q), want %s http=%v %s", tt.code, a, d.BootFile(a), tt.name, tt.http, tt.bootFile)
+		}
+	}
+	if _, ok := ArchByCode(200); ok {
+		t.Error("arch 200 should be unknown")
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "--config") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestEffectiveRoundTrip(t *testing.T) {
+	b, _ := Example("isolated-full")
+	c, err := Parse("x.yaml", b, Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Parse("effective.yaml", out, nil)
+	if err != nil {
+		t.Fatalf("effective config does not parse back: %v\n%s", err, out)
+	}
+	if diff := cmp.Diff(c, c2, cmp.Comparer(func(a, b Addr) bool { return a.Addr == b.Addr }),
+		cmp.Comparer(func(a, b MAC) bool { return a.String() == b.String() }),
+		cmp.Comparer(func(a, b Pool) bool { return a == b }), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(DefaultYAML()))
+	for _, n := range []string{"lab-proxy", "isolated-full"} {
+		b, _ := Example(n)
+		f.Add(b)
+	}
+	f.Add([]byte("dhcp:\n  pool: 10.0.0.1-10.0.0.9\n  mode: full\n"))
+	f.Add([]byte("hosts:\n  - mac: 52:54:00:00:00:01\n    address: 1.2.3.4\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("f.yaml", data, Default())
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error message")
+			}
+			return
+		}
+		if verr := c.Validate(); verr != nil {
+			t.Fatalf("Parse accepted a config that Validate rejects: %v", verr)
+		}
+	})
+}
