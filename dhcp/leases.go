@@ -1,0 +1,284 @@
+package dhcp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/pxeperf/pxeperf/configs"
+)
+
+// Errors from the lease store.
+var (
+	// ErrPoolExhausted: every pool address is leased, offered or declined.
+	ErrPoolExhausted = errors.New("address pool exhausted: every address is leased, offered or declined; widen dhcp.pool or shorten dhcp.lease_time")
+	// errNotYours: the address asked for cannot go to this client (NAK).
+	errNotYours = errors.New("address not available to this client")
+)
+
+// How long an offered address is held for the client it was offered to, and
+// how long a declined address stays out of the pool (dnsmasq uses 10 min).
+const (
+	offerHold   = 30 * time.Second
+	declineHold = 10 * time.Minute
+)
+
+// binding is one MAC-address association. It outlives its lease as history,
+// so that a returning client gets its old address back while nobody else
+// took it.
+type binding struct {
+	mac        net.HardwareAddr
+	key        string // mac.String()
+	addr       netip.Addr
+	bound      bool      // ACKed (and journaled)
+	expiry     time.Time // of the lease when bound
+	offerUntil time.Time // address held for an OFFER until then
+}
+
+func (b *binding) active(now time.Time) bool { return b.bound && now.Before(b.expiry) }
+func (b *binding) held(now time.Time) bool   { return now.Before(b.offerUntil) }
+
+// leaseStore allocates addresses in full mode: reservations first, then the
+// client's previous address, then never-used pool addresses, then the
+// longest-expired ones. Bindings are journaled (see journal) before an ACK
+// goes out.
+type leaseStore struct {
+	mu        sync.Mutex
+	pool      configs.Pool
+	server    netip.Addr // never handed out
+	leaseTime time.Duration
+	fixed     map[string]netip.Addr // MAC -> reserved address
+	reserved  map[netip.Addr]string // reserved address -> MAC
+	byMAC     map[string]*binding
+	byAddr    map[netip.Addr]*binding
+	declined  map[netip.Addr]time.Time
+	cursor    int
+	j         *journal // nil: memory only
+}
+
+func newLeaseStore(pool configs.Pool, server netip.Addr, leaseTime time.Duration, hostEntries []configs.Host) *leaseStore {
+	s := &leaseStore{
+		pool:      pool,
+		server:    server,
+		leaseTime: leaseTime,
+		fixed:     map[string]netip.Addr{},
+		reserved:  map[netip.Addr]string{},
+		byMAC:     map[string]*binding{},
+		byAddr:    map[netip.Addr]*binding{},
+		declined:  map[netip.Addr]time.Time{},
+	}
+	for _, h := range hostEntries {
+		if h.Address.IsValid() && len(h.MAC.HardwareAddr) > 0 {
+			k := h.MAC.String()
+			s.fixed[k] = h.Address.Addr
+			s.reserved[h.Address.Addr] = k
+		}
+	}
+	return s
+}
+
+// usable reports whether addr may go to the client with MAC key now.
+func (s *leaseStore) usable(addr netip.Addr, key string, now time.Time) bool {
+	if !addr.Is4() || addr == s.server {
+		return false
+	}
+	if owner, ok := s.reserved[addr]; ok {
+		return owner == key
+	}
+	if !s.pool.Contains(addr) {
+		return false
+	}
+	if until, ok := s.declined[addr]; ok {
+		if now.Before(until) {
+			return false
+		}
+		delete(s.declined, addr)
+	}
+	b := s.byAddr[addr]
+	return b == nil || b.key == key || (!b.active(now) && !b.held(now))
+}
+
+// assign ties addr to mac, dropping whatever either had before.
+func (s *leaseStore) assign(mac net.HardwareAddr, key string, addr netip.Addr) *binding {
+	if b := s.byMAC[key]; b != nil {
+		if b.addr == addr {
+			return b
+		}
+		delete(s.byAddr, b.addr)
+	}
+	if b := s.byAddr[addr]; b != nil {
+		delete(s.byMAC, b.key)
+	}
+	b := &binding{mac: append(net.HardwareAddr(nil), mac...), key: key, addr: addr}
+	s.byMAC[key] = b
+	s.byAddr[addr] = b
+	return b
+}
+
+// Offer picks an address for a DISCOVER and holds it for offerHold.
+func (s *leaseStore) Offer(mac net.HardwareAddr, requested netip.Addr, now time.Time) (netip.Addr, error) {
+	key := mac.String()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	addr, err := s.pick(key, requested, now)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	b := s.assign(mac, key, addr)
+	b.offerUntil = now.Add(offerHold)
+	return addr, nil
+}
+
+func (s *leaseStore) pick(key string, requested netip.Addr, now time.Time) (netip.Addr, error) {
+	if a, ok := s.fixed[key]; ok {
+		return a, nil
+	}
+	if b := s.byMAC[key]; b != nil && s.usable(b.addr, key, now) {
+		return b.addr, nil
+	}
+	if requested.IsValid() && s.usable(requested, key, now) {
+		return requested, nil
+	}
+	n := s.pool.Size()
+	for i := 0; i < n; i++ {
+		idx := (s.cursor + i) % n
+		a := s.pool.Nth(idx)
+		if s.byAddr[a] == nil && s.usable(a, key, now) {
+			s.cursor = (idx + 1) % n
+			return a, nil
+		}
+	}
+	// No never-used address left: reclaim the one that expired longest ago.
+	var oldest *binding
+	for _, b := range s.byAddr {
+		if !s.usable(b.addr, key, now) {
+			continue
+		}
+		if oldest == nil || b.expiry.Before(oldest.expiry) {
+			oldest = b
+		}
+	}
+	if oldest == nil {
+		return netip.Addr{}, ErrPoolExhausted
+	}
+	return oldest.addr, nil
+}
+
+// DropOffer forgets an offer the client declined by choosing another server.
+func (s *leaseStore) DropOffer(mac net.HardwareAddr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.byMAC[mac.String()]; b != nil {
+		b.offerUntil = time.Time{}
+	}
+}
+
+// Bind leases addr to mac (REQUEST) and makes it durable before returning,
+// so the caller may ACK. It returns errNotYours when the client must be NAKed.
+func (s *leaseStore) Bind(mac net.HardwareAddr, addr netip.Addr, now time.Time) (time.Time, error) {
+	key := mac.String()
+	s.mu.Lock()
+	if fixed, ok := s.fixed[key]; ok && fixed != addr {
+		s.mu.Unlock()
+		return time.Time{}, errNotYours
+	}
+	if !s.usable(addr, key, now) {
+		s.mu.Unlock()
+		return time.Time{}, errNotYours
+	}
+	b := s.assign(mac, key, addr)
+	b.bound, b.expiry, b.offerUntil = true, now.Add(s.leaseTime), time.Time{}
+	expiry := b.expiry
+	gen := s.enqueue(recBind, b)
+	s.mu.Unlock()
+	if err := s.wait(gen); err != nil {
+		return time.Time{}, err
+	}
+	return expiry, nil
+}
+
+// Release ends mac's lease on addr (RELEASE). The binding stays as history.
+func (s *leaseStore) Release(mac net.HardwareAddr, addr netip.Addr, now time.Time) (bool, error) {
+	s.mu.Lock()
+	b := s.byMAC[mac.String()]
+	if b == nil || b.addr != addr || !b.bound {
+		s.mu.Unlock()
+		return false, nil
+	}
+	b.bound, b.offerUntil = false, time.Time{}
+	if b.expiry.After(now) {
+		b.expiry = now
+	}
+	gen := s.enqueue(recFree, b)
+	s.mu.Unlock()
+	return true, s.wait(gen)
+}
+
+// Decline takes addr out of the pool for declineHold (the client found it in
+// use) and forgets mac's binding to it, so the client is offered another.
+func (s *leaseStore) Decline(mac net.HardwareAddr, addr netip.Addr, now time.Time) (bool, error) {
+	key := mac.String()
+	s.mu.Lock()
+	b := s.byMAC[key]
+	if b == nil || b.addr != addr {
+		s.mu.Unlock()
+		return false, nil
+	}
+	delete(s.byMAC, key)
+	delete(s.byAddr, addr)
+	s.declined[addr] = now.Add(declineHold)
+	gen := s.enqueue(recFree, b)
+	s.mu.Unlock()
+	return true, s.wait(gen)
+}
+
+// Lease is a binding as the store reports it.
+type Lease struct {
+	MAC    net.HardwareAddr
+	Addr   netip.Addr
+	Expiry time.Time
+}
+
+// Active lists the leases that are bound and not expired.
+func (s *leaseStore) Active(now time.Time) []Lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Lease
+	for _, b := range s.byMAC {
+		if b.active(now) {
+			out = append(out, Lease{MAC: b.mac, Addr: b.addr, Expiry: b.expiry})
+		}
+	}
+	return out
+}
+
+// Lookup returns mac's current binding, bound or not.
+func (s *leaseStore) Lookup(mac net.HardwareAddr) (Lease, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.byMAC[mac.String()]
+	if b == nil {
+		return Lease{}, false
+	}
+	return Lease{MAC: b.mac, Addr: b.addr, Expiry: b.expiry}, true
+}
+
+func (s *leaseStore) enqueue(kind string, b *binding) uint64 {
+	if s.j == nil {
+		return 0
+	}
+	return s.j.enqueue(formatRecord(kind, b))
+}
+
+func (s *leaseStore) wait(gen uint64) error {
+	if s.j == nil {
+		return nil
+	}
+	if err := s.j.wait(gen); err != nil {
+		return fmt.Errorf("writing lease journal: %w (check free space and permissions of the data folder)", err)
+	}
+	return nil
+}
