@@ -1,4 +1,30 @@
 package main
 
-// newHTTPService builds the HTTP boot server. Owned by the httpboot work: replace the body.
-func newHTTPService(env *serveEnv) (service, error) { return nil, nil }
+import "github.com/pxeperf/pxeperf/httpboot"
+
+// newHTTPService builds the HTTP boot server (image files, per-client iPXE
+// scripts, /healthz) when http.enabled; it binds the listener now.
+func newHTTPService(env *serveEnv) (service, error) {
+	if !env.cfg.HTTP.Enabled {
+		return nil, nil
+	}
+	opt := httpboot.Options{
+		HTTP:       env.cfg.HTTP,
+		ScriptPath: env.cfg.DHCP.IPXEScript,
+		Images:     env.images,
+		Hosts:      env.hosts,
+		Sink:       env.sink,
+		Logger:     env.logger.With("svc", "http"),
+	}
+	if env.net != nil {
+		opt.ServerAddr = env.net.Addr
+		if env.net.Iface != nil {
+			opt.Interface = env.net.Iface.Name
+		}
+	}
+	s, err := httpboot.New(opt)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}

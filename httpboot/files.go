@@ -1,0 +1,223 @@
+package httpboot
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/pxeperf/pxeperf/configs"
+	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/hosts"
+	"github.com/pxeperf/pxeperf/images"
+)
+
+// bootTypes are content types for boot files that mime.TypeByExtension does
+// not know, or gets wrong for firmware (which mostly ignores them anyway).
+var bootTypes = map[string]string{
+	".efi":      "application/efi",
+	".ipxe":     "text/plain; charset=utf-8",
+	".kpxe":     "application/octet-stream",
+	".kkpxe":    "application/octet-stream",
+	".pxe":      "application/octet-stream",
+	".lkrn":     "application/octet-stream",
+	".img":      "application/octet-stream",
+	".iso":      "application/x-iso9660-image",
+	".cpio":     "application/x-cpio",
+	".gz":       "application/gzip",
+	".zst":      "application/zstd",
+	".xz":       "application/x-xz",
+	".squashfs": "application/octet-stream",
+	".dtb":      "application/octet-stream",
+	".scr":      "application/octet-stream",
+	".uimg":     "application/octet-stream",
+	".bin":      "application/octet-stream",
+	".cfg":      "text/plain; charset=utf-8",
+	".conf":     "text/plain; charset=utf-8",
+	".txt":      "text/plain; charset=utf-8",
+	".json":     "application/json",
+	".sha256":   "text/plain; charset=utf-8",
+}
+
+// contentType names a file's type from its extension; never by sniffing, so
+// ServeContent does not read the file twice. Kernels and initrds without an
+// extension are application/octet-stream.
+func contentType(name string) string {
+	ext := strings.ToLower(path.Ext(name))
+	if t, ok := bootTypes[ext]; ok {
+		return t
+	}
+	if t := mime.TypeByExtension(ext); t != "" {
+		return t
+	}
+	return "application/octet-stream"
+}
+
+// serveFile serves one file of the root. It returns -1 (the promised length
+// is read from Content-Length by the caller) or 0 when it already set the
+// outcome.
+func (s *Server) serveFile(w *countingWriter, r *http.Request, rec *event.Fetch) int64 {
+	f, size, err := s.opt.Images.Open(r.URL.Path)
+	if err != nil {
+		switch {
+		case errors.Is(err, images.ErrOutsideRoot) || errors.Is(err, fs.ErrPermission):
+			rec.Outcome = event.OutcomeDenied
+			http.Error(w, "403 forbidden: path leaves the image root", http.StatusForbidden)
+		case errors.Is(err, fs.ErrNotExist):
+			rec.Outcome = event.OutcomeNotFound
+			http.Error(w, "404 not found", http.StatusNotFound)
+		default:
+			rec.Outcome = event.OutcomeError
+			http.Error(w, "500 cannot open file", http.StatusInternalServerError)
+			s.opt.Logger.Warn("http boot: cannot open file", "file", rec.File, "err", err)
+		}
+		rec.Err = err.Error()
+		return 0
+	}
+	defer f.Close()
+	rec.Size = size
+	var mod time.Time
+	if st, err := f.Stat(); err == nil {
+		mod = st.ModTime()
+	}
+	w.Header().Set("Content-Type", contentType(r.URL.Path))
+	// ServeContent sets Content-Length, answers Range and HEAD, and copies
+	// with io.CopyN(w, f, n): w keeps io.ReaderFrom, so that becomes sendfile.
+	http.ServeContent(w, r, path.Base(r.URL.Path), mod, f)
+	return -1
+}
+
+// newFetch starts the record of one request and finds the client: by ?mac=
+// when given (iPXE's ${net0/mac}), else by the lease of the source address.
+func (s *Server) newFetch(r *http.Request, start time.Time) (*event.Fetch, hosts.Client) {
+	rec := &event.Fetch{
+		Start:     start,
+		Proto:     event.ProtoHTTP,
+		File:      r.URL.Path,
+		Size:      -1,
+		Interface: s.opt.Interface,
+	}
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		rec.Client = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	q := r.URL.Query()
+	var c hosts.Client
+	found := false
+	if m := q.Get("mac"); m != "" {
+		hw, err := net.ParseMAC(m)
+		if err == nil && len(hw) == 6 {
+			if c, found = s.opt.Hosts.ByMAC(hw); !found {
+				c, found = hosts.Client{MAC: hw, Arch: configs.ArchUnknown}, true
+			}
+		} else {
+			s.badRequests.Add(1)
+			s.opt.Logger.Debug("http boot: ignoring bad ?mac=", "client", r.RemoteAddr, "mac", m)
+		}
+	}
+	if !found && rec.Client.IsValid() {
+		c, found = s.opt.Hosts.ByAddr(rec.Client.Addr())
+	}
+	if found {
+		rec.MAC = c.MAC
+		if c.Host != nil {
+			rec.Host = c.Host.Name
+		}
+	}
+	rec.Labels = labels(c.Host, q)
+	return rec, c
+}
+
+// labels merges the host entry's labels with ?label.KEY=VALUE parameters
+// (the query wins). nil when there are none.
+func labels(h *configs.Host, q map[string][]string) map[string]string {
+	var out map[string]string
+	if h != nil && len(h.Labels) > 0 {
+		out = make(map[string]string, len(h.Labels))
+		for k, v := range h.Labels {
+			out[k] = v
+		}
+	}
+	for k, vs := range q {
+		key, ok := strings.CutPrefix(k, "label.")
+		if !ok || key == "" || len(vs) == 0 {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[key] = vs[0]
+	}
+	return out
+}
+
+// countingWriter counts body bytes and remembers the first write error. It
+// implements io.ReaderFrom by delegating, so wrapping does not turn off
+// sendfile, and Unwrap for http.ResponseController.
+type countingWriter struct {
+	http.ResponseWriter
+	status int
+	n      atomic.Int64
+	err    error
+}
+
+func (c *countingWriter) WriteHeader(code int) {
+	if c.status == 0 {
+		c.status = code
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	n, err := c.ResponseWriter.Write(p)
+	c.n.Add(int64(n))
+	c.setErr(err)
+	return n, err
+}
+
+// ReadFrom hands the copy to the real ResponseWriter, whose ReadFrom hands
+// it to (*net.TCPConn).ReadFrom: sendfile(2) for an *os.File source.
+func (c *countingWriter) ReadFrom(src io.Reader) (int64, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	var n int64
+	var err error
+	if rf, ok := c.ResponseWriter.(io.ReaderFrom); ok {
+		n, err = rf.ReadFrom(src)
+	} else {
+		n, err = io.Copy(writerOnly{c.ResponseWriter}, src)
+	}
+	c.n.Add(n)
+	c.setErr(err)
+	return n, err
+}
+
+func (c *countingWriter) setErr(err error) {
+	if err == nil || c.err != nil {
+		return
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("%w: %w", errDeadline, err)
+	}
+	c.err = err
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// writerOnly hides every method but Write (so io.Copy does not recurse).
+type writerOnly struct{ io.Writer }
+
+var errDeadline = errors.New("write deadline passed")

@@ -1,0 +1,267 @@
+// Package httpboot is pxeperf's HTTP boot server: it serves the image root
+// (Content-Length, Range, HEAD, sendfile for large files), per-client iPXE
+// scripts rendered from Go text/template, and GET /healthz. Every fetch is
+// reported to an event.Sink with what the kernel knew of the TCP connection
+// (TCP_INFO: RTT, retransmits, the client's largest advertised window, ...).
+//
+// The response writer is only ever wrapped by countingWriter, which keeps
+// io.ReaderFrom visible so http.ServeContent's copy reaches
+// (*net.TCPConn).ReadFrom and the kernel's sendfile; see TestSendfilePath and
+// BenchmarkServe.
+package httpboot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/pxeperf/pxeperf/configs"
+	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/hosts"
+	"github.com/pxeperf/pxeperf/images"
+)
+
+// Options are what a Server is built from.
+type Options struct {
+	// HTTP is the http section of the config: listen address, timeouts and
+	// the default script template.
+	HTTP configs.HTTP
+	// ScriptPath is where the per-client iPXE script is served
+	// (dhcp.ipxe_script). Default /boot.ipxe.
+	ScriptPath string
+	// ServerAddr is the address clients reach pxeperf at; it makes .Server
+	// and .ServerURL in scripts. Default: the local address the request
+	// came in on.
+	ServerAddr netip.Addr
+	// Interface is the serving interface's name, put on every fetch.
+	Interface string
+	Images    *images.Store
+	// Hosts maps a MAC or a leased address to a host entry; nil: none.
+	Hosts *hosts.Table
+	// Sink receives one event.Fetch per request; nil: discarded.
+	Sink   event.Sink
+	Logger *slog.Logger
+}
+
+// Server is the HTTP boot service. Build it with New, run it with Serve.
+type Server struct {
+	opt     Options
+	ln      net.Listener
+	srv     *http.Server
+	zenc    *zstd.Encoder
+	started time.Time
+	port    int
+
+	active      atomic.Int64 // requests being served
+	badRequests atomic.Int64 // malformed input dropped (bad ?mac=, ...)
+}
+
+type connKey struct{}
+
+// New validates the options and binds the listener, so a busy port fails
+// here, before anything is served.
+func New(opt Options) (*Server, error) {
+	if opt.Images == nil {
+		return nil, errors.New("httpboot: no image store (set Options.Images)")
+	}
+	if opt.ScriptPath == "" {
+		opt.ScriptPath = "/boot.ipxe"
+	}
+	if opt.ScriptPath[0] != '/' {
+		return nil, fmt.Errorf("httpboot: script path %q must start with /, e.g. /boot.ipxe", opt.ScriptPath)
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.Sink == nil {
+		opt.Sink = event.Discard{}
+	}
+	if opt.Hosts == nil {
+		opt.Hosts = hosts.New(nil)
+	}
+	if opt.HTTP.Listen == "" {
+		opt.HTTP.Listen = ":80"
+	}
+	zenc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+	if err != nil {
+		return nil, fmt.Errorf("httpboot: zstd encoder: %w", err)
+	}
+	ln, err := net.Listen("tcp", opt.HTTP.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("http boot: listening on %s: %w (free the port, or set http.listen / --http-addr, or --http-addr off)", opt.HTTP.Listen, err)
+	}
+	s := &Server{opt: opt, ln: ln, zenc: zenc, started: time.Now()}
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok {
+		s.port = ta.Port
+	}
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: opt.HTTP.ReadHeaderTimeout,
+		IdleTimeout:       opt.HTTP.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
+		ErrorLog: slog.NewLogLogger(opt.Logger.Handler(), slog.LevelDebug),
+	}
+	return s, nil
+}
+
+// Addr is the bound listen address (useful with port 0).
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Serve serves until ctx ends, then stops accepting and lets running
+// downloads finish for up to HTTP.ShutdownGrace before closing them. It
+// returns nil when ctx ends.
+func (s *Server) Serve(ctx context.Context) error {
+	s.opt.Logger.Info("http boot serving", "addr", s.ln.Addr().String(), "script", s.opt.ScriptPath)
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http boot: %w", err)
+	case <-ctx.Done():
+	}
+	// A fresh context: ctx is already cancelled, and running image downloads
+	// deserve their grace period.
+	grace := s.opt.HTTP.ShutdownGrace
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if n := s.active.Load(); n > 0 {
+		s.opt.Logger.Info("http boot stopping: letting downloads finish", "active", n, "grace", grace)
+	}
+	if err := s.srv.Shutdown(sctx); err != nil {
+		s.opt.Logger.Warn("http boot: downloads still running after the shutdown grace; closing them",
+			"active", s.active.Load(), "grace", grace, "err", err)
+		_ = s.srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http boot: %w", err)
+	}
+	return nil
+}
+
+// ServeHTTP routes: /healthz, the script path, else a file from the root.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "pxeperf serves boot files: only GET and HEAD", http.StatusMethodNotAllowed)
+		return
+	}
+	if r.URL.Path == "/healthz" {
+		s.serveHealth(w, r)
+		return
+	}
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	start := time.Now()
+	rec, client := s.newFetch(r, start)
+	cw := &countingWriter{ResponseWriter: w}
+	mon := s.watch(r, cw)
+	var expect int64
+	if r.URL.Path == s.opt.ScriptPath {
+		expect = s.serveScript(cw, r, rec, client)
+	} else {
+		expect = s.serveFile(cw, r, rec)
+	}
+	rec.TCP = mon.finish()
+	rec.Duration = time.Since(start)
+	rec.Bytes = cw.n.Load()
+	s.outcome(rec, cw, r, expect, mon)
+	s.opt.Sink.Fetch(rec)
+}
+
+// outcome classifies a finished fetch. expect is the body length the
+// response promised (-1 unknown; 0 for HEAD and errors already classified).
+func (s *Server) outcome(rec *event.Fetch, cw *countingWriter, r *http.Request, expect int64, mon *monitor) {
+	if rec.Outcome != "" {
+		return
+	}
+	if r.Method == http.MethodHead {
+		expect = 0
+	} else if cl := cw.Header().Get("Content-Length"); cl != "" {
+		if v, err := strconv.ParseInt(cl, 10, 64); err == nil {
+			expect = v
+		}
+	}
+	status := cw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	switch {
+	case status >= 400:
+		rec.Outcome = event.OutcomeError
+		rec.Err = fmt.Sprintf("HTTP %d %s", status, http.StatusText(status))
+	case expect >= 0 && rec.Bytes >= expect:
+		// Every byte was handed to the kernel. OVMF resets the connection
+		// right after a download; that is not a failure.
+		rec.Outcome = event.OutcomeOK
+	case errors.Is(cw.err, errDeadline):
+		rec.Outcome = event.OutcomeError
+		rec.Err = fmt.Sprintf("stalled: no progress for %s (http.stall_timeout)", s.opt.HTTP.StallTimeout)
+	case cw.err != nil:
+		rec.Outcome = event.OutcomeAborted
+		rec.Err = cw.err.Error()
+	case expect < 0:
+		rec.Outcome = event.OutcomeOK
+	default:
+		rec.Outcome = event.OutcomeError
+		rec.Err = fmt.Sprintf("sent %d of %d bytes: the file shrank while being served", rec.Bytes, expect)
+	}
+	if rec.Outcome != event.OutcomeOK {
+		s.opt.Logger.Debug("http fetch not ok", "file", rec.File, "client", rec.Client.String(),
+			"bytes", rec.Bytes, "outcome", rec.Outcome, "err", rec.Err)
+	}
+}
+
+type health struct {
+	Status      string  `json:"status"`
+	UptimeS     float64 `json:"uptime_s"`
+	Active      int64   `json:"active"`
+	BadRequests int64   `json:"bad_requests"`
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
+	b, _ := json.Marshal(health{
+		Status:      "ok",
+		UptimeS:     time.Since(s.started).Round(time.Millisecond).Seconds(),
+		Active:      s.active.Load(),
+		BadRequests: s.badRequests.Load(),
+	})
+	s.writeText(w, r, "application/json", append(b, '\n'))
+}
+
+// serverAddr is the address scripts name as .Server.
+func (s *Server) serverAddr(r *http.Request) netip.Addr {
+	if s.opt.ServerAddr.IsValid() && !s.opt.ServerAddr.IsUnspecified() {
+		return s.opt.ServerAddr
+	}
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+			return ap.Addr().Unmap()
+		}
+	}
+	return netip.Addr{}
+}
+
+// serverURL is http://addr[:port] for the listener's port.
+func (s *Server) serverURL(r *http.Request) string {
+	a := s.serverAddr(r)
+	host := a.String()
+	if a.Is6() {
+		host = "[" + host + "]"
+	}
+	if s.port != 0 && s.port != 80 {
+		host += ":" + strconv.Itoa(s.port)
+	}
+	return "http://" + host
+}

@@ -1,0 +1,22 @@
+//go:build !linux
+
+package httpboot
+
+import (
+	"net"
+
+	"github.com/pxeperf/pxeperf/event"
+)
+
+// tcpProbe is Linux-only; elsewhere fetches carry no TCP info and stall
+// detection counts written bytes only.
+type tcpProbe struct{}
+
+type tcpSample struct {
+	acked  uint64
+	sndWnd uint32
+}
+
+func newTCPProbe(net.Conn) *tcpProbe                   { return nil }
+func (p *tcpProbe) sample() (tcpSample, bool)          { return tcpSample{}, false }
+func (p *tcpProbe) final(maxWnd uint32) *event.TCPInfo { return nil }
