@@ -1,4 +1,33 @@
 package main
 
-// newTFTPService builds the TFTP server. Owned by the tftp work: replace the body.
-func newTFTPService(env *serveEnv) (service, error) { return nil, nil }
+import (
+	"github.com/pxeperf/pxeperf/tftp"
+)
+
+// newTFTPService builds the TFTP server when enabled, sized to the serving
+// interface's MTU.
+func newTFTPService(env *serveEnv) (service, error) {
+	c := &env.cfg.TFTP
+	if !c.Enabled {
+		return nil, nil
+	}
+	s, err := tftp.New(tftp.Config{
+		Listen:       c.Listen,
+		Interface:    env.net.Iface.Name,
+		MTU:          env.net.Iface.MTU,
+		MaxBlockSize: c.MaxBlockSize,
+		Timeout:      c.Timeout,
+		Retries:      c.Retries,
+		SinglePort:   c.SinglePort,
+		Files:        env.images,
+		Hosts:        env.hosts,
+		Sink:         env.sink,
+		Logger:       env.logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	env.logger.Info("tftp listening", "addr", s.Addr().String(), "max_blksize", s.MaxBlockSize(),
+		"single_port", c.SinglePort)
+	return s, nil
+}

@@ -1,0 +1,194 @@
+package tftp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// TFTP opcodes (RFC 1350, RFC 2347).
+const (
+	opRRQ   = 1
+	opWRQ   = 2
+	opDATA  = 3
+	opACK   = 4
+	opERROR = 5
+	opOACK  = 6
+)
+
+// TFTP error codes (RFC 1350, RFC 2347).
+const (
+	errNotDefined    = 0
+	errNotFound      = 1
+	errAccess        = 2
+	errIllegalOp     = 4
+	errOptionRefused = 8
+)
+
+// Block size limits: RFC 2348 allows 8..65464; 512 is RFC 1350's only size.
+const (
+	defaultBlockSize = 512
+	minBlockSize     = 8
+	maxBlockSize     = 65464
+	// ipUDPTFTPOverhead is what one DATA packet adds to its payload on the
+	// wire: 20 (IPv4) + 8 (UDP) + 4 (TFTP header).
+	ipUDPTFTPOverhead = 32
+)
+
+// maxRequestLen bounds a request packet; RFC 1350 requests fit in 512
+// bytes, but option lists (RFC 2347) may be longer.
+const maxRequestLen = 1024
+
+var errBadRequest = errors.New("malformed TFTP request")
+
+// option is one name/value pair of a request, name lower-cased.
+type option struct{ name, value string }
+
+// request is a parsed RRQ or WRQ.
+type request struct {
+	op   uint16
+	file string
+	mode string // lower-cased
+	opts []option
+}
+
+// opt returns the value of the named option and whether it was present.
+func (r *request) opt(name string) (string, bool) {
+	for _, o := range r.opts {
+		if o.name == name {
+			return o.value, true
+		}
+	}
+	return "", false
+}
+
+// parseRequest parses an RRQ or WRQ:
+//
+//	| opcode | filename | 0 | mode | 0 | opt1 | 0 | value1 | 0 | ...
+//
+// Anything else (another opcode, no NUL after the mode, an empty name) is
+// errBadRequest. A trailing option name without a value is ignored, as
+// RFC 2347 servers do.
+func parseRequest(b []byte) (request, error) {
+	if len(b) < 4 {
+		return request{}, fmt.Errorf("%w: %d bytes", errBadRequest, len(b))
+	}
+	if len(b) > maxRequestLen {
+		return request{}, fmt.Errorf("%w: %d bytes, over %d", errBadRequest, len(b), maxRequestLen)
+	}
+	op := binary.BigEndian.Uint16(b)
+	if op != opRRQ && op != opWRQ {
+		return request{}, fmt.Errorf("%w: opcode %d is not RRQ or WRQ", errBadRequest, op)
+	}
+	if b[len(b)-1] != 0 {
+		return request{}, fmt.Errorf("%w: not NUL-terminated", errBadRequest)
+	}
+	fields := bytes.Split(b[2:len(b)-1], []byte{0})
+	if len(fields) < 2 {
+		return request{}, fmt.Errorf("%w: no mode", errBadRequest)
+	}
+	r := request{op: op, file: string(fields[0]), mode: strings.ToLower(string(fields[1]))}
+	if r.file == "" {
+		return request{}, fmt.Errorf("%w: empty file name", errBadRequest)
+	}
+	for i := 2; i+1 < len(fields); i += 2 {
+		name := strings.ToLower(string(fields[i]))
+		if name == "" {
+			continue
+		}
+		r.opts = append(r.opts, option{name: name, value: string(fields[i+1])})
+	}
+	return r, nil
+}
+
+// negotiated is what the server agreed to for one read transfer.
+type negotiated struct {
+	blockSize int
+	tsize     bool     // the client asked for tsize
+	oack      []option // options to acknowledge; empty: plain RFC 1350, no OACK
+}
+
+// negotiate picks the options of an RRQ the server accepts: blksize (capped
+// at maxBlk) and tsize (answered with size). Other options (timeout,
+// windowsize, ...) are left out of the OACK, which RFC 2347 allows; a
+// request with no accepted option gets no OACK at all.
+func negotiate(r *request, maxBlk int, size int64) negotiated {
+	n := negotiated{blockSize: defaultBlockSize}
+	seen := map[string]bool{}
+	for _, o := range r.opts {
+		if seen[o.name] {
+			continue
+		}
+		seen[o.name] = true
+		switch o.name {
+		case "blksize":
+			v, err := strconv.Atoi(o.value)
+			if err != nil || v < minBlockSize || v > maxBlockSize {
+				continue
+			}
+			v = min(v, maxBlk)
+			n.blockSize = v
+			n.oack = append(n.oack, option{"blksize", strconv.Itoa(v)})
+		case "tsize":
+			if size < 0 {
+				continue
+			}
+			n.tsize = true
+			n.oack = append(n.oack, option{"tsize", strconv.FormatInt(size, 10)})
+		}
+	}
+	return n
+}
+
+// appendOACK appends an OACK packet.
+func appendOACK(b []byte, opts []option) []byte {
+	b = binary.BigEndian.AppendUint16(b, opOACK)
+	for _, o := range opts {
+		b = append(b, o.name...)
+		b = append(b, 0)
+		b = append(b, o.value...)
+		b = append(b, 0)
+	}
+	return b
+}
+
+// appendError appends an ERROR packet.
+func appendError(b []byte, code uint16, msg string) []byte {
+	b = binary.BigEndian.AppendUint16(b, opERROR)
+	b = binary.BigEndian.AppendUint16(b, code)
+	b = append(b, msg...)
+	return append(b, 0)
+}
+
+// reply is a packet a client sends during a read transfer.
+type reply struct {
+	op    uint16
+	block uint16 // ACK
+	code  uint16 // ERROR
+	msg   string // ERROR
+}
+
+// parseReply parses an ACK or ERROR; anything else is an error.
+func parseReply(b []byte) (reply, error) {
+	if len(b) < 4 {
+		return reply{}, fmt.Errorf("short packet: %d bytes", len(b))
+	}
+	r := reply{op: binary.BigEndian.Uint16(b)}
+	switch r.op {
+	case opACK:
+		r.block = binary.BigEndian.Uint16(b[2:])
+	case opERROR:
+		r.code = binary.BigEndian.Uint16(b[2:])
+		msg := b[4:]
+		if i := bytes.IndexByte(msg, 0); i >= 0 {
+			msg = msg[:i]
+		}
+		r.msg = string(msg)
+	default:
+		return reply{}, fmt.Errorf("unexpected opcode %d during a read transfer", r.op)
+	}
+	return r, nil
+}

@@ -1,0 +1,426 @@
+// Package tftp is pxeperf's read-only TFTP server (RFC 1350 with the option
+// extension of RFC 2347: blksize RFC 2348, tsize RFC 2349). It serves files
+// from an images.Store, sizes blocks to the interface MTU, and reports one
+// event.Fetch per request (sent, missing, refused or aborted) with what was
+// negotiated and counted on the wire.
+//
+// The server owns its listening socket and parses every request itself, so
+// each refusal carries the right TFTP error code and a later RFC 7440
+// windowsize sender can be chosen per request in negotiate/transfer.run.
+// Transfers are lock-step (windowsize 1); each one gets its own socket (a new
+// server port, RFC 1350's TID) unless SinglePort is set, where every packet
+// goes through the listening port (for NAT and containers).
+package tftp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/hosts"
+	"github.com/pxeperf/pxeperf/images"
+	"golang.org/x/net/ipv4"
+)
+
+// Files opens a requested name inside the served root. *images.Store is one;
+// its errors wrap fs.ErrNotExist for a missing file and images.ErrOutsideRoot
+// (or fs.ErrPermission) for a refused one.
+type Files interface {
+	Open(name string) (*os.File, int64, error)
+}
+
+// Config builds a Server.
+type Config struct {
+	// Listen is the IPv4 HOST:PORT to serve on, e.g. ":69".
+	Listen string
+	// Interface names the interface served on; it is put on each event.
+	Interface string
+	// MTU of that interface; the largest blksize is MTU - 32 (IPv4, UDP and
+	// TFTP headers), 1468 at 1500. 0 means 1500.
+	MTU int
+	// MaxBlockSize caps blksize further when non-zero (8..65464).
+	MaxBlockSize int
+	// Timeout before a packet is sent again. Default 1s.
+	Timeout time.Duration
+	// Retries: how many times one packet is sent again before the transfer
+	// is given up. Default 5.
+	Retries int
+	// SinglePort answers every transfer from the listening port.
+	SinglePort bool
+	// ShutdownGrace is how long running transfers may finish once Serve's
+	// context ends. Default 30s.
+	ShutdownGrace time.Duration
+	// MaxTransfers bounds concurrent transfers; requests beyond it are
+	// dropped (the client will retry). Default 512.
+	MaxTransfers int
+
+	Files  Files        // required
+	Hosts  *hosts.Table // MAC, host name and labels for events; may be nil
+	Sink   event.Sink   // default event.Discard
+	Logger *slog.Logger // default: discard
+}
+
+// Stats counts what the server did outside of transfers.
+type Stats struct {
+	Requests   int64 // RRQs and WRQs accepted for handling
+	Malformed  int64 // packets on the listening port that were not a valid request
+	Duplicates int64 // a request from a client address already in a transfer
+	Busy       int64 // requests dropped at MaxTransfers
+	Stray      int64 // packets to a transfer that were not an ACK or ERROR
+}
+
+// Server is a read-only TFTP server. Build it with New.
+type Server struct {
+	cfg    Config
+	maxBlk int
+	conn   *net.UDPConn
+	pc     *ipv4.PacketConn
+	log    *slog.Logger
+
+	mu sync.Mutex
+	// active maps a client address to its transfer: the channel feeding it
+	// in single-port mode, nil otherwise (then it only stops duplicates).
+	active   map[netip.AddrPort]chan []byte
+	draining bool
+	wg       sync.WaitGroup
+
+	requests, malformed, duplicates, busy, stray atomic.Int64
+}
+
+// New checks cfg and binds the listening socket, so a busy port fails here.
+func New(cfg Config) (*Server, error) {
+	if cfg.Files == nil {
+		return nil, errors.New("tftp: no Files to serve (pass the images store)")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = time.Second
+	}
+	if cfg.Retries <= 0 {
+		cfg.Retries = 5
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = 30 * time.Second
+	}
+	if cfg.MaxTransfers <= 0 {
+		cfg.MaxTransfers = 512
+	}
+	if cfg.MaxBlockSize != 0 && (cfg.MaxBlockSize < minBlockSize || cfg.MaxBlockSize > maxBlockSize) {
+		return nil, fmt.Errorf("tftp: max block size %d is outside %d..%d (RFC 2348); use 0 for the MTU's limit",
+			cfg.MaxBlockSize, minBlockSize, maxBlockSize)
+	}
+	if cfg.Sink == nil {
+		cfg.Sink = event.Discard{}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	pconn, err := (&net.ListenConfig{}).ListenPacket(context.Background(), "udp4", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("tftp: listening on %s: %w (is another TFTP server running? stop it or set tftp.listen / --tftp-addr)", cfg.Listen, err)
+	}
+	conn := pconn.(*net.UDPConn)
+	pc := ipv4.NewPacketConn(conn)
+	// The destination address tells which local address a request came to,
+	// so replies leave from it on a multi-homed host.
+	if err := pc.SetControlMessage(ipv4.FlagDst|ipv4.FlagInterface, true); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("tftp: enabling IP_PKTINFO on %s: %w", cfg.Listen, err)
+	}
+	return &Server{
+		cfg:    cfg,
+		maxBlk: blockLimit(cfg.MTU, cfg.MaxBlockSize),
+		conn:   conn,
+		pc:     pc,
+		log:    log.With("service", "tftp"),
+		active: make(map[netip.AddrPort]chan []byte),
+	}, nil
+}
+
+// blockLimit is the largest blksize for an MTU and an optional cap.
+func blockLimit(mtu, limit int) int {
+	if mtu <= 0 {
+		mtu = 1500
+	}
+	m := min(mtu-ipUDPTFTPOverhead, maxBlockSize)
+	if limit > 0 {
+		m = min(m, limit)
+	}
+	return max(m, minBlockSize)
+}
+
+// Addr is the bound listening address.
+func (s *Server) Addr() netip.AddrPort {
+	return s.conn.LocalAddr().(*net.UDPAddr).AddrPort()
+}
+
+// MaxBlockSize is the largest blksize the server agrees to.
+func (s *Server) MaxBlockSize() int { return s.maxBlk }
+
+// Stats returns the counters so far.
+func (s *Server) Stats() Stats {
+	return Stats{
+		Requests:   s.requests.Load(),
+		Malformed:  s.malformed.Load(),
+		Duplicates: s.duplicates.Load(),
+		Busy:       s.busy.Load(),
+		Stray:      s.stray.Load(),
+	}
+}
+
+// Serve answers requests until ctx ends, then lets running transfers finish
+// for up to ShutdownGrace, and returns nil. It returns an error only when
+// the listening socket fails. Call it once.
+func (s *Server) Serve(ctx context.Context) error {
+	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	loopErr := make(chan error, 1)
+	go func() { loopErr <- s.readLoop(tctx) }()
+	select {
+	case <-ctx.Done():
+	case err := <-loopErr:
+		cancel()
+		s.wg.Wait()
+		return err
+	}
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+	if !s.cfg.SinglePort {
+		// Transfers have their own sockets; new requests are refused by
+		// the kernel from now on.
+		s.conn.Close()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	timer := time.NewTimer(s.cfg.ShutdownGrace)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		s.log.Warn("stopping TFTP transfers still running after the shutdown grace", "grace", s.cfg.ShutdownGrace)
+		cancel()
+		<-done
+	}
+	s.conn.Close()
+	<-loopErr
+	return nil
+}
+
+// readLoop reads the listening socket until it is closed.
+func (s *Server) readLoop(ctx context.Context) error {
+	buf := make([]byte, 65536)
+	failures := 0
+	for {
+		n, cm, src, err := s.pc.ReadFrom(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			failures++
+			s.log.Debug("reading the TFTP socket", "err", err)
+			if failures > 100 {
+				return fmt.Errorf("tftp: reading %s: %w", s.Addr(), err)
+			}
+			continue
+		}
+		failures = 0
+		ua, ok := src.(*net.UDPAddr)
+		if !ok {
+			continue
+		}
+		peer := netip.AddrPortFrom(ua.AddrPort().Addr().Unmap(), ua.AddrPort().Port())
+		var local netip.Addr
+		if cm != nil {
+			if a, ok := netip.AddrFromSlice(cm.Dst); ok && a.Unmap().Is4() && a.Unmap() != netip.IPv4Unspecified() &&
+				a.Unmap() != netip.AddrFrom4([4]byte{255, 255, 255, 255}) && !a.Unmap().IsMulticast() {
+				local = a.Unmap()
+			}
+		}
+		s.dispatch(ctx, buf[:n], peer, local)
+	}
+}
+
+// dispatch hands a packet to its transfer (single-port mode) or starts a
+// new transfer for a request.
+func (s *Server) dispatch(ctx context.Context, pkt []byte, peer netip.AddrPort, local netip.Addr) {
+	s.mu.Lock()
+	ch, running := s.active[peer]
+	s.mu.Unlock()
+	if running && ch != nil {
+		select {
+		case ch <- append([]byte(nil), pkt...):
+		default: // the transfer is behind; a lost ACK is resent by the client
+		}
+		return
+	}
+	req, err := parseRequest(pkt)
+	if err != nil {
+		s.malformed.Add(1)
+		s.log.Debug("dropped a packet that is not a TFTP request", "client", peer, "bytes", len(pkt), "err", err)
+		return
+	}
+	s.mu.Lock()
+	switch {
+	case s.draining:
+		s.mu.Unlock()
+		return
+	case running:
+		s.mu.Unlock()
+		s.duplicates.Add(1)
+		s.log.Debug("dropped a repeated request for a running transfer", "client", peer, "file", req.file)
+		return
+	case len(s.active) >= s.cfg.MaxTransfers:
+		s.mu.Unlock()
+		s.busy.Add(1)
+		s.log.Debug("dropped a request: too many transfers", "client", peer, "file", req.file, "max", s.cfg.MaxTransfers)
+		return
+	}
+	var in chan []byte
+	if s.cfg.SinglePort {
+		in = make(chan []byte, 8)
+	}
+	s.active[peer] = in
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.requests.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.forget(peer)
+		s.handle(ctx, req, peer, local, in)
+	}()
+}
+
+func (s *Server) forget(peer netip.AddrPort) {
+	s.mu.Lock()
+	delete(s.active, peer)
+	s.mu.Unlock()
+}
+
+// handle answers one request and reports it.
+func (s *Server) handle(ctx context.Context, req request, peer netip.AddrPort, local netip.Addr, in chan []byte) {
+	f := &event.Fetch{
+		Start:     time.Now(),
+		Proto:     event.ProtoTFTP,
+		Client:    peer,
+		File:      req.file,
+		Size:      -1,
+		Interface: s.cfg.Interface,
+		TFTP:      &event.TFTPInfo{BlockSize: defaultBlockSize, WindowSize: 1, Timeout: s.cfg.Timeout},
+	}
+	_, f.TFTP.TSize = req.opt("tsize")
+	s.label(f)
+	defer func() {
+		f.Duration = time.Since(f.Start)
+		s.cfg.Sink.Fetch(f)
+	}()
+
+	refuse := func(outcome string, code uint16, msg string, err error) {
+		f.Outcome, f.Err = outcome, err.Error()
+		if serr := s.sendFromListener(appendError(nil, code, msg), peer, local); serr != nil {
+			s.log.Debug("sending a TFTP error", "client", peer, "err", serr)
+		}
+	}
+	if req.op == opWRQ {
+		refuse(event.OutcomeDenied, errAccess, "pxeperf is read-only: write requests are refused",
+			errors.New("write request refused"))
+		return
+	}
+	if req.mode != "octet" && req.mode != "netascii" {
+		refuse(event.OutcomeError, errIllegalOp, "unsupported transfer mode "+req.mode+"; use octet",
+			fmt.Errorf("unsupported mode %q", req.mode))
+		return
+	}
+	file, size, err := s.cfg.Files.Open(req.file)
+	switch {
+	case errors.Is(err, images.ErrOutsideRoot) || errors.Is(err, fs.ErrPermission):
+		refuse(event.OutcomeDenied, errAccess, "access violation", err)
+		return
+	case errors.Is(err, fs.ErrNotExist):
+		refuse(event.OutcomeNotFound, errNotFound, "file not found", err)
+		return
+	case err != nil:
+		refuse(event.OutcomeError, errNotDefined, "cannot read the file", err)
+		return
+	}
+	defer file.Close()
+	f.Size = size
+
+	neg := negotiate(&req, s.maxBlk, size)
+	f.TFTP.BlockSize = neg.blockSize
+	l, err := s.newLink(ctx, peer, local, in)
+	if err != nil {
+		refuse(event.OutcomeError, errNotDefined, "server error", err)
+		s.log.Warn("opening a TFTP transfer socket", "client", peer, "file", req.file, "err", err)
+		return
+	}
+	defer l.close()
+	t := &transfer{link: l, timeout: s.cfg.Timeout, retries: s.cfg.Retries, info: f.TFTP}
+	err = t.run(req.mode, file, neg)
+	f.Bytes = t.acked
+	f.Outcome = outcomeOf(err)
+	if err != nil {
+		f.Err = err.Error()
+	}
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		s.log.Debug("tftp transfer ended", "client", peer, "file", req.file, "bytes", f.Bytes,
+			"outcome", f.Outcome, "blksize", neg.blockSize, "stray", t.stray)
+	}
+	s.stray.Add(t.stray)
+}
+
+// label puts the client's MAC, host name and labels on f.
+func (s *Server) label(f *event.Fetch) {
+	if s.cfg.Hosts == nil {
+		return
+	}
+	c, ok := s.cfg.Hosts.ByAddr(f.Client.Addr())
+	if !ok {
+		return
+	}
+	f.MAC = c.MAC
+	if c.Host != nil {
+		f.Host = c.Host.Name
+		f.Labels = maps.Clone(c.Host.Labels)
+	}
+}
+
+// sendFromListener sends one packet from the listening port, from the
+// address the request came to.
+func (s *Server) sendFromListener(b []byte, peer netip.AddrPort, local netip.Addr) error {
+	var cm *ipv4.ControlMessage
+	if local.IsValid() {
+		cm = &ipv4.ControlMessage{Src: local.AsSlice()}
+	}
+	_, err := s.pc.WriteTo(b, cm, net.UDPAddrFromAddrPort(peer))
+	return err
+}
+
+// newLink opens the packet path of one transfer: a new socket (a new TID)
+// or, in single-port mode, the listening socket fed through in.
+func (s *Server) newLink(ctx context.Context, peer netip.AddrPort, local netip.Addr, in chan []byte) (link, error) {
+	if s.cfg.SinglePort {
+		return &portLink{s: s, ctx: ctx, peer: peer, local: local, in: in}, nil
+	}
+	d := net.Dialer{}
+	if local.IsValid() {
+		d.LocalAddr = &net.UDPAddr{IP: local.AsSlice()}
+	}
+	c, err := d.DialContext(ctx, "udp4", peer.String())
+	if err != nil {
+		return nil, err
+	}
+	uc := c.(*net.UDPConn)
+	stop := context.AfterFunc(ctx, func() { uc.Close() })
+	return &connLink{conn: uc, stop: stop}, nil
+}
