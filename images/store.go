@@ -2,6 +2,10 @@
 // HTTP: every path confined to the root (os.Root), compressed-only images
 // served decompressed from a cache under the data folder, and Debian's iPXE
 // binaries used where the root lacks them.
+//
+// Every Open returns a real *os.File with its exact size, so the protocol
+// servers can announce the size up front (TFTP tsize, HTTP Content-Length)
+// and let the kernel copy the bytes (sendfile).
 package images
 
 import (
@@ -12,11 +16,22 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // ErrOutsideRoot is returned for names that would leave the root ("..",
 // absolute paths, symlinks pointing out).
 var ErrOutsideRoot = fmt.Errorf("path leaves the image root: %w", fs.ErrPermission)
+
+// DefaultFallbackDir is where Debian's ipxe package installs its binaries.
+const DefaultFallbackDir = "/usr/lib/ipxe"
+
+// DefaultMaxUnpacked bounds the decompressed size of one image (64 GiB), so
+// a hostile or broken archive cannot fill the data folder.
+const DefaultMaxUnpacked int64 = 64 << 30
 
 // Store serves files from one root folder.
 type Store struct {
@@ -24,10 +39,39 @@ type Store struct {
 	dir    string
 	data   string
 	logger *slog.Logger
+
+	fallbackDir string
+	maxUnpacked int64
+
+	flights singleflight.Group
+	mu      sync.Mutex
+	cache   *os.Root             // opened on first unpack; guarded by mu
+	metas   map[string]cacheMeta // by cache key; guarded by mu
+	logged  sync.Map             // fallback names already logged
+	unpacks atomic.Int64         // decompressions done, for tests and logs
 }
 
-// Open opens the root folder. data is the state folder (decompression cache).
-func Open(rootDir, dataDir string, logger *slog.Logger) (*Store, error) {
+// Option changes a Store's defaults.
+type Option func(*Store)
+
+// WithFallbackDir sets the folder iPXE binaries missing from the root are
+// served from (default DefaultFallbackDir); "" turns the fallback off.
+func WithFallbackDir(dir string) Option { return func(s *Store) { s.fallbackDir = dir } }
+
+// WithMaxUnpacked bounds the decompressed size of one compressed image
+// (default DefaultMaxUnpacked). n <= 0 keeps the default.
+func WithMaxUnpacked(n int64) Option {
+	return func(s *Store) {
+		if n > 0 {
+			s.maxUnpacked = n
+		}
+	}
+}
+
+// Open opens the root folder. dataDir is the decompression cache folder
+// (serve passes <data>/cache); it is created on the first unpack, and ""
+// turns serving compressed-only images off.
+func Open(rootDir, dataDir string, logger *slog.Logger, opts ...Option) (*Store, error) {
 	r, err := os.OpenRoot(rootDir)
 	if err != nil {
 		return nil, fmt.Errorf("opening image root %s: %w (create it or set --root)", rootDir, err)
@@ -35,11 +79,28 @@ func Open(rootDir, dataDir string, logger *slog.Logger) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Store{root: r, dir: rootDir, data: dataDir, logger: logger}, nil
+	s := &Store{
+		root: r, dir: rootDir, data: dataDir, logger: logger,
+		fallbackDir: DefaultFallbackDir,
+		maxUnpacked: DefaultMaxUnpacked,
+		metas:       map[string]cacheMeta{},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
 }
 
-// Close releases the root.
-func (s *Store) Close() error { return s.root.Close() }
+// Close releases the root and the cache folder.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.cache != nil {
+		s.cache.Close()
+		s.cache = nil
+	}
+	s.mu.Unlock()
+	return s.root.Close()
+}
 
 // Dir is the root folder's path.
 func (s *Store) Dir() string { return s.dir }
@@ -66,20 +127,48 @@ func Clean(name string) (string, error) {
 
 // Open opens a file for reading and returns it with its size. Errors wrap
 // fs.ErrNotExist for a missing file and ErrOutsideRoot for an escape.
+//
+// Lookup order: the file itself; NAME.zst then NAME.gz, served decompressed
+// from the cache (ErrCorrupt, ErrTooLarge); for a top-level iPXE binary, the
+// fallback folder.
 func (s *Store) Open(name string) (*os.File, int64, error) {
 	n, err := Clean(name)
 	if err != nil {
 		return nil, 0, err
 	}
-	f, err := s.root.Open(n)
+	f, size, err := openRegular(s.root, n)
+	if !errors.Is(err, errMissing) {
+		return f, size, err
+	}
+	for _, c := range codecs {
+		src, err := s.root.Open(n + c.ext)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, 0, rootErr(n+c.ext, err)
+		}
+		defer src.Close()
+		return s.openUnpacked(n, n+c.ext, c, src)
+	}
+	if f, size, ok := s.openFallback(n); ok {
+		return f, size, nil
+	}
+	return nil, 0, fmt.Errorf("%s: not in %s (nor %s.zst or %s.gz): %w", n, s.dir, n, n, fs.ErrNotExist)
+}
+
+// errMissing marks "nothing at this name", so Open moves on to compressed
+// sources and the fallback; it wraps fs.ErrNotExist.
+var errMissing = fmt.Errorf("missing: %w", fs.ErrNotExist)
+
+// openRegular opens n inside r and insists on a regular file.
+func openRegular(r *os.Root, n string) (*os.File, int64, error) {
+	f, err := r.Open(n)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, 0, err
+			return nil, 0, errMissing
 		}
-		if strings.Contains(err.Error(), "escapes") || errors.Is(err, fs.ErrPermission) {
-			return nil, 0, ErrOutsideRoot
-		}
-		return nil, 0, err
+		return nil, 0, rootErr(n, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
@@ -91,6 +180,15 @@ func (s *Store) Open(name string) (*os.File, int64, error) {
 		return nil, 0, fmt.Errorf("%s is not a regular file: %w", n, fs.ErrNotExist)
 	}
 	return f, st.Size(), nil
+}
+
+// rootErr maps os.Root's escape error (unexported in package os) to
+// ErrOutsideRoot and keeps every other error as it is.
+func rootErr(n string, err error) error {
+	if strings.Contains(err.Error(), "escapes from parent") {
+		return fmt.Errorf("%s: %w", n, ErrOutsideRoot)
+	}
+	return err
 }
 
 // EnsureRoot creates the root folder with a sample iPXE script when it is

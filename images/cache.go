@@ -1,0 +1,296 @@
+package images
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// ErrCorrupt is returned when a compressed image does not decompress; the
+// broken output is never cached.
+var ErrCorrupt = errors.New("compressed image is corrupt")
+
+// ErrTooLarge is returned when a compressed image unpacks past the limit
+// (WithMaxUnpacked, default 64 GiB).
+var ErrTooLarge = errors.New("compressed image unpacks past the size limit")
+
+// codec is one compression format served transparently.
+type codec struct {
+	ext  string
+	open func(io.Reader) (io.ReadCloser, error)
+}
+
+// codecs in lookup order: NAME.zst wins over NAME.gz.
+var codecs = []codec{
+	{".zst", func(r io.Reader) (io.ReadCloser, error) {
+		d, err := zstd.NewReader(r)
+		if err != nil {
+			return nil, err
+		}
+		return d.IOReadCloser(), nil
+	}},
+	{".gz", func(r io.Reader) (io.ReadCloser, error) {
+		return gzip.NewReader(r)
+	}},
+}
+
+// cacheMeta is stored beside each unpacked image as KEY.json: the source's
+// identity when it was unpacked, and the output's size and digest.
+type cacheMeta struct {
+	Name          string    `json:"name"`   // served name, root-relative
+	Source        string    `json:"source"` // compressed file, root-relative
+	SourceSize    int64     `json:"source_size"`
+	SourceMtimeNS int64     `json:"source_mtime_ns"`
+	SourceSHA256  string    `json:"source_sha256"`
+	Size          int64     `json:"size"`
+	SHA256        string    `json:"sha256"`
+	Unpacked      time.Time `json:"unpacked"`
+}
+
+// sameSource reports whether the source looks unchanged (size and mtime).
+func (m cacheMeta) sameSource(src string, st fs.FileInfo) bool {
+	return m.Source == src && m.SourceSize == st.Size() && m.SourceMtimeNS == st.ModTime().UnixNano()
+}
+
+// cacheKey names a served name's cache files. Hashing the name keeps every
+// cache path a flat file name inside the cache folder whatever the request.
+func cacheKey(name string) string {
+	h := sha256.Sum256([]byte(name))
+	return hex.EncodeToString(h[:20])
+}
+
+// openUnpacked serves n from its compressed source src (already opened
+// inside the root), unpacking it into the cache when the cache is missing
+// or stale. Concurrent requests for one name unpack once.
+func (s *Store) openUnpacked(n, srcName string, c codec, src *os.File) (*os.File, int64, error) {
+	if s.data == "" {
+		return nil, 0, fmt.Errorf("%s exists only as %s and no cache folder is set (pass --data): %w", n, srcName, fs.ErrNotExist)
+	}
+	st, err := src.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("%s is not a regular file: %w", srcName, fs.ErrNotExist)
+	}
+	key := cacheKey(n)
+	v, err, _ := s.flights.Do(key, func() (any, error) {
+		return s.ensureCached(key, n, srcName, c, src, st)
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	cr := v.(*os.Root)
+	f, err := cr.Open(key + ".img")
+	if err != nil {
+		return nil, 0, fmt.Errorf("opening cached %s: %w", n, err)
+	}
+	fst, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fst.Size(), nil
+}
+
+// cacheRoot opens (creating) the cache folder once.
+func (s *Store) cacheRoot() (*os.Root, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cache != nil {
+		return s.cache, nil
+	}
+	if err := os.MkdirAll(s.data, 0o755); err != nil {
+		return nil, fmt.Errorf("creating cache folder %s: %w (set --data to a writable folder)", s.data, err)
+	}
+	r, err := os.OpenRoot(s.data)
+	if err != nil {
+		return nil, fmt.Errorf("opening cache folder %s: %w", s.data, err)
+	}
+	s.cache = r
+	return r, nil
+}
+
+// loadMeta returns the remembered metadata for key, reading KEY.json once.
+func (s *Store) loadMeta(cr *os.Root, key string) (cacheMeta, bool) {
+	s.mu.Lock()
+	m, ok := s.metas[key]
+	s.mu.Unlock()
+	if ok {
+		return m, true
+	}
+	b, err := cr.ReadFile(key + ".json")
+	if err != nil || json.Unmarshal(b, &m) != nil {
+		return cacheMeta{}, false
+	}
+	return m, true
+}
+
+// saveMeta writes KEY.json (temp file, then rename) and remembers it.
+func (s *Store) saveMeta(cr *os.Root, key string, m cacheMeta) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := key + ".json.tmp"
+	if err := cr.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing cache metadata: %w", err)
+	}
+	if err := cr.Rename(tmp, key+".json"); err != nil {
+		cr.Remove(tmp)
+		return fmt.Errorf("writing cache metadata: %w", err)
+	}
+	s.mu.Lock()
+	s.metas[key] = m
+	s.mu.Unlock()
+	return nil
+}
+
+// ensureCached makes KEY.img the unpacked src and returns the cache root.
+func (s *Store) ensureCached(key, n, srcName string, c codec, src *os.File, st fs.FileInfo) (*os.Root, error) {
+	cr, err := s.cacheRoot()
+	if err != nil {
+		return nil, err
+	}
+	m, ok := s.loadMeta(cr, key)
+	imgOK := false
+	if ok {
+		if ist, err := cr.Stat(key + ".img"); err == nil && ist.Mode().IsRegular() && ist.Size() == m.Size {
+			imgOK = true
+		}
+	}
+	if imgOK && m.sameSource(srcName, st) {
+		return cr, nil
+	}
+	if imgOK && m.Source == srcName && m.SourceSize == st.Size() {
+		// Same size, new mtime (touched, copied with a new date): compare
+		// contents before paying for a full unpack.
+		sum, err := hashReader(src)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", srcName, err)
+		}
+		if sum == m.SourceSHA256 {
+			m.SourceMtimeNS = st.ModTime().UnixNano()
+			if err := s.saveMeta(cr, key, m); err != nil {
+				return nil, err
+			}
+			return cr, nil
+		}
+	}
+	m, err = s.unpack(cr, key, n, srcName, c, src, st)
+	if err != nil {
+		return nil, err
+	}
+	return cr, s.saveMeta(cr, key, m)
+}
+
+// unpack decompresses src into KEY.img through a temp file and a rename, so
+// a reader never sees a partial image.
+func (s *Store) unpack(cr *os.Root, key, n, srcName string, c codec, src *os.File, st fs.FileInfo) (cacheMeta, error) {
+	start := time.Now()
+	if _, err := src.Seek(0, io.SeekStart); err != nil {
+		return cacheMeta{}, err
+	}
+	tmpName := fmt.Sprintf("%s.img.tmp%d", key, start.UnixNano())
+	tmp, err := cr.OpenFile(tmpName, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return cacheMeta{}, fmt.Errorf("unpacking %s: %w (is the cache folder %s writable?)", srcName, err, s.data)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			cr.Remove(tmpName)
+		}
+	}()
+	srcHash, outHash := sha256.New(), sha256.New()
+	in := io.TeeReader(src, srcHash)
+	dec, err := c.open(in)
+	if err != nil {
+		return cacheMeta{}, fmt.Errorf("%s: %w: %v", srcName, ErrCorrupt, err)
+	}
+	out := &limitWriter{w: io.MultiWriter(tmp, outHash), left: s.maxUnpacked}
+	size, err := io.Copy(out, dec)
+	dec.Close()
+	if out.err != nil {
+		if errors.Is(out.err, ErrTooLarge) {
+			return cacheMeta{}, fmt.Errorf("%s: %w (%d bytes; raise the limit or unpack it into the root yourself)", srcName, ErrTooLarge, s.maxUnpacked)
+		}
+		return cacheMeta{}, fmt.Errorf("unpacking %s into %s: %w", srcName, s.data, out.err)
+	}
+	if err != nil {
+		return cacheMeta{}, fmt.Errorf("%s: %w: %v (replace the file or remove it)", srcName, ErrCorrupt, err)
+	}
+	// Hash whatever the decoder left unread so the source digest covers
+	// the whole file.
+	if _, err := io.Copy(srcHash, src); err != nil {
+		return cacheMeta{}, fmt.Errorf("reading %s: %w", srcName, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return cacheMeta{}, fmt.Errorf("unpacking %s into %s: %w", srcName, s.data, err)
+	}
+	if err := cr.Rename(tmpName, key+".img"); err != nil {
+		return cacheMeta{}, fmt.Errorf("unpacking %s into %s: %w", srcName, s.data, err)
+	}
+	ok = true
+	s.unpacks.Add(1)
+	took := time.Since(start)
+	s.logger.Info("unpacked compressed image into the cache", "file", n, "source", srcName,
+		"bytes", size, "source_bytes", st.Size(), "took", took.Round(time.Millisecond),
+		"mbps", float64(size)*8/1e6/max(took.Seconds(), 1e-9))
+	return cacheMeta{
+		Name:          n,
+		Source:        srcName,
+		SourceSize:    st.Size(),
+		SourceMtimeNS: st.ModTime().UnixNano(),
+		SourceSHA256:  hex.EncodeToString(srcHash.Sum(nil)),
+		Size:          size,
+		SHA256:        hex.EncodeToString(outHash.Sum(nil)),
+		Unpacked:      time.Now().UTC(),
+	}, nil
+}
+
+// limitWriter fails with ErrTooLarge past left bytes and remembers the first
+// write error, so unpack can tell a full disk from a corrupt archive.
+type limitWriter struct {
+	w    io.Writer
+	left int64
+	err  error
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	if int64(len(p)) > l.left {
+		l.err = ErrTooLarge
+		return 0, l.err
+	}
+	n, err := l.w.Write(p)
+	l.left -= int64(n)
+	if err != nil {
+		l.err = err
+	}
+	return n, err
+}
+
+// hashReader returns the hex sha256 of r from its start.
+func hashReader(r io.ReadSeeker) (string, error) {
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
