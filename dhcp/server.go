@@ -94,6 +94,19 @@ type Server struct {
 // the sockets: port 67 (dhcp.port), and in proxy mode also 4011
 // (dhcp.proxy_port). It fails on a busy port before anything runs.
 func New(ctx context.Context, o Options) (*Server, error) {
+	s, err := newServer(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.listen(ctx, o.Iface); err != nil {
+		s.closeAll()
+		return nil, err
+	}
+	return s, nil
+}
+
+// newServer builds everything but the sockets; Handle works without them.
+func newServer(o Options) (*Server, error) {
 	if o.Config == nil || o.Hosts == nil {
 		return nil, errors.New("dhcp.New: Config and Hosts are required")
 	}
@@ -147,26 +160,27 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		}
 		s.leases.j = j
 	}
-	c, err := listenUDP(ctx, o.Iface, cfg.Port)
+	return s, nil
+}
+
+// listen binds port 67 (dhcp.port) and, in proxy mode, 4011 (dhcp.proxy_port).
+func (s *Server) listen(ctx context.Context, iface string) error {
+	cfg := s.cfg
+	c, err := listenUDP(ctx, iface, cfg.Port)
 	if err != nil {
-		s.closeAll()
-		return nil, fmt.Errorf("dhcp: listening on port %d: %w (another DHCP server running? stop it, use --dhcp proxy, or --dhcp off)", cfg.Port, err)
+		return fmt.Errorf("dhcp: listening on port %d: %w (another DHCP server running? stop it, use --dhcp proxy, or --dhcp off)", cfg.Port, err)
 	}
 	s.conns = append(s.conns, c)
 	if cfg.Mode == configs.ModeProxy {
-		p, err := listenUDP(ctx, o.Iface, cfg.ProxyPort)
+		p, err := listenUDP(ctx, iface, cfg.ProxyPort)
 		if err != nil {
-			s.closeAll()
-			return nil, fmt.Errorf("dhcp: listening on PXE port %d: %w (stop what holds it or use --dhcp off)", cfg.ProxyPort, err)
+			return fmt.Errorf("dhcp: listening on PXE port %d: %w (stop what holds it or use --dhcp off)", cfg.ProxyPort, err)
 		}
 		s.proxy = p
 		s.conns = append(s.conns, p)
 	}
-	return s, nil
+	return nil
 }
-
-// Addr returns the local address of the DHCP socket (tests use port 0).
-func (s *Server) Addr() net.Addr { return s.conns[0].LocalAddr() }
 
 // Stats returns the packet counters.
 func (s *Server) Stats() Stats {
