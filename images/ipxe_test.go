@@ -1,0 +1,117 @@
+package images
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// countHandler counts log records by message.
+type countHandler struct {
+	mu   sync.Mutex
+	msgs map[string]int
+}
+
+func (h *countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs[r.Message]++
+	return nil
+}
+func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countHandler) WithGroup(string) slog.Handler      { return h }
+
+func TestIPXEFallback(t *testing.T) {
+	fb := t.TempDir()
+	for _, n := range []string{"undionly.kpxe", "ipxe.efi", "snponly.efi", "other.rom"} {
+		writeFile(t, filepath.Join(fb, n), []byte("debian "+n))
+	}
+	root, data := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(root, "ipxe.efi"), []byte("my own ipxe.efi"))
+	writeFile(t, filepath.Join(root, "snponly.efi.zst"), compress(t, ".zst", []byte("my compressed snponly")))
+	h := &countHandler{msgs: map[string]int{}}
+	s, err := Open(root, data, slog.New(h), WithFallbackDir(fb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	tests := map[string]struct {
+		name    string
+		want    string
+		wantErr error
+	}{
+		"root lacks it: fallback":      {name: "undionly.kpxe", want: "debian undionly.kpxe"},
+		"leading slash still fallback": {name: "/undionly.kpxe", want: "debian undionly.kpxe"},
+		"root has it: root's":          {name: "ipxe.efi", want: "my own ipxe.efi"},
+		"root has it compressed":       {name: "snponly.efi", want: "my compressed snponly"},
+		"not an iPXE name":             {name: "other.rom", wantErr: fs.ErrNotExist},
+		"iPXE name in a folder":        {name: "x86/undionly.kpxe", wantErr: fs.ErrNotExist},
+		"iPXE name fallback lacks":     {name: "ipxe.lkrn", wantErr: fs.ErrNotExist},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, size, err := readOpen(t, s, tc.name)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("Open(%q) = %q, %v; want %v", tc.name, got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || string(got) != tc.want || size != int64(len(tc.want)) {
+				t.Fatalf("Open(%q) = %q (%d), %v; want %q", tc.name, got, size, err, tc.want)
+			}
+		})
+	}
+	for range 3 {
+		if _, _, err := readOpen(t, s, "undionly.kpxe"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := h.msgs["serving iPXE binary from the fallback folder; put your own build in the root to override"]; n != 1 {
+		t.Errorf("fallback logged %d times for one name, want once", n)
+	}
+
+	// Dropping a build into the root overrides the fallback at once.
+	writeFile(t, filepath.Join(root, "undionly.kpxe"), []byte("mine now"))
+	if got, _, err := readOpen(t, s, "undionly.kpxe"); err != nil || !bytes.Equal(got, []byte("mine now")) {
+		t.Fatalf("root copy did not win over the fallback: %q, %v", got, err)
+	}
+}
+
+func TestIPXEFallbackOff(t *testing.T) {
+	fb := t.TempDir()
+	writeFile(t, filepath.Join(fb, "undionly.kpxe"), []byte("debian"))
+	s, err := Open(t.TempDir(), "", nil, WithFallbackDir(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, _, err := s.Open("undionly.kpxe"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("fallback off still served: %v", err)
+	}
+}
+
+// TestIPXEFallbackDebian uses the real package, where it is installed.
+func TestIPXEFallbackDebian(t *testing.T) {
+	want, err := os.ReadFile(filepath.Join(DefaultFallbackDir, "undionly.kpxe"))
+	if err != nil {
+		t.Skipf("Debian's ipxe package is not installed (%v); apt-get install ipxe", err)
+	}
+	s, err := Open(t.TempDir(), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, _, err := readOpen(t, s, "undionly.kpxe")
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("default fallback did not serve %s/undionly.kpxe: %v", DefaultFallbackDir, err)
+	}
+}
