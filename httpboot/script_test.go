@@ -1,0 +1,288 @@
+package httpboot
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pxeperf/pxeperf/configs"
+	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/hosts"
+)
+
+const varsTemplate = `#!ipxe
+mac={{.MAC}} ip={{.IP}} arch={{.Arch}} host={{.Hostname}} server={{.Server}}
+url={{.ServerURL}} img={{.ImageURL}} kernel={{.Kernel}} initrd={{.Initrd}} cmdline={{.Cmdline}}
+labels={{range $k, $v := .Labels}}{{$k}}={{$v}};{{end}} q={{.Query.x}} x={{.x}} k={{url .Kernel}}
+`
+
+func TestScripts(t *testing.T) {
+	macA, macB, macC := mustMAC("52:54:00:00:00:0a"), mustMAC("52:54:00:00:00:0b"), mustMAC("52:54:00:00:00:0c")
+	hostA := configs.Host{MAC: macA, Name: "board-a", Script: varsTemplate, Kernel: "a/vmlinuz",
+		Initrd: "a/initrd", Cmdline: "console=ttyS0", Labels: map[string]string{"rack": "r1"}}
+	hostB := configs.Host{MAC: macB, Name: "board-b", Script: "@tmpl/b.ipxe"}
+	hostC := configs.Host{MAC: macC, Name: "board-c", Kernel: "c/vmlinuz", Initrd: "c/initrd.img",
+		Cmdline: "console=ttyS0 quiet"}
+	lo := netip.MustParseAddr("127.0.0.1")
+	type want struct {
+		Status int
+		Body   string
+		Labels map[string]string
+		Host   string
+		MAC    string
+		Out    string
+	}
+	tests := map[string]struct {
+		hosts   []configs.Host
+		observe []hosts.Client
+		script  string // http.script
+		query   string
+		want    want
+	}{
+		"by mac, inline host template": {
+			hosts: []configs.Host{hostA}, query: "?mac=52:54:00:00:00:0a&x=7&label.build=42",
+			want: want{Status: 200, Host: "board-a", MAC: "52:54:00:00:00:0a", Out: event.OutcomeOK,
+				Labels: map[string]string{"rack": "r1", "build": "42"},
+				Body: "#!ipxe\nmac=52:54:00:00:00:0a ip=127.0.0.1 arch= host=board-a server=127.0.0.1\n" +
+					"url=URL img=URL kernel=a/vmlinuz initrd=a/initrd cmdline=console=ttyS0\n" +
+					"labels=build=42;rack=r1; q=7 x=7 k=URL/a/vmlinuz\n"},
+		},
+		"by lease, template file from root": {
+			hosts:   []configs.Host{hostB},
+			observe: []hosts.Client{{MAC: macB.HardwareAddr, Addr: lo, Arch: 7}},
+			want: want{Status: 200, Host: "board-b", MAC: "52:54:00:00:00:0b", Out: event.OutcomeOK,
+				Body: "#!ipxe\necho board-b efi-x64 52:54:00:00:00:0b\n"},
+		},
+		"mac wins over lease": {
+			hosts:   []configs.Host{hostA, hostB},
+			observe: []hosts.Client{{MAC: macB.HardwareAddr, Addr: lo, Arch: 7}},
+			query:   "?mac=52-54-00-00-00-0A&x=1",
+			want: want{Status: 200, Host: "board-a", MAC: "52:54:00:00:00:0a", Out: event.OutcomeOK,
+				Labels: map[string]string{"rack": "r1"},
+				Body: "#!ipxe\nmac=52:54:00:00:00:0a ip=127.0.0.1 arch= host=board-a server=127.0.0.1\n" +
+					"url=URL img=URL kernel=a/vmlinuz initrd=a/initrd cmdline=console=ttyS0\n" +
+					"labels=rack=r1; q=1 x=1 k=URL/a/vmlinuz\n"},
+		},
+		"built-in boots the host kernel": {
+			hosts: []configs.Host{hostC}, query: "?mac=52:54:00:00:00:0c",
+			want: want{Status: 200, Host: "board-c", MAC: "52:54:00:00:00:0c", Out: event.OutcomeOK,
+				Body: "#!ipxe\n# pxeperf built-in script for board-c 52:54:00:00:00:0c (127.0.0.1)\n" +
+					"echo pxeperf: booting c/vmlinuz on board-c\n" +
+					"kernel URL/c/vmlinuz initrd=initrd console=ttyS0 quiet\n" +
+					"initrd --name initrd URL/c/initrd.img\n" +
+					"boot || goto failed\n:failed\necho pxeperf: booting c/vmlinuz failed\nshell\n"},
+		},
+		"built-in for an unknown client drops to the shell": {
+			want: want{Status: 200, Out: event.OutcomeOK,
+				Body: "#!ipxe\n# pxeperf built-in script for  (127.0.0.1)\n" +
+					"echo pxeperf: no kernel is set for 127.0.0.1\n" +
+					"echo pxeperf: add a hosts entry with kernel/initrd/cmdline or a script, see URL/healthz\nshell\n"},
+		},
+		"http.script for hosts without one": {
+			hosts: []configs.Host{hostC}, script: "#!ipxe\nchain {{url \"menu.ipxe\"}}?mac={{.MAC}}\n",
+			query: "?mac=52:54:00:00:00:0c",
+			want: want{Status: 200, Host: "board-c", MAC: "52:54:00:00:00:0c", Out: event.OutcomeOK,
+				Body: "#!ipxe\nchain URL/menu.ipxe?mac=52:54:00:00:00:0c\n"},
+		},
+		"bad mac falls back to the lease": {
+			hosts:   []configs.Host{hostB},
+			observe: []hosts.Client{{MAC: macB.HardwareAddr, Addr: lo, Arch: 0}},
+			query:   "?mac=zz",
+			want: want{Status: 200, Host: "board-b", MAC: "52:54:00:00:00:0b", Out: event.OutcomeOK,
+				Body: "#!ipxe\necho board-b bios 52:54:00:00:00:0b\n"},
+		},
+		"unknown variable is a 500 naming it": {
+			script: "#!ipxe\necho {{.Hostnam}}\n",
+			want:   want{Status: 500, Out: event.OutcomeError, Body: "Hostnam"},
+		},
+		"template syntax error is a 500": {
+			script: "#!ipxe\necho {{.MAC\n",
+			want:   want{Status: 500, Out: event.OutcomeError, Body: "http.script"},
+		},
+		"missing template file is a 500": {
+			script: "@nope.tmpl",
+			want:   want{Status: 500, Out: event.OutcomeError, Body: "nope.tmpl"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := defaultHTTP()
+			h.Script = tc.script
+			e := newTestEnv(t, envOpts{http: h, hosts: tc.hosts, observe: tc.observe, files: map[string][]byte{
+				"tmpl/b.ipxe": []byte("#!ipxe\necho {{.Hostname}} {{.Arch}} {{.MAC}}\n"),
+			}})
+			resp, err := rawClient().Get(e.url + "/boot.ipxe" + tc.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			f := e.waitFetches(t, 1)[0]
+			got := want{Status: resp.StatusCode, Body: strings.ReplaceAll(string(b), e.url, "URL"),
+				Labels: f.Labels, Host: f.Host, Out: f.Outcome}
+			if f.MAC != nil {
+				got.MAC = f.MAC.String()
+			}
+			w := tc.want
+			if w.Status != 200 {
+				// Error bodies are long messages: check they name the culprit.
+				if !strings.Contains(got.Body, w.Body) {
+					t.Errorf("body %q does not mention %q", got.Body, w.Body)
+				}
+				got.Body = w.Body
+			}
+			if d := cmp.Diff(w, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestScriptLabelsOnImageFetch(t *testing.T) {
+	mac := mustMAC("52:54:00:00:00:0d")
+	e := newTestEnv(t, envOpts{
+		hosts:   []configs.Host{{MAC: mac, Name: "d", Labels: map[string]string{"os": "debian"}}},
+		observe: []hosts.Client{{MAC: mac.HardwareAddr, Addr: netip.MustParseAddr("127.0.0.1")}},
+		files:   map[string][]byte{"k": []byte("kernel")},
+	})
+	resp, err := rawClient().Get(e.url + "/k?label.run=7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	f := e.waitFetches(t, 1)[0]
+	if d := cmp.Diff(map[string]string{"os": "debian", "run": "7"}, f.Labels); d != "" || f.Host != "d" {
+		t.Errorf("host %q labels (-want +got):\n%s", f.Host, d)
+	}
+}
+
+// TestTextCompression: scripts and JSON honour Accept-Encoding; images don't
+// (see TestFiles "image is never compressed").
+func TestTextCompression(t *testing.T) {
+	h := defaultHTTP()
+	h.Script = "#!ipxe\n" + strings.Repeat("echo pxeperf {{.IP}} compresses text responses\n", 20)
+	e := newTestEnv(t, envOpts{http: h})
+	plain := func(t *testing.T) []byte {
+		resp, err := rawClient().Get(e.url + "/boot.ipxe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if ce := resp.Header.Get("Content-Encoding"); ce != "" {
+			t.Fatalf("Content-Encoding %q without Accept-Encoding", ce)
+		}
+		return b
+	}(t)
+	zdec, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zdec.Close()
+	tests := map[string]struct {
+		accept, wantEnc string
+		decode          func([]byte) ([]byte, error)
+	}{
+		"gzip": {"gzip", "gzip", func(b []byte) ([]byte, error) {
+			r, err := gzip.NewReader(bytes.NewReader(b))
+			if err != nil {
+				return nil, err
+			}
+			return io.ReadAll(r)
+		}},
+		"zstd preferred": {"gzip, deflate, br, zstd", "zstd", func(b []byte) ([]byte, error) { return zdec.DecodeAll(b, nil) }},
+		"zstd refused":   {"zstd;q=0, gzip;q=0.5", "gzip", nil},
+		"identity":       {"br", "", func(b []byte) ([]byte, error) { return b, nil }},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodGet, e.url+"/boot.ipxe", nil)
+			req.Header.Set("Accept-Encoding", tc.accept)
+			resp, err := rawClient().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if got := resp.Header.Get("Content-Encoding"); got != tc.wantEnc {
+				t.Fatalf("Content-Encoding %q, want %q", got, tc.wantEnc)
+			}
+			if resp.Header.Get("Content-Length") != strconv.Itoa(len(b)) {
+				t.Errorf("Content-Length %q for %d bytes", resp.Header.Get("Content-Length"), len(b))
+			}
+			if tc.decode == nil {
+				return
+			}
+			if tc.wantEnc != "" && len(b) >= len(plain) {
+				t.Errorf("%s body %d bytes, not smaller than plain %d", tc.wantEnc, len(b), len(plain))
+			}
+			dec, err := tc.decode(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(string(plain), string(dec)); d != "" {
+				t.Errorf("decoded body (-plain +decoded):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestHealthz(t *testing.T) {
+	e := newTestEnv(t, envOpts{})
+	resp, err := http.Get(e.url + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var h health
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || h.Status != "ok" || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("healthz: %d %q %+v", resp.StatusCode, resp.Header.Get("Content-Type"), h)
+	}
+}
+
+func TestPickEncoding(t *testing.T) {
+	tests := map[string]struct {
+		in   []string
+		want string
+	}{
+		"none":         {nil, ""},
+		"gzip":         {[]string{"gzip"}, "gzip"},
+		"x-gzip":       {[]string{"x-gzip"}, "gzip"},
+		"both":         {[]string{"gzip", "zstd"}, "zstd"},
+		"q zero":       {[]string{"zstd; q=0", "gzip;q=1.0"}, "gzip"},
+		"all refused":  {[]string{"zstd;q=0,gzip;q=0.000"}, ""},
+		"case":         {[]string{"GZIP"}, "gzip"},
+		"star ignored": {[]string{"*"}, ""},
+	}
+	for name, tc := range tests {
+		if got := pickEncoding(tc.in); got != tc.want {
+			t.Errorf("%s: pickEncoding(%q) = %q, want %q", name, tc.in, got, tc.want)
+		}
+	}
+}
+
+func FuzzPickEncoding(f *testing.F) {
+	for _, s := range []string{"gzip", "zstd;q=0, gzip", "br;q=0.5,zstd", ";;,,q=", "gzip;q=abc"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		switch got := pickEncoding([]string{s}); got {
+		case "", "gzip", "zstd":
+		default:
+			t.Fatalf("pickEncoding(%q) = %q", s, got)
+		}
+	})
+}
+
