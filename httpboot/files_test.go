@@ -54,7 +54,7 @@ func TestFiles(t *testing.T) {
 			want: fileResp{Status: 200, Type: "text/plain; charset=utf-8", Length: "13", Body: []byte("#!ipxe\nshell\n")}},
 		"image is never compressed": {path: "/ipxe.efi", header: map[string]string{"Accept-Encoding": "zstd, gzip"},
 			want: fileResp{Status: 200, Type: "application/efi", Length: "300000", Body: efi}},
-		"missing": {path: "/nope.efi", want: fileResp{Status: 404, Type: "text/plain; charset=utf-8", Length: "14", Body: []byte("404 not found\n")}},
+		"missing":   {path: "/nope.efi", want: fileResp{Status: 404, Type: "text/plain; charset=utf-8", Length: "14", Body: []byte("404 not found\n")}},
 		"directory": {path: "/boards", want: fileResp{Status: 404, Type: "text/plain; charset=utf-8", Length: "14", Body: []byte("404 not found\n")}},
 	}
 	for name, tc := range tests {

@@ -285,4 +285,3 @@ func FuzzPickEncoding(f *testing.F) {
 		}
 	})
 }
-
