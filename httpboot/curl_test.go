@@ -1,0 +1,103 @@
+//go:build linux
+
+package httpboot_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pxeperf/pxeperf/internal/nstest"
+)
+
+// TestCurlRealBinary runs `pxeperf serve` (HTTP only) in a server namespace
+// and fetches with curl from a client namespace over veth.
+func TestCurlRealBinary(t *testing.T) {
+	nstest.RequireRoot(t)
+	nstest.RequireTool(t, "curl")
+	bin := nstest.Binary(t)
+	p := nstest.NewPair(t, nstest.Options{})
+	dir := t.TempDir()
+	root, data, out := filepath.Join(dir, "root"), filepath.Join(dir, "data"), filepath.Join(dir, "out")
+	for _, d := range []string{root, data, out, filepath.Join(dir, "outside")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nstest.RandomFile(t, filepath.Join(root, "big.img"), 24<<20+123, 11)
+	nstest.RandomFile(t, filepath.Join(root, "ipxe.efi"), 1<<20, 12)
+	if err := os.WriteFile(filepath.Join(dir, "outside", "secret"), []byte("secret-outside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := nstest.Start(t, p.Server, bin, "serve", "--dhcp", "off", "--tftp-addr", "off",
+		"--http-addr", p.ServerIP.String()+":8080", "--root", root, "--data", data, "--iface", p.ServerIf)
+	base := fmt.Sprintf("http://%s:8080", p.ServerIP)
+	curl := func(args ...string) (string, error) {
+		return nstest.Output(p.Client, 60*time.Second, "curl", append([]string{"-sS", "--max-time", "30"}, args...)...)
+	}
+	if !nstest.WaitFor(10*time.Second, func() bool {
+		o, err := curl("-f", base+"/healthz")
+		return err == nil && strings.Contains(o, `"status":"ok"`)
+	}) {
+		t.Fatalf("pxeperf did not answer /healthz:\n%s", srv.Out.String())
+	}
+
+	t.Run("byte-exact download", func(t *testing.T) {
+		for _, name := range []string{"big.img", "ipxe.efi"} {
+			dst := filepath.Join(out, name)
+			if o, err := curl("-f", "-o", dst, base+"/"+name); err != nil {
+				t.Fatalf("curl %s: %v\n%s", name, err, o)
+			}
+			if got, want := nstest.FileSHA256(t, dst), nstest.FileSHA256(t, filepath.Join(root, name)); got != want {
+				t.Errorf("%s: sha256 %s, want %s", name, got, want)
+			}
+		}
+	})
+	t.Run("escapes refused", func(t *testing.T) {
+		rel, _ := filepath.Rel(root, filepath.Join(dir, "outside", "secret"))
+		for _, target := range []string{"/" + rel, "/%2e%2e/" + strings.TrimPrefix(rel, "../"), "/sub/../../" + strings.TrimPrefix(rel, "../")} {
+			o, err := curl("--path-as-is", "-o", "/dev/null", "-w", "%{http_code}", base+target)
+			if err != nil {
+				t.Fatalf("curl %s: %v %s", target, err, o)
+			}
+			if o != "403" && o != "404" {
+				t.Errorf("GET %s: HTTP %s, want 403 or 404", target, o)
+			}
+		}
+	})
+	t.Run("range", func(t *testing.T) {
+		dst := filepath.Join(out, "range")
+		o, err := curl("-f", "-r", "1000-1999", "-o", dst, "-w", "%{http_code}", base+"/ipxe.efi")
+		if err != nil || o != "206" {
+			t.Fatalf("curl -r: %v %s", err, o)
+		}
+		got, _ := os.ReadFile(dst)
+		whole, _ := os.ReadFile(filepath.Join(root, "ipxe.efi"))
+		if string(got) != string(whole[1000:2000]) {
+			t.Errorf("range body differs (%d bytes)", len(got))
+		}
+	})
+	t.Run("head", func(t *testing.T) {
+		o, err := curl("-f", "-I", base+"/big.img")
+		if err != nil {
+			t.Fatal(err, o)
+		}
+		if !strings.Contains(strings.ToLower(o), fmt.Sprintf("content-length: %d", 24<<20+123)) {
+			t.Errorf("HEAD headers lack the size:\n%s", o)
+		}
+	})
+	t.Run("script compressed", func(t *testing.T) {
+		o, err := curl("-f", "--compressed", base+"/boot.ipxe?mac=52:54:00:12:34:56")
+		if err != nil || !strings.HasPrefix(o, "#!ipxe") || !strings.Contains(o, "52:54:00:12:34:56") {
+			t.Errorf("boot.ipxe: %v\n%s", err, o)
+		}
+	})
+	if !nstest.WaitFor(5*time.Second, func() bool {
+		return strings.Contains(srv.Out.String(), "file=/big.img") && strings.Contains(srv.Out.String(), "outcome=ok")
+	}) {
+		t.Errorf("no fetch event logged for /big.img:\n%s", srv.Out.String())
+	}
+}
