@@ -1,0 +1,200 @@
+//go:build linux
+
+// Package e2e boots real firmware against the real pxeperf binary: QEMU
+// guests (SeaBIOS with Debian's iPXE ROM, OVMF UEFI PXE, OVMF UEFI HTTP boot)
+// on a bridge and tap in one network namespace, `pxeperf serve --dhcp full`
+// in another. Each guest proves success itself: its iPXE script fetches a
+// 64 MiB image and then chains a few bytes that write to QEMU's isa-debug-exit
+// port, so QEMU's exit status says whether the fetch worked.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pxeperf/pxeperf/internal/nstest"
+)
+
+const (
+	guestMAC  = "52:54:00:e2:e2:01"
+	imageSize = 64 << 20
+)
+
+type firmware struct {
+	name     string
+	archCode int    // option 93 pxeperf must see in the first DHCP exchange
+	memory   string // guest RAM
+	args     func(dir string) []string
+}
+
+var (
+	seabios = firmware{name: "seabios-ipxe", archCode: 0, memory: "256", args: func(string) []string {
+		// e1000's default option ROM is Debian's ipxe-qemu efi-e1000.rom (iPXE).
+		return []string{"-device", "e1000,netdev=n0,mac=" + guestMAC}
+	}}
+	ovmfPXE = firmware{name: "ovmf-pxe", archCode: 7, memory: "512", args: func(dir string) []string {
+		return append(ovmfArgs(dir), "-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
+	}}
+	ovmfHTTP = firmware{name: "ovmf-http", archCode: 16, memory: "512", args: func(dir string) []string {
+		return append(ovmfArgs(dir),
+			"-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n",
+			"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
+	}}
+)
+
+const (
+	ovmfCode = "/usr/share/OVMF/OVMF_CODE.fd"
+	ovmfVars = "/usr/share/OVMF/OVMF_VARS.fd"
+)
+
+func ovmfArgs(dir string) []string {
+	vars := filepath.Join(dir, "OVMF_VARS.fd")
+	b, err := os.ReadFile(ovmfVars)
+	if err == nil {
+		err = os.WriteFile(vars, b, 0o644)
+	}
+	if err != nil {
+		panic(err)
+	}
+	return []string{
+		"-drive", "if=pflash,format=raw,readonly=on,file=" + ovmfCode,
+		"-drive", "if=pflash,format=raw,file=" + vars,
+		// OVMF's own virtio-net driver; no option ROM.
+		"-device", "virtio-net-pci,netdev=n0,romfile=,mac=" + guestMAC,
+	}
+}
+
+func TestSeaBIOSiPXE(t *testing.T)  { bootGuest(t, seabios) }
+func TestOVMFPXE(t *testing.T)      { bootGuest(t, ovmfPXE) }
+func TestOVMFHTTPBoot(t *testing.T) { bootGuest(t, ovmfHTTP) }
+
+func bootGuest(t *testing.T, fw firmware) {
+	if testing.Short() {
+		t.Skip("QEMU guests take a minute each; skipped with -short")
+	}
+	nstest.RequireRoot(t)
+	nstest.RequireTool(t, "qemu-system-x86_64")
+	if fw.name != "seabios-ipxe" {
+		if _, err := os.Stat(ovmfCode); err != nil {
+			t.Skipf("needs OVMF (%s): apt-get install ovmf", ovmfCode)
+		}
+		if _, err := os.Stat("/usr/lib/ipxe/ipxe.efi"); err != nil {
+			t.Skip("needs Debian's ipxe package for ipxe.efi: apt-get install ipxe")
+		}
+	}
+	bin := nstest.Binary(t)
+	p := nstest.NewPair(t, nstest.Options{NoClientIP: true})
+
+	// The guest side: a bridge holding the veth end and QEMU's tap.
+	br, tap := "br"+p.ClientIf, "tp"+p.ClientIf
+	nstest.Run(t, p.Client, "ip", "link", "add", br, "type", "bridge")
+	nstest.Run(t, p.Client, "ip", "link", "set", p.ClientIf, "master", br)
+	nstest.Run(t, p.Client, "ip", "tuntap", "add", "dev", tap, "mode", "tap")
+	nstest.Run(t, p.Client, "ip", "link", "set", tap, "master", br)
+	nstest.Run(t, p.Client, "ip", "link", "set", tap, "up")
+	nstest.Run(t, p.Client, "ip", "link", "set", br, "up")
+
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeExitImages(t, root)
+	// The 64 MiB image comes from pxeperf's own generator.
+	nstest.Run(t, "", bin, "images", "generate", "img64", "--size", "64MiB", "--root", root)
+	if st, err := os.Stat(filepath.Join(root, "img64")); err != nil || st.Size() != imageSize {
+		t.Fatalf("images generate: %v, size %v", err, st)
+	}
+
+	prefix := strings.TrimSuffix(p.ServerIP.String(), ".1")
+	cfg := fmt.Sprintf(`root: %s
+data: %s
+log_level: debug
+dhcp:
+  mode: full
+  pool: %s.100-%s.150
+  netmask: 255.255.255.0
+  router: %s
+  lease_time: 1h
+http:
+  listen: %s:8080
+tftp:
+  listen: %s:69
+hosts:
+  - mac: %s
+    name: e2e-guest
+    labels: {firmware: %s}
+    script: |
+%s`, root, data, prefix, prefix, p.ServerIP, p.ServerIP, p.ServerIP, guestMAC, fw.name, indent(guestScript, "      "))
+	cfgPath := filepath.Join(dir, "pxeperf.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := nstest.Start(t, p.Server, bin, "serve", "--config", cfgPath, "--iface", p.ServerIf, "--addr", p.ServerIP.String())
+	if !nstest.WaitFor(10*time.Second, func() bool { return strings.Contains(srv.Out.String(), "pxeperf serving") }) {
+		t.Fatalf("pxeperf did not start:\n%s", srv.Out.String())
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	sendRouterAdverts(t, ctx, p.Server, p.ServerIf)
+
+	args := []string{"-accel", "tcg", "-m", fw.memory, "-nographic", "-no-reboot", "-boot", "n",
+		"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no",
+		"-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"}
+	args = append(args, fw.args(dir)...)
+	cmd := nstest.Command(ctx, p.Client, "qemu-system-x86_64", args...)
+	var serial nstest.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &serial, &serial
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	err := cmd.Run()
+	status := cmd.ProcessState.ExitCode()
+	console := cleanConsole(serial.String())
+	t.Logf("%s: QEMU exit status %d after %s", fw.name, status, time.Since(start).Round(time.Second))
+	if status != qemuStatus(guestOK) {
+		t.Fatalf("%s: guest did not report success (QEMU status %d, want %d; %d = fetch failed; err %v)\nguest console (tail):\n%s\npxeperf log (tail):\n%s",
+			fw.name, status, qemuStatus(guestOK), qemuStatus(guestFail), err, tail(console, 40), tail(srv.Out.String(), 40))
+	}
+	if !strings.Contains(console, "PXEPERF-IMGFETCH-OK") {
+		t.Errorf("guest console lacks the imgfetch marker:\n%s", tail(console, 30))
+	}
+	// The server saw the same: the right architecture, and the whole image.
+	log := srv.Out.String()
+	if !regexp.MustCompile(fmt.Sprintf(`msg=lease .*client_mac=%s .*arch=%d`, guestMAC, fw.archCode)).MatchString(log) {
+		t.Errorf("pxeperf log has no lease for %s with arch %d:\n%s", guestMAC, fw.archCode, tail(log, 30))
+	}
+	if !regexp.MustCompile(fmt.Sprintf(`msg=fetch proto=http .*file=/?img64 bytes=%d .*outcome=ok`, imageSize)).MatchString(log) {
+		t.Errorf("pxeperf log has no complete HTTP fetch of img64:\n%s", tail(log, 30))
+	}
+}
+
+var ansi = regexp.MustCompile(`\x1b\[[0-9;?=]*[a-zA-Z]`)
+
+func cleanConsole(s string) string {
+	s = ansi.ReplaceAllString(s, "")
+	return strings.ReplaceAll(s, "\r", "")
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func indent(s, pre string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString(pre + l + "\n")
+	}
+	return b.String()
+}
