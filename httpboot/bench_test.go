@@ -1,0 +1,242 @@
+//go:build linux
+
+package httpboot
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/nstest"
+	"golang.org/x/sys/unix"
+)
+
+// BenchmarkServe compares image download throughput of pxeperf's handler,
+// the same handler behind a wrapper that hides io.ReaderFrom (no sendfile),
+// Go's http.FileServer and nginx (sendfile on), one client and 32 clients at
+// once. One op is every client fetching the whole file once; MB/s is the
+// aggregate. Knobs:
+//
+//	PXEPERF_BENCH_MB=256        file size in MiB
+//	PXEPERF_BENCH_NET=veth      server and client in two namespaces over veth
+//	                            (MTU 1500, needs root); default loopback
+//
+// go test ./httpboot -run '^$' -bench BenchmarkServe -benchtime 3x
+func BenchmarkServe(b *testing.B) {
+	mb := 256
+	if v, err := strconv.Atoi(os.Getenv("PXEPERF_BENCH_MB")); err == nil && v > 0 {
+		mb = v
+	}
+	size := int64(mb) << 20
+	root := b.TempDir()
+	if err := os.Chmod(root, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	writeBenchFile(b, filepath.Join(root, "bench.img"), size)
+
+	// Where servers listen and how clients dial.
+	serverNS, host := "", "127.0.0.1"
+	dial := (&net.Dialer{}).DialContext
+	if os.Getenv("PXEPERF_BENCH_NET") == "veth" {
+		p := nstest.NewPair(b, nstest.Options{})
+		serverNS, host = p.Server, p.ServerIP.String()
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var c net.Conn
+			err := nstest.Do(p.Client, func() (err error) {
+				c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+				return err
+			})
+			return c, err
+		}
+	}
+	inNS := func(fn func() error) {
+		var err error
+		if serverNS == "" {
+			err = fn()
+		} else {
+			err = nstest.Do(serverNS, fn)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	servers := []struct {
+		name  string
+		start func(b *testing.B) string // returns base URL
+	}{
+		{"pxeperf", func(b *testing.B) string { return benchPxeperf(b, root, host, inNS, false) }},
+		{"pxeperf-ReaderFrom-hidden", func(b *testing.B) string { return benchPxeperf(b, root, host, inNS, true) }},
+		{"go-FileServer", func(b *testing.B) string {
+			var ln net.Listener
+			inNS(func() (err error) { ln, err = net.Listen("tcp", host+":0"); return err })
+			srv := &http.Server{Handler: http.FileServer(http.Dir(root))}
+			go srv.Serve(ln)
+			b.Cleanup(func() { srv.Close() })
+			return "http://" + ln.Addr().String()
+		}},
+		{"nginx", func(b *testing.B) string { return benchNginx(b, root, host, serverNS) }},
+	}
+	for _, s := range servers {
+		base := s.start(b)
+		for _, clients := range []int{1, 32} {
+			b.Run(fmt.Sprintf("%s/clients=%d", s.name, clients), func(b *testing.B) {
+				tr := &http.Transport{DialContext: dial, DisableCompression: true, MaxIdleConnsPerHost: 64}
+				defer tr.CloseIdleConnections()
+				c := &http.Client{Transport: tr, Timeout: 10 * time.Minute}
+				b.SetBytes(size * int64(clients))
+				b.ResetTimer()
+				for range b.N {
+					var wg sync.WaitGroup
+					errs := make(chan error, clients)
+					for range clients {
+						wg.Go(func() { errs <- fetchAll(c, base+"/bench.img", size) })
+					}
+					wg.Wait()
+					close(errs)
+					for err := range errs {
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func fetchAll(c *http.Client, url string, size int64) error {
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 1<<20)
+	n, err := io.CopyBuffer(writerOnly{io.Discard}, resp.Body, buf)
+	if err != nil {
+		return err
+	}
+	if n != size || resp.StatusCode != 200 {
+		return fmt.Errorf("GET %s: %s, %d of %d bytes", url, resp.Status, n, size)
+	}
+	return nil
+}
+
+func writeBenchFile(b *testing.B, path string, size int64) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	chunk := pattern(1<<20, 42)
+	for off := int64(0); off < size; off += int64(len(chunk)) {
+		if _, err := f.Write(chunk[:min(int64(len(chunk)), size-off)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchPxeperf(b *testing.B, root, host string, inNS func(func() error), hide bool) string {
+	store, err := images.Open(root, b.TempDir(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := defaultHTTP()
+	h.Listen = host + ":0"
+	var s *Server
+	inNS(func() (err error) { s, err = New(Options{HTTP: h, Images: store}); return err })
+	if hide {
+		s.srv.Handler = hiding(s)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Serve(ctx); close(done) }()
+	b.Cleanup(func() { cancel(); <-done; store.Close() })
+	return "http://" + s.Addr().String()
+}
+
+// benchNginx runs nginx with sendfile on a temp config; skips when missing.
+func benchNginx(b *testing.B, root, host, ns string) string {
+	nstest.RequireTool(b, "nginx")
+	var port int
+	{
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		port = ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+	}
+	dir := b.TempDir()
+	conf := filepath.Join(dir, "nginx.conf")
+	cfg := fmt.Sprintf(`worker_processes 2;
+user root;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log;
+events { worker_connections 1024; }
+http {
+  sendfile on;
+  tcp_nopush on;
+  access_log off;
+  keepalive_requests 100000;
+  client_body_temp_path %[1]s/body;
+  proxy_temp_path %[1]s/proxy;
+  fastcgi_temp_path %[1]s/fastcgi;
+  uwsgi_temp_path %[1]s/uwsgi;
+  scgi_temp_path %[1]s/scgi;
+  default_type application/octet-stream;
+  server { listen %[2]s:%[3]d; root %[4]s; }
+}
+`, dir, host, port, root)
+	if err := os.WriteFile(conf, []byte(cfg), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	args := []string{"-p", dir, "-c", conf, "-g", "daemon off;"}
+	cmd := exec.Command("nginx", args...)
+	if ns != "" {
+		cmd = exec.Command("ip", append([]string{"netns", "exec", ns, "nginx"}, args...)...)
+	}
+	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
+	out := &nstest.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = unix.Kill(-cmd.Process.Pid, unix.SIGTERM)
+		_ = cmd.Wait()
+	})
+	url := fmt.Sprintf("http://%s:%d", host, port)
+	if !nstest.WaitFor(5*time.Second, func() bool {
+		var err error
+		if ns == "" {
+			var c net.Conn
+			c, err = net.DialTimeout("tcp", fmt.Sprintf("%s:%d", host, port), time.Second)
+			if err == nil {
+				c.Close()
+			}
+		} else {
+			err = nstest.Do(ns, func() error {
+				c, err := net.DialTimeout("tcp", fmt.Sprintf("%s:%d", host, port), time.Second)
+				if err == nil {
+					c.Close()
+				}
+				return err
+			})
+		}
+		return err == nil
+	}) {
+		b.Fatalf("nginx did not start:\n%s", out.String())
+	}
+	return url
+}
