@@ -13,6 +13,7 @@
 package tftp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -88,9 +89,8 @@ type Server struct {
 	log    *slog.Logger
 
 	mu sync.Mutex
-	// active maps a client address to its transfer: the channel feeding it
-	// in single-port mode, nil otherwise (then it only stops duplicates).
-	active   map[netip.AddrPort]chan []byte
+	// active maps a client address to its running transfer.
+	active   map[netip.AddrPort]*entry
 	draining bool
 	wg       sync.WaitGroup
 
@@ -143,7 +143,7 @@ func New(cfg Config) (*Server, error) {
 		conn:   conn,
 		pc:     pc,
 		log:    log.With("service", "tftp"),
-		active: make(map[netip.AddrPort]chan []byte),
+		active: make(map[netip.AddrPort]*entry),
 	}, nil
 }
 
@@ -251,15 +251,22 @@ func (s *Server) readLoop(ctx context.Context) error {
 	}
 }
 
+// entry is one running transfer in Server.active.
+type entry struct {
+	req []byte      // the request as received, to spot the client's resends
+	in  chan []byte // single-port mode: the client's packets; nil otherwise
+}
+
 // dispatch hands a packet to its transfer (single-port mode) or starts a
 // new transfer for a request.
 func (s *Server) dispatch(ctx context.Context, pkt []byte, peer netip.AddrPort, local netip.Addr) {
 	s.mu.Lock()
-	ch, running := s.active[peer]
+	old := s.active[peer]
 	s.mu.Unlock()
-	if running && ch != nil {
+	isRequest := len(pkt) >= 2 && (pkt[1] == opRRQ || pkt[1] == opWRQ) && pkt[0] == 0
+	if old != nil && old.in != nil && !isRequest {
 		select {
-		case ch <- append([]byte(nil), pkt...):
+		case old.in <- append([]byte(nil), pkt...):
 		default: // the transfer is behind; a lost ACK is resent by the client
 		}
 		return
@@ -271,11 +278,14 @@ func (s *Server) dispatch(ctx context.Context, pkt []byte, peer netip.AddrPort, 
 		return
 	}
 	s.mu.Lock()
+	old = s.active[peer]
 	switch {
 	case s.draining:
 		s.mu.Unlock()
 		return
-	case running:
+	case old != nil && bytes.Equal(old.req, pkt):
+		// The client sent its request again before our first reply came:
+		// answering it would start a second transfer to the same TID.
 		s.mu.Unlock()
 		s.duplicates.Add(1)
 		s.log.Debug("dropped a repeated request for a running transfer", "client", peer, "file", req.file)
@@ -286,29 +296,40 @@ func (s *Server) dispatch(ctx context.Context, pkt []byte, peer netip.AddrPort, 
 		s.log.Debug("dropped a request: too many transfers", "client", peer, "file", req.file, "max", s.cfg.MaxTransfers)
 		return
 	}
-	var in chan []byte
+	// A different request from a running client's address means it moved
+	// on (it got its last block, or gave up); the old transfer ends alone.
+	e := &entry{req: append([]byte(nil), pkt...)}
 	if s.cfg.SinglePort {
-		in = make(chan []byte, 8)
+		e.in = make(chan []byte, 8)
 	}
-	s.active[peer] = in
+	s.active[peer] = e
 	s.wg.Add(1)
 	s.mu.Unlock()
 	s.requests.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer s.forget(peer)
-		s.handle(ctx, req, peer, local, in)
+		release := func() { s.forget(peer, e) }
+		defer release()
+		s.handle(ctx, req, peer, local, e.in, release)
 	}()
 }
 
-func (s *Server) forget(peer netip.AddrPort) {
+// forget removes e from the running transfers, unless a newer request from
+// the same client replaced it.
+func (s *Server) forget(peer netip.AddrPort, e *entry) {
 	s.mu.Lock()
-	delete(s.active, peer)
+	if s.active[peer] == e {
+		delete(s.active, peer)
+	}
 	s.mu.Unlock()
 }
 
 // handle answers one request and reports it.
-func (s *Server) handle(ctx context.Context, req request, peer netip.AddrPort, local netip.Addr, in chan []byte) {
+//
+// release is called as soon as the client may send its next request (before
+// the final error, after the last ACK), so that request is not mistaken for
+// a resend of this one.
+func (s *Server) handle(ctx context.Context, req request, peer netip.AddrPort, local netip.Addr, in chan []byte, release func()) {
 	f := &event.Fetch{
 		Start:     time.Now(),
 		Proto:     event.ProtoTFTP,
@@ -327,6 +348,7 @@ func (s *Server) handle(ctx context.Context, req request, peer netip.AddrPort, l
 
 	refuse := func(outcome string, code uint16, msg string, err error) {
 		f.Outcome, f.Err = outcome, err.Error()
+		release()
 		if serr := s.sendFromListener(appendError(nil, code, msg), peer, local); serr != nil {
 			s.log.Debug("sending a TFTP error", "client", peer, "err", serr)
 		}
@@ -367,6 +389,7 @@ func (s *Server) handle(ctx context.Context, req request, peer netip.AddrPort, l
 	defer l.close()
 	t := &transfer{link: l, timeout: s.cfg.Timeout, retries: s.cfg.Retries, info: f.TFTP}
 	err = t.run(req.mode, file, neg)
+	release()
 	f.Bytes = t.acked
 	f.Outcome = outcomeOf(err)
 	if err != nil {
