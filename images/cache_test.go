@@ -164,9 +164,9 @@ func TestCacheRefresh(t *testing.T) {
 		t.Errorf("unpacks = %d, want 4", n)
 	}
 	m, ok := s.loadMeta(s.cache, cacheKey("img"))
-	sum := sha256.Sum256(v3)
-	if !ok || m.SHA256 != hex.EncodeToString(sum[:]) || m.Source != "img.gz" || m.Size != int64(len(v3)) {
-		t.Errorf("cache metadata = %+v, want source img.gz, size %d, sha256 of the output", m, len(v3))
+	sum := sha256.Sum256(compress(t, ".gz", v3))
+	if !ok || m.SourceSHA256 != hex.EncodeToString(sum[:]) || m.Source != "img.gz" || m.Size != int64(len(v3)) {
+		t.Errorf("cache metadata = %+v, want source img.gz with its sha256, size %d", m, len(v3))
 	}
 	assertCacheFlat(t, data)
 }

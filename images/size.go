@@ -18,7 +18,7 @@ var sizeUnits = map[string]int64{
 }
 
 // sizeForms names the accepted forms in every ParseSize error.
-const sizeForms = "write bytes (1000000) or a number with a unit: 512KiB, 64M or 64MiB (binary), 500MB (decimal), 1.5GiB"
+const sizeForms = "write bytes (1000000) or a number and a unit: 64M, 500MiB, 1GiB, 1.5GiB (powers of 1024) or 500MB, 2GB (powers of 1000)"
 
 // ParseSize reads a byte count such as 1000000, 500MiB, 1GiB, 64M, 500MB or
 // 1.5GiB. Bare K/M/G/T are powers of 1024 (as in dd), KB/MB/GB/TB powers of

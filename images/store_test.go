@@ -100,7 +100,7 @@ func newStore(t *testing.T, opts ...Option) (s *Store, root, data string) {
 	return s, root, data
 }
 
-func writeFile(t *testing.T, p string, b []byte) {
+func writeFile(t testing.TB, p string, b []byte) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
