@@ -354,25 +354,25 @@ func (s *Server) handle(ctx context.Context, req request, peer netip.AddrPort, l
 		}
 	}
 	if req.op == opWRQ {
-		refuse(event.OutcomeDenied, errAccess, "pxeperf is read-only: write requests are refused",
+		refuse(event.OutcomeDenied, errAccess, "Access violation: pxeperf is read-only",
 			errors.New("write request refused"))
 		return
 	}
 	if req.mode != "octet" && req.mode != "netascii" {
-		refuse(event.OutcomeError, errIllegalOp, "unsupported transfer mode "+req.mode+"; use octet",
+		refuse(event.OutcomeError, errIllegalOp, "Illegal TFTP operation: unsupported mode "+req.mode,
 			fmt.Errorf("unsupported mode %q", req.mode))
 		return
 	}
 	file, size, err := s.cfg.Files.Open(req.file)
 	switch {
 	case errors.Is(err, images.ErrOutsideRoot) || errors.Is(err, fs.ErrPermission):
-		refuse(event.OutcomeDenied, errAccess, "access violation", err)
+		refuse(event.OutcomeDenied, errAccess, "Access violation", err)
 		return
 	case errors.Is(err, fs.ErrNotExist):
-		refuse(event.OutcomeNotFound, errNotFound, "file not found", err)
+		refuse(event.OutcomeNotFound, errNotFound, "File not found", err)
 		return
 	case err != nil:
-		refuse(event.OutcomeError, errNotDefined, "cannot read the file", err)
+		refuse(event.OutcomeError, errNotDefined, "Cannot read the file", err)
 		return
 	}
 	defer file.Close()
@@ -382,7 +382,7 @@ func (s *Server) handle(ctx context.Context, req request, peer netip.AddrPort, l
 	f.TFTP.BlockSize = neg.blockSize
 	l, err := s.newLink(ctx, peer, local, in)
 	if err != nil {
-		refuse(event.OutcomeError, errNotDefined, "server error", err)
+		refuse(event.OutcomeError, errNotDefined, "Server error", err)
 		s.log.Warn("opening a TFTP transfer socket", "client", peer, "file", req.file, "err", err)
 		return
 	}

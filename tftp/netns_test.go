@@ -1,0 +1,198 @@
+//go:build linux
+
+package tftp
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pxeperf/pxeperf/internal/nstest"
+)
+
+// nsServer is `pxeperf serve` (the real binary) running TFTP only in the
+// server namespace of a fresh pair.
+type nsServer struct {
+	pair *nstest.Pair
+	root string
+	proc *nstest.Proc
+	addr string // ServerIP
+}
+
+// startNSServer builds and starts the binary; extraYAML (may be "") is
+// written as its config file.
+func startNSServer(t *testing.T, extraYAML string) *nsServer {
+	t.Helper()
+	nstest.RequireRoot(t)
+	bin := nstest.Binary(t)
+	p := nstest.NewPair(t, nstest.Options{})
+	root, data := t.TempDir(), t.TempDir()
+	args := []string{"serve", "--dhcp", "off", "--http-addr", "off",
+		"--tftp-addr", p.ServerIP.String() + ":69", "--root", root, "--data", data,
+		"--iface", p.ServerIf, "--log-level", "debug"}
+	if extraYAML != "" {
+		cfg := filepath.Join(data, "pxeperf.yaml")
+		if err := os.WriteFile(cfg, []byte(extraYAML), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--config", cfg)
+	}
+	proc := nstest.Start(t, p.Server, bin, args...)
+	if !nstest.WaitFor(20*time.Second, func() bool { return strings.Contains(proc.Out.String(), "tftp listening") }) {
+		t.Fatalf("pxeperf serve did not start:\n%s", proc.Out.String())
+	}
+	return &nsServer{pair: p, root: root, proc: proc, addr: p.ServerIP.String()}
+}
+
+// fetchLine waits for the server's log line for a fetch of file and
+// returns it.
+func (s *nsServer) fetchLine(t *testing.T, file string) string {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^.*msg=fetch proto=tftp .*file=` + regexp.QuoteMeta(file) + ` .*$`)
+	var line string
+	nstest.WaitFor(10*time.Second, func() bool {
+		m := re.FindAllString(s.proc.Out.String(), -1)
+		if len(m) > 0 {
+			line = m[len(m)-1]
+		}
+		return line != ""
+	})
+	if line == "" {
+		t.Fatalf("no fetch log line for %s in:\n%s", file, s.proc.Out.String())
+	}
+	return line
+}
+
+// clientOut runs a client command in the client namespace and returns its
+// output and error.
+func (s *nsServer) client(name string, args ...string) (string, error) {
+	return nstest.Output(s.pair.Client, 60*time.Second, name, args...)
+}
+
+func TestRealClientsFetch(t *testing.T) {
+	nstest.RequireTool(t, "tftp", "atftp")
+	s := startNSServer(t, "")
+	files := map[string]int{"small.bin": 70_000, "big.bin": 6<<20 + 123, "exact.bin": 1468 * 512}
+	for name, n := range files {
+		nstest.RandomFile(t, filepath.Join(s.root, name), n, uint64(n))
+	}
+	out := t.TempDir()
+	tests := map[string]struct {
+		cmd      func(file, local string) []string
+		wantBlk  string
+		wantTSiz bool
+	}{
+		"tftp-hpa": {
+			cmd:     func(f, l string) []string { return []string{"tftp", "-m", "binary", s.addr, "-c", "get", f, l} },
+			wantBlk: "blksize=512",
+		},
+		"atftp plain": {
+			cmd:     func(f, l string) []string { return []string{"atftp", "-g", "-r", f, "-l", l, s.addr} },
+			wantBlk: "blksize=512",
+		},
+		"atftp blksize 1468 tsize": {
+			cmd: func(f, l string) []string {
+				return []string{"atftp", "--option", "blksize 1468", "--option", "tsize 0", "-g", "-r", f, "-l", l, s.addr}
+			},
+			wantBlk: "blksize=1468",
+		},
+		"atftp blksize 8192 capped to MTU": {
+			cmd: func(f, l string) []string {
+				return []string{"atftp", "--option", "blksize 8192", "-g", "-r", f, "-l", l, s.addr}
+			},
+			wantBlk: "blksize=1468",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			for file := range files {
+				local := filepath.Join(out, strings.ReplaceAll(name, " ", "_")+"-"+file)
+				argv := tc.cmd(file, local)
+				if o, err := s.client(argv[0], argv[1:]...); err != nil {
+					t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, o)
+				}
+				if got, want := nstest.FileSHA256(t, local), nstest.FileSHA256(t, filepath.Join(s.root, file)); got != want {
+					t.Fatalf("%s: sha256 %s, want %s", file, got, want)
+				}
+				line := s.fetchLine(t, file)
+				if !strings.Contains(line, "outcome=ok") || !strings.Contains(line, tc.wantBlk) ||
+					!strings.Contains(line, fmt.Sprintf("bytes=%d ", files[file])) {
+					t.Errorf("%s: fetch line %q; want outcome=ok %s bytes=%d", file, line, tc.wantBlk, files[file])
+				}
+			}
+		})
+	}
+}
+
+func TestRealClientsRefused(t *testing.T) {
+	nstest.RequireTool(t, "tftp", "atftp")
+	s := startNSServer(t, "")
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("SECRET-DATA"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(s.root, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	rel, _ := filepath.Rel(s.root, filepath.Join(outside, "secret"))
+	out := t.TempDir()
+	local := filepath.Join(out, "got")
+	tests := map[string]struct {
+		argv    []string
+		wantOut string // in the client's output
+	}{
+		"tftp-hpa dot-dot": {[]string{"tftp", "-m", "binary", s.addr, "-c", "get", rel, local}, "Error code 2"},
+		"tftp-hpa symlink": {[]string{"tftp", "-m", "binary", s.addr, "-c", "get", "escape", local}, "Error code 2"},
+		"tftp-hpa missing": {[]string{"tftp", "-m", "binary", s.addr, "-c", "get", "nope.bin", local}, "Error code 1"},
+		"tftp-hpa put":     {[]string{"tftp", "-m", "binary", s.addr, "-c", "put", "/etc/hostname", "up.bin"}, "Error code 2"},
+		"atftp dot-dot":    {[]string{"atftp", "--option", "tsize 0", "-g", "-r", rel, "-l", local, s.addr}, "<Access violation>"},
+		"atftp missing":    {[]string{"atftp", "-g", "-r", "nope.bin", "-l", local, s.addr}, "<File not found>"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			o, _ := s.client(tc.argv[0], tc.argv[1:]...)
+			if !strings.Contains(o, tc.wantOut) {
+				t.Errorf("%s: output %q; want %q", strings.Join(tc.argv, " "), o, tc.wantOut)
+			}
+			if b, err := os.ReadFile(local); err == nil && strings.Contains(string(b), "SECRET") {
+				t.Fatalf("secret leaked into %s", local)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(s.root, "up.bin")); err == nil {
+		t.Error("a refused put left up.bin in the root")
+	}
+}
+
+func TestRealClientsSinglePort(t *testing.T) {
+	nstest.RequireTool(t, "tftp", "atftp")
+	s := startNSServer(t, "tftp:\n  single_port: true\n")
+	nstest.RandomFile(t, filepath.Join(s.root, "k.bin"), 3<<20+5, 7)
+	want := nstest.FileSHA256(t, filepath.Join(s.root, "k.bin"))
+	out := t.TempDir()
+	tests := map[string]func(local string) []string{
+		"tftp-hpa": func(l string) []string { return []string{"tftp", "-m", "binary", s.addr, "-c", "get", "k.bin", l} },
+		"atftp blksize 1468": func(l string) []string {
+			return []string{"atftp", "--option", "blksize 1468", "--option", "tsize 0", "-g", "-r", "k.bin", "-l", l, s.addr}
+		},
+	}
+	for name, cmd := range tests {
+		t.Run(name, func(t *testing.T) {
+			local := filepath.Join(out, strings.ReplaceAll(name, " ", "_"))
+			argv := cmd(local)
+			if o, err := s.client(argv[0], argv[1:]...); err != nil {
+				t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, o)
+			}
+			if got := nstest.FileSHA256(t, local); got != want {
+				t.Fatalf("sha256 %s, want %s", got, want)
+			}
+		})
+	}
+	if !strings.Contains(s.proc.Out.String(), "single_port=true") {
+		t.Errorf("server did not start in single-port mode:\n%s", s.proc.Out.String())
+	}
+}
