@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -118,7 +119,24 @@ func (s *Store) cacheRoot() (*os.Root, error) {
 		return nil, fmt.Errorf("opening cache folder %s: %w", s.data, err)
 	}
 	s.cache = r
+	s.removeTemps(r)
 	return r, nil
+}
+
+// removeTemps deletes temp files an interrupted unpack left behind. One
+// server owns a cache folder, so any temp file there at start is garbage.
+func (s *Store) removeTemps(r *os.Root) {
+	ents, err := fs.ReadDir(r.FS(), ".")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".tmp") && e.Type().IsRegular() {
+			if err := r.Remove(e.Name()); err == nil {
+				s.logger.Debug("removed a leftover temp file from the cache", "file", e.Name(), "cache", s.data)
+			}
+		}
+	}
 }
 
 // loadMeta returns the remembered metadata for key, reading KEY.json once.

@@ -111,6 +111,20 @@ func assertCacheFlat(t *testing.T, data string) {
 	}
 }
 
+func TestCacheRemovesLeftoverTemps(t *testing.T) {
+	s, root, data := newStore(t)
+	leftover := filepath.Join(data, cacheKey("img")+".img.tmp123")
+	writeFile(t, leftover, []byte("half an image"))
+	writeFile(t, filepath.Join(root, "img.gz"), compress(t, ".gz", []byte("whole")))
+	if got, _, err := readOpen(t, s, "img"); err != nil || string(got) != "whole" {
+		t.Fatalf("Open = %q, %v", got, err)
+	}
+	if _, err := os.Stat(leftover); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("leftover temp file still there: %v", err)
+	}
+	assertCacheFlat(t, data)
+}
+
 func TestCacheRefresh(t *testing.T) {
 	s, root, data := newStore(t)
 	src := filepath.Join(root, "img.zst")
