@@ -1,6 +1,7 @@
 package images
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -311,4 +312,42 @@ func hashReader(r io.ReadSeeker) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Prepare unpacks every compressed-only image into the cache now, so the
+// first client of each does not wait for it (a TFTP client may give up
+// while a large image unpacks). It logs and skips images that fail, stops
+// when ctx ends, and returns how many images are ready in the cache.
+func (s *Store) Prepare(ctx context.Context) int {
+	if s.data == "" {
+		return 0
+	}
+	var names []string
+	_ = s.walk(func(n string, err error) {
+		if err != nil {
+			return
+		}
+		if c, ok := codecFor(n); ok {
+			names = append(names, strings.TrimSuffix(n, c.ext))
+		}
+	})
+	ready := 0
+	seen := map[string]bool{}
+	for _, n := range names {
+		if ctx.Err() != nil || seen[n] {
+			continue
+		}
+		seen[n] = true
+		if _, err := s.root.Stat(n); err == nil {
+			continue // a plain file shadows the compressed one
+		}
+		f, _, err := s.Open(n)
+		if err != nil {
+			s.logger.Warn("cannot unpack compressed image", "file", n, "err", err)
+			continue
+		}
+		f.Close()
+		ready++
+	}
+	return ready
 }

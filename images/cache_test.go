@@ -125,6 +125,26 @@ func TestCacheRemovesLeftoverTemps(t *testing.T) {
 	assertCacheFlat(t, data)
 }
 
+func TestPrepare(t *testing.T) {
+	s, root, data := newStore(t)
+	writeFile(t, filepath.Join(root, "a.zst"), compress(t, ".zst", []byte("aaa")))
+	writeFile(t, filepath.Join(root, "sub", "b.gz"), compress(t, ".gz", []byte("bbb")))
+	writeFile(t, filepath.Join(root, "sub", "b.zst"), compress(t, ".zst", []byte("bbb")))
+	writeFile(t, filepath.Join(root, "c.gz"), []byte("corrupt"))
+	writeFile(t, filepath.Join(root, "d"), []byte("plain"))
+	writeFile(t, filepath.Join(root, "d.zst"), compress(t, ".zst", []byte("shadowed")))
+	if n := s.Prepare(t.Context()); n != 2 {
+		t.Errorf("Prepare readied %d images, want 2 (a, sub/b)", n)
+	}
+	if n := s.unpacks.Load(); n != 2 {
+		t.Errorf("Prepare unpacked %d times, want 2", n)
+	}
+	if got, _, err := readOpen(t, s, "sub/b"); err != nil || string(got) != "bbb" || s.unpacks.Load() != 2 {
+		t.Fatalf("Open after Prepare = %q, %v, unpacks %d", got, err, s.unpacks.Load())
+	}
+	assertCacheFlat(t, data)
+}
+
 func TestCacheRefresh(t *testing.T) {
 	s, root, data := newStore(t)
 	src := filepath.Join(root, "img.zst")
