@@ -28,6 +28,7 @@ const (
 
 type firmware struct {
 	name     string
+	nbp      string // how the firmware fetches iPXE: a regexp on pxeperf's fetch log; "" when iPXE is the ROM
 	archCode int    // option 93 pxeperf must see in the first DHCP exchange
 	memory   string // guest RAM
 	args     func(dir string) []string
@@ -38,10 +39,10 @@ var (
 		// e1000's default option ROM is Debian's ipxe-qemu efi-e1000.rom (iPXE).
 		return []string{"-device", "e1000,netdev=n0,mac=" + guestMAC}
 	}}
-	ovmfPXE = firmware{name: "ovmf-pxe", archCode: 7, memory: "512", args: func(dir string) []string {
+	ovmfPXE = firmware{name: "ovmf-pxe", nbp: `msg=fetch proto=tftp .*file=/?ipxe.efi bytes=[1-9][0-9]* .*outcome=ok`, archCode: 7, memory: "512", args: func(dir string) []string {
 		return append(ovmfArgs(dir), "-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
 	}}
-	ovmfHTTP = firmware{name: "ovmf-http", archCode: 16, memory: "512", args: func(dir string) []string {
+	ovmfHTTP = firmware{name: "ovmf-http", nbp: `msg=fetch proto=http .*file=/?ipxe.efi bytes=[1-9][0-9]* .*outcome=ok`, archCode: 16, memory: "512", args: func(dir string) []string {
 		return append(ovmfArgs(dir),
 			"-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n",
 			"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
@@ -170,6 +171,14 @@ hosts:
 	log := srv.Out.String()
 	if !regexp.MustCompile(fmt.Sprintf(`msg=lease .*client_mac=%s .*arch=%d`, guestMAC, fw.archCode)).MatchString(log) {
 		t.Errorf("pxeperf log has no lease for %s with arch %d:\n%s", guestMAC, fw.archCode, tail(log, 30))
+	}
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "msg=fetch") || strings.Contains(l, "msg=lease") {
+			t.Log(l)
+		}
+	}
+	if fw.nbp != "" && !regexp.MustCompile(fw.nbp).MatchString(log) {
+		t.Errorf("pxeperf log has no fetch of iPXE matching %q", fw.nbp)
 	}
 	if !regexp.MustCompile(fmt.Sprintf(`msg=fetch proto=http .*file=/?img64 bytes=%d .*outcome=ok`, imageSize)).MatchString(log) {
 		t.Errorf("pxeperf log has no complete HTTP fetch of img64:\n%s", tail(log, 30))
