@@ -64,10 +64,12 @@ func (m cacheMeta) sameSource(src string, st fs.FileInfo) bool {
 	return m.Source == src && m.SourceSize == st.Size() && m.SourceMtimeNS == st.ModTime().UnixNano()
 }
 
-// cacheKey names a served name's cache files. Hashing the name keeps every
-// cache path a flat file name inside the cache folder whatever the request.
-func cacheKey(name string) string {
-	h := sha256.Sum256([]byte(name))
+// cacheKey names a served name's cache files: a hash of the root's absolute
+// path and the name, so every cache path is a flat file name inside the
+// cache folder whatever the request, and two roots sharing a data folder
+// never share an entry.
+func (s *Store) cacheKey(name string) string {
+	h := sha256.Sum256([]byte(s.absDir + "\x00" + name))
 	return hex.EncodeToString(h[:20])
 }
 
@@ -85,7 +87,7 @@ func (s *Store) openUnpacked(n, srcName string, c codec, src *os.File) (*os.File
 	if !st.Mode().IsRegular() {
 		return nil, 0, fmt.Errorf("%s is not a regular file: %w", srcName, fs.ErrNotExist)
 	}
-	key := cacheKey(n)
+	key := s.cacheKey(n)
 	v, err, _ := s.flights.Do(key, func() (any, error) {
 		return s.ensureCached(key, n, srcName, c, src, st)
 	})

@@ -113,7 +113,7 @@ func assertCacheFlat(t *testing.T, data string) {
 
 func TestCacheRemovesLeftoverTemps(t *testing.T) {
 	s, root, data := newStore(t)
-	leftover := filepath.Join(data, cacheKey("img")+".img.tmp123")
+	leftover := filepath.Join(data, s.cacheKey("img")+".img.tmp123")
 	writeFile(t, leftover, []byte("half an image"))
 	writeFile(t, filepath.Join(root, "img.gz"), compress(t, ".gz", []byte("whole")))
 	if got, _, err := readOpen(t, s, "img"); err != nil || string(got) != "whole" {
@@ -190,14 +190,14 @@ func TestCacheRefresh(t *testing.T) {
 	}
 
 	// The cached image was deleted behind our back: unpack again.
-	os.Remove(filepath.Join(data, cacheKey("img")+".img"))
+	os.Remove(filepath.Join(data, s.cacheKey("img")+".img"))
 	if got, _, err := readOpen(t, s, "img"); err != nil || !bytes.Equal(got, v3) {
 		t.Fatalf("after cache removal: %v", err)
 	}
 	if n := s.unpacks.Load(); n != 4 {
 		t.Errorf("unpacks = %d, want 4", n)
 	}
-	m, ok := s.loadMeta(s.cache, cacheKey("img"))
+	m, ok := s.loadMeta(s.cache, s.cacheKey("img"))
 	sum := sha256.Sum256(compress(t, ".gz", v3))
 	if !ok || m.SourceSHA256 != hex.EncodeToString(sum[:]) || m.Source != "img.gz" || m.Size != int64(len(v3)) {
 		t.Errorf("cache metadata = %+v, want source img.gz with its sha256, size %d", m, len(v3))
@@ -297,7 +297,7 @@ func TestUnpackLimit(t *testing.T) {
 	if _, size, err := s.Open("ok"); err != nil || size != 64<<10 {
 		t.Fatalf("Open(ok) at exactly the limit = %d, %v", size, err)
 	}
-	if _, err := os.Stat(filepath.Join(data, cacheKey("bomb")+".img")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(data, s.cacheKey("bomb")+".img")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("oversized output was cached: %v", err)
 	}
 	assertCacheFlat(t, data)
@@ -330,4 +330,34 @@ func TestCacheKeysStayInside(t *testing.T) {
 		}
 	}
 	assertCacheFlat(t, data)
+}
+
+func TestCacheSharedByTwoRoots(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "cache")
+	when := time.Now().Add(-time.Hour)
+	var stores []*Store
+	for _, content := range []string{"root one", "root two"} {
+		root := t.TempDir()
+		p := filepath.Join(root, "img.zst")
+		writeFile(t, p, compress(t, ".zst", []byte(content)))
+		if err := os.Chtimes(p, when, when); err != nil { // same size, same mtime
+			t.Fatal(err)
+		}
+		s, err := Open(root, data, nil, WithFallbackDir(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores = append(stores, s)
+	}
+	for range 2 {
+		for i, want := range []string{"root one", "root two"} {
+			if got, _, err := readOpen(t, stores[i], "img"); err != nil || string(got) != want {
+				t.Fatalf("store %d served %q, %v; want %q", i, got, err, want)
+			}
+		}
+	}
+	if a, b := stores[0].unpacks.Load(), stores[1].unpacks.Load(); a != 1 || b != 1 {
+		t.Errorf("unpacks %d and %d, want one each (separate entries, no thrash)", a, b)
+	}
 }

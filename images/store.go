@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,7 @@ const DefaultMaxUnpacked int64 = 64 << 30
 type Store struct {
 	root   *os.Root
 	dir    string
+	absDir string // keys the cache
 	data   string
 	logger *slog.Logger
 
@@ -79,8 +81,13 @@ func Open(rootDir, dataDir string, logger *slog.Logger, opts ...Option) (*Store,
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	abs, err := filepath.Abs(rootDir)
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("image root %s: %w", rootDir, err)
+	}
 	s := &Store{
-		root: r, dir: rootDir, data: dataDir, logger: logger,
+		root: r, dir: rootDir, absDir: abs, data: dataDir, logger: logger,
 		fallbackDir: DefaultFallbackDir,
 		maxUnpacked: DefaultMaxUnpacked,
 		metas:       map[string]cacheMeta{},
