@@ -1,0 +1,139 @@
+//go:build linux
+
+package tftp
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pxeperf/pxeperf/internal/nstest"
+)
+
+// TestBenchThroughput compares pxeperf's TFTP server with tftp-hpa's
+// in.tftpd over a veth pair, same run, same client (atftp), for the default
+// block size and blksize 512 and 1468. It runs only with PXEPERF_BENCH=1:
+//
+//	PXEPERF_BENCH=1 go test -run TestBenchThroughput -v -timeout 30m ./tftp/
+//
+// PXEPERF_BENCH_MB sets the file size (default 64), PXEPERF_BENCH_RUNS the
+// repeats (default 3, the median is shown). Each link is measured plain and
+// under a 1 Gbit/s token bucket on both ends.
+func TestBenchThroughput(t *testing.T) {
+	if os.Getenv("PXEPERF_BENCH") != "1" {
+		t.Skip("benchmark: set PXEPERF_BENCH=1 to run")
+	}
+	nstest.RequireTool(t, "atftp", "in.tftpd", "tc")
+	mb := envInt("PXEPERF_BENCH_MB", 64)
+	runs := envInt("PXEPERF_BENCH_RUNS", 3)
+	var table strings.Builder
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "link\tserver\tblksize\tMiB/s (median)\tMbit/s\tall runs (s)\t\n")
+	for _, shaped := range []bool{false, true} {
+		link := "veth"
+		if shaped {
+			link = "veth+tbf 1gbit"
+		}
+		p := nstest.NewPair(t, nstest.Options{})
+		if shaped {
+			for ns, dev := range map[string]string{p.Server: p.ServerIf, p.Client: p.ClientIf} {
+				nstest.Run(t, ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", "1gbit", "burst", "256kb", "latency", "10ms")
+			}
+		}
+		root := t.TempDir()
+		if err := os.Chmod(root, 0o755); err != nil { // in.tftpd drops to nobody
+			t.Fatal(err)
+		}
+		nstest.RandomFile(t, filepath.Join(root, "img.bin"), mb<<20, 42)
+		ip := p.ServerIP.String()
+		servers := []struct{ name, port string }{{"pxeperf", "69"}, {"pxeperf single-port", "70"}, {"in.tftpd", "1069"}}
+		startBenchServers(t, p, root, ip)
+		out := t.TempDir()
+		blks := []string{"default", "512", "1468"}
+		secs := map[string][]float64{} // server/blksize -> run times
+		// Round-robin over servers within each repeat, so load from
+		// elsewhere on the machine hits every server alike.
+		for range runs {
+			for _, srv := range servers {
+				for _, blk := range blks {
+					args := []string{"-g", "-r", "img.bin", "-l", filepath.Join(out, "img.bin"), ip, srv.port}
+					if blk != "default" {
+						args = append([]string{"--option", "blksize " + blk, "--option", "tsize 0"}, args...)
+					}
+					os.Remove(filepath.Join(out, "img.bin"))
+					start := time.Now()
+					if o, err := nstest.Output(p.Client, 10*time.Minute, "atftp", args...); err != nil {
+						t.Fatalf("%s %s: atftp %s: %v\n%s", link, srv.name, strings.Join(args, " "), err, o)
+					}
+					key := srv.name + "/" + blk
+					secs[key] = append(secs[key], time.Since(start).Seconds())
+					if fi, err := os.Stat(filepath.Join(out, "img.bin")); err != nil || fi.Size() != int64(mb<<20) {
+						t.Fatalf("%s %s: fetched file is wrong: %v", link, srv.name, err)
+					}
+				}
+			}
+		}
+		for _, srv := range servers {
+			for _, blk := range blks {
+				s := secs[srv.name+"/"+blk]
+				sorted := slices.Sorted(slices.Values(s))
+				mibs := float64(mb) / sorted[len(sorted)/2]
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.0f\t%s\t\n", link, srv.name, blk, mibs, mibs*8*1.048576, fmtSecs(s))
+			}
+		}
+	}
+	tw.Flush()
+	t.Logf("TFTP throughput, %d MiB file, atftp client, median of %d:\n%s", mb, runs, table.String())
+}
+
+// startBenchServers runs pxeperf (per-transfer ports on :69, single-port on
+// :70) and in.tftpd (:1069) in the server namespace, all serving root.
+func startBenchServers(t *testing.T, p *nstest.Pair, root, ip string) {
+	t.Helper()
+	bin := nstest.Binary(t)
+	for _, s := range []struct{ port, yaml string }{{"69", ""}, {"70", "tftp:\n  single_port: true\n"}} {
+		data := t.TempDir()
+		args := []string{"serve", "--dhcp", "off", "--http-addr", "off", "--tftp-addr", ip + ":" + s.port,
+			"--root", root, "--data", data, "--iface", p.ServerIf, "--log-level", "warn"}
+		if s.yaml != "" {
+			cfg := filepath.Join(data, "c.yaml")
+			if err := os.WriteFile(cfg, []byte(s.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args = append(args, "--config", cfg)
+		}
+		nstest.Start(t, p.Server, bin, args...)
+	}
+	nstest.Start(t, p.Server, "in.tftpd", "-L", "-s", root, "-a", ip+":1069")
+	// Ready when each answers a missing-file request.
+	for _, port := range []string{"69", "70", "1069"} {
+		ok := nstest.WaitFor(20*time.Second, func() bool {
+			o, _ := nstest.Output(p.Client, 5*time.Second, "atftp", "-g", "-r", "none", "-l", "/dev/null", ip, port)
+			return strings.Contains(strings.ToLower(o), "not found")
+		})
+		if !ok {
+			t.Fatalf("TFTP server on port %s did not come up", port)
+		}
+	}
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func fmtSecs(s []float64) string {
+	parts := make([]string, len(s))
+	for i, v := range s {
+		parts[i] = strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strings.Join(parts, " ")
+}
