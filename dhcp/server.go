@@ -46,7 +46,8 @@ type Options struct {
 	Hosts  *hosts.Table // required
 	Sink   event.Sink   // nil: event.Discard
 	Logger *slog.Logger // nil: discard
-	// Workers per socket; 0 means 8. Each owns one receive buffer.
+	// Workers per socket; 0 means 64. Each owns one receive buffer. Many
+	// workers let ACKs waiting on the journal's fsync share one flush.
 	Workers int
 
 	noSync bool // fuzzing: skip fsync of the lease journal
@@ -136,7 +137,7 @@ func newServer(o Options) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.workers <= 0 {
-		s.workers = 8
+		s.workers = 64
 	}
 	switch {
 	case cfg.Netmask.IsValid():
@@ -170,6 +171,8 @@ func (s *Server) listen(ctx context.Context, iface string) error {
 	if err != nil {
 		return fmt.Errorf("dhcp: listening on port %d: %w (another DHCP server running? stop it, use --dhcp proxy, or --dhcp off)", cfg.Port, err)
 	}
+	// Absorb bursts (a rack powering on) while workers wait on fsync.
+	_ = c.SetReadBuffer(4 << 20)
 	s.conns = append(s.conns, c)
 	if cfg.Mode == configs.ModeProxy {
 		p, err := listenUDP(ctx, iface, cfg.ProxyPort)
@@ -372,7 +375,7 @@ func hostName(h *configs.Host) string {
 func (s *Server) handleFull(req *dhcpv4.DHCPv4, now time.Time) (*dhcpv4.DHCPv4, netip.AddrPort) {
 	c := classify(req)
 	host := s.host(c.MAC)
-	log := s.log.With("client_mac", c.MAC.String(), "xid", req.TransactionID.String())
+	log := clientLog{s.log, c.MAC, req.TransactionID}
 	switch req.MessageType() {
 	case dhcpv4.MessageTypeDiscover:
 		addr, err := s.leases.Offer(c.MAC, ip4(req.RequestedIPAddress()), now)
@@ -521,3 +524,23 @@ func (s *Server) handleProxy(req *dhcpv4.DHCPv4, src netip.AddrPort, onProxy boo
 	}
 	return r, dst
 }
+
+// clientLog adds client_mac and xid to a log line only when it is written
+// (slog.Logger.With would allocate for every packet).
+type clientLog struct {
+	l   *slog.Logger
+	mac net.HardwareAddr
+	xid dhcpv4.TransactionID
+}
+
+func (c clientLog) log(level slog.Level, msg string, args ...any) {
+	if !c.l.Enabled(context.Background(), level) {
+		return
+	}
+	c.l.Log(context.Background(), level, msg, append([]any{"client_mac", c.mac.String(), "xid", c.xid.String()}, args...)...)
+}
+
+func (c clientLog) Debug(msg string, args ...any) { c.log(slog.LevelDebug, msg, args...) }
+func (c clientLog) Info(msg string, args ...any)  { c.log(slog.LevelInfo, msg, args...) }
+func (c clientLog) Warn(msg string, args ...any)  { c.log(slog.LevelWarn, msg, args...) }
+func (c clientLog) Error(msg string, args ...any) { c.log(slog.LevelError, msg, args...) }

@@ -288,7 +288,7 @@ func TestProxyMode(t *testing.T) {
 			dhcpv4.WithClientIP(net.IP{10, 0, 0, 50})), pxeSrc, true,
 			"ACK 10.0.0.50:68 yiaddr=0.0.0.0 file=undionly.kpxe 60=PXEClient 43"},
 		"plain request on 4011: silent": {pkt(t, dhcpv4.MessageTypeRequest, mac(3)), pxeSrc, true, "none"},
-		"discover on 4011: ignored": {pkt(t, dhcpv4.MessageTypeDiscover, mac(2), pxeVendor), pxeSrc, true, "none"},
+		"discover on 4011: ignored":     {pkt(t, dhcpv4.MessageTypeDiscover, mac(2), pxeVendor), pxeSrc, true, "none"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -386,4 +386,41 @@ func FuzzHandle(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkHandleDORA is one DISCOVER/OFFER + REQUEST/ACK through Handle,
+// without sockets; "fsync" journals to disk as the server does.
+func BenchmarkHandleDORA(b *testing.B) {
+	for _, sync := range []bool{false, true} {
+		name := "nosync"
+		if sync {
+			name = "fsync"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := newTestServer(b, configs.ModeFull)
+			e.s.leases.j.noSync = !sync
+			var disc, req [8][]byte
+			for i := range disc {
+				disc[i] = pkt(b, dhcpv4.MessageTypeDiscover, mac(byte(i)), pxeVendor, biosArch).ToBytes()
+			}
+			now := t0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				k := i % len(disc)
+				out, _ := e.s.Handle(disc[k], src68, false, now)
+				if out == nil {
+					b.Fatal("no offer")
+				}
+				if req[k] == nil {
+					offer, _ := dhcpv4.FromBytes(out)
+					r, _ := dhcpv4.NewRequestFromOffer(offer)
+					req[k] = r.ToBytes()
+				}
+				if out, _ := e.s.Handle(req[k], src68, false, now); out == nil {
+					b.Fatal("no ack")
+				}
+			}
+		})
+	}
 }
