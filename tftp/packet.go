@@ -104,6 +104,11 @@ func parseRequest(b []byte) (request, error) {
 	return r, nil
 }
 
+// isRequest reports whether b carries an RRQ or WRQ opcode.
+func isRequest(b []byte) bool {
+	return len(b) >= 2 && b[0] == 0 && (b[1] == opRRQ || b[1] == opWRQ)
+}
+
 // negotiated is what the server agreed to for one read transfer.
 type negotiated struct {
 	blockSize int

@@ -7,9 +7,10 @@
 // The server owns its listening socket and parses every request itself, so
 // each refusal carries the right TFTP error code and a later RFC 7440
 // windowsize sender can be chosen per request in negotiate/transfer.run.
-// Transfers are lock-step (windowsize 1); each one gets its own socket (a new
-// server port, RFC 1350's TID) unless SinglePort is set, where every packet
-// goes through the listening port (for NAT and containers).
+// Transfers are lock-step (windowsize 1); each one gets its own socket
+// connected to the client: on a new port (RFC 1350's TID), or with
+// SinglePort on the listening port itself (for NAT and containers; Linux
+// hands a connected socket its peer's datagrams before the listener).
 package tftp
 
 import (
@@ -137,6 +138,18 @@ func New(cfg Config) (*Server, error) {
 		conn.Close()
 		return nil, fmt.Errorf("tftp: enabling IP_PKTINFO on %s: %w", cfg.Listen, err)
 	}
+	if cfg.SinglePort {
+		// Set only after the bind, so the bind above still fails on a busy
+		// port; transfer sockets then share the port (see shareAddr).
+		rc, err := conn.SyscallConn()
+		if err == nil {
+			err = shareAddr("", "", rc)
+		}
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("tftp: single-port mode on %s: %w", cfg.Listen, err)
+		}
+	}
 	return &Server{
 		cfg:    cfg,
 		maxBlk: blockLimit(cfg.MTU, cfg.MaxBlockSize),
@@ -253,24 +266,12 @@ func (s *Server) readLoop(ctx context.Context) error {
 
 // entry is one running transfer in Server.active.
 type entry struct {
-	req []byte      // the request as received, to spot the client's resends
-	in  chan []byte // single-port mode: the client's packets; nil otherwise
+	req []byte // the request as received, to spot the client's resends
 }
 
 // dispatch hands a packet to its transfer (single-port mode) or starts a
 // new transfer for a request.
 func (s *Server) dispatch(ctx context.Context, pkt []byte, peer netip.AddrPort, local netip.Addr) {
-	s.mu.Lock()
-	old := s.active[peer]
-	s.mu.Unlock()
-	isRequest := len(pkt) >= 2 && (pkt[1] == opRRQ || pkt[1] == opWRQ) && pkt[0] == 0
-	if old != nil && old.in != nil && !isRequest {
-		select {
-		case old.in <- append([]byte(nil), pkt...):
-		default: // the transfer is behind; a lost ACK is resent by the client
-		}
-		return
-	}
 	req, err := parseRequest(pkt)
 	if err != nil {
 		s.malformed.Add(1)
@@ -278,7 +279,7 @@ func (s *Server) dispatch(ctx context.Context, pkt []byte, peer netip.AddrPort, 
 		return
 	}
 	s.mu.Lock()
-	old = s.active[peer]
+	old := s.active[peer]
 	switch {
 	case s.draining:
 		s.mu.Unlock()
@@ -299,9 +300,6 @@ func (s *Server) dispatch(ctx context.Context, pkt []byte, peer netip.AddrPort, 
 	// A different request from a running client's address means it moved
 	// on (it got its last block, or gave up); the old transfer ends alone.
 	e := &entry{req: append([]byte(nil), pkt...)}
-	if s.cfg.SinglePort {
-		e.in = make(chan []byte, 8)
-	}
 	s.active[peer] = e
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -310,7 +308,7 @@ func (s *Server) dispatch(ctx context.Context, pkt []byte, peer netip.AddrPort, 
 		defer s.wg.Done()
 		release := func() { s.forget(peer, e) }
 		defer release()
-		s.handle(ctx, req, peer, local, e.in, release)
+		s.handle(ctx, req, e.req, peer, local, release)
 	}()
 }
 
@@ -329,7 +327,7 @@ func (s *Server) forget(peer netip.AddrPort, e *entry) {
 // release is called as soon as the client may send its next request (before
 // the final error, after the last ACK), so that request is not mistaken for
 // a resend of this one.
-func (s *Server) handle(ctx context.Context, req request, peer netip.AddrPort, local netip.Addr, in chan []byte, release func()) {
+func (s *Server) handle(ctx context.Context, req request, raw []byte, peer netip.AddrPort, local netip.Addr, release func()) {
 	f := &event.Fetch{
 		Start:     time.Now(),
 		Proto:     event.ProtoTFTP,
@@ -380,16 +378,19 @@ func (s *Server) handle(ctx context.Context, req request, peer netip.AddrPort, l
 
 	neg := negotiate(&req, s.maxBlk, size)
 	f.TFTP.BlockSize = neg.blockSize
-	l, err := s.newLink(ctx, peer, local, in)
+	l, err := s.newLink(ctx, peer, local)
 	if err != nil {
 		refuse(event.OutcomeError, errNotDefined, "Server error", err)
 		s.log.Warn("opening a TFTP transfer socket", "client", peer, "file", req.file, "err", err)
 		return
 	}
-	defer l.close()
-	t := &transfer{link: l, timeout: s.cfg.Timeout, retries: s.cfg.Retries, info: f.TFTP}
+	t := &transfer{link: l, timeout: s.cfg.Timeout, retries: s.cfg.Retries, info: f.TFTP, req: raw}
 	err = t.run(req.mode, file, neg)
+	l.close()
 	release()
+	if nr, ok := errors.AsType[*newRequestError](err); ok {
+		s.dispatch(ctx, nr.pkt, peer, local)
+	}
 	f.Bytes = t.acked
 	f.Outcome = outcomeOf(err)
 	if err != nil {
@@ -429,15 +430,18 @@ func (s *Server) sendFromListener(b []byte, peer netip.AddrPort, local netip.Add
 	return err
 }
 
-// newLink opens the packet path of one transfer: a new socket (a new TID)
-// or, in single-port mode, the listening socket fed through in.
-func (s *Server) newLink(ctx context.Context, peer netip.AddrPort, local netip.Addr, in chan []byte) (link, error) {
-	if s.cfg.SinglePort {
-		return &portLink{s: s, ctx: ctx, peer: peer, local: local, in: in}, nil
-	}
-	d := net.Dialer{}
+// newLink opens the socket of one transfer, connected to the client and
+// bound to the address the request came to: on a new port, or in
+// single-port mode on the listening port.
+func (s *Server) newLink(ctx context.Context, peer netip.AddrPort, local netip.Addr) (*connLink, error) {
+	la := &net.UDPAddr{}
 	if local.IsValid() {
-		d.LocalAddr = &net.UDPAddr{IP: local.AsSlice()}
+		la.IP = local.AsSlice()
+	}
+	d := net.Dialer{LocalAddr: la}
+	if s.cfg.SinglePort {
+		la.Port = int(s.Addr().Port())
+		d.Control = shareAddr
 	}
 	c, err := d.DialContext(ctx, "udp4", peer.String())
 	if err != nil {

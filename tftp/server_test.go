@@ -706,3 +706,33 @@ func TestServeReturnsWhenContextEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestSinglePortNewRequestMidTransfer: in single-port mode the client's
+// next request reaches the running transfer's socket; the old transfer ends
+// as aborted and the new request is served at once.
+func TestSinglePortNewRequestMidTransfer(t *testing.T) {
+	ts := startServer(t, Config{SinglePort: true})
+	ts.file(t, "a", 100_000)
+	want := ts.file(t, "b", 300)
+	c := newRawClient(t, ts.Addr())
+	c.send(ts.Addr(), rq(opRRQ, "a", "octet"))
+	if b, from := c.recv(); binary.BigEndian.Uint16(b) != opDATA || from != ts.Addr() {
+		t.Fatalf("want DATA 1 of a from %v, got % x from %v", ts.Addr(), b[:4], from)
+	}
+	c.send(ts.Addr(), rq(opRRQ, "b", "octet"))
+	for i := 0; ; i++ {
+		b, from := c.recv()
+		if len(b) == 4+len(want) && bytes.Equal(b[4:], want) {
+			c.send(from, ack(1))
+			break
+		}
+		if i > 5 {
+			t.Fatal("file b never came")
+		}
+	}
+	evs := ts.fetches(t, 2)
+	got := map[string]string{evs[0].File: evs[0].Outcome, evs[1].File: evs[1].Outcome}
+	if diff := cmp.Diff(map[string]string{"a": event.OutcomeAborted, "b": event.OutcomeOK}, got); diff != "" {
+		t.Errorf("outcomes (-want +got):\n%s", diff)
+	}
+}

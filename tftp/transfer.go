@@ -2,13 +2,12 @@ package tftp
 
 import (
 	"bufio"
-	"context"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
 	"os"
 	"syscall"
 	"time"
@@ -48,35 +47,8 @@ func (c *connLink) recv(b []byte, deadline time.Time) (int, error) {
 
 func (c *connLink) close() {
 	c.stop()
-	c.conn.Close()
+	c.conn.Close() // a second Close only returns an error
 }
-
-// portLink shares the listening socket (single-port mode): the read loop
-// feeds in with this client's packets.
-type portLink struct {
-	s     *Server
-	ctx   context.Context
-	peer  netip.AddrPort
-	local netip.Addr
-	in    chan []byte
-}
-
-func (p *portLink) send(b []byte) error { return p.s.sendFromListener(b, p.peer, p.local) }
-
-func (p *portLink) recv(b []byte, deadline time.Time) (int, error) {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case pkt := <-p.in:
-		return copy(b, pkt), nil
-	case <-t.C:
-		return 0, os.ErrDeadlineExceeded
-	case <-p.ctx.Done():
-		return 0, net.ErrClosed
-	}
-}
-
-func (p *portLink) close() {}
 
 // clientError is an ERROR packet the client sent: it stopped the transfer.
 type clientError struct {
@@ -86,6 +58,15 @@ type clientError struct {
 
 func (e *clientError) Error() string {
 	return fmt.Sprintf("client sent error %d %q", e.code, e.msg)
+}
+
+// newRequestError is a different request from the client's address,
+// arriving at this transfer's socket (single-port mode): the client gave up
+// on this transfer and started another.
+type newRequestError struct{ pkt []byte }
+
+func (e *newRequestError) Error() string {
+	return "client sent a new request instead of an acknowledgement"
 }
 
 // errClientGone is an ICMP port unreachable from the client.
@@ -100,7 +81,7 @@ func outcomeOf(err error) string {
 	switch {
 	case err == nil:
 		return event.OutcomeOK
-	case errors.As(err, &ce), errors.Is(err, errClientGone):
+	case errors.As(err, &ce), errors.Is(err, errClientGone), errors.As(err, new(*newRequestError)):
 		return event.OutcomeAborted
 	default:
 		return event.OutcomeError
@@ -113,6 +94,7 @@ type transfer struct {
 	timeout time.Duration
 	retries int
 	info    *event.TFTPInfo // counters are written here
+	req     []byte          // the request this transfer answers
 
 	acked int64 // payload bytes the client acknowledged
 	stray int64 // packets that were neither the awaited ACK nor an ERROR
@@ -180,7 +162,10 @@ func (t *transfer) exchange(pkt []byte, block uint16, data bool) error {
 			}
 			rep, err := parseReply(t.rbuf[:n])
 			if err != nil {
-				t.stray++
+				if isRequest(t.rbuf[:n]) && !bytes.Equal(t.rbuf[:n], t.req) {
+					return &newRequestError{pkt: append([]byte(nil), t.rbuf[:n]...)}
+				}
+				t.stray++ // includes resends of our own request
 				continue
 			}
 			if rep.op == opERROR {
