@@ -50,6 +50,8 @@ type journal struct {
 	syncing bool
 	err     error // sticky: after a failed write nothing is acknowledged
 	noSync  bool  // fuzzing only
+	path    string
+	records int // lines in the file plus pending, since the last compaction
 }
 
 func (j *journal) enqueue(line []byte) uint64 {
@@ -57,7 +59,51 @@ func (j *journal) enqueue(line []byte) uint64 {
 	defer j.mu.Unlock()
 	j.pending = append(j.pending, line...)
 	j.queued++
+	j.records++
 	return j.queued
+}
+
+// compact replaces the file by snapshot, the records of every binding. The
+// caller holds the store lock, so snapshot already reflects every record
+// enqueued so far: once it is durable, so are they.
+func (j *journal) compact(snapshot []byte, lines int) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for j.syncing {
+		j.cond.Wait()
+	}
+	if j.err != nil {
+		return j.err
+	}
+	tmp := j.path + ".tmp"
+	err := writeSync(tmp, snapshot, j.noSync)
+	if err == nil {
+		err = os.Rename(tmp, j.path)
+	}
+	var f *os.File
+	if err == nil {
+		syncDir(filepath.Dir(j.path))
+		f, err = os.OpenFile(j.path, os.O_WRONLY|os.O_APPEND, 0o644)
+	}
+	if err != nil {
+		j.err = err
+		j.cond.Broadcast()
+		return err
+	}
+	_ = j.f.Close()
+	j.f = f
+	j.pending = j.pending[:0]
+	j.synced = j.queued
+	j.records = lines
+	j.cond.Broadcast()
+	return nil
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
 }
 
 // wait blocks until generation gen is on disk.
@@ -117,37 +163,45 @@ func openJournal(dir string, s *leaseStore, noSync bool, log *slog.Logger) (*jou
 	if bad > 0 {
 		log.Warn("dhcp: skipped unreadable lease journal lines (a torn write from a crash is normal)", "file", path, "lines", bad)
 	}
-	var out bytes.Buffer
-	for _, b := range s.byMAC {
-		if b.expiry.IsZero() {
-			continue // an offer that was never ACKed
-		}
-		out.Write(formatRecord(recBind, b))
-		if !b.bound {
-			out.Write(formatRecord(recFree, b)) // kept as history
-		}
-	}
+	snap, lines := s.snapshot()
 	tmp := path + ".tmp"
-	if err := writeSync(tmp, out.Bytes()); err != nil {
+	if err := writeSync(tmp, snap, noSync); err != nil {
 		return nil, fmt.Errorf("compacting lease journal: %w (check the data folder %s)", err, dir)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return nil, fmt.Errorf("compacting lease journal: %w", err)
 	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
+	syncDir(dir)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening lease journal: %w", err)
 	}
-	j := &journal{f: f, noSync: noSync}
+	j := &journal{f: f, noSync: noSync, path: path, records: lines}
 	j.cond = sync.NewCond(&j.mu)
 	return j, nil
 }
 
-func writeSync(path string, data []byte) error {
+// snapshot returns the journal records that recreate every binding that was
+// ever ACKed (history included), and their line count. Caller holds s.mu or
+// owns s.
+func (s *leaseStore) snapshot() ([]byte, int) {
+	var out bytes.Buffer
+	lines := 0
+	for _, b := range s.byMAC {
+		if b.expiry.IsZero() {
+			continue // an offer that was never ACKed
+		}
+		out.Write(formatRecord(recBind, b))
+		lines++
+		if !b.bound {
+			out.Write(formatRecord(recFree, b)) // kept as history
+			lines++
+		}
+	}
+	return out.Bytes(), lines
+}
+
+func writeSync(path string, data []byte, noSync bool) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
@@ -156,9 +210,11 @@ func writeSync(path string, data []byte) error {
 		f.Close()
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if !noSync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
 	}
 	return f.Close()
 }

@@ -178,10 +178,18 @@ func (s *leaseStore) DropOffer(mac net.HardwareAddr) {
 
 // Bind leases addr to mac (REQUEST) and makes it durable before returning,
 // so the caller may ACK. It returns errNotYours when the client must be NAKed.
-func (s *leaseStore) Bind(mac net.HardwareAddr, addr netip.Addr, now time.Time) (time.Time, error) {
+// selecting is a REQUEST answering our OFFER (server identifier is ours):
+// then addr must be what mac was offered or holds. Otherwise (INIT-REBOOT,
+// RENEWING, REBINDING) any address that may go to mac is confirmed, as
+// dnsmasq does, so clients keep working after the lease file is lost.
+func (s *leaseStore) Bind(mac net.HardwareAddr, addr netip.Addr, selecting bool, now time.Time) (time.Time, error) {
 	key := mac.String()
 	s.mu.Lock()
 	if fixed, ok := s.fixed[key]; ok && fixed != addr {
+		s.mu.Unlock()
+		return time.Time{}, errNotYours
+	}
+	if b := s.byMAC[key]; selecting && (b == nil || b.addr != addr) {
 		s.mu.Unlock()
 		return time.Time{}, errNotYours
 	}
@@ -266,12 +274,22 @@ func (s *leaseStore) Lookup(mac net.HardwareAddr) (Lease, bool) {
 	return Lease{MAC: b.mac, Addr: b.addr, Expiry: b.expiry}, true
 }
 
+// enqueue journals a record; the caller holds s.mu. When renewals have made
+// the file much longer than the bindings it describes, it is rewritten.
 func (s *leaseStore) enqueue(kind string, b *binding) uint64 {
 	if s.j == nil {
 		return 0
 	}
-	return s.j.enqueue(formatRecord(kind, b))
+	gen := s.j.enqueue(formatRecord(kind, b))
+	if s.j.records > compactAt(len(s.byMAC)) {
+		snap, lines := s.snapshot()
+		_ = s.j.compact(snap, lines) // a failure is sticky: wait reports it
+	}
+	return gen
 }
+
+// compactAt is the journal length (lines) that triggers a rewrite.
+func compactAt(bindings int) int { return 4*bindings + 4096 }
 
 func (s *leaseStore) wait(gen uint64) error {
 	if s.j == nil {

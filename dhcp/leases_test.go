@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,7 +46,7 @@ func mustOffer(t *testing.T, s *leaseStore, m net.HardwareAddr, now time.Time) n
 
 func mustBind(t *testing.T, s *leaseStore, m net.HardwareAddr, a netip.Addr, now time.Time) {
 	t.Helper()
-	if _, err := s.Bind(m, a, now); err != nil {
+	if _, err := s.Bind(m, a, false, now); err != nil {
 		t.Fatalf("Bind(%s, %s): %v", m, a, err)
 	}
 }
@@ -88,10 +89,10 @@ func TestReservations(t *testing.T) {
 	if a := mustOffer(t, s, mac(8), t0); a != addr("10.0.0.200") {
 		t.Errorf("reservation outside the pool: got %s, want 10.0.0.200", a)
 	}
-	if _, err := s.Bind(mac(1), addr("10.0.0.10"), t0); !errors.Is(err, errNotYours) {
+	if _, err := s.Bind(mac(1), addr("10.0.0.10"), false, t0); !errors.Is(err, errNotYours) {
 		t.Errorf("binding someone's reserved address: err = %v, want errNotYours", err)
 	}
-	if _, err := s.Bind(mac(9), addr("10.0.0.11"), t0); !errors.Is(err, errNotYours) {
+	if _, err := s.Bind(mac(9), addr("10.0.0.11"), false, t0); !errors.Is(err, errNotYours) {
 		t.Errorf("reserved client asking for another address: err = %v, want errNotYours", err)
 	}
 	mustBind(t, s, mac(9), addr("10.0.0.10"), t0)
@@ -101,20 +102,25 @@ func TestBindRules(t *testing.T) {
 	s := testStore(t, "10.0.0.10-10.0.0.20")
 	a := mustOffer(t, s, mac(1), t0)
 	mustBind(t, s, mac(1), a, t0)
+	mustOffer(t, s, mac(4), t0)
 	tests := map[string]struct {
-		mac  net.HardwareAddr
-		addr netip.Addr
-		ok   bool
+		mac       net.HardwareAddr
+		addr      netip.Addr
+		selecting bool
+		ok        bool
 	}{
-		"outside pool":                    {mac(2), addr("10.0.1.10"), false},
-		"server address":                  {mac(2), addr("10.0.0.1"), false},
-		"leased to another client":        {mac(2), a, false},
-		"free pool address (init-reboot)": {mac(3), addr("10.0.0.15"), true},
-		"renewal of own lease":            {mac(1), a, true},
+		"outside pool":                     {mac(2), addr("10.0.1.10"), false, false},
+		"server address":                   {mac(2), addr("10.0.0.1"), false, false},
+		"leased to another client":         {mac(2), a, false, false},
+		"free pool address (init-reboot)":  {mac(3), addr("10.0.0.15"), false, true},
+		"selecting an address not offered": {mac(4), addr("10.0.0.16"), true, false},
+		"selecting without any offer":      {mac(5), addr("10.0.0.17"), true, false},
+		"selecting the offered address":    {mac(4), addr("10.0.0.11"), true, true},
+		"renewal of own lease":             {mac(1), a, false, true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := s.Bind(tc.mac, tc.addr, t0.Add(time.Minute))
+			_, err := s.Bind(tc.mac, tc.addr, tc.selecting, t0.Add(time.Minute))
 			if (err == nil) != tc.ok {
 				t.Errorf("Bind(%s, %s) err = %v, want ok=%v", tc.mac, tc.addr, err, tc.ok)
 			}
@@ -165,7 +171,7 @@ func TestReleaseAndDecline(t *testing.T) {
 	if b := mustOffer(t, s, mac(1), t0); b == a {
 		t.Errorf("after DECLINE the client was offered the declined %s again", a)
 	}
-	if _, err := s.Bind(mac(2), a, t0.Add(time.Minute)); !errors.Is(err, errNotYours) {
+	if _, err := s.Bind(mac(2), a, false, t0.Add(time.Minute)); !errors.Is(err, errNotYours) {
 		t.Errorf("declined address bound within the hold: err = %v", err)
 	}
 	mustBind(t, s, mac(2), a, t0.Add(declineHold+time.Second))
@@ -231,4 +237,83 @@ func sortLeases(in []Lease) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+func TestJournalCompactsWhileServing(t *testing.T) {
+	dir := t.TempDir()
+	open := func() *leaseStore {
+		s := testStore(t, "10.0.0.10-10.0.0.20")
+		j, err := openJournal(dir, s, true, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.j = j
+		t.Cleanup(func() { j.close() })
+		return s
+	}
+	s := open()
+	a1, a2 := mustOffer(t, s, mac(1), t0), mustOffer(t, s, mac(2), t0)
+	renewals := 3 * compactAt(2)
+	for i := range renewals {
+		now := t0.Add(time.Duration(i) * time.Second)
+		mustBind(t, s, mac(1), a1, now)
+		mustBind(t, s, mac(2), a2, now)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, JournalName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n > compactAt(2)+1 {
+		t.Errorf("journal has %d lines after %d renewals, want at most %d (compaction)", n, 2*renewals, compactAt(2)+1)
+	}
+	last := t0.Add(time.Duration(renewals-1) * time.Second)
+	want := sortLeases(s.Active(last))
+	if got := sortLeases(open().Active(last)); !slices.Equal(got, want) {
+		t.Errorf("after compaction and reload: %v, want %v", got, want)
+	}
+}
+
+// TestJournalConcurrentBinds: ACKs from many workers share fsyncs; every
+// bind that returned must be on disk, in order, when the store is reloaded.
+func TestJournalConcurrentBinds(t *testing.T) {
+	dir := t.TempDir()
+	p, _ := configs.ParsePool("10.0.0.10-10.0.0.200")
+	open := func() *leaseStore {
+		s := newLeaseStore(p, addr("10.0.0.1"), time.Hour, nil)
+		j, err := openJournal(dir, s, false, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.j = j
+		t.Cleanup(func() { j.close() })
+		return s
+	}
+	s := open()
+	done := make(chan error, 16)
+	for w := range 16 {
+		go func() {
+			m := mac(byte(100 + w))
+			var err error
+			for i := 0; i < 20 && err == nil; i++ {
+				var a netip.Addr
+				if a, err = s.Offer(m, netip.Addr{}, t0); err == nil {
+					_, err = s.Bind(m, a, true, t0.Add(time.Duration(i)*time.Second))
+				}
+			}
+			done <- err
+		}()
+	}
+	for range 16 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := t0.Add(time.Minute)
+	want := sortLeases(s.Active(now))
+	if len(want) != 16 {
+		t.Fatalf("%d active leases, want 16", len(want))
+	}
+	if got := sortLeases(open().Active(now)); !slices.Equal(got, want) {
+		t.Errorf("reloaded %v\nwant %v", got, want)
+	}
 }

@@ -395,7 +395,8 @@ func (s *Server) handleFull(req *dhcpv4.DHCPv4, now time.Time) (*dhcpv4.DHCPv4, 
 		return r, s.dest(req, r, false)
 
 	case dhcpv4.MessageTypeRequest:
-		if sid := ip4(req.ServerIdentifier()); sid.IsValid() && sid != s.addr {
+		sid := ip4(req.ServerIdentifier())
+		if sid.IsValid() && sid != s.addr {
 			s.leases.DropOffer(c.MAC) // the client took another server's offer
 			s.stats.ignored.Add(1)
 			return nil, netip.AddrPort{}
@@ -409,7 +410,7 @@ func (s *Server) handleFull(req *dhcpv4.DHCPv4, now time.Time) (*dhcpv4.DHCPv4, 
 			log.Debug("dhcp: REQUEST names no address")
 			return nil, netip.AddrPort{}
 		}
-		expiry, err := s.leases.Bind(c.MAC, want, now)
+		expiry, err := s.leases.Bind(c.MAC, want, sid.IsValid(), now)
 		if errors.Is(err, errNotYours) {
 			r := s.reply(req, dhcpv4.MessageTypeNak)
 			r.UpdateOption(dhcpv4.OptMessage("address not available"))

@@ -172,6 +172,8 @@ func TestFullModeRequests(t *testing.T) {
 			pkt(t, dhcpv4.MessageTypeRequest, mac(2), dhcpv4.WithOption(dhcpv4.OptServerIdentifier(net.IP{10, 0, 0, 2})), reqIP("10.0.0.11")), false, "none"},
 		"address leased to another: NAK broadcast": {
 			pkt(t, dhcpv4.MessageTypeRequest, mac(2), srvID, reqIP("10.0.0.10")), false, "NAK 255.255.255.255:68"},
+		"selecting with an address we did not offer: NAK": {
+			pkt(t, dhcpv4.MessageTypeRequest, mac(8), srvID, reqIP("10.0.0.19")), false, "NAK 255.255.255.255:68"},
 		"init-reboot outside the pool: NAK": {
 			pkt(t, dhcpv4.MessageTypeRequest, mac(2), reqIP("192.168.1.5")), false, "NAK 255.255.255.255:68"},
 		"NAK through relay: to relay with broadcast flag": {
