@@ -202,6 +202,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case err := <-loopErr:
+		s.conn.Close()
 		cancel()
 		s.wg.Wait()
 		return err
@@ -209,11 +210,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
-	if !s.cfg.SinglePort {
-		// Transfers have their own sockets; new requests are refused by
-		// the kernel from now on.
-		s.conn.Close()
-	}
+	// Transfers have sockets of their own (also in single-port mode), so
+	// the listener can go now: the kernel refuses new requests.
+	s.conn.Close()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	timer := time.NewTimer(s.cfg.ShutdownGrace)
@@ -225,7 +224,6 @@ func (s *Server) Serve(ctx context.Context) error {
 		cancel()
 		<-done
 	}
-	s.conn.Close()
 	<-loopErr
 	return nil
 }
@@ -340,7 +338,9 @@ func (s *Server) handle(ctx context.Context, req request, raw []byte, peer netip
 	_, f.TFTP.TSize = req.opt("tsize")
 	s.label(f)
 	defer func() {
-		f.Duration = time.Since(f.Start)
+		if f.Duration == 0 {
+			f.Duration = time.Since(f.Start)
+		}
 		s.cfg.Sink.Fetch(f)
 	}()
 
@@ -386,6 +386,7 @@ func (s *Server) handle(ctx context.Context, req request, raw []byte, peer netip
 	}
 	t := &transfer{link: l, timeout: s.cfg.Timeout, retries: s.cfg.Retries, info: f.TFTP, req: raw}
 	err = t.run(req.mode, file, neg)
+	f.Duration = time.Since(f.Start)
 	l.close()
 	release()
 	if nr, ok := errors.AsType[*newRequestError](err); ok {
@@ -395,10 +396,6 @@ func (s *Server) handle(ctx context.Context, req request, raw []byte, peer netip
 	f.Outcome = outcomeOf(err)
 	if err != nil {
 		f.Err = err.Error()
-	}
-	if s.log.Enabled(ctx, slog.LevelDebug) {
-		s.log.Debug("tftp transfer ended", "client", peer, "file", req.file, "bytes", f.Bytes,
-			"outcome", f.Outcome, "blksize", neg.blockSize, "stray", t.stray)
 	}
 	s.stray.Add(t.stray)
 }

@@ -736,3 +736,82 @@ func TestSinglePortNewRequestMidTransfer(t *testing.T) {
 		t.Errorf("outcomes (-want +got):\n%s", diff)
 	}
 }
+
+// TestShutdownLetsTransfersFinish: once Serve's context ends, new requests
+// go unanswered, a running transfer completes within the grace, and one
+// that stalls is stopped when the grace runs out.
+func TestShutdownLetsTransfersFinish(t *testing.T) {
+	store, err := images.Open(t.TempDir(), t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := os.WriteFile(filepath.Join(store.Dir(), "f"), bytes.Repeat([]byte("x"), 1300), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, stall := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stall=%v", stall), func(t *testing.T) {
+			rec := &event.Recorder{}
+			s, err := New(Config{Listen: "127.0.0.1:0", Files: store, Sink: rec, ShutdownGrace: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- s.Serve(ctx) }()
+			c := newRawClient(t, s.Addr())
+			c.send(s.Addr(), rq(opRRQ, "f", "octet"))
+			_, from := c.recv() // DATA 1
+			cancel()
+			waitFor(t, func() bool { return isDraining(s) })
+			late := newRawClient(t, s.Addr())
+			late.send(s.Addr(), rq(opRRQ, "f", "octet"))
+			if !late.quiet(200 * time.Millisecond) {
+				t.Error("a request after shutdown was answered")
+			}
+			if !stall {
+				for block := uint16(1); block <= 3; block++ {
+					c.send(from, ack(block))
+					if block < 3 {
+						c.recv()
+					}
+				}
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("Serve = %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("Serve did not return")
+			}
+			evs, _ := rec.Snapshot()
+			want := event.OutcomeOK
+			if stall {
+				want = event.OutcomeError
+			}
+			if len(evs) != 1 || evs[0].Outcome != want {
+				t.Fatalf("events %+v; want one with outcome %s", evs, want)
+			}
+		})
+	}
+}
+
+// isDraining reports whether Serve has begun its shutdown.
+func isDraining(s *Server) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
