@@ -51,7 +51,8 @@ type journal struct {
 	err     error // sticky: after a failed write nothing is acknowledged
 	noSync  bool  // fuzzing only
 	path    string
-	records int // lines in the file plus pending, since the last compaction
+	lock    *os.File // holds the flock on path+".lock"
+	records int      // lines in the file plus pending, since the last compaction
 }
 
 func (j *journal) enqueue(line []byte) uint64 {
@@ -144,6 +145,9 @@ func (j *journal) close() error {
 	}
 	err := j.f.Close()
 	j.f = nil
+	if j.lock != nil {
+		_ = j.lock.Close()
+	}
 	return err
 }
 
@@ -155,6 +159,24 @@ func openJournal(dir string, s *leaseStore, noSync bool, log *slog.Logger) (*jou
 		return nil, fmt.Errorf("creating data folder %s: %w (set --data to a writable folder)", dir, err)
 	}
 	path := filepath.Join(dir, JournalName)
+	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening lease lock: %w (set --data to a writable folder)", err)
+	}
+	if err := lockFile(lock); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("lease journal %s is in use by another pxeperf (%w); stop it or give this one its own --data", path, err)
+	}
+	j, err := loadJournal(dir, path, s, noSync, log)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	j.lock = lock
+	return j, nil
+}
+
+func loadJournal(dir, path string, s *leaseStore, noSync bool, log *slog.Logger) (*journal, error) {
 	data, err := os.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {
 		return nil, fmt.Errorf("reading lease journal: %w", err)

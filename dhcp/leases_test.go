@@ -212,6 +212,7 @@ func TestJournalReload(t *testing.T) {
 	f.Close()
 
 	for round := 0; round < 2; round++ { // reload twice: compaction must keep everything
+		crash(s)
 		s = open()
 		got := s.Active(t0)
 		opts := []cmp.Option{cmp.Comparer(func(x, y netip.Addr) bool { return x == y }),
@@ -268,6 +269,7 @@ func TestJournalCompactsWhileServing(t *testing.T) {
 	}
 	last := t0.Add(time.Duration(renewals-1) * time.Second)
 	want := sortLeases(s.Active(last))
+	crash(s)
 	if got := sortLeases(open().Active(last)); !slices.Equal(got, want) {
 		t.Errorf("after compaction and reload: %v, want %v", got, want)
 	}
@@ -313,7 +315,34 @@ func TestJournalConcurrentBinds(t *testing.T) {
 	if len(want) != 16 {
 		t.Fatalf("%d active leases, want 16", len(want))
 	}
+	crash(s)
 	if got := sortLeases(open().Active(now)); !slices.Equal(got, want) {
 		t.Errorf("reloaded %v\nwant %v", got, want)
 	}
+}
+
+// crash drops what a killed process loses: its file descriptors, and with
+// them the journal lock. Nothing is flushed.
+func crash(s *leaseStore) {
+	s.j.lock.Close()
+	s.j.f.Close()
+}
+
+func TestJournalLocked(t *testing.T) {
+	dir := t.TempDir()
+	s := testStore(t, "10.0.0.10-10.0.0.20")
+	j, err := openJournal(dir, s, true, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	if _, err := openJournal(dir, testStore(t, "10.0.0.10-10.0.0.20"), true, slog.New(slog.DiscardHandler)); err == nil {
+		t.Fatal("a second server opened a journal in use")
+	}
+	j.close()
+	j2, err := openJournal(dir, testStore(t, "10.0.0.10-10.0.0.20"), true, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("journal still locked after close: %v", err)
+	}
+	j2.close()
 }

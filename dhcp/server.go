@@ -230,6 +230,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	wg.Wait()
 	s.closeAll()
+	st := s.Stats()
+	s.log.Info("dhcp stopped", "received", st.Received, "offers", st.Offers, "acks", st.Acks, "naks", st.Naks,
+		"malformed", st.Malformed, "ignored", st.Ignored, "errors", st.Errors)
 	return nil
 }
 
@@ -279,7 +282,40 @@ func (s *Server) Handle(pkt []byte, src netip.AddrPort, onProxy bool, now time.T
 	if r == nil {
 		return nil, netip.AddrPort{}
 	}
-	return r.ToBytes(), dst
+	return msgTypeFirst(r.ToBytes()), dst
+}
+
+// msgTypeFirst moves option 53 to the front of the options (dhcpv4 sorts
+// them by code). That is the order dnsmasq and ISC dhcpd send, which is
+// what old PXE ROMs were tested against.
+func msgTypeFirst(b []byte) []byte {
+	const start = 240 // fixed header + magic cookie
+	if len(b) <= start {
+		return b
+	}
+	opts := b[start:]
+	for i := 0; i < len(opts); {
+		code := opts[i]
+		switch code {
+		case 0:
+			i++
+			continue
+		case 255:
+			return b
+		}
+		if i+1 >= len(opts) || i+2+int(opts[i+1]) > len(opts) {
+			return b
+		}
+		n := 2 + int(opts[i+1])
+		if code == 53 {
+			tlv := append([]byte(nil), opts[i:i+n]...)
+			copy(opts[n:i+n], opts[:i])
+			copy(opts, tlv)
+			return b
+		}
+		i += n
+	}
+	return b
 }
 
 // checkRequest rejects what no client would send.
@@ -509,7 +545,10 @@ func (s *Server) handleProxy(req *dhcpv4.DHCPv4, src netip.AddrPort, onProxy boo
 	applyBoot(r, req, b, s.addr)
 	// A proxy OFFER must carry option 60 even for iPXE (PXE spec), which
 	// decide already echoes from the request's class.
-	addr := ip4(req.ClientIPAddr)
+	var addr netip.Addr // unknown unless the client says (ciaddr on 4011)
+	if a := ip4(req.ClientIPAddr); set(a) {
+		addr = a
+	}
 	s.hosts.Observe(hosts.Client{MAC: c.MAC, Addr: addr, Arch: c.Arch, IPXE: c.IPXE, Host: host, Proxy: true, Seen: now})
 	s.sink.Lease(&event.Lease{Time: now, MAC: c.MAC, Arch: c.Arch, Host: hostName(host), BootFile: b.File, Proxy: true})
 	s.log.Debug("dhcp: proxy answer", "client_mac", c.MAC.String(), "type", replyType.String(), "boot_file", b.File)

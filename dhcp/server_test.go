@@ -71,6 +71,9 @@ func (e *testEnv) send(t testing.TB, p *dhcpv4.DHCPv4, src netip.AddrPort, onPro
 	if out == nil {
 		return nil, dst
 	}
+	if len(out) < 243 || out[240] != 53 || out[241] != 1 {
+		t.Errorf("option 53 is not the first option: % x", out[240:min(len(out), 250)])
+	}
 	r, err := dhcpv4.FromBytes(out)
 	if err != nil {
 		t.Fatalf("reply does not parse: %v", err)
