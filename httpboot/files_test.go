@@ -143,6 +143,9 @@ func TestEscapesRefused(t *testing.T) {
 	for _, f := range fetches {
 		if f.Outcome == event.OutcomeDenied {
 			denied++
+			if f.Bytes != 0 {
+				t.Errorf("denied fetch %s counts %d bytes, want 0", f.File, f.Bytes)
+			}
 		}
 	}
 	if denied < 5 {

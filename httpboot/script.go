@@ -17,7 +17,7 @@ import (
 // entry's kernel/initrd/cmdline when set; otherwise it says why and drops to
 // the iPXE shell. It never chains back to itself, so a client cannot loop.
 const DefaultScript = `#!ipxe
-# pxeperf built-in script for {{if .Hostname}}{{.Hostname}} {{end}}{{.MAC}} ({{.IP}})
+# pxeperf built-in script for {{with .Hostname}}{{.}} {{end}}{{with .MAC}}{{.}} {{end}}({{.IP}})
 {{- if .Kernel}}
 echo pxeperf: booting {{.Kernel}}{{if .Hostname}} on {{.Hostname}}{{end}}
 kernel {{url .Kernel}}{{if .Initrd}} initrd=initrd{{end}}{{if .Cmdline}} {{.Cmdline}}{{end}}

@@ -82,7 +82,7 @@ func TestScripts(t *testing.T) {
 		},
 		"built-in for an unknown client drops to the shell": {
 			want: want{Status: 200, Out: event.OutcomeOK,
-				Body: "#!ipxe\n# pxeperf built-in script for  (127.0.0.1)\n" +
+				Body: "#!ipxe\n# pxeperf built-in script for (127.0.0.1)\n" +
 					"echo pxeperf: no kernel is set for 127.0.0.1\n" +
 					"echo pxeperf: add a hosts entry with kernel/initrd/cmdline or a script, see URL/healthz\nshell\n"},
 		},

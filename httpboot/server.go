@@ -176,13 +176,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.TCP = mon.finish()
 	rec.Duration = time.Since(start)
 	rec.Bytes = cw.n.Load()
-	s.outcome(rec, cw, r, expect, mon)
+	s.outcome(rec, cw, r, expect)
+	if cw.status >= 400 {
+		rec.Bytes = 0 // an error page is not the file
+	}
 	s.opt.Sink.Fetch(rec)
 }
 
 // outcome classifies a finished fetch. expect is the body length the
 // response promised (-1 unknown; 0 for HEAD and errors already classified).
-func (s *Server) outcome(rec *event.Fetch, cw *countingWriter, r *http.Request, expect int64, mon *monitor) {
+func (s *Server) outcome(rec *event.Fetch, cw *countingWriter, r *http.Request, expect int64) {
 	if rec.Outcome != "" {
 		return
 	}
