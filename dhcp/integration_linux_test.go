@@ -130,7 +130,7 @@ func TestClientsKeepAddressAcrossKill(t *testing.T) {
 	if ipU != nthAddr(p, 100) || ipD != nthAddr(p, 101) {
 		t.Fatalf("first round: udhcpc %s, dhclient %s; want %s and %s", ipU, ipD, nthAddr(p, 100), nthAddr(p, 101))
 	}
-	if !strings.Contains(srv.Out.String(), "lease") {
+	if !strings.Contains(srv.Out.String(), "msg=lease ") {
 		t.Errorf("no lease event logged:\n%s", srv.Out.String())
 	}
 
