@@ -16,13 +16,15 @@ import (
 // DefaultScript is the built-in iPXE script template: it boots the host
 // entry's kernel/initrd/cmdline when set; otherwise it says why and drops to
 // the iPXE shell. It never chains back to itself, so a client cannot loop.
+// Image URLs carry ?mac= so their fetches are put on the right host even
+// when no lease ties the client's address to its MAC (proxyDHCP).
 const DefaultScript = `#!ipxe
 # pxeperf built-in script for {{with .Hostname}}{{.}} {{end}}{{with .MAC}}{{.}} {{end}}({{.IP}})
 {{- if .Kernel}}
 echo pxeperf: booting {{.Kernel}}{{if .Hostname}} on {{.Hostname}}{{end}}
-kernel {{url .Kernel}}{{if .Initrd}} initrd=initrd{{end}}{{if .Cmdline}} {{.Cmdline}}{{end}}
+kernel {{url .Kernel}}{{with .MAC}}?mac={{.}}{{end}}{{if .Initrd}} initrd=initrd{{end}}{{if .Cmdline}} {{.Cmdline}}{{end}}
 {{- if .Initrd}}
-initrd --name initrd {{url .Initrd}}
+initrd --name initrd {{url .Initrd}}{{with .MAC}}?mac={{.}}{{end}}
 {{- end}}
 boot || goto failed
 :failed

@@ -1,14 +1,17 @@
 package httpboot
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/klauspost/compress/gzip"
@@ -76,8 +79,8 @@ func TestScripts(t *testing.T) {
 			want: want{Status: 200, Host: "board-c", MAC: "52:54:00:00:00:0c", Out: event.OutcomeOK,
 				Body: "#!ipxe\n# pxeperf built-in script for board-c 52:54:00:00:00:0c (127.0.0.1)\n" +
 					"echo pxeperf: booting c/vmlinuz on board-c\n" +
-					"kernel URL/c/vmlinuz initrd=initrd console=ttyS0 quiet\n" +
-					"initrd --name initrd URL/c/initrd.img\n" +
+					"kernel URL/c/vmlinuz?mac=52:54:00:00:00:0c initrd=initrd console=ttyS0 quiet\n" +
+					"initrd --name initrd URL/c/initrd.img?mac=52:54:00:00:00:0c\n" +
 					"boot || goto failed\n:failed\necho pxeperf: booting c/vmlinuz failed\nshell\n"},
 		},
 		"built-in for an unknown client drops to the shell": {
@@ -284,4 +287,31 @@ func FuzzPickEncoding(f *testing.F) {
 			t.Fatalf("pickEncoding(%q) = %q", s, got)
 		}
 	})
+}
+
+// TestServerURL: scripts point at the host the client used (NAT, port
+// forwards), else at the server address and listen port.
+func TestServerURL(t *testing.T) {
+	h := defaultHTTP()
+	h.Script = "{{.ServerURL}} {{.ImageURL}} {{.Server}}"
+	e := newTestEnv(t, envOpts{http: h})
+	_, body := rawGet(t, e.srv.Addr().String(), "/boot.ipxe")
+	if got, want := string(body), "http://pxeperf http://pxeperf 127.0.0.1"; got != want {
+		t.Errorf("with Host: %q, want %q", got, want)
+	}
+	c, err := net.Dial("tcp", e.srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "GET /boot.ipxe HTTP/1.0\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if got, want := string(b), strings.Repeat(e.url+" ", 2)+"127.0.0.1"; got != want {
+		t.Errorf("without Host: %q, want %q", got, want)
+	}
 }

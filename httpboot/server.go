@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -256,8 +257,13 @@ func (s *Server) serverAddr(r *http.Request) netip.Addr {
 	return netip.Addr{}
 }
 
-// serverURL is http://addr[:port] for the listener's port.
+// serverURL is the base URL scripts use for this server: the Host the
+// client itself used when it sent one (right behind NAT and port
+// forwards), else http://addr[:port] for the listener's port.
 func (s *Server) serverURL(r *http.Request) string {
+	if r.Host != "" && !strings.ContainsAny(r.Host, "/?#@ ") {
+		return "http://" + r.Host
+	}
 	a := s.serverAddr(r)
 	host := a.String()
 	if a.Is6() {
