@@ -11,6 +11,12 @@
 // connected to the client: on a new port (RFC 1350's TID), or with
 // SinglePort on the listening port itself (for NAT and containers; Linux
 // hands a connected socket its peer's datagrams before the listener).
+//
+// pin/tftp's server is not used for serving (its netascii encoder is, and
+// its client in tests): it answers every refusal with error code 1, caps
+// blksize at 512 when given any net.PacketConn other than *net.UDPConn (so
+// nothing can sit in front of it), reports client aborts only as error
+// text, and its single-port Shutdown leaves Serve blocked in a read.
 package tftp
 
 import (
