@@ -106,6 +106,18 @@ func (b booter) url(file string) string {
 	return b.httpBase + "/" + strings.TrimLeft(file, "/")
 }
 
+// scriptURL is the iPXE script URL handed to iPXE. Unless the configured
+// path has a query of its own, it carries ?mac=${net0/mac}: iPXE expands
+// settings in the DHCP filename, so the script server learns the MAC even in
+// proxy mode, where no lease maps the client's address to it.
+func (b booter) scriptURL() string {
+	u := b.httpBase + b.dhcp.IPXEScript
+	if !strings.Contains(b.dhcp.IPXEScript, "?") {
+		u += "?mac=${net0/mac}"
+	}
+	return u
+}
+
 // decide picks the boot reply for a client. ok is false for clients that get
 // no boot information: in proxy mode anything without option 60
 // PXEClient/HTTPClient; in full mode, clients that neither say they boot
@@ -134,7 +146,7 @@ func (b booter) decide(c client, host *configs.Host, proxy bool) (bootReply, boo
 		r.Class = classHTTP
 	}
 	if c.IPXE {
-		r.File = b.httpBase + b.dhcp.IPXEScript
+		r.File = b.scriptURL()
 		r.IPXE = true
 		return r, true
 	}

@@ -294,7 +294,7 @@ func TestFullModePXEClientInProcess(t *testing.T) {
 	if ack == nil || ack.MessageType() != dhcpv4.MessageTypeAck {
 		t.Fatalf("no ACK: %v", ack)
 	}
-	wantURL := "http://" + p.ServerIP.String() + ":8080/boot.ipxe"
+	wantURL := "http://" + p.ServerIP.String() + ":8080/boot.ipxe?mac=${net0/mac}"
 	if ack.YourIPAddr.String() != nthAddr(p, 50) || ack.BootFileName != wantURL ||
 		string(ack.Options.Get(dhcpv4.GenericOptionCode(optIPXEEncap))) != "\xb0\x01\x01" {
 		t.Errorf("ACK: yiaddr %s file %q 175=%x; want %s %q b00101", ack.YourIPAddr, ack.BootFileName,

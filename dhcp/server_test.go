@@ -241,8 +241,8 @@ func TestBootReplies(t *testing.T) {
 	}{
 		"ipxe gets script url and no-proxy-wait": {
 			[]dhcpv4.Modifier{pxeVendor, biosArch, ipxeUC},
-			map[uint8]string{60: "PXEClient", 67: "http://10.0.0.1:8080/boot.ipxe", 175: "\xb0\x01\x01"},
-			"http://10.0.0.1:8080/boot.ipxe"},
+			map[uint8]string{60: "PXEClient", 67: "http://10.0.0.1:8080/boot.ipxe?mac=${net0/mac}", 175: "\xb0\x01\x01"},
+			"http://10.0.0.1:8080/boot.ipxe?mac=${net0/mac}"},
 		"uefi http boot": {
 			[]dhcpv4.Modifier{dhcpv4.WithOption(dhcpv4.OptClassIdentifier("HTTPClient:Arch:00016:UNDI:003000")),
 				dhcpv4.WithGeneric(dhcpv4.GenericOptionCode(optClientArch), []byte{0, 16})},

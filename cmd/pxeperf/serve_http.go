@@ -1,6 +1,10 @@
 package main
 
-import "github.com/pxeperf/pxeperf/httpboot"
+import (
+	"strings"
+
+	"github.com/pxeperf/pxeperf/httpboot"
+)
 
 // newHTTPService builds the HTTP boot server (image files, per-client iPXE
 // scripts, /healthz) when http.enabled; it binds the listener now.
@@ -8,9 +12,11 @@ func newHTTPService(env *serveEnv) (service, error) {
 	if !env.cfg.HTTP.Enabled {
 		return nil, nil
 	}
+	// The script URL handed out may carry a query (?mac=...); route by path.
+	scriptPath, _, _ := strings.Cut(env.cfg.DHCP.IPXEScript, "?")
 	opt := httpboot.Options{
 		HTTP:       env.cfg.HTTP,
-		ScriptPath: env.cfg.DHCP.IPXEScript,
+		ScriptPath: scriptPath,
 		Images:     env.images,
 		Hosts:      env.hosts,
 		Sink:       env.sink,
