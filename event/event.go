@@ -44,6 +44,19 @@ type Fetch struct {
 	TFTP      *TFTPInfo // set for TFTP fetches
 	TCP       *TCPInfo  // set for HTTP fetches where TCP_INFO could be read
 	Interface string    // local interface the fetch went out of, when known
+	// Intervals are per-period samples (default 1 s) of an HTTP fetch, for
+	// iperf3-style interval lines; the last one may be shorter.
+	Intervals []Interval
+}
+
+// Interval is one sampling period of a fetch, as iperf3 prints it.
+type Interval struct {
+	Start, End  time.Duration // from the fetch start
+	Bytes       int64         // payload bytes acknowledged (or written) in the period
+	Retransmits uint32        // segments retransmitted in the period
+	Cwnd        uint32        // congestion window at the end, bytes
+	SndWnd      uint32        // window the client advertised at the end, bytes
+	RTT         time.Duration // smoothed RTT at the end
 }
 
 // Mbps is the payload throughput in Mbit/s (10^6 bit/s).
