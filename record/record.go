@@ -1,0 +1,108 @@
+// Package record turns events into durable, queryable measurement records:
+// one Record per fetch (served, or later a bench run) with the conditions
+// that explain the number (window, RTT, MTU, offloads, link speed, labels),
+// plus per-interval samples. Records live in one SQLite file under the data
+// folder; report/ reads them back.
+package record
+
+import (
+	"time"
+)
+
+// Offload is the state of one offload feature: on, off or unknown ("").
+type Offload string
+
+const (
+	OffloadOn      Offload = "on"
+	OffloadOff     Offload = "off"
+	OffloadUnknown Offload = ""
+)
+
+// Record is one measured fetch. Durations are stored in microseconds;
+// windows and sizes in bytes.
+type Record struct {
+	ID     int64     `json:"id"`
+	Time   time.Time `json:"time"`   // fetch start, UTC
+	Source string    `json:"source"` // "serve" or "bench"
+	Proto  string    `json:"proto"`  // "http", "tftp", later "tcp", "udp"
+	// Direction is "tx" or "rx" as seen from the board (client) side; a
+	// served fetch is "rx" (the board receives).
+	Direction string            `json:"direction"`
+	ClientMAC string            `json:"client_mac,omitempty"`
+	ClientIP  string            `json:"client_ip"`
+	Host      string            `json:"host,omitempty"`
+	Arch      string            `json:"arch,omitempty"`
+	File      string            `json:"file"`
+	Bytes     int64             `json:"bytes"`
+	Size      int64             `json:"size"`
+	Duration  time.Duration     `json:"duration_ns"`
+	Mbps      float64           `json:"mbps"`
+	Outcome   string            `json:"outcome"`
+	Err       string            `json:"err,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+
+	// HTTP / TCP, from TCP_INFO sampled during the fetch.
+	WndMax        uint32        `json:"wnd_max,omitempty"`       // largest window the client advertised
+	WndMedian     uint32        `json:"wnd_median,omitempty"`    // median of the sampled windows
+	WndRequested  uint32        `json:"wnd_requested,omitempty"` // bench: SO_RCVBUF asked for
+	RTT           time.Duration `json:"rtt_ns,omitempty"`
+	MinRTT        time.Duration `json:"min_rtt_ns,omitempty"`
+	Retransmits   int64         `json:"retransmits"`             // TCP segments or TFTP blocks sent again
+	DeliveryRate  uint64        `json:"delivery_rate,omitempty"` // bytes/s
+	RwndLimited   time.Duration `json:"rwnd_limited_ns,omitempty"`
+	SndbufLimited time.Duration `json:"sndbuf_limited_ns,omitempty"`
+	MSS           uint32        `json:"mss,omitempty"`
+	PMTU          uint32        `json:"pmtu,omitempty"`
+
+	// TFTP.
+	BlkSize    int   `json:"blksize,omitempty"`
+	WindowSize int   `json:"windowsize,omitempty"`
+	TSize      bool  `json:"tsize,omitempty"`
+	Datagrams  int64 `json:"datagrams,omitempty"`
+	Acked      int64 `json:"acked,omitempty"`
+	Timeouts   int64 `json:"timeouts,omitempty"`
+
+	// Server side, read when the record is written.
+	Iface     string  `json:"iface,omitempty"`
+	MTU       int     `json:"mtu,omitempty"`
+	LinkMbps  int     `json:"link_mbps,omitempty"`      // ethtool speed; 0 unknown (veth has none)
+	RateLimit int64   `json:"rate_limit_bps,omitempty"` // bench: tbf rate, bits/s
+	RxCsum    Offload `json:"rx_csum,omitempty"`
+	TxCsum    Offload `json:"tx_csum,omitempty"`
+	TSO       Offload `json:"tso,omitempty"`
+	GSO       Offload `json:"gso,omitempty"`
+	GRO       Offload `json:"gro,omitempty"`
+	Kernel    string  `json:"kernel,omitempty"`
+}
+
+// Interval is one sampling period of a record (iperf3's interval line).
+type Interval struct {
+	RecordID    int64         `json:"record_id"`
+	Start       time.Duration `json:"start_ns"`
+	End         time.Duration `json:"end_ns"`
+	Bytes       int64         `json:"bytes"`
+	Retransmits uint32        `json:"retransmits"`
+	Cwnd        uint32        `json:"cwnd"` // bytes
+	SndWnd      uint32        `json:"snd_wnd"`
+	RTT         time.Duration `json:"rtt_ns"`
+}
+
+// Mbps of an interval.
+func (iv Interval) Mbps() float64 {
+	d := (iv.End - iv.Start).Seconds()
+	if d <= 0 {
+		return 0
+	}
+	return float64(iv.Bytes) * 8 / d / 1e6
+}
+
+// Filter selects records. Zero fields match everything.
+type Filter struct {
+	Client string // MAC, IP or host name
+	File   string // exact name, or a glob with * and ?
+	Since  time.Time
+	Labels map[string]string // every key must have that value
+	Source string
+	Proto  string
+	Limit  int // 0: no limit; newest first when set
+}
