@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // TFTP opcodes (RFC 1350, RFC 2347).
@@ -109,20 +110,43 @@ func isRequest(b []byte) bool {
 	return len(b) >= 2 && b[0] == 0 && (b[1] == opRRQ || b[1] == opWRQ)
 }
 
+// Window size limits (RFC 7440 allows 1..65535).
+const (
+	defaultMaxWindow = 64
+	// maxWindow is half the block-number space: an ACK then maps to one
+	// block of the window unambiguously, and a stale ACK from before the
+	// window cannot pass for a new one.
+	maxWindow = 32768
+	// maxWindowBytes bounds the blocks one transfer keeps for resending.
+	maxWindowBytes = 4 << 20
+)
+
+// limits is what the server allows for the options of one request.
+type limits struct {
+	maxBlock  int // largest blksize, from the MTU and config
+	maxWindow int // largest windowsize, from config
+}
+
 // negotiated is what the server agreed to for one read transfer.
 type negotiated struct {
-	blockSize int
-	tsize     bool     // the client asked for tsize
-	oack      []option // options to acknowledge; empty: plain RFC 1350, no OACK
+	blockSize  int
+	windowSize int           // 1: lock-step
+	timeout    time.Duration // the client's timeout option; 0 when not asked
+	tsize      bool          // the client asked for tsize
+	oack       []option      // options to acknowledge; empty: plain RFC 1350, no OACK
 }
 
 // negotiate picks the options of an RRQ the server accepts: blksize (capped
-// at maxBlk) and tsize (answered with size). Other options (timeout,
-// windowsize, ...) are left out of the OACK, which RFC 2347 allows; a
-// request with no accepted option gets no OACK at all.
-func negotiate(r *request, maxBlk int, size int64) negotiated {
-	n := negotiated{blockSize: defaultBlockSize}
+// at lim.maxBlock), windowsize (RFC 7440, capped at lim.maxWindow and so
+// that a window holds at most maxWindowBytes), timeout (RFC 2349, 1..255 s,
+// taken as asked) and tsize (answered with size). Only options the client
+// asked for are acknowledged (EFI clients reject others); unknown or bad
+// ones are left out, which RFC 2347 allows. A request with no accepted
+// option gets no OACK at all.
+func negotiate(r *request, lim limits, size int64) negotiated {
+	n := negotiated{blockSize: defaultBlockSize, windowSize: 1}
 	seen := map[string]bool{}
+	window := 0
 	for _, o := range r.opts {
 		if seen[o.name] {
 			continue
@@ -134,15 +158,38 @@ func negotiate(r *request, maxBlk int, size int64) negotiated {
 			if err != nil || v < minBlockSize || v > maxBlockSize {
 				continue
 			}
-			v = min(v, maxBlk)
+			v = min(v, lim.maxBlock)
 			n.blockSize = v
 			n.oack = append(n.oack, option{"blksize", strconv.Itoa(v)})
+		case "windowsize":
+			v, err := strconv.Atoi(o.value)
+			if err != nil || v < 1 || v > 65535 {
+				continue
+			}
+			// The value depends on the block size, which may come later.
+			window = v
+			n.oack = append(n.oack, option{"windowsize", ""})
+		case "timeout":
+			v, err := strconv.Atoi(o.value)
+			if err != nil || v < 1 || v > 255 {
+				continue
+			}
+			n.timeout = time.Duration(v) * time.Second
+			n.oack = append(n.oack, option{"timeout", strconv.Itoa(v)})
 		case "tsize":
 			if size < 0 {
 				continue
 			}
 			n.tsize = true
 			n.oack = append(n.oack, option{"tsize", strconv.FormatInt(size, 10)})
+		}
+	}
+	if window > 0 {
+		n.windowSize = max(1, min(window, lim.maxWindow, maxWindow, maxWindowBytes/n.blockSize))
+		for i := range n.oack {
+			if n.oack[i].name == "windowsize" {
+				n.oack[i].value = strconv.Itoa(n.windowSize)
+			}
 		}
 	}
 	return n

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -78,52 +80,93 @@ func TestParseRequest(t *testing.T) {
 }
 
 func TestNegotiate(t *testing.T) {
+	lim := limits{maxBlock: 1468, maxWindow: 64}
 	tests := map[string]struct {
-		opts   []option
-		maxBlk int
-		size   int64
-		want   negotiated
+		opts []option
+		lim  limits // lim when zero
+		size int64
+		want negotiated
 	}{
 		"no options: plain RFC 1350, no OACK": {
-			maxBlk: 1468, size: 10,
-			want: negotiated{blockSize: 512},
+			size: 10,
+			want: negotiated{blockSize: 512, windowSize: 1},
 		},
-		"unknown options only: no OACK": {
-			opts:   []option{{"timeout", "5"}, {"windowsize", "16"}, {"foo", "bar"}},
-			maxBlk: 1468, size: 10,
-			want: negotiated{blockSize: 512},
+		"unknown and bad options only: no OACK": {
+			opts: []option{{"timeout", "0"}, {"windowsize", "0"}, {"foo", "bar"}},
+			size: 10,
+			want: negotiated{blockSize: 512, windowSize: 1},
 		},
 		"blksize capped by MTU limit, tsize answered": {
-			opts:   []option{{"blksize", "65464"}, {"tsize", "0"}},
-			maxBlk: 1468, size: 123456,
-			want: negotiated{blockSize: 1468, tsize: true,
+			opts: []option{{"blksize", "65464"}, {"tsize", "0"}},
+			size: 123456,
+			want: negotiated{blockSize: 1468, windowSize: 1, tsize: true,
 				oack: []option{{"blksize", "1468"}, {"tsize", "123456"}}},
 		},
 		"smaller blksize kept": {
-			opts:   []option{{"blksize", "1024"}},
-			maxBlk: 1468, size: 1,
-			want: negotiated{blockSize: 1024, oack: []option{{"blksize", "1024"}}},
+			opts: []option{{"blksize", "1024"}},
+			size: 1,
+			want: negotiated{blockSize: 1024, windowSize: 1, oack: []option{{"blksize", "1024"}}},
 		},
 		"blksize under 8 ignored": {
-			opts:   []option{{"blksize", "7"}},
-			maxBlk: 1468,
-			want:   negotiated{blockSize: 512},
+			opts: []option{{"blksize", "7"}},
+			want: negotiated{blockSize: 512, windowSize: 1},
 		},
 		"blksize not a number ignored": {
-			opts:   []option{{"blksize", "big"}, {"tsize", "0"}},
-			maxBlk: 1468, size: 0,
-			want: negotiated{blockSize: 512, tsize: true, oack: []option{{"tsize", "0"}}},
+			opts: []option{{"blksize", "big"}, {"tsize", "0"}},
+			want: negotiated{blockSize: 512, windowSize: 1, tsize: true, oack: []option{{"tsize", "0"}}},
 		},
 		"repeated option: first wins": {
-			opts:   []option{{"blksize", "800"}, {"blksize", "900"}},
-			maxBlk: 1468,
-			want:   negotiated{blockSize: 800, oack: []option{{"blksize", "800"}}},
+			opts: []option{{"blksize", "800"}, {"blksize", "900"}},
+			want: negotiated{blockSize: 800, windowSize: 1, oack: []option{{"blksize", "800"}}},
+		},
+		"windowsize alone": {
+			opts: []option{{"windowsize", "16"}},
+			want: negotiated{blockSize: 512, windowSize: 16, oack: []option{{"windowsize", "16"}}},
+		},
+		"windowsize 1 acknowledged": {
+			opts: []option{{"windowsize", "1"}},
+			want: negotiated{blockSize: 512, windowSize: 1, oack: []option{{"windowsize", "1"}}},
+		},
+		"windowsize capped by config, order kept": {
+			opts: []option{{"windowsize", "65535"}, {"blksize", "1468"}, {"tsize", "0"}},
+			size: 7,
+			want: negotiated{blockSize: 1468, windowSize: 64, tsize: true,
+				oack: []option{{"windowsize", "64"}, {"blksize", "1468"}, {"tsize", "7"}}},
+		},
+		"windowsize capped at half the block numbers": {
+			opts: []option{{"windowsize", "65535"}, {"blksize", "8"}},
+			lim:  limits{maxBlock: 1468, maxWindow: 65535},
+			want: negotiated{blockSize: 8, windowSize: 32768,
+				oack: []option{{"windowsize", "32768"}, {"blksize", "8"}}},
+		},
+		"windowsize capped to 4 MiB of blocks": {
+			opts: []option{{"blksize", "65464"}, {"windowsize", "1000"}},
+			lim:  limits{maxBlock: 65464, maxWindow: 65535},
+			want: negotiated{blockSize: 65464, windowSize: 64,
+				oack: []option{{"blksize", "65464"}, {"windowsize", "64"}}},
+		},
+		"windowsize out of range ignored": {
+			opts: []option{{"windowsize", "65536"}, {"blksize", "1468"}},
+			want: negotiated{blockSize: 1468, windowSize: 1, oack: []option{{"blksize", "1468"}}},
+		},
+		"timeout taken as asked": {
+			opts: []option{{"timeout", "3"}, {"windowsize", "8"}},
+			want: negotiated{blockSize: 512, windowSize: 8, timeout: 3 * time.Second,
+				oack: []option{{"timeout", "3"}, {"windowsize", "8"}}},
+		},
+		"timeout over 255 ignored": {
+			opts: []option{{"timeout", "256"}},
+			want: negotiated{blockSize: 512, windowSize: 1},
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			r := request{op: opRRQ, file: "f", mode: "octet", opts: tc.opts}
-			got := negotiate(&r, tc.maxBlk, tc.size)
+			l := tc.lim
+			if l == (limits{}) {
+				l = lim
+			}
+			got := negotiate(&r, l, tc.size)
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(negotiated{}, option{})); diff != "" {
 				t.Errorf("negotiate (-want +got):\n%s", diff)
 			}
@@ -177,10 +220,13 @@ func TestParseReply(t *testing.T) {
 }
 
 // FuzzParseRequest checks that any datagram parses without a panic, that a
-// parsed request is well formed, and that negotiation stays in bounds.
+// parsed request is well formed, and that negotiation stays in bounds and
+// acknowledges only options the client sent, with the values agreed.
 func FuzzParseRequest(f *testing.F) {
 	f.Add(rq(opRRQ, "pxelinux.0", "octet"))
 	f.Add(rq(opRRQ, "a", "octet", "blksize", "1468", "tsize", "0", "windowsize", "16"))
+	f.Add(rq(opRRQ, "a", "octet", "WindowSize", "65535", "timeout", "255", "blksize", "8"))
+	f.Add(rq(opRRQ, "a", "octet", "windowsize", "-1", "windowsize", "4", "timeout", "0"))
 	f.Add(rq(opWRQ, "a", "netascii"))
 	f.Add([]byte{0, 1, 0, 0})
 	f.Add([]byte{0, 4, 0, 1})
@@ -195,12 +241,31 @@ func FuzzParseRequest(f *testing.F) {
 		if r.op != opRRQ && r.op != opWRQ || r.file == "" {
 			t.Fatalf("accepted a bad request: %+v", r)
 		}
-		n := negotiate(&r, 1468, 1000)
-		if n.blockSize < minBlockSize || n.blockSize > 1468 {
-			t.Fatalf("block size %d out of bounds", n.blockSize)
-		}
-		if len(n.oack) > 2 {
-			t.Fatalf("OACK carries %d options", len(n.oack))
+		for _, lim := range []limits{{1468, 64}, {65464, 65535}, {8, 1}} {
+			n := negotiate(&r, lim, 1000)
+			if n.blockSize != defaultBlockSize && (n.blockSize < minBlockSize || n.blockSize > lim.maxBlock) {
+				t.Fatalf("block size %d out of bounds %+v", n.blockSize, lim)
+			}
+			if n.windowSize < 1 || n.windowSize > lim.maxWindow || n.windowSize > maxWindow ||
+				n.windowSize > 1 && n.windowSize*n.blockSize > maxWindowBytes {
+				t.Fatalf("window size %d out of bounds %+v (blksize %d)", n.windowSize, lim, n.blockSize)
+			}
+			if n.timeout != 0 && (n.timeout < time.Second || n.timeout > 255*time.Second) {
+				t.Fatalf("timeout %s out of bounds", n.timeout)
+			}
+			if len(n.oack) > 4 {
+				t.Fatalf("OACK carries %d options", len(n.oack))
+			}
+			agreed := map[string]string{"blksize": strconv.Itoa(n.blockSize), "windowsize": strconv.Itoa(n.windowSize),
+				"timeout": strconv.Itoa(int(n.timeout / time.Second)), "tsize": "1000"}
+			for _, o := range n.oack {
+				if _, asked := r.opt(o.name); !asked {
+					t.Fatalf("OACK has %q, which the client did not ask for", o.name)
+				}
+				if o.value != agreed[o.name] {
+					t.Fatalf("OACK %s=%s, but the transfer uses %s", o.name, o.value, agreed[o.name])
+				}
+			}
 		}
 		_, _ = parseReply(b)
 	})

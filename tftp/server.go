@@ -58,7 +58,15 @@ type Config struct {
 	MTU int
 	// MaxBlockSize caps blksize further when non-zero (8..65464).
 	MaxBlockSize int
-	// Timeout before a packet is sent again. Default 1s.
+	// MaxWindowSize caps the RFC 7440 windowsize option (1..65535; the
+	// server further keeps a window under 32768 blocks and 4 MiB). Clients
+	// that do not ask for it get lock-step RFC 1350. Default 64.
+	MaxWindowSize int
+	// Batch sends each window with one sendmmsg call instead of a write per
+	// block.
+	Batch bool
+	// Timeout before a packet is sent again, unless the client asks for
+	// another with the timeout option. Default 1s.
 	Timeout time.Duration
 	// Retries: how many times one packet is sent again before the transfer
 	// is given up. Default 5.
@@ -124,6 +132,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBlockSize != 0 && (cfg.MaxBlockSize < minBlockSize || cfg.MaxBlockSize > maxBlockSize) {
 		return nil, fmt.Errorf("tftp: max block size %d is outside %d..%d (RFC 2348); use 0 for the MTU's limit",
 			cfg.MaxBlockSize, minBlockSize, maxBlockSize)
+	}
+	if cfg.MaxWindowSize == 0 {
+		cfg.MaxWindowSize = defaultMaxWindow
+	}
+	if cfg.MaxWindowSize < 1 || cfg.MaxWindowSize > 65535 {
+		return nil, fmt.Errorf("tftp: max window size %d is outside 1..65535 (RFC 7440); 64 is a good cap",
+			cfg.MaxWindowSize)
 	}
 	if cfg.Sink == nil {
 		cfg.Sink = event.Discard{}
@@ -382,15 +397,18 @@ func (s *Server) handle(ctx context.Context, req request, raw []byte, peer netip
 	defer file.Close()
 	f.Size = size
 
-	neg := negotiate(&req, s.maxBlk, size)
-	f.TFTP.BlockSize = neg.blockSize
+	neg := negotiate(&req, limits{maxBlock: s.maxBlk, maxWindow: s.cfg.MaxWindowSize}, size)
+	if neg.timeout == 0 {
+		neg.timeout = s.cfg.Timeout
+	}
+	f.TFTP.BlockSize, f.TFTP.WindowSize, f.TFTP.Timeout = neg.blockSize, neg.windowSize, neg.timeout
 	l, err := s.newLink(ctx, peer, local)
 	if err != nil {
 		refuse(event.OutcomeError, errNotDefined, "Server error", err)
 		s.log.Warn("opening a TFTP transfer socket", "client", peer, "file", req.file, "err", err)
 		return
 	}
-	t := &transfer{link: l, timeout: s.cfg.Timeout, retries: s.cfg.Retries, info: f.TFTP, req: raw}
+	t := &transfer{link: l, timeout: neg.timeout, retries: s.cfg.Retries, info: f.TFTP, req: raw}
 	err = t.run(req.mode, file, neg)
 	f.Duration = time.Since(f.Start)
 	l.close()
@@ -452,5 +470,9 @@ func (s *Server) newLink(ctx context.Context, peer netip.AddrPort, local netip.A
 	}
 	uc := c.(*net.UDPConn)
 	stop := context.AfterFunc(ctx, func() { uc.Close() })
-	return &connLink{conn: uc, stop: stop}, nil
+	l := &connLink{conn: uc, stop: stop}
+	if s.cfg.Batch {
+		l.pc = ipv4.NewPacketConn(uc)
+	}
+	return l, nil
 }

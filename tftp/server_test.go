@@ -255,7 +255,7 @@ func TestOptionsOnTheWire(t *testing.T) {
 		wantOACK map[string]string // nil: expect DATA block 1 at once
 	}{
 		"no options: no OACK":          {wantOACK: nil},
-		"unsupported options: no OACK": {opts: []string{"timeout", "3", "windowsize", "8"}},
+		"unsupported options: no OACK": {opts: []string{"multicast", "", "rollover", "0", "windowsize", "0"}},
 		"blksize capped at MTU 1500": {
 			opts:     []string{"blksize", "65464", "tsize", "0"},
 			wantOACK: map[string]string{"blksize": "1468", "tsize": "5000"},
@@ -268,7 +268,7 @@ func TestOptionsOnTheWire(t *testing.T) {
 		"blksize capped by config": {
 			cfg:      Config{MaxBlockSize: 1024},
 			opts:     []string{"blksize", "1468", "timeout", "1"},
-			wantOACK: map[string]string{"blksize": "1024"},
+			wantOACK: map[string]string{"blksize": "1024", "timeout": "1"},
 		},
 	}
 	for name, tc := range tests {

@@ -14,11 +14,14 @@ import (
 
 	"github.com/pin/tftp/v3/netascii"
 	"github.com/pxeperf/pxeperf/event"
+	"golang.org/x/net/ipv4"
 )
 
 // link is the packet path of one transfer, to and from one client TID.
 type link interface {
 	send(b []byte) error
+	// sendBatch sends packets in order, with as few system calls as it can.
+	sendBatch(bs [][]byte) error
 	// recv waits until deadline for one packet from the client; a timeout
 	// is os.ErrDeadlineExceeded.
 	recv(b []byte, deadline time.Time) (int, error)
@@ -30,12 +33,39 @@ type link interface {
 // comes back as ECONNREFUSED.
 type connLink struct {
 	conn *net.UDPConn
+	pc   *ipv4.PacketConn // for sendmmsg; nil: one write per packet
+	msgs []ipv4.Message
 	stop func() bool
 }
 
 func (c *connLink) send(b []byte) error {
 	_, err := c.conn.Write(b)
 	return err
+}
+
+func (c *connLink) sendBatch(bs [][]byte) error {
+	if len(bs) == 1 || c.pc == nil {
+		for _, b := range bs {
+			if _, err := c.conn.Write(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// sendmmsg: one system call for up to a window of blocks.
+	msgs := c.msgs[:0]
+	for _, b := range bs {
+		msgs = append(msgs, ipv4.Message{Buffers: [][]byte{b}})
+	}
+	c.msgs = msgs
+	for len(msgs) > 0 {
+		n, err := c.pc.WriteBatch(msgs, 0)
+		if err != nil {
+			return err
+		}
+		msgs = msgs[n:]
+	}
+	return nil
 }
 
 func (c *connLink) recv(b []byte, deadline time.Time) (int, error) {
@@ -88,7 +118,8 @@ func outcomeOf(err error) string {
 	}
 }
 
-// transfer is one lock-step read transfer.
+// transfer is one read transfer: lock-step (RFC 1350) or windowed (RFC
+// 7440), one loop for both.
 type transfer struct {
 	link    link
 	timeout time.Duration
@@ -97,7 +128,7 @@ type transfer struct {
 	req     []byte          // the request this transfer answers
 
 	acked int64 // payload bytes the client acknowledged
-	stray int64 // packets that were neither the awaited ACK nor an ERROR
+	stray int64 // packets that were neither an ACK nor an ERROR
 	rbuf  [maxRequestLen]byte
 }
 
@@ -108,45 +139,167 @@ func (t *transfer) run(mode string, file io.Reader, neg negotiated) error {
 		r = netascii.ToReader(r)
 	}
 	if len(neg.oack) > 0 {
-		if err := t.exchange(appendOACK(nil, neg.oack), 0, false); err != nil {
+		if err := t.exchange(appendOACK(nil, neg.oack), 0); err != nil {
 			return fmt.Errorf("after OACK: %w", err)
 		}
 	}
-	pkt := make([]byte, 4+neg.blockSize)
-	binary.BigEndian.PutUint16(pkt, opDATA)
-	for block := uint16(1); ; block++ { // wraps to 0 after 65535, as tftp-hpa does
-		n, err := io.ReadFull(r, pkt[4:])
+	return t.sendFile(newWindow(r, neg.blockSize, neg.windowSize))
+}
+
+// window holds the DATA packets the client has not acknowledged yet, so
+// any of them can be sent again. Blocks are numbered from 1 by seq (int64);
+// the 16-bit block number on the wire is seq mod 65536, so it wraps from
+// 65535 to 0 as tftp-hpa, atftpd and U-Boot expect.
+type window struct {
+	r    io.Reader
+	blk  int
+	pkts [][]byte // ring of len(pkts) slots, seq s in slot s % len(pkts)
+	read int64    // highest seq read from r
+	last int64    // seq of the final (short) block, 0 until it is read
+}
+
+func newWindow(r io.Reader, blockSize, size int) *window {
+	return &window{r: r, blk: blockSize, pkts: make([][]byte, size)}
+}
+
+// packet returns DATA block seq, reading the file up to it. seq must be at
+// most one window past the oldest block still needed.
+func (w *window) packet(seq int64) ([]byte, error) {
+	for w.read < seq && w.last == 0 {
+		i := (w.read + 1) % int64(len(w.pkts))
+		p := w.pkts[i]
+		if p == nil {
+			p = make([]byte, 4+w.blk)
+			w.pkts[i] = p
+		}
+		p = p[:4+w.blk]
+		n, err := io.ReadFull(w.r, p[4:])
 		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
-			_ = t.link.send(appendError(nil, errNotDefined, "server read error"))
-			return fmt.Errorf("reading the file: %w", err)
+			return nil, err
 		}
-		binary.BigEndian.PutUint16(pkt[2:], block)
-		if err := t.exchange(pkt[:4+n], block, true); err != nil {
-			return fmt.Errorf("block %d: %w", block, err)
+		w.read++
+		binary.BigEndian.PutUint16(p, opDATA)
+		binary.BigEndian.PutUint16(p[2:], uint16(w.read))
+		w.pkts[i] = p[:4+n]
+		if n < w.blk {
+			w.last = w.read
 		}
-		t.acked += int64(n)
-		if n < neg.blockSize {
+	}
+	return w.pkts[seq%int64(len(w.pkts))], nil
+}
+
+// sendFile sends the file a window at a time (RFC 7440; one block when the
+// client did not ask for windowsize: plain lock-step) and returns when the
+// client acknowledged the last block.
+//
+// After each window the server waits for the ACK of its last block, then
+// sends the next window. An ACK of an earlier block of the window means
+// the client lost the block after it: the next window starts there at once,
+// without waiting for a timeout. ACKs of blocks before the window (stale,
+// duplicated or reordered) are ignored, never answered, so resends cannot
+// multiply (the Sorcerer's Apprentice bug, RFC 1123 4.2.3.1). A timeout
+// sends the window again, up to retries times in a row.
+func (t *transfer) sendFile(w *window) error {
+	size := int64(len(w.pkts))
+	base := int64(1) // oldest block not acknowledged
+	var sentMax int64
+	batch := make([][]byte, 0, size)
+	for attempt := 0; ; {
+		batch = batch[:0]
+		end := base + size - 1
+		for seq := base; seq <= end; seq++ {
+			p, err := w.packet(seq)
+			if err != nil {
+				_ = t.link.send(appendError(nil, errNotDefined, "server read error"))
+				return fmt.Errorf("reading the file: %w", err)
+			}
+			batch = append(batch, p)
+			if seq == w.last {
+				end = seq
+			}
+		}
+		if err := t.link.sendBatch(batch); err != nil {
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				return errClientGone
+			}
+			return fmt.Errorf("sending blocks %d-%d: %w", uint16(base), uint16(end), err)
+		}
+		t.info.Datagrams += int64(len(batch))
+		if sentMax >= base {
+			t.info.Retransmits += min(sentMax, end) - base + 1
+		}
+		sentMax = max(sentMax, end)
+
+		acked, err := t.awaitAck(base, end)
+		if err != nil {
+			return err
+		}
+		if acked < base { // timeout
+			t.info.Timeouts++
+			if attempt >= t.retries {
+				return fmt.Errorf("blocks %d-%d: %w after %d sends %s apart",
+					uint16(base), uint16(end), errNoAck, attempt+1, t.timeout)
+			}
+			attempt++
+			continue
+		}
+		for seq := base; seq <= acked; seq++ {
+			t.acked += int64(len(w.pkts[seq%size]) - 4)
+		}
+		if acked == w.last {
 			return nil
 		}
+		base, attempt = acked+1, 0
 	}
 }
 
-// exchange sends pkt until the client acknowledges block, resending after
-// each timeout up to retries times. Old ACKs are ignored rather than
+// awaitAck waits up to the timeout for an ACK of a block in base..end and
+// returns the highest such seq, or base-1 on a timeout. ACKs of other
+// blocks are skipped.
+func (t *transfer) awaitAck(base, end int64) (int64, error) {
+	deadline := time.Now().Add(t.timeout)
+	for {
+		n, err := t.link.recv(t.rbuf[:], deadline)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return base - 1, nil
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return 0, errClientGone
+		}
+		if err != nil {
+			return 0, err
+		}
+		rep, err := parseReply(t.rbuf[:n])
+		if err != nil {
+			if isRequest(t.rbuf[:n]) && !bytes.Equal(t.rbuf[:n], t.req) {
+				return 0, &newRequestError{pkt: append([]byte(nil), t.rbuf[:n]...)}
+			}
+			t.stray++ // includes resends of our own request
+			continue
+		}
+		if rep.op == opERROR {
+			return 0, &clientError{code: rep.code, msg: rep.msg}
+		}
+		// The seq in base-1..end whose block number is rep.block; the
+		// window is under half the number space, so there is one at most.
+		seq := base - 1 + int64(rep.block-uint16(base-1))
+		if seq < base || seq > end {
+			continue // stale or duplicate: the client already had it
+		}
+		return seq, nil
+	}
+}
+
+// exchange sends pkt (the OACK) until the client acknowledges block,
+// resending after each timeout up to retries times. Old ACKs are ignored rather than
 // answered, which avoids the Sorcerer's Apprentice bug (RFC 1123 4.2.3.1).
-func (t *transfer) exchange(pkt []byte, block uint16, data bool) error {
+func (t *transfer) exchange(pkt []byte, block uint16) error {
 	for attempt := 0; ; attempt++ {
 		if err := t.link.send(pkt); err != nil {
 			if errors.Is(err, syscall.ECONNREFUSED) {
 				return errClientGone
 			}
 			return err
-		}
-		if data {
-			t.info.Datagrams++
-			if attempt > 0 {
-				t.info.Retransmits++
-			}
 		}
 		deadline := time.Now().Add(t.timeout)
 		for {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+
 	"github.com/pxeperf/pxeperf/tftp"
 )
 
@@ -12,22 +14,25 @@ func newTFTPService(env *serveEnv) (service, error) {
 		return nil, nil
 	}
 	s, err := tftp.New(tftp.Config{
-		Listen:       c.Listen,
-		Interface:    env.net.Iface.Name,
-		MTU:          env.net.Iface.MTU,
-		MaxBlockSize: c.MaxBlockSize,
-		Timeout:      c.Timeout,
-		Retries:      c.Retries,
-		SinglePort:   c.SinglePort,
-		Files:        env.images,
-		Hosts:        env.hosts,
-		Sink:         env.sink,
-		Logger:       env.logger,
+		Listen:        c.Listen,
+		Interface:     env.net.Iface.Name,
+		MTU:           env.net.Iface.MTU,
+		MaxBlockSize:  c.MaxBlockSize,
+		MaxWindowSize: c.MaxWindowSize,
+		Batch:         os.Getenv("PXEPERF_TFTP_BATCH") == "1", // TEMP: measuring
+		Timeout:       c.Timeout,
+		Retries:       c.Retries,
+		SinglePort:    c.SinglePort,
+		Files:         env.images,
+		Hosts:         env.hosts,
+		Sink:          env.sink,
+		Logger:        env.logger,
 	})
 	if err != nil {
 		return nil, err
 	}
 	env.logger.Info("tftp listening", "addr", s.Addr().String(), "max_blksize", s.MaxBlockSize(),
+		"max_windowsize", c.MaxWindowSize,
 		"single_port", c.SinglePort)
 	return s, nil
 }
