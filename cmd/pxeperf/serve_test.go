@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCmd(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := newRootCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+// A busy port fails serve before anything runs, naming the address.
+func TestServeBusyPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	_, err = runCmd(t, "serve", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off",
+		"--tftp-addr", "127.0.0.1:0", "--http-addr", ln.Addr().String(),
+		"--root", filepath.Join(dir, "images"), "--data", filepath.Join(dir, "data"))
+	if err == nil || !strings.Contains(err.Error(), ln.Addr().String()) {
+		t.Fatalf("serve on a busy port: err = %v; want an error naming %s", err, ln.Addr())
+	}
+}
+
+func TestServeBadFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bad addr", []string{"--addr", "nope"}, `--addr "nope" is not an IPv4 address`},
+		{"bad pool", []string{"--pool", "10.0.0.9-10.0.0.1"}, "--pool"},
+		{"bad mode", []string{"--dhcp", "sometimes"}, `"sometimes" is not a mode`},
+		{"full without pool", []string{"--dhcp", "full"}, "needs an address pool"},
+		{"missing config", []string{"--config", "/nonexistent/pxeperf.yaml"}, "--config"},
+		{"unknown iface", []string{"--iface", "nosuchif0", "--dhcp", "off"}, `no interface named "nosuchif0"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := append([]string{"serve", "--root", filepath.Join(dir, "i"), "--data", filepath.Join(dir, "d")}, tt.args...)
+			_, err := runCmd(t, args...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	out, err := runCmd(t, "config", "check", "../../configs/examples/isolated-full.yaml")
+	if err != nil || !strings.Contains(out, "mode: full") || !strings.Contains(out, "is valid") {
+		t.Fatalf("config check example: %v\n%s", err, out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("dhcp:\n  mode: full\n  pol: 10.0.0.1-10.0.0.9\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = runCmd(t, "config", "check", bad)
+	if err == nil || !strings.Contains(err.Error(), "bad.yaml:3: dhcp.pol") || !strings.Contains(err.Error(), `did you mean "pool"`) {
+		t.Fatalf("config check of a typo: %v", err)
+	}
+	out, err = runCmd(t, "config", "default")
+	if err != nil || !strings.Contains(out, "mode: proxy") {
+		t.Fatalf("config default: %v\n%s", err, out)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, err := runCmd(t, "version")
+	if err != nil || !strings.HasPrefix(out, "pxeperf ") {
+		t.Fatalf("version: %v %q", err, out)
+	}
+}
