@@ -71,11 +71,17 @@ func ovmfArgs(dir string) []string {
 	}
 }
 
-func TestSeaBIOSiPXE(t *testing.T)  { bootGuest(t, seabios) }
-func TestOVMFPXE(t *testing.T)      { bootGuest(t, ovmfPXE) }
-func TestOVMFHTTPBoot(t *testing.T) { bootGuest(t, ovmfHTTP) }
+func TestSeaBIOSiPXE(t *testing.T)      { bootGuest(t, seabios, "full") }
+func TestOVMFPXE(t *testing.T)          { bootGuest(t, ovmfPXE, "full") }
+func TestOVMFHTTPBoot(t *testing.T)     { bootGuest(t, ovmfHTTP, "full") }
+func TestSeaBIOSiPXEProxy(t *testing.T) { bootGuest(t, seabios, "proxy") }
+func TestOVMFPXEProxy(t *testing.T)     { bootGuest(t, ovmfPXE, "proxy") }
 
-func bootGuest(t *testing.T, fw firmware) {
+// bootGuest boots one firmware against pxeperf. In "full" mode pxeperf is
+// the only DHCP server; in "proxy" mode dnsmasq, in a namespace of its own on
+// the same bridge, hands out addresses (and no boot options) and pxeperf
+// answers as proxyDHCP.
+func bootGuest(t *testing.T, fw firmware, mode string) {
 	if testing.Short() {
 		t.Skip("QEMU guests take a minute each; skipped with -short")
 	}
@@ -115,15 +121,17 @@ func bootGuest(t *testing.T, fw firmware) {
 	}
 
 	prefix := strings.TrimSuffix(p.ServerIP.String(), ".1")
+	dhcpCfg := fmt.Sprintf("mode: full\n  pool: %s.100-%s.150\n  netmask: 255.255.255.0\n  router: %s\n  lease_time: 1h", prefix, prefix, p.ServerIP)
+	if mode == "proxy" {
+		nstest.RequireTool(t, "dnsmasq")
+		dhcpCfg = "mode: proxy"
+		startDnsmasq(t, p, br, prefix, dir)
+	}
 	cfg := fmt.Sprintf(`root: %s
 data: %s
 log_level: debug
 dhcp:
-  mode: full
-  pool: %s.100-%s.150
-  netmask: 255.255.255.0
-  router: %s
-  lease_time: 1h
+  %s
 http:
   listen: %s:8080
 tftp:
@@ -133,7 +141,7 @@ hosts:
     name: e2e-guest
     labels: {firmware: %s}
     script: |
-%s`, root, data, prefix, prefix, p.ServerIP, p.ServerIP, p.ServerIP, guestMAC, fw.name, indent(guestScript, "      "))
+%s`, root, data, dhcpCfg, p.ServerIP, p.ServerIP, guestMAC, fw.name, indent(guestScript, "      "))
 	cfgPath := filepath.Join(dir, "pxeperf.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -159,7 +167,7 @@ hosts:
 	err := cmd.Run()
 	status := cmd.ProcessState.ExitCode()
 	console := cleanConsole(serial.String())
-	t.Logf("%s: QEMU exit status %d after %s", fw.name, status, time.Since(start).Round(time.Second))
+	t.Logf("%s (%s DHCP): QEMU exit status %d after %s", fw.name, mode, status, time.Since(start).Round(time.Second))
 	if status != qemuStatus(guestOK) {
 		t.Fatalf("%s: guest did not report success (QEMU status %d, want %d; %d = fetch failed; err %v)\nguest console (tail):\n%s\npxeperf log (tail):\n%s",
 			fw.name, status, qemuStatus(guestOK), qemuStatus(guestFail), err, tail(console, 40), tail(srv.Out.String(), 40))
@@ -183,6 +191,27 @@ hosts:
 	if !regexp.MustCompile(fmt.Sprintf(`msg=fetch proto=http .*file=/?img64 bytes=%d .*outcome=ok`, imageSize)).MatchString(log) {
 		t.Errorf("pxeperf log has no complete HTTP fetch of img64:\n%s", tail(log, 30))
 	}
+}
+
+// startDnsmasq puts the lab's "existing DHCP server" in a namespace of its
+// own, joined to the guest's bridge: addresses from .50-.90 and no boot
+// options, so everything about booting comes from pxeperf's proxyDHCP.
+func startDnsmasq(t *testing.T, p *nstest.Pair, br, prefix, dir string) {
+	t.Helper()
+	ns, in, out := p.Client+"d", p.ClientIf+"d", p.ClientIf+"e"
+	t.Cleanup(func() {
+		nstest.KillNetnsProcs(ns)
+		_, _ = nstest.Output("", 10*time.Second, "ip", "netns", "del", ns)
+	})
+	nstest.Run(t, "", "ip", "netns", "add", ns)
+	nstest.Run(t, "", "ip", "link", "add", in, "netns", ns, "type", "veth", "peer", "name", out, "netns", p.Client)
+	nstest.Run(t, p.Client, "ip", "link", "set", out, "master", br)
+	nstest.Run(t, p.Client, "ip", "link", "set", out, "up")
+	nstest.Run(t, ns, "ip", "addr", "add", prefix+".3/24", "dev", in)
+	nstest.Run(t, ns, "ip", "link", "set", in, "up")
+	nstest.Start(t, ns, "dnsmasq", "-d", "-C", "/dev/null", "--port=0", "--interface="+in, "--bind-interfaces",
+		"--dhcp-range="+prefix+".50,"+prefix+".90,1h", "--dhcp-leasefile="+filepath.Join(dir, "dnsmasq.leases"),
+		"--no-ping", "--log-dhcp")
 }
 
 var ansi = regexp.MustCompile(`\x1b\[[0-9;?=]*[a-zA-Z]`)
