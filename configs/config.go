@@ -104,6 +104,9 @@ type HTTP struct {
 	StallTimeout time.Duration `yaml:"stall_timeout"`
 	// ShutdownGrace is how long running downloads may finish on shutdown. Default 30s.
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+	// Interval is the period of the per-fetch interval samples (iperf3-style
+	// lines in reports). Default (0) 1s.
+	Interval time.Duration `yaml:"interval"`
 	// Script is the iPXE script template served at /boot.ipxe for clients
 	// without a host-specific script (Go text/template; see README).
 	Script string `yaml:"script"`

@@ -85,6 +85,7 @@ type TCPInfo struct {
 	RTTVar        time.Duration
 	Retransmits   uint32 // total retransmitted segments
 	MaxSndWnd     uint32 // largest window the client advertised, bytes
+	MedSndWnd     uint32 // median of the windows sampled during the fetch, bytes
 	SndWnd        uint32 // window the client advertised at the end, bytes
 	SndCwnd       uint32 // congestion window, segments
 	MSS           uint32

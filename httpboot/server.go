@@ -174,7 +174,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		expect = s.serveFile(cw, r, rec)
 	}
-	rec.TCP = mon.finish()
+	rec.TCP, rec.Intervals = mon.finish()
 	rec.Duration = time.Since(start)
 	rec.Bytes = cw.n.Load()
 	s.outcome(rec, cw, r, expect)

@@ -6,17 +6,29 @@ import (
 	"net"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/pxeperf/pxeperf/event"
 	"golang.org/x/sys/unix"
 )
 
-// tcpProbe reads TCP_INFO from one connection's socket.
-type tcpProbe struct{ rc syscall.RawConn }
+// tcpProbe reads TCP_INFO from one connection's socket into its own buffer,
+// so a sample allocates nothing. Not safe for concurrent use: the monitor
+// samples from one goroutine at a time.
+type tcpProbe struct {
+	rc   syscall.RawConn
+	info unix.TCPInfo
+	err  syscall.Errno
+	ctl  func(fd uintptr) // bound once: Control with it does not allocate
+}
 
+// tcpSample is what a periodic sample keeps of TCP_INFO.
 type tcpSample struct {
-	acked  uint64 // tcpi_bytes_acked
-	sndWnd uint32 // tcpi_snd_wnd: the window the client advertises now
+	acked   uint64        // tcpi_bytes_acked
+	sndWnd  uint32        // tcpi_snd_wnd: the window the client advertises now
+	retrans uint32        // tcpi_total_retrans
+	cwnd    uint32        // snd_cwnd * snd_mss, bytes
+	rtt     time.Duration // smoothed
 }
 
 func newTCPProbe(c net.Conn) *tcpProbe {
@@ -28,21 +40,23 @@ func newTCPProbe(c net.Conn) *tcpProbe {
 	if err != nil {
 		return nil
 	}
-	return &tcpProbe{rc: rc}
+	p := &tcpProbe{rc: rc}
+	p.ctl = func(fd uintptr) {
+		n := uint32(unsafe.Sizeof(p.info))
+		_, _, p.err = unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.IPPROTO_TCP, unix.TCP_INFO,
+			uintptr(unsafe.Pointer(&p.info)), uintptr(unsafe.Pointer(&n)), 0)
+	}
+	return p
 }
 
 func (p *tcpProbe) read() (*unix.TCPInfo, bool) {
 	if p == nil {
 		return nil, false
 	}
-	var info *unix.TCPInfo
-	var gerr error
-	if err := p.rc.Control(func(fd uintptr) {
-		info, gerr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-	}); err != nil || gerr != nil {
+	if err := p.rc.Control(p.ctl); err != nil || p.err != 0 {
 		return nil, false
 	}
-	return info, true
+	return &p.info, true
 }
 
 func (p *tcpProbe) sample() (tcpSample, bool) {
@@ -50,7 +64,8 @@ func (p *tcpProbe) sample() (tcpSample, bool) {
 	if !ok {
 		return tcpSample{}, false
 	}
-	return tcpSample{acked: i.Bytes_acked, sndWnd: i.Snd_wnd}, true
+	return tcpSample{acked: i.Bytes_acked, sndWnd: i.Snd_wnd, retrans: i.Total_retrans,
+		cwnd: i.Snd_cwnd * i.Snd_mss, rtt: time.Duration(i.Rtt) * time.Microsecond}, true
 }
 
 // final reads TCP_INFO at the end of a response. maxWnd is the largest

@@ -4,6 +4,7 @@ package httpboot
 
 import (
 	"net"
+	"time"
 
 	"github.com/pxeperf/pxeperf/event"
 )
@@ -13,8 +14,11 @@ import (
 type tcpProbe struct{}
 
 type tcpSample struct {
-	acked  uint64
-	sndWnd uint32
+	acked   uint64
+	sndWnd  uint32
+	retrans uint32
+	cwnd    uint32
+	rtt     time.Duration
 }
 
 func newTCPProbe(net.Conn) *tcpProbe                   { return nil }

@@ -1,0 +1,389 @@
+package record
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pxeperf/pxeperf/configs"
+	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/hosts"
+	"github.com/pxeperf/pxeperf/netstate"
+)
+
+// SinkOptions shape a Sink. Zero values take the defaults.
+type SinkOptions struct {
+	// Journal makes every event durable before Fetch returns (see Journal).
+	// nil: events live in memory until the store has them.
+	Journal *Journal
+	// Interface is stamped on fetches that do not name their own.
+	Interface string
+	// Net reads the interface's MTU, speed and offloads; nil: not recorded.
+	Net *netstate.Reader
+	// Kernel release; default netstate.Kernel().
+	Kernel string
+	// Hosts fills a fetch's MAC (by client address) and architecture.
+	Hosts *hosts.Table
+	// Source of the records; default "serve".
+	Source string
+	// MaxPending bounds the events held in memory while the store is slow
+	// or failing (default 65536). Past it, journaled events wait in the
+	// journal for the next start; others are dropped, counted and logged.
+	MaxPending int
+	// BatchSize is how many events one transaction writes (default 256).
+	BatchSize int
+	// Retry is the first wait after a store error, doubling up to 10 s
+	// (default 200 ms).
+	Retry time.Duration
+}
+
+// SinkStats counts what a Sink did.
+type SinkStats struct {
+	Written     int64 // entries committed to the store
+	Pending     int   // entries waiting in memory
+	JournalOnly int64 // entries left in the journal only (memory bound hit, or no store)
+	Dropped     int64 // entries lost: neither journaled nor kept
+	StoreErrors int64 // failed store writes (retried)
+}
+
+// Sink turns events into records and writes them to a Store without
+// blocking serving: Fetch converts the event, appends it to the journal
+// (one write) and queues it; one writer goroutine inserts queued entries in
+// batches, one transaction each, retrying with backoff while the store
+// fails. Safe for concurrent use.
+type Sink struct {
+	store *Store // nil: journal only
+	opt   SinkOptions
+	log   *slog.Logger
+
+	mu          sync.Mutex
+	queue       []*entry // in journal order
+	journalOnly bool     // some journaled entries are not queued: keep the journal
+	closed      bool
+
+	wake    chan struct{}
+	closing chan struct{}
+	abort   chan struct{}
+	done    chan struct{}
+
+	written, journalOnlyN, dropped, storeErrs atomic.Int64
+}
+
+// NewSink starts a sink writing to store (nil: only the journal keeps
+// events, for import at the next start). Entries left in the journal by an
+// earlier run are queued first.
+func NewSink(store *Store, logger *slog.Logger, opt SinkOptions) *Sink {
+	if opt.MaxPending <= 0 {
+		opt.MaxPending = 65536
+	}
+	if opt.BatchSize <= 0 {
+		opt.BatchSize = 256
+	}
+	if opt.Retry <= 0 {
+		opt.Retry = 200 * time.Millisecond
+	}
+	if opt.Kernel == "" {
+		opt.Kernel = netstate.Kernel()
+	}
+	if opt.Source == "" {
+		opt.Source = "serve"
+	}
+	s := &Sink{
+		store: store, opt: opt, log: logger,
+		wake: make(chan struct{}, 1), closing: make(chan struct{}), abort: make(chan struct{}), done: make(chan struct{}),
+	}
+	if j := opt.Journal; j != nil {
+		es, bad, err := j.read()
+		if err != nil {
+			logger.Error("record journal unreadable; its entries stay in the file", "err", err)
+			s.journalOnly = true
+		}
+		if bad > 0 {
+			logger.Warn("record journal: skipped unreadable lines (torn by a crash?)", "file", j.Path(), "lines", bad)
+		}
+		if len(es) > 0 {
+			logger.Info("record journal: importing entries from the last run", "file", j.Path(), "entries", len(es))
+		}
+		if store == nil {
+			s.journalOnly = s.journalOnly || len(es) > 0
+		} else {
+			s.queue = es
+		}
+	}
+	if store == nil {
+		logger.Error("RECORDING TO THE STORE IS OFF: fetches are kept only in the journal and imported at the next start",
+			"journal", journalPath(opt.Journal))
+	}
+	go s.run()
+	s.signal()
+	return s
+}
+
+func journalPath(j *Journal) string {
+	if j == nil {
+		return "(none)"
+	}
+	return j.Path()
+}
+
+// Stats returns the sink's counters.
+func (s *Sink) Stats() SinkStats {
+	s.mu.Lock()
+	n := len(s.queue)
+	s.mu.Unlock()
+	return SinkStats{Written: s.written.Load(), Pending: n, JournalOnly: s.journalOnlyN.Load(),
+		Dropped: s.dropped.Load(), StoreErrors: s.storeErrs.Load()}
+}
+
+// Fetch records one fetch.
+func (s *Sink) Fetch(f *event.Fetch) {
+	r, ivs := s.convert(f)
+	s.put(&entry{UID: newUID(), Record: r, Intervals: ivs})
+}
+
+// Lease records one DHCP binding.
+func (s *Sink) Lease(l *event.Lease) {
+	lr := &Lease{Time: l.Time.UTC(), Arch: l.Arch, Host: l.Host, BootFile: l.BootFile, Proxy: l.Proxy}
+	if l.MAC != nil {
+		lr.MAC = l.MAC.String()
+	}
+	if l.Addr.IsValid() {
+		lr.Addr = l.Addr.String()
+	}
+	if !l.Expiry.IsZero() {
+		lr.Expiry = l.Expiry.UTC()
+	}
+	s.put(&entry{UID: newUID(), Lease: lr})
+}
+
+// put journals and queues one entry. It never waits for the store.
+func (s *Sink) put(e *entry) {
+	var line []byte
+	if s.opt.Journal != nil {
+		b, err := json.Marshal(e)
+		if err != nil {
+			s.log.Error("record: cannot encode entry; dropped", "err", err)
+			s.dropped.Add(1)
+			return
+		}
+		line = append(b, '\n')
+	}
+	s.mu.Lock()
+	journaled := false
+	if line != nil {
+		if err := s.opt.Journal.append(line); err != nil {
+			s.log.Error("record journal write failed; keeping the entry in memory", "err", err)
+		} else {
+			journaled = true
+		}
+	}
+	switch {
+	case s.store != nil && !s.closed && len(s.queue) < s.opt.MaxPending:
+		s.queue = append(s.queue, e)
+	case journaled:
+		s.journalOnly = true
+		if s.journalOnlyN.Add(1) == 1 && s.store != nil {
+			s.log.Error("record queue full or closed: entries wait in the journal for the next start",
+				"pending", len(s.queue), "journal", s.opt.Journal.Path())
+		}
+	default:
+		if n := s.dropped.Add(1); n == 1 || n%1000 == 0 {
+			s.log.Error("record LOST: store behind and no journal", "dropped_total", n, "pending", len(s.queue))
+		}
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *Sink) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is the single writer.
+func (s *Sink) run() {
+	defer close(s.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.abort:
+			cancel()
+		case <-s.done:
+		}
+	}()
+	closing := s.closing
+	failing := false
+	wait := s.opt.Retry
+	for {
+		select {
+		case <-s.wake:
+		case <-closing:
+			closing = nil // closed: keep draining until empty
+		case <-s.abort:
+			return
+		}
+		for {
+			s.mu.Lock()
+			n := min(len(s.queue), s.opt.BatchSize)
+			batch := s.queue[:n:n]
+			s.mu.Unlock()
+			if n == 0 || s.store == nil {
+				break
+			}
+			if err := s.store.addBatch(ctx, batch); err != nil {
+				s.storeErrs.Add(1)
+				if ctx.Err() != nil {
+					return
+				}
+				if !failing {
+					s.log.Error("record store write failed; retrying, serving goes on", "err", err,
+						"pending", s.Stats().Pending)
+					failing = true
+				} else {
+					s.log.Debug("record store write failed again", "err", err, "retry_in", wait)
+				}
+				select {
+				case <-time.After(wait):
+				case <-s.abort:
+					return
+				}
+				wait = min(wait*2, 10*time.Second)
+				continue
+			}
+			if failing {
+				s.log.Info("record store writable again", "written", n)
+				failing, wait = false, s.opt.Retry
+			}
+			s.written.Add(int64(n))
+			s.mu.Lock()
+			s.queue = s.queue[n:]
+			if len(s.queue) == 0 {
+				s.queue = nil
+				if s.opt.Journal != nil && !s.journalOnly {
+					if err := s.opt.Journal.truncate(); err != nil {
+						s.log.Warn("record journal not emptied; it is replayed idempotently", "err", err)
+					}
+				}
+			}
+			s.mu.Unlock()
+		}
+		if closing == nil {
+			s.mu.Lock()
+			empty := len(s.queue) == 0
+			s.mu.Unlock()
+			if empty || s.store == nil {
+				return
+			}
+		}
+	}
+}
+
+// Close writes what is queued, waiting until ctx ends, then stops the
+// writer. Entries still queued then stay in the journal for the next start.
+// Events after Close go to the journal only. It does not close the store or
+// the journal.
+func (s *Sink) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		<-s.done
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.closing)
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		close(s.abort)
+		<-s.done
+	}
+	st := s.Stats()
+	if st.Pending > 0 || st.JournalOnly > 0 || st.Dropped > 0 {
+		s.log.Warn("record sink closed with entries not in the store", "pending", st.Pending,
+			"journal_only", st.JournalOnly, "dropped", st.Dropped, "journal", journalPath(s.opt.Journal))
+	}
+	return ctx.Err()
+}
+
+// convert builds a Record (and its intervals) from a fetch, stamping the
+// server side as it is now.
+func (s *Sink) convert(f *event.Fetch) (*Record, []Interval) {
+	r := &Record{
+		Time: f.Start.UTC(), Source: s.opt.Source, Proto: f.Proto, Direction: "rx",
+		Host: f.Host, File: f.File, Bytes: f.Bytes, Size: f.Size, Duration: f.Duration, Mbps: f.Mbps(),
+		Outcome: f.Outcome, Err: f.Err, Kernel: s.opt.Kernel,
+	}
+	if a := f.Client.Addr(); a.IsValid() {
+		r.ClientIP = a.Unmap().String()
+	}
+	mac := f.MAC
+	if s.opt.Hosts != nil {
+		var c hosts.Client
+		var ok bool
+		if mac != nil {
+			c, ok = s.opt.Hosts.ByMAC(mac)
+		} else if a := f.Client.Addr(); a.IsValid() {
+			c, ok = s.opt.Hosts.ByAddr(a.Unmap())
+			mac = c.MAC
+		}
+		if ok {
+			if a, known := configs.ArchByCode(c.Arch); known {
+				r.Arch = a.Name
+			}
+		}
+	}
+	if mac != nil {
+		r.ClientMAC = mac.String()
+	}
+	if len(f.Labels) > 0 {
+		r.Labels = make(map[string]string, len(f.Labels))
+		for k, v := range f.Labels {
+			r.Labels[k] = v
+		}
+	}
+	if t := f.TCP; t != nil {
+		r.WndMax, r.WndMedian = t.MaxSndWnd, t.MedSndWnd
+		r.RTT, r.MinRTT = t.RTT, t.MinRTT
+		r.Retransmits = int64(t.Retransmits)
+		r.DeliveryRate = t.DeliveryRate
+		r.RwndLimited, r.SndbufLimited = t.RWndLimited, t.SndBufLimited
+		r.MSS, r.PMTU = t.MSS, t.PMTU
+	}
+	if t := f.TFTP; t != nil {
+		r.BlkSize, r.WindowSize, r.TSize = t.BlockSize, t.WindowSize, t.TSize
+		r.Datagrams, r.Retransmits, r.Timeouts = t.Datagrams, t.Retransmits, t.Timeouts
+		if f.Outcome == event.OutcomeOK {
+			// Every distinct block of a completed transfer was acknowledged.
+			r.Acked = t.Datagrams - t.Retransmits
+		}
+	}
+	r.Iface = f.Interface
+	if r.Iface == "" {
+		r.Iface = s.opt.Interface
+	}
+	if s.opt.Net != nil && r.Iface != "" {
+		st, err := s.opt.Net.Get(r.Iface)
+		if err != nil {
+			s.log.Debug("record: interface state partly unknown", "iface", r.Iface, "err", err)
+		}
+		r.MTU, r.LinkMbps = st.MTU, st.SpeedMbps
+		r.RxCsum, r.TxCsum = Offload(st.RxCsum), Offload(st.TxCsum)
+		r.TSO, r.GSO, r.GRO = Offload(st.TSO), Offload(st.GSO), Offload(st.GRO)
+	}
+	var ivs []Interval
+	if len(f.Intervals) > 0 {
+		ivs = make([]Interval, len(f.Intervals))
+		for i, iv := range f.Intervals {
+			ivs[i] = Interval{Start: iv.Start, End: iv.End, Bytes: iv.Bytes, Retransmits: iv.Retransmits,
+				Cwnd: iv.Cwnd, SndWnd: iv.SndWnd, RTT: iv.RTT}
+		}
+	}
+	return r, ivs
+}

@@ -1,0 +1,487 @@
+package record
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// FileName is the store's file inside the data folder.
+const FileName = "pxeperf.db"
+
+// SchemaVersion is the schema this pxeperf writes (PRAGMA user_version).
+const SchemaVersion = 1
+
+// ErrNewerSchema means the file was written by a newer pxeperf.
+var ErrNewerSchema = errors.New("record store schema is newer than this pxeperf")
+
+// migrations[i] brings the schema from version i to i+1.
+var migrations = []struct {
+	name string
+	sql  string
+}{
+	{"records, intervals, labels, leases", `
+CREATE TABLE records (
+	id INTEGER PRIMARY KEY,
+	uid TEXT NOT NULL UNIQUE,
+	time_ns INTEGER NOT NULL,
+	source TEXT NOT NULL, proto TEXT NOT NULL, direction TEXT NOT NULL,
+	client_mac TEXT NOT NULL, client_ip TEXT NOT NULL, host TEXT NOT NULL, arch TEXT NOT NULL,
+	file TEXT NOT NULL, bytes INTEGER NOT NULL, size INTEGER NOT NULL, duration_us INTEGER NOT NULL,
+	mbps REAL NOT NULL, outcome TEXT NOT NULL, err TEXT NOT NULL, labels TEXT NOT NULL,
+	wnd_max INTEGER NOT NULL, wnd_median INTEGER NOT NULL, wnd_requested INTEGER NOT NULL,
+	rtt_us INTEGER NOT NULL, min_rtt_us INTEGER NOT NULL, retransmits INTEGER NOT NULL,
+	delivery_rate INTEGER NOT NULL, rwnd_limited_us INTEGER NOT NULL, sndbuf_limited_us INTEGER NOT NULL,
+	mss INTEGER NOT NULL, pmtu INTEGER NOT NULL,
+	blksize INTEGER NOT NULL, windowsize INTEGER NOT NULL, tsize INTEGER NOT NULL,
+	datagrams INTEGER NOT NULL, acked INTEGER NOT NULL, timeouts INTEGER NOT NULL,
+	iface TEXT NOT NULL, mtu INTEGER NOT NULL, link_mbps INTEGER NOT NULL, rate_limit_bps INTEGER NOT NULL,
+	rx_csum TEXT NOT NULL, tx_csum TEXT NOT NULL, tso TEXT NOT NULL, gso TEXT NOT NULL, gro TEXT NOT NULL,
+	kernel TEXT NOT NULL
+);
+CREATE INDEX records_time ON records(time_ns);
+CREATE INDEX records_client_mac ON records(client_mac);
+CREATE INDEX records_client_ip ON records(client_ip);
+CREATE TABLE labels (
+	record_id INTEGER NOT NULL REFERENCES records(id) ON DELETE CASCADE,
+	key TEXT NOT NULL, value TEXT NOT NULL,
+	PRIMARY KEY (record_id, key)
+);
+CREATE INDEX labels_kv ON labels(key, value);
+CREATE TABLE intervals (
+	record_id INTEGER NOT NULL REFERENCES records(id) ON DELETE CASCADE,
+	seq INTEGER NOT NULL,
+	start_us INTEGER NOT NULL, end_us INTEGER NOT NULL, bytes INTEGER NOT NULL,
+	retransmits INTEGER NOT NULL, cwnd INTEGER NOT NULL, snd_wnd INTEGER NOT NULL, rtt_us INTEGER NOT NULL,
+	PRIMARY KEY (record_id, seq)
+);
+CREATE TABLE leases (
+	id INTEGER PRIMARY KEY,
+	uid TEXT NOT NULL UNIQUE,
+	time_ns INTEGER NOT NULL, client_mac TEXT NOT NULL, addr TEXT NOT NULL, arch INTEGER NOT NULL,
+	host TEXT NOT NULL, boot_file TEXT NOT NULL, expiry_ns INTEGER NOT NULL, proxy INTEGER NOT NULL
+);
+CREATE INDEX leases_time ON leases(time_ns);
+`},
+}
+
+// Store is the record database: one SQLite file in WAL mode. Safe for
+// concurrent use. A read-write Store is held by one process (serve or bench);
+// any number of read-only ones (report) may read while it writes.
+type Store struct {
+	db       *sql.DB
+	path     string
+	readOnly bool
+}
+
+// Path is the database file.
+func (s *Store) Path() string { return s.path }
+
+// Open opens (creating or migrating) <dataDir>/pxeperf.db for reading and
+// writing.
+//
+// Durability: WAL with synchronous=NORMAL. A commit is in the WAL file (in
+// the OS page cache) when Add returns, so it survives the process being
+// killed (kill -9, OOM, panic); only a power loss or kernel crash may undo
+// the last transactions, never corrupt the file. FULL would fsync the WAL on
+// every commit, which buys power-loss durability the lab does not need at
+// the cost of a disk flush per batch.
+func Open(dataDir string) (*Store, error) {
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating data folder %s: %w (set --data to a writable folder)", dataDir, err)
+	}
+	path := filepath.Join(dataDir, FileName)
+	q := url.Values{}
+	for _, p := range []string{"busy_timeout(5000)", "journal_mode(WAL)", "synchronous(NORMAL)", "foreign_keys(ON)"} {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", "immediate")
+	s, err := open(path, "file:"+path+"?"+q.Encode(), false)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.migrate(); err != nil {
+		s.db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenReadOnly opens <dataDir>/pxeperf.db for reading, also while another
+// process writes it. It fails when the file does not exist.
+func OpenReadOnly(dataDir string) (*Store, error) {
+	path := filepath.Join(dataDir, FileName)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("record store %s: %w (run pxeperf serve with --data %s first, or point --data at the folder holding %s)",
+			path, err, dataDir, FileName)
+	}
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Add("_pragma", "busy_timeout(5000)")
+	s, err := open(path, "file:"+path+"?"+q.Encode(), true)
+	if err != nil {
+		return nil, err
+	}
+	var v int
+	if err := s.db.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+		s.db.Close()
+		return nil, s.wrap("reading the schema version", err)
+	}
+	if v > SchemaVersion {
+		s.db.Close()
+		return nil, fmt.Errorf("%w: %s has version %d, this pxeperf reads up to %d; use the newer pxeperf that wrote it",
+			ErrNewerSchema, path, v, SchemaVersion)
+	}
+	if v < SchemaVersion {
+		s.db.Close()
+		return nil, fmt.Errorf("record store %s has schema version %d, older than %d: run pxeperf serve once to upgrade it",
+			path, v, SchemaVersion)
+	}
+	return s, nil
+}
+
+func open(path, dsn string, ro bool) (*Store, error) {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("record store %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path, readOnly: ro}
+	// Ping runs the pragmas: a corrupt or locked file fails here.
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, s.wrap("opening", err)
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// wrap turns a SQLite error into one that names the file and the fix.
+func (s *Store) wrap(what string, err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return fmt.Errorf("record store %s: %s: locked by another process (another pxeperf serve or bench on the same --data?); stop it or use another --data: %w", s.path, what, err)
+		case sqlite3.SQLITE_FULL:
+			return fmt.Errorf("record store %s: %s: disk full; free space on that filesystem (records wait in memory and the journal meanwhile): %w", s.path, what, err)
+		case sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT:
+			return fmt.Errorf("record store %s: %s: not a readable SQLite database (corrupt?); move it aside (mv %s %s.bad) and pxeperf starts a new one: %w", s.path, what, s.path, s.path, err)
+		case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_IOERR:
+			return fmt.Errorf("record store %s: %s: cannot read or write the file (permissions, or a read-only filesystem?); make the folder writable or set --data elsewhere: %w", s.path, what, err)
+		}
+	}
+	return fmt.Errorf("record store %s: %s: %w", s.path, what, err)
+}
+
+// migrate brings the schema to SchemaVersion, refusing a newer one.
+func (s *Store) migrate() error {
+	ctx := context.Background()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap("starting the schema check", err)
+	}
+	defer tx.Rollback()
+	var v int
+	if err := tx.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+		return s.wrap("reading the schema version", err)
+	}
+	if v > SchemaVersion {
+		return fmt.Errorf("%w: %s has version %d, this pxeperf knows up to %d; use the newer pxeperf, or move the file aside to start a new store",
+			ErrNewerSchema, s.path, v, SchemaVersion)
+	}
+	if v == SchemaVersion {
+		return nil
+	}
+	if _, err := tx.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_ns INTEGER NOT NULL)`); err != nil {
+		return s.wrap("creating schema_migrations", err)
+	}
+	for i := v; i < SchemaVersion; i++ {
+		m := migrations[i]
+		if _, err := tx.Exec(m.sql); err != nil {
+			return s.wrap(fmt.Sprintf("migrating to schema %d (%s)", i+1, m.name), err)
+		}
+		if _, err := tx.Exec(`INSERT INTO schema_migrations(version, name, applied_ns) VALUES (?, ?, ?)`,
+			i+1, m.name, time.Now().UnixNano()); err != nil {
+			return s.wrap("recording the migration", err)
+		}
+	}
+	// PRAGMA takes no parameters; SchemaVersion is a constant.
+	if _, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
+		return s.wrap("setting the schema version", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return s.wrap("committing the schema", err)
+	}
+	return nil
+}
+
+// newUID returns a random id that makes replaying the journal idempotent.
+func newUID() string {
+	return rand.Text()
+}
+
+// entry is one thing to write: a record (with intervals) or a lease. It is
+// also the journal's line format.
+type entry struct {
+	UID       string     `json:"uid"`
+	Record    *Record    `json:"record,omitempty"`
+	Intervals []Interval `json:"intervals,omitempty"`
+	Lease     *Lease     `json:"lease,omitempty"`
+}
+
+// Add stores one record with its intervals in one transaction and returns
+// its id (also set in r.ID and each interval's RecordID).
+func (s *Store) Add(ctx context.Context, r *Record, ivs []Interval) (int64, error) {
+	e := entry{UID: newUID(), Record: r, Intervals: ivs}
+	if err := s.addBatch(ctx, []*entry{&e}); err != nil {
+		return 0, err
+	}
+	return r.ID, nil
+}
+
+// AddLease stores one lease.
+func (s *Store) AddLease(ctx context.Context, l *Lease) error {
+	return s.addBatch(ctx, []*entry{{UID: newUID(), Lease: l}})
+}
+
+// addBatch writes entries in one transaction. An entry whose uid is already
+// stored (a journal replayed twice) is skipped.
+func (s *Store) addBatch(ctx context.Context, es []*entry) error {
+	if s.readOnly {
+		return fmt.Errorf("record store %s is open read-only", s.path)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap("starting a write", err)
+	}
+	defer tx.Rollback()
+	for _, e := range es {
+		switch {
+		case e.Record != nil:
+			if err := insertRecord(ctx, tx, e); err != nil {
+				return s.wrap("adding a record", err)
+			}
+		case e.Lease != nil:
+			if err := insertLease(ctx, tx, e); err != nil {
+				return s.wrap("adding a lease", err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return s.wrap("committing", err)
+	}
+	return nil
+}
+
+func us(d time.Duration) int64 { return d.Microseconds() }
+
+// execer is what inserts need of a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func insertRecord(ctx context.Context, tx execer, e *entry) error {
+	r := e.Record
+	labels := "{}"
+	if len(r.Labels) > 0 {
+		b, err := json.Marshal(r.Labels)
+		if err != nil {
+			return err
+		}
+		labels = string(b)
+	}
+	res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO records (
+		uid, time_ns, source, proto, direction, client_mac, client_ip, host, arch, file, bytes, size,
+		duration_us, mbps, outcome, err, labels, wnd_max, wnd_median, wnd_requested, rtt_us, min_rtt_us,
+		retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize,
+		tsize, datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso,
+		gso, gro, kernel)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		e.UID, r.Time.UnixNano(), r.Source, r.Proto, r.Direction, strings.ToLower(r.ClientMAC), r.ClientIP,
+		r.Host, r.Arch, r.File, r.Bytes, r.Size, us(r.Duration), r.Mbps, r.Outcome, r.Err, labels,
+		r.WndMax, r.WndMedian, r.WndRequested, us(r.RTT), us(r.MinRTT), r.Retransmits, int64(r.DeliveryRate),
+		us(r.RwndLimited), us(r.SndbufLimited), r.MSS, r.PMTU, r.BlkSize, r.WindowSize, r.TSize,
+		r.Datagrams, r.Acked, r.Timeouts, r.Iface, r.MTU, r.LinkMbps, r.RateLimit,
+		string(r.RxCsum), string(r.TxCsum), string(r.TSO), string(r.GSO), string(r.GRO), r.Kernel)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		// Already stored (journal replay): report its id.
+		return tx.QueryRowContext(ctx, `SELECT id FROM records WHERE uid = ?`, e.UID).Scan(&r.ID)
+	}
+	if r.ID, err = res.LastInsertId(); err != nil {
+		return err
+	}
+	for k, v := range r.Labels {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO labels(record_id, key, value) VALUES (?,?,?)`, r.ID, k, v); err != nil {
+			return err
+		}
+	}
+	for i := range e.Intervals {
+		iv := &e.Intervals[i]
+		iv.RecordID = r.ID
+		if _, err := tx.ExecContext(ctx, `INSERT INTO intervals(record_id, seq, start_us, end_us, bytes,
+			retransmits, cwnd, snd_wnd, rtt_us) VALUES (?,?,?,?,?,?,?,?,?)`,
+			r.ID, i, us(iv.Start), us(iv.End), iv.Bytes, iv.Retransmits, iv.Cwnd, iv.SndWnd, us(iv.RTT)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const recordColumns = `id, time_ns, source, proto, direction, client_mac, client_ip, host, arch, file, bytes,
+	size, duration_us, mbps, outcome, err, labels, wnd_max, wnd_median, wnd_requested, rtt_us, min_rtt_us,
+	retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize, tsize,
+	datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso, gso, gro, kernel`
+
+type scanner interface{ Scan(...any) error }
+
+func scanRecord(sc scanner) (Record, error) {
+	var r Record
+	var tns, dur, rtt, minRTT, rwnd, sndbuf, rate int64
+	var labels, rx, tx, tso, gso, gro string
+	err := sc.Scan(&r.ID, &tns, &r.Source, &r.Proto, &r.Direction, &r.ClientMAC, &r.ClientIP, &r.Host,
+		&r.Arch, &r.File, &r.Bytes, &r.Size, &dur, &r.Mbps, &r.Outcome, &r.Err, &labels, &r.WndMax,
+		&r.WndMedian, &r.WndRequested, &rtt, &minRTT, &r.Retransmits, &rate, &rwnd, &sndbuf, &r.MSS,
+		&r.PMTU, &r.BlkSize, &r.WindowSize, &r.TSize, &r.Datagrams, &r.Acked, &r.Timeouts, &r.Iface,
+		&r.MTU, &r.LinkMbps, &r.RateLimit, &rx, &tx, &tso, &gso, &gro, &r.Kernel)
+	if err != nil {
+		return r, err
+	}
+	d := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+	r.Time = time.Unix(0, tns).UTC()
+	r.Duration, r.RTT, r.MinRTT, r.RwndLimited, r.SndbufLimited = d(dur), d(rtt), d(minRTT), d(rwnd), d(sndbuf)
+	r.DeliveryRate = uint64(rate)
+	r.RxCsum, r.TxCsum, r.TSO, r.GSO, r.GRO = Offload(rx), Offload(tx), Offload(tso), Offload(gso), Offload(gro)
+	if labels != "{}" && labels != "" {
+		if err := json.Unmarshal([]byte(labels), &r.Labels); err != nil {
+			return r, fmt.Errorf("record %d: labels: %w", r.ID, err)
+		}
+	}
+	return r, nil
+}
+
+// Query returns the records f selects: oldest first, or the Limit newest,
+// newest first.
+func (s *Store) Query(ctx context.Context, f Filter) ([]Record, error) {
+	var where []string
+	var args []any
+	if c := strings.TrimSpace(f.Client); c != "" {
+		mac := strings.ToLower(c)
+		if hw, err := net.ParseMAC(c); err == nil {
+			mac = hw.String()
+		}
+		where = append(where, "(client_mac = ? OR client_ip = ? OR host = ?)")
+		args = append(args, mac, c, c)
+	}
+	if f.File != "" {
+		if strings.ContainsAny(f.File, "*?") {
+			// GLOB also treats [ as a class; escape it so only * and ? are special.
+			where = append(where, "file GLOB ?")
+			args = append(args, strings.ReplaceAll(f.File, "[", "[[]"))
+		} else {
+			where = append(where, "file = ?")
+			args = append(args, f.File)
+		}
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "time_ns >= ?")
+		args = append(args, f.Since.UnixNano())
+	}
+	for k, v := range f.Labels {
+		where = append(where, "EXISTS (SELECT 1 FROM labels l WHERE l.record_id = records.id AND l.key = ? AND l.value = ?)")
+		args = append(args, k, v)
+	}
+	if f.Source != "" {
+		where = append(where, "source = ?")
+		args = append(args, f.Source)
+	}
+	if f.Proto != "" {
+		where = append(where, "proto = ?")
+		args = append(args, f.Proto)
+	}
+	q := "SELECT " + recordColumns + " FROM records"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	if f.Limit > 0 {
+		q += " ORDER BY time_ns DESC, id DESC LIMIT ?"
+		args = append(args, f.Limit)
+	} else {
+		q += " ORDER BY time_ns, id"
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, s.wrap("querying records", err)
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, s.wrap("reading records", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("reading records", err)
+	}
+	return out, nil
+}
+
+// ErrNotFound is returned by Get for an unknown id.
+var ErrNotFound = errors.New("no such record")
+
+// Get returns one record.
+func (s *Store) Get(ctx context.Context, id int64) (Record, error) {
+	r, err := scanRecord(s.db.QueryRowContext(ctx, "SELECT "+recordColumns+" FROM records WHERE id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("record %d: %w (list ids with pxeperf report --format json)", id, ErrNotFound)
+	}
+	if err != nil {
+		return r, s.wrap(fmt.Sprintf("reading record %d", id), err)
+	}
+	return r, nil
+}
+
+// Intervals returns a record's interval samples in order.
+func (s *Store) Intervals(ctx context.Context, id int64) ([]Interval, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT start_us, end_us, bytes, retransmits, cwnd, snd_wnd, rtt_us
+		FROM intervals WHERE record_id = ? ORDER BY seq`, id)
+	if err != nil {
+		return nil, s.wrap("querying intervals", err)
+	}
+	defer rows.Close()
+	var out []Interval
+	for rows.Next() {
+		iv := Interval{RecordID: id}
+		var start, end, rtt int64
+		if err := rows.Scan(&start, &end, &iv.Bytes, &iv.Retransmits, &iv.Cwnd, &iv.SndWnd, &rtt); err != nil {
+			return nil, s.wrap("reading intervals", err)
+		}
+		iv.Start, iv.End, iv.RTT = time.Duration(start)*time.Microsecond, time.Duration(end)*time.Microsecond,
+			time.Duration(rtt)*time.Microsecond
+		out = append(out, iv)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("reading intervals", err)
+	}
+	return out, nil
+}
