@@ -188,8 +188,8 @@ hosts:
 	if fw.nbp != "" && !regexp.MustCompile(fw.nbp).MatchString(log) {
 		t.Errorf("pxeperf log has no fetch of iPXE matching %q", fw.nbp)
 	}
-	if !regexp.MustCompile(fmt.Sprintf(`msg=fetch proto=http .*file=/?img64 bytes=%d .*outcome=ok`, imageSize)).MatchString(log) {
-		t.Errorf("pxeperf log has no complete HTTP fetch of img64:\n%s", tail(log, 30))
+	if !regexp.MustCompile(fmt.Sprintf(`msg=fetch proto=http .*file=/?img64 bytes=%d .*outcome=ok .*client_mac=%s`, imageSize, guestMAC)).MatchString(log) {
+		t.Errorf("pxeperf log has no complete HTTP fetch of img64 put on the guest's MAC:\n%s", tail(log, 30))
 	}
 }
 

@@ -118,6 +118,14 @@ func (s *Server) newFetch(r *http.Request, start time.Time) (*event.Fetch, hosts
 			if c, found = s.opt.Hosts.ByMAC(hw); !found {
 				c, found = hosts.Client{MAC: hw, Arch: configs.ArchUnknown}, true
 			}
+			// Remember the address this MAC fetches from: in proxy mode no
+			// lease tells us, and the image fetches that follow the script
+			// carry no ?mac=.
+			if src := rec.Client.Addr(); rec.Client.IsValid() && c.Addr != src {
+				c.Addr = src
+				c.Seen = time.Time{}
+				s.opt.Hosts.Observe(c)
+			}
 		} else {
 			s.badRequests.Add(1)
 			s.opt.Logger.Debug("http boot: ignoring bad ?mac=", "client", r.RemoteAddr, "mac", m)
