@@ -1,0 +1,118 @@
+package report
+
+import (
+	"time"
+
+	"github.com/pxeperf/pxeperf/record"
+)
+
+var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+
+// gpxeStudy is the 2010 gPXE study's shape: a 500 MB HTTP imgfetch per
+// TCP_MAX_WINDOW_SIZE, with and without RX checksum offload (the board's
+// offload comes as the label rx_offload), two or three runs per cell.
+func gpxeStudy() []record.Record {
+	type run struct {
+		wnd  uint32
+		off  string
+		mbps []float64
+	}
+	runs := []run{
+		{4096, "off", []float64{151, 153}},
+		{4096, "on", []float64{160}},
+		{8192, "off", []float64{287, 290, 281}},
+		{8192, "on", []float64{318, 320}},
+		{16380, "off", []float64{528, 527, 530}}, // a scaled window a few bytes short
+		{16384, "on", []float64{696, 690}},
+		{32768, "off", []float64{535}},
+		{32768, "on", []float64{846, 850}},
+		{65532, "off", []float64{536, 534}},
+		{65535, "on", []float64{896, 901, 880}},
+	}
+	var recs []record.Record
+	id := int64(1)
+	for _, r := range runs {
+		for _, m := range r.mbps {
+			d := time.Duration(500e6 * 8 / (m * 1e6) * float64(time.Second))
+			recs = append(recs, record.Record{
+				ID: id, Time: t0.Add(time.Duration(id) * time.Minute), Source: "serve", Proto: "http", Direction: "rx",
+				ClientMAC: "52:54:00:12:34:56", ClientIP: "192.168.50.101", Host: "zynq1", Arch: "x86-64 efi",
+				File: "big.img", Bytes: 500e6, Size: 500e6, Duration: d, Mbps: m, Outcome: "ok",
+				Labels: map[string]string{"rx_offload": r.off, "fw": "gpxe-1.0.1"},
+				WndMax: r.wnd, WndMedian: r.wnd, MSS: 1448, PMTU: 1500, MTU: 1500, LinkMbps: 1000,
+				RxCsum: record.OffloadOn, Iface: "eth0",
+			})
+			id++
+		}
+	}
+	return recs
+}
+
+// lab is a mixed lab: the gPXE runs plus TFTP fetches, a jumbo-frame board,
+// bench runs both ways at tbf rates, a failed fetch and a client seen only
+// by IP.
+func lab() []record.Record {
+	recs := gpxeStudy()
+	add := func(r record.Record) {
+		r.ID = int64(len(recs) + 1)
+		if r.Time.IsZero() {
+			r.Time = t0.Add(time.Duration(r.ID) * time.Minute)
+		}
+		if r.Outcome == "" {
+			r.Outcome = "ok"
+		}
+		recs = append(recs, r)
+	}
+	for _, m := range []float64{41.5, 43.0} {
+		add(record.Record{Source: "serve", Proto: "tftp", Direction: "rx", ClientMAC: "52:54:00:aa:bb:01",
+			ClientIP: "192.168.50.102", Host: "rpi4", File: "ipxe.efi", Bytes: 1 << 20, Size: 1 << 20,
+			Duration: time.Duration(float64(8<<20) / (m * 1e6) * float64(time.Second)), Mbps: m,
+			BlkSize: 1468, WindowSize: 8, TSize: true, MTU: 1500, LinkMbps: 1000, RxCsum: record.OffloadOn})
+	}
+	for _, c := range []struct {
+		proto, dir string
+		mtu        int
+		mbps       float64
+	}{
+		{"tcp", "tx", 1500, 933}, {"tcp", "rx", 1500, 941}, {"udp", "tx", 1500, 955}, {"udp", "rx", 1500, 960},
+		{"tcp", "tx", 9000, 986}, {"tcp", "rx", 9000, 989}, {"udp", "tx", 9000, 970},
+	} {
+		add(record.Record{Source: "bench", Proto: c.proto, Direction: c.dir, ClientMAC: "00:0A:35:00:01:22",
+			ClientIP: "192.168.50.110", Host: "zcu102", File: "bench", Bytes: 1 << 30, Duration: 10 * time.Second,
+			Mbps: c.mbps, MTU: c.mtu, LinkMbps: 1000, WndRequested: 131072, WndMax: 131072, MSS: uint32(c.mtu - 52)})
+	}
+	for _, c := range []struct {
+		rate int64
+		dir  string
+		mbps float64
+	}{
+		{100e6, "tx", 94.1}, {100e6, "rx", 94.9}, {100e6, "rx", 95.0}, {10e6, "tx", 9.41}, {10e6, "rx", 9.52},
+	} {
+		add(record.Record{Source: "bench", Proto: "tcp", Direction: c.dir, ClientMAC: "00:0a:35:00:01:22",
+			ClientIP: "192.168.50.110", Host: "zcu102", File: "bench", Bytes: 100 << 20, Duration: 10 * time.Second,
+			Mbps: c.mbps, MTU: 1500, LinkMbps: 1000, RateLimit: c.rate})
+	}
+	// A fetch cut short counts as a fetch but not as a throughput.
+	add(record.Record{Source: "serve", Proto: "http", Direction: "rx", ClientIP: "192.168.50.150", File: "big.img",
+		Bytes: 3 << 20, Size: 500e6, Duration: 2 * time.Second, Mbps: 12.6, Outcome: "aborted", Err: "connection reset",
+		WndMax: 65535, MTU: 1500})
+	// A veth client: no link speed, no MAC.
+	add(record.Record{Source: "serve", Proto: "http", Direction: "rx", ClientIP: "10.251.3.2", File: "vmlinuz",
+		Bytes: 8 << 20, Size: 8 << 20, Duration: 20 * time.Millisecond, Mbps: 3355.4, WndMax: 3 << 20, MTU: 1500})
+	return recs
+}
+
+// fetchWithIntervals is a 3.2 s HTTP fetch sampled every second.
+func fetchWithIntervals() (record.Record, []record.Interval) {
+	r := record.Record{ID: 42, Time: t0, Source: "serve", Proto: "http", Direction: "rx",
+		ClientMAC: "52:54:00:12:34:56", ClientIP: "192.168.50.101", Host: "zynq1", File: "big.img",
+		Bytes: 376_000_000, Size: 376_000_000, Duration: 3200 * time.Millisecond, Mbps: 940.0, Outcome: "ok",
+		WndMax: 65535, MSS: 1448, Retransmits: 3}
+	ivs := []record.Interval{
+		{RecordID: 42, Start: 0, End: time.Second, Bytes: 117_440_512, Retransmits: 0, Cwnd: 443_392},
+		{RecordID: 42, Start: time.Second, End: 2 * time.Second, Bytes: 117_964_800, Retransmits: 2, Cwnd: 1_174_405},
+		{RecordID: 42, Start: 2 * time.Second, End: 3 * time.Second, Bytes: 117_702_656, Retransmits: 1, Cwnd: 1_048_576},
+		{RecordID: 42, Start: 3 * time.Second, End: 3200 * time.Millisecond, Bytes: 22_892_032, Retransmits: 0, Cwnd: 720},
+	}
+	return r, ivs
+}

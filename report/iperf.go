@@ -1,0 +1,201 @@
+package report
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pxeperf/pxeperf/record"
+)
+
+// unit writes n the way iperf3 3.12's unit_snprintf does: bytes ('A') in
+// 1024 steps with KByte/MByte/GByte, rates ('a') in 1000 steps with
+// Kbit/Mbit/Gbit, always four places wide.
+func unit(n float64, bytes bool) string {
+	labels := []string{"bit", "Kbit", "Mbit", "Gbit", "Tbit"}
+	step := 1000.0
+	if bytes {
+		labels = []string{"Byte", "KByte", "MByte", "GByte", "TByte"}
+		step = 1024
+	}
+	i := 0
+	for n >= step && i < len(labels)-1 {
+		n /= step
+		i++
+	}
+	var s string
+	switch {
+	case n < 9.995:
+		s = fmt.Sprintf("%4.2f", n)
+	case n < 99.95:
+		s = fmt.Sprintf("%4.1f", n)
+	default:
+		s = fmt.Sprintf("%4.0f", n)
+	}
+	return s + " " + labels[i]
+}
+
+func secs(d time.Duration) float64 { return d.Seconds() }
+
+func rate(bytes int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(bytes) * 8 / d.Seconds()
+}
+
+// iperf3 3.12's formats (iperf_locale.c): the interval line with Retr and
+// Cwnd, the sender summary with Retr, and the receiver summary.
+const (
+	iperfHeader    = "[ ID] Interval           Transfer     Bitrate         Retr  Cwnd\n"
+	iperfSumHeader = "[ ID] Interval           Transfer     Bitrate         Retr\n"
+	iperfSeparator = "- - - - - - - - - - - - - - - - - - - - - - - - -\n"
+	iperfLine      = "[%3d] %6.2f-%-6.2f sec  %ss  %ss/sec  %3d   %ss       \n"
+	iperfSender    = "[%3d] %6.2f-%-6.2f sec  %ss  %ss/sec  %3d             sender\n"
+	iperfReceiver  = "[%3d] %6.2f-%-6.2f sec  %ss  %ss/sec                  receiver\n"
+)
+
+// IntervalRow is one interval line, typed for JSON and CSV.
+type IntervalRow struct {
+	Start       float64 `json:"start_s"`
+	End         float64 `json:"end_s"`
+	Bytes       int64   `json:"bytes"`
+	Mbps        float64 `json:"mbps"`
+	Retransmits uint32  `json:"retransmits"`
+	Cwnd        uint32  `json:"cwnd"`
+}
+
+func describe(r record.Record) string {
+	who := r.ClientIP
+	var extra []string
+	if r.ClientMAC != "" {
+		extra = append(extra, r.ClientMAC)
+	}
+	if r.Host != "" {
+		extra = append(extra, r.Host)
+	}
+	if len(extra) > 0 {
+		who += " (" + strings.Join(extra, ", ") + ")"
+	}
+	return fmt.Sprintf("fetch %d: %s over %s to %s, %s, %s", r.ID, r.File, r.Proto, who,
+		r.Time.UTC().Format("2006-01-02 15:04:05 UTC"), r.Outcome)
+}
+
+// Intervals lays out a fetch's interval samples as iperf3 3.12 prints a
+// client run: the ID column is the record ID; each line is one sample
+// (Transfer in 1024-based bytes, Bitrate in 1000-based bits, Retr the
+// segments sent again in it, Cwnd the sender's congestion window at its
+// end). The sender summary is the server's side (bytes it wrote, all its
+// retransmits, over the fetch); the receiver line, printed only for a
+// completed fetch, is the board's (every byte arrived).
+func Intervals(r record.Record, ivs []record.Interval) Table {
+	t := Table{
+		Name:  "intervals",
+		Title: "Intervals of " + describe(r),
+		Columns: []Column{{Name: "Start (s)"}, {Name: "End (s)"}, {Name: "Bytes"}, {Name: "Mbit/s"},
+			{Name: "Retr"}, {Name: "Cwnd (bytes)"}},
+		Empty: fmt.Sprintf("Fetch %d has no interval samples (TFTP fetches and fetches shorter than one interval have none).", r.ID),
+	}
+	rows := []IntervalRow{}
+	var b strings.Builder
+	b.WriteString("pxeperf " + describe(r) + "\n")
+	if len(ivs) == 0 {
+		b.WriteString(t.Empty + "\n")
+	} else {
+		b.WriteString(iperfHeader)
+	}
+	for _, iv := range ivs {
+		row := IntervalRow{Start: secs(iv.Start), End: secs(iv.End), Bytes: iv.Bytes, Mbps: iv.Mbps(),
+			Retransmits: iv.Retransmits, Cwnd: iv.Cwnd}
+		rows = append(rows, row)
+		t.Rows = append(t.Rows, []string{
+			strconv.FormatFloat(row.Start, 'f', 2, 64), strconv.FormatFloat(row.End, 'f', 2, 64),
+			strconv.FormatInt(iv.Bytes, 10), mbps(row.Mbps), strconv.FormatUint(uint64(iv.Retransmits), 10),
+			strconv.FormatUint(uint64(iv.Cwnd), 10)})
+		fmt.Fprintf(&b, iperfLine, r.ID, row.Start, row.End, unit(float64(iv.Bytes), true),
+			unit(rate(iv.Bytes, iv.End-iv.Start), false), iv.Retransmits, unit(float64(iv.Cwnd), true))
+	}
+	t.Data = rows
+	b.WriteString(iperfSeparator)
+	b.WriteString(iperfSumHeader)
+	end := secs(r.Duration)
+	sent, bitrate := unit(float64(r.Bytes), true), unit(rate(r.Bytes, r.Duration), false)
+	fmt.Fprintf(&b, iperfSender, r.ID, 0.0, end, sent, bitrate, r.Retransmits)
+	if r.Outcome == "ok" {
+		fmt.Fprintf(&b, iperfReceiver, r.ID, 0.0, end, sent, bitrate)
+	}
+	t.Layout = b.String()
+	return t
+}
+
+// NetperfRow is the netperf summary, typed for JSON and CSV.
+type NetperfRow struct {
+	RecvSocket int64   `json:"recv_socket_bytes"`
+	SendSocket int64   `json:"send_socket_bytes"`
+	Message    int64   `json:"send_message_bytes"`
+	Elapsed    float64 `json:"elapsed_s"`
+	Throughput float64 `json:"throughput_mbps"` // 10^6 bits/s
+}
+
+// netperf 2.7's TCP_STREAM title and result line (nettest_bsd.c tput_title,
+// tput_fmt_1).
+const (
+	netperfTitle = "Recv   Send    Send                          \n" +
+		"Socket Socket  Message  Elapsed              \n" +
+		"Size   Size    Size     Time     Throughput  \n" +
+		"bytes  bytes   bytes    secs.    10^6bits/sec  \n\n"
+	netperfLine = "%6d %6d %6d    %-6.2f   %7.2f   \n"
+)
+
+// Netperf lays out a fetch as netperf's TCP_STREAM summary. The columns are
+// filled from:
+//   - Recv socket size: the receive buffer the bench asked for
+//     (WndRequested); else the largest window the client advertised
+//     (WndMax); for TFTP, blksize × windowsize (the data in flight);
+//   - Send socket size: not recorded for served fetches (pxeperf does not
+//     set SO_SNDBUF; the kernel autotunes it): 0;
+//   - Send message size: TFTP blksize; for TCP the MSS (a served file goes
+//     out with sendfile, so there is no application message);
+//   - Elapsed time: the fetch's duration;
+//   - Throughput: the fetch's Mbit/s (10^6 bits/s).
+func Netperf(r record.Record) Table {
+	row := NetperfRow{Elapsed: r.Duration.Seconds(), Throughput: r.Mbps}
+	switch {
+	case r.WndRequested > 0:
+		row.RecvSocket = int64(r.WndRequested)
+	case r.WndMax > 0:
+		row.RecvSocket = int64(r.WndMax)
+	case r.BlkSize > 0:
+		row.RecvSocket = int64(r.BlkSize) * int64(max(r.WindowSize, 1))
+	}
+	if r.BlkSize > 0 {
+		row.Message = int64(r.BlkSize)
+	} else {
+		row.Message = int64(r.MSS)
+	}
+	kind := "TCP"
+	if protoClass(r.Proto) == "UDP" {
+		kind = "UDP"
+	}
+	t := Table{
+		Name:  "netperf",
+		Title: "netperf-style summary of " + describe(r),
+		Columns: []Column{{Name: "Recv socket bytes"}, {Name: "Send socket bytes"}, {Name: "Send message bytes"},
+			{Name: "Elapsed s"}, {Name: "Throughput 10^6bits/s"}},
+		Rows: [][]string{{strconv.FormatInt(row.RecvSocket, 10), strconv.FormatInt(row.SendSocket, 10),
+			strconv.FormatInt(row.Message, 10), strconv.FormatFloat(row.Elapsed, 'f', 2, 64),
+			strconv.FormatFloat(row.Throughput, 'f', 2, 64)}},
+		Data: []NetperfRow{row},
+		Notes: []string{"Recv socket: requested receive buffer, else the largest client window (TFTP: blksize x windowsize); " +
+			"send socket: not recorded (0); message: TFTP blksize, else the MSS."},
+	}
+	who := r.ClientIP
+	if r.Host != "" {
+		who = r.Host + " (" + r.ClientIP + ")"
+	}
+	t.Layout = fmt.Sprintf("%s STREAM TEST from pxeperf to %s : fetch %d %s over %s, %s\n", kind, who, r.ID, r.File,
+		r.Proto, r.Outcome) + netperfTitle + fmt.Sprintf(netperfLine, row.RecvSocket, row.SendSocket, row.Message,
+		row.Elapsed, row.Throughput)
+	return t
+}

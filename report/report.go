@@ -1,0 +1,222 @@
+// Package report turns measurement records into the tables labs publish:
+// throughput by client window and RX checksum offload (the 2010 gPXE
+// study), by direction and MTU (Xilinx board tables), per client, by link
+// speed, iperf3-style interval lines and the netperf TCP_STREAM summary,
+// plus a chart of Mbit/s against window.
+//
+// Everything here is pure: functions from []record.Record and
+// []record.Interval to a Table, and a Table to text, markdown, CSV or JSON.
+// Reading the store is the caller's business (cmd/pxeperf report, api/).
+package report
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// Format is an output format of Render.
+type Format string
+
+const (
+	Text     Format = "text"     // aligned columns, like the published tables
+	Markdown Format = "markdown" // a GitHub-flavoured markdown table
+	CSV      Format = "csv"      // header row + data rows, no title or notes
+	JSON     Format = "json"     // {"table", "title", "rows", "notes"}
+)
+
+// Formats lists every Format, in the order help texts show them.
+var Formats = []Format{Text, Markdown, CSV, JSON}
+
+// ParseFormat checks a --format value.
+func ParseFormat(s string) (Format, error) {
+	for _, f := range Formats {
+		if string(f) == s {
+			return f, nil
+		}
+	}
+	return "", fmt.Errorf("unknown format %q: use text, markdown, csv or json", s)
+}
+
+// Column is one column of a Table.
+type Column struct {
+	Name string
+	// Left aligns the column left in text output (labels); numbers are
+	// right-aligned.
+	Left bool
+}
+
+// Table is one report, ready to render. Rows hold formatted cells ("" is no
+// data, shown as "-" in text and markdown); Data holds the same rows typed,
+// for JSON.
+type Table struct {
+	Name    string
+	Title   string
+	Columns []Column
+	Rows    [][]string
+	Data    any
+	Notes   []string
+	// Empty is the message shown instead of the table when Rows is empty.
+	Empty string
+	// Layout, when set, is printed verbatim by the text format instead of
+	// the aligned grid (the iperf3 and netperf layouts).
+	Layout string
+}
+
+// jsonTable is the JSON shape of every table.
+type jsonTable struct {
+	Table   string   `json:"table"`
+	Title   string   `json:"title"`
+	Rows    any      `json:"rows"`
+	Notes   []string `json:"notes,omitempty"`
+	Message string   `json:"message,omitempty"`
+}
+
+// Render writes t in format f.
+func Render(w io.Writer, t Table, f Format) error {
+	switch f {
+	case Text:
+		return renderText(w, t)
+	case Markdown:
+		return renderMarkdown(w, t)
+	case CSV:
+		return renderCSV(w, t)
+	case JSON:
+		jt := jsonTable{Table: t.Name, Title: t.Title, Rows: t.Data, Notes: t.Notes}
+		if len(t.Rows) == 0 {
+			jt.Message = t.Empty
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(jt)
+	}
+	return fmt.Errorf("unknown format %q: use text, markdown, csv or json", f)
+}
+
+func renderText(w io.Writer, t Table) error {
+	if t.Layout != "" {
+		_, err := io.WriteString(w, t.Layout)
+		return err
+	}
+	var b strings.Builder
+	b.WriteString(t.Title + "\n\n")
+	if len(t.Rows) == 0 {
+		b.WriteString(t.Empty + "\n")
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+	width := make([]int, len(t.Columns))
+	for i, c := range t.Columns {
+		width[i] = utf8.RuneCountInString(c.Name)
+	}
+	for _, r := range t.Rows {
+		for i, c := range r {
+			width[i] = max(width[i], utf8.RuneCountInString(dash(c)))
+		}
+	}
+	line := func(cells []string) {
+		var l strings.Builder
+		for i, c := range cells {
+			if i > 0 {
+				l.WriteString("  ")
+			}
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
+			if t.Columns[i].Left {
+				l.WriteString(c + pad)
+			} else {
+				l.WriteString(pad + c)
+			}
+		}
+		b.WriteString(strings.TrimRight(l.String(), " ") + "\n")
+	}
+	names := make([]string, len(t.Columns))
+	rules := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		names[i] = c.Name
+		rules[i] = strings.Repeat("-", width[i])
+	}
+	line(names)
+	line(rules)
+	for _, r := range t.Rows {
+		cells := make([]string, len(r))
+		for i, c := range r {
+			cells[i] = dash(c)
+		}
+		line(cells)
+	}
+	if len(t.Notes) > 0 {
+		b.WriteString("\n")
+		for _, n := range t.Notes {
+			b.WriteString(n + "\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func renderMarkdown(w io.Writer, t Table) error {
+	var b strings.Builder
+	b.WriteString("**" + t.Title + "**\n\n")
+	if len(t.Rows) == 0 {
+		b.WriteString(t.Empty + "\n")
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+	b.WriteString("|")
+	for _, c := range t.Columns {
+		b.WriteString(" " + mdEscape(c.Name) + " |")
+	}
+	b.WriteString("\n|")
+	for _, c := range t.Columns {
+		if c.Left {
+			b.WriteString(" :--- |")
+		} else {
+			b.WriteString(" ---: |")
+		}
+	}
+	b.WriteString("\n")
+	for _, r := range t.Rows {
+		b.WriteString("|")
+		for _, c := range r {
+			b.WriteString(" " + mdEscape(dash(c)) + " |")
+		}
+		b.WriteString("\n")
+	}
+	if len(t.Notes) > 0 {
+		b.WriteString("\n")
+		for _, n := range t.Notes {
+			b.WriteString("_" + mdEscape(n) + "_\n\n")
+		}
+	}
+	_, err := io.WriteString(w, strings.TrimRight(b.String(), "\n")+"\n")
+	return err
+}
+
+func mdEscape(s string) string {
+	return strings.NewReplacer("|", `\|`, "_", `\_`, "*", `\*`).Replace(s)
+}
+
+func renderCSV(w io.Writer, t Table) error {
+	cw := csv.NewWriter(w)
+	names := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		names[i] = c.Name
+	}
+	if err := cw.Write(names); err != nil {
+		return err
+	}
+	if err := cw.WriteAll(t.Rows); err != nil {
+		return err
+	}
+	return cw.Error()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,430 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"flag"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pxeperf/pxeperf/record"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+var ext = map[Format]string{Text: "txt", Markdown: "md", CSV: "csv", JSON: "json"}
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./report -update to write it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s differs (-want +got; go test ./report -update rewrites):\n%s", path, diff)
+	}
+}
+
+func TestGolden(t *testing.T) {
+	recs := lab()
+	tables := map[string]Table{}
+	for _, name := range TableNames {
+		tb, err := Build(name, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables[name] = tb
+	}
+	r, ivs := fetchWithIntervals()
+	tables["intervals"] = Intervals(r, ivs)
+	tables["netperf"] = Netperf(r)
+	for name, tb := range tables {
+		for _, f := range Formats {
+			t.Run(name+"."+string(f), func(t *testing.T) {
+				var b bytes.Buffer
+				if err := Render(&b, tb, f); err != nil {
+					t.Fatal(err)
+				}
+				if f == JSON && !json.Valid(b.Bytes()) {
+					t.Fatalf("invalid JSON:\n%s", b.String())
+				}
+				golden(t, name+"."+ext[f], b.Bytes())
+			})
+		}
+	}
+}
+
+// TestGPXEStudyCells checks the cells against the study's figures the
+// fixture was built from (16384: 528 vs 696; 65532: 536 vs 896 Mbit/s).
+func TestGPXEStudyCells(t *testing.T) {
+	rows, states, skipped := windowOffload(gpxeStudy())
+	if diff := cmp.Diff([]record.Offload{record.OffloadOff, record.OffloadOn}, states); diff != "" {
+		t.Errorf("states (-want +got):\n%s", diff)
+	}
+	if skipped != 0 {
+		t.Errorf("skipped %d, want 0", skipped)
+	}
+	got := map[uint32][2]float64{}
+	for _, r := range rows {
+		got[r.Window] = [2]float64{r.Cells["off"].Median, r.Cells["on"].Median}
+	}
+	want := map[uint32][2]float64{4096: {152, 160}, 8192: {287, 319}, 16384: {528, 693}, 32768: {535, 848}, 65536: {535, 896}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("medians (-want +got):\n%s", diff)
+	}
+}
+
+func TestWindowBucket(t *testing.T) {
+	tests := map[string]struct {
+		in, want uint32
+	}{
+		"zero stays unknown":       {0, 0},
+		"tiny to 1K":               {536, 1024},
+		"exact power":              {4096, 4096},
+		"a few bytes short":        {16380, 16384},
+		"gPXE 65532":               {65532, 65536},
+		"unscaled max 65535":       {65535, 65536},
+		"just below the midpoint":  {5792, 4096}, // 4096·√2 ≈ 5792.6
+		"at or above the midpoint": {5793, 8192},
+		"scaled 3 MiB":             {3 << 20, 4 << 20},
+		"largest":                  {math.MaxUint32, 1 << 31},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := WindowBucket(tc.in); got != tc.want {
+				t.Errorf("WindowBucket(%d) = %d, want %d", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMedian(t *testing.T) {
+	tests := map[string]struct {
+		in   []float64
+		want float64
+	}{
+		"one":          {[]float64{5}, 5},
+		"odd unsorted": {[]float64{9, 1, 5}, 5},
+		"even":         {[]float64{4, 1, 3, 2}, 2.5},
+		"equal":        {[]float64{7, 7}, 7},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			in := append([]float64(nil), tc.in...)
+			if got := Median(in); got != tc.want {
+				t.Errorf("Median(%v) = %v, want %v", tc.in, got, tc.want)
+			}
+			if diff := cmp.Diff(tc.in, in); diff != "" {
+				t.Errorf("Median changed its input (-before +after):\n%s", diff)
+			}
+		})
+	}
+	if !math.IsNaN(Median(nil)) {
+		t.Error("Median(nil) is not NaN")
+	}
+}
+
+func TestRxOffload(t *testing.T) {
+	tests := map[string]struct {
+		labels map[string]string
+		nic    record.Offload
+		want   record.Offload
+	}{
+		"label off beats the NIC": {map[string]string{"rx_offload": "off"}, record.OffloadOn, record.OffloadOff},
+		"label 1":                 {map[string]string{"rx_offload": "1"}, record.OffloadOff, record.OffloadOn},
+		"label garbage":           {map[string]string{"rx_offload": "maybe"}, record.OffloadOn, record.OffloadUnknown},
+		"no label: the NIC":       {nil, record.OffloadOff, record.OffloadOff},
+		"nothing known":           {nil, record.OffloadUnknown, record.OffloadUnknown},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := RxOffload(record.Record{Labels: tc.labels, RxCsum: tc.nic}); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLinkName(t *testing.T) {
+	tests := map[int64]string{0: "unknown", 1e9: "1G", 2.5e9: "2.5G", 100e6: "100M", 10e6: "10M", 512e3: "512K", 10e9: "10G"}
+	for in, want := range tests {
+		if got := LinkName(in); got != want {
+			t.Errorf("LinkName(%d) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestIperfUnits checks the number layout against lines iperf3 3.12
+// printed on loopback.
+func TestIperfUnits(t *testing.T) {
+	tests := map[string]struct {
+		n     float64
+		bytes bool
+		want  string
+	}{
+		"GBytes":          {4.88 * (1 << 30), true, "4.88 GByte"},
+		"1023 KBytes":     {1023 * 1024, true, "1023 KByte"},
+		"704 KBytes":      {704 * 1024, true, " 704 KByte"},
+		"15.2 GBytes":     {15.2 * (1 << 30), true, "15.2 GByte"},
+		"41.9 Gbits":      {41.9e9, false, "41.9 Gbit"},
+		"941 Mbits":       {941e6, false, " 941 Mbit"},
+		"small":           {0, true, "0.00 Byte"},
+		"rounds at 9.995": {9.996e6, false, "10.0 Mbit"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := unit(tc.n, tc.bytes); got != tc.want {
+				t.Errorf("unit(%v) = %q, want %q", tc.n, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestIntervalsLayoutMatchesIperf3(t *testing.T) {
+	r, ivs := fetchWithIntervals()
+	lines := strings.Split(Intervals(r, ivs).Layout, "\n")
+	// Lines copied from iperf3 3.12 (ID and numbers aside), to check the
+	// column positions: every field must start where iperf3's does.
+	iperf := []string{
+		"[ ID] Interval           Transfer     Bitrate         Retr  Cwnd",
+		"[  5]   0.00-1.00   sec  4.88 GBytes  41.9 Gbits/sec    1   1.12 MBytes       ",
+		"- - - - - - - - - - - - - - - - - - - - - - - - -",
+		"[ ID] Interval           Transfer     Bitrate         Retr",
+		"[  5]   0.00-3.00   sec  15.2 GBytes  43.6 Gbits/sec    3             sender",
+		"[  5]   0.00-3.00   sec  15.2 GBytes  43.6 Gbits/sec                  receiver",
+	}
+	got := []string{lines[1], lines[2], lines[6], lines[7], lines[8], lines[9]}
+	for i := range iperf {
+		if len(got[i]) != len(iperf[i]) {
+			t.Errorf("line %q is %d long, iperf3's %q is %d", got[i], len(got[i]), iperf[i], len(iperf[i]))
+		}
+		for j := 0; j < min(len(got[i]), len(iperf[i])); j++ {
+			num := func(c byte) bool { return strings.IndexByte("0123456789.", c) >= 0 }
+			if (iperf[i][j] == ' ') != (got[i][j] == ' ') && !num(iperf[i][j]) && !num(got[i][j]) {
+				t.Errorf("line %q differs from iperf3's %q at column %d", got[i], iperf[i], j)
+				break
+			}
+		}
+	}
+}
+
+func TestEmpty(t *testing.T) {
+	for _, name := range TableNames {
+		tb, err := Build(name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range Formats {
+			var b bytes.Buffer
+			if err := Render(&b, tb, f); err != nil {
+				t.Fatalf("%s %s: %v", name, f, err)
+			}
+			out := b.String()
+			switch f {
+			case Text, Markdown:
+				if !strings.Contains(out, "No ") || strings.Contains(out, "---") {
+					t.Errorf("%s %s: want a message, not a table:\n%s", name, f, out)
+				}
+			case JSON:
+				var v struct {
+					Rows    []any  `json:"rows"`
+					Message string `json:"message"`
+				}
+				if err := json.Unmarshal(b.Bytes(), &v); err != nil || v.Rows == nil || len(v.Rows) != 0 || v.Message == "" {
+					t.Errorf("%s json: want rows [] and a message (%v):\n%s", name, err, out)
+				}
+			}
+		}
+	}
+	// Failed fetches only: no throughput row either.
+	failed := []record.Record{{Proto: "http", Outcome: "aborted", WndMax: 4096, Mbps: 3, Bytes: 10}}
+	if tb := WindowOffload(failed); len(tb.Rows) != 0 {
+		t.Errorf("an aborted fetch made rows: %v", tb.Rows)
+	}
+	if tb := Clients(failed); len(tb.Rows) != 1 || tb.Rows[0][4] != "1" || tb.Rows[0][6] != "" {
+		t.Errorf("clients of one failed fetch: %v", tb.Rows)
+	}
+	r, _ := fetchWithIntervals()
+	var b bytes.Buffer
+	if err := Render(&b, Intervals(r, nil), Text); err != nil || !strings.Contains(b.String(), "no interval samples") ||
+		!strings.Contains(b.String(), "sender") {
+		t.Errorf("intervals without samples (%v):\n%s", err, b.String())
+	}
+}
+
+func TestBuildUnknownTable(t *testing.T) {
+	_, err := Build("window", nil)
+	if err == nil || !strings.Contains(err.Error(), "window-offload") {
+		t.Errorf("err %v, want one naming the tables", err)
+	}
+}
+
+func TestParseFilter(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	tests := map[string]struct {
+		in      FilterArgs
+		want    record.Filter
+		wantErr string
+	}{
+		"empty": {in: FilterArgs{}, want: record.Filter{}},
+		"all": {
+			in:   FilterArgs{Client: "zynq1", File: "*.img", Since: "2h", Labels: []string{"rx_offload=off", "fw=a=b"}, Limit: "10"},
+			want: record.Filter{Client: "zynq1", File: "*.img", Since: now.Add(-2 * time.Hour), Labels: map[string]string{"rx_offload": "off", "fw": "a=b"}, Limit: 10},
+		},
+		"days":         {in: FilterArgs{Since: "7d"}, want: record.Filter{Since: now.Add(-7 * 24 * time.Hour)}},
+		"rfc3339":      {in: FilterArgs{Since: "2026-11-29T08:00:00Z"}, want: record.Filter{Since: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)}},
+		"date":         {in: FilterArgs{Since: "2026-11-29"}, want: record.Filter{Since: time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)}},
+		"empty value":  {in: FilterArgs{Labels: []string{"fw="}}, want: record.Filter{Labels: map[string]string{"fw": ""}}},
+		"label no =":   {in: FilterArgs{Labels: []string{"rx_offload"}}, wantErr: `label "rx_offload": write key=value, e.g. --label rx_offload=off`},
+		"label no key": {in: FilterArgs{Labels: []string{"=on"}}, wantErr: "write key=value"},
+		"label twice":  {in: FilterArgs{Labels: []string{"a=1", "a=2"}}, wantErr: `label "a" given twice`},
+		"bad since":    {in: FilterArgs{Since: "yesterday"}, wantErr: `since "yesterday": write a duration back from now`},
+		"negative":     {in: FilterArgs{Since: "-2h"}, wantErr: "must not be negative"},
+		"bad limit":    {in: FilterArgs{Limit: "ten"}, wantErr: `limit "ten"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseFilter(tc.in, now)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseFormat(t *testing.T) {
+	for _, f := range Formats {
+		if got, err := ParseFormat(string(f)); err != nil || got != f {
+			t.Errorf("ParseFormat(%q) = %q, %v", f, got, err)
+		}
+	}
+	if _, err := ParseFormat("html"); err == nil || !strings.Contains(err.Error(), "text, markdown, csv or json") {
+		t.Errorf("ParseFormat(html): %v", err)
+	}
+}
+
+// TestChartSVG parses the SVG and checks one data line per offload setting
+// (off, on, and unknown when some fetch has no known offload).
+func TestChartSVG(t *testing.T) {
+	tests := map[string]struct {
+		recs []record.Record
+		want []string
+	}{
+		"gPXE study":               {gpxeStudy(), []string{"off", "on"}},
+		"lab with unknown offload": {lab(), []string{"off", "on", "unknown"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, err := WindowChart(tc.recs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bytes.Buffer
+			if err := c.SVG(&b); err != nil {
+				t.Fatal(err)
+			}
+			if out := os.Getenv("PXEPERF_CHART_SVG"); out != "" { // to look at it
+				_ = os.WriteFile(strings.ReplaceAll(name, " ", "_")+out, b.Bytes(), 0o644)
+			}
+			var doc struct {
+				XMLName   xml.Name `xml:"svg"`
+				Title     string   `xml:"title"`
+				Polylines []struct {
+					Class   string `xml:"class,attr"`
+					Offload string `xml:"data-offload,attr"`
+					Points  string `xml:"points,attr"`
+				} `xml:"polyline"`
+				Texts []string `xml:"text"`
+			}
+			if err := xml.Unmarshal(b.Bytes(), &doc); err != nil {
+				t.Fatalf("SVG is not well-formed XML: %v\n%s", err, b.String())
+			}
+			var series []string
+			for _, p := range doc.Polylines {
+				if p.Class == "series" {
+					series = append(series, p.Offload)
+					if p.Points == "" {
+						t.Errorf("series %s has no points", p.Offload)
+					}
+				}
+			}
+			if diff := cmp.Diff(tc.want, series); diff != "" {
+				t.Errorf("series (-want +got):\n%s", diff)
+			}
+			all := strings.Join(doc.Texts, "|")
+			for _, s := range []string{"Median Mbit/s", "Window the client advertised", "4K", "64K", "RX csum off"} {
+				if !strings.Contains(all, s) {
+					t.Errorf("no text %q in %s", s, all)
+				}
+			}
+		})
+	}
+	if _, err := WindowChart(nil); err != ErrNoChartData {
+		t.Errorf("chart of nothing: %v, want ErrNoChartData", err)
+	}
+}
+
+func TestChartPNG(t *testing.T) {
+	c, err := WindowChart(gpxeStudy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := c.PNG(&b); err != nil {
+		t.Fatal(err)
+	}
+	data := b.Bytes()
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Bounds().Dx() != c.W || img.Bounds().Dy() != c.H {
+		t.Errorf("size %v, want %dx%d", img.Bounds(), c.W, c.H)
+	}
+	// Both series colours are painted.
+	found := map[record.Offload]bool{}
+	for y := 0; y < c.H; y++ {
+		for x := 0; x < c.W; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			for o, col := range seriesCol {
+				if uint8(r>>8) == col.R && uint8(g>>8) == col.G && uint8(bl>>8) == col.B {
+					found[o] = true
+				}
+			}
+		}
+	}
+	if !found[record.OffloadOff] || !found[record.OffloadOn] {
+		t.Errorf("series colours painted: %v", found)
+	}
+	if os.Getenv("PXEPERF_CHART_OUT") != "" { // to look at it
+		_ = os.WriteFile(os.Getenv("PXEPERF_CHART_OUT"), data, 0o644)
+	}
+}
