@@ -86,6 +86,15 @@ type Store struct {
 	readOnly bool
 }
 
+// Option tunes Open and OpenReadOnly.
+type Option func(*options)
+
+type options struct{ busyTimeout time.Duration }
+
+// WithBusyTimeout sets how long a statement waits for another process's
+// lock before failing with a "locked" error. Default 5 s.
+func WithBusyTimeout(d time.Duration) Option { return func(o *options) { o.busyTimeout = d } }
+
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
 
@@ -98,13 +107,18 @@ func (s *Store) Path() string { return s.path }
 // the last transactions, never corrupt the file. FULL would fsync the WAL on
 // every commit, which buys power-loss durability the lab does not need at
 // the cost of a disk flush per batch.
-func Open(dataDir string) (*Store, error) {
+func Open(dataDir string, opts ...Option) (*Store, error) {
+	o := options{busyTimeout: 5 * time.Second}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating data folder %s: %w (set --data to a writable folder)", dataDir, err)
 	}
 	path := filepath.Join(dataDir, FileName)
 	q := url.Values{}
-	for _, p := range []string{"busy_timeout(5000)", "journal_mode(WAL)", "synchronous(NORMAL)", "foreign_keys(ON)"} {
+	busy := fmt.Sprintf("busy_timeout(%d)", o.busyTimeout.Milliseconds())
+	for _, p := range []string{busy, "journal_mode(WAL)", "synchronous(NORMAL)", "foreign_keys(ON)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -121,7 +135,11 @@ func Open(dataDir string) (*Store, error) {
 
 // OpenReadOnly opens <dataDir>/pxeperf.db for reading, also while another
 // process writes it. It fails when the file does not exist.
-func OpenReadOnly(dataDir string) (*Store, error) {
+func OpenReadOnly(dataDir string, opts ...Option) (*Store, error) {
+	o := options{busyTimeout: 5 * time.Second}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	path := filepath.Join(dataDir, FileName)
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("record store %s: %w (run pxeperf serve with --data %s first, or point --data at the folder holding %s)",
@@ -129,7 +147,7 @@ func OpenReadOnly(dataDir string) (*Store, error) {
 	}
 	q := url.Values{}
 	q.Set("mode", "ro")
-	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.busyTimeout.Milliseconds()))
 	s, err := open(path, "file:"+path+"?"+q.Encode(), true)
 	if err != nil {
 		return nil, err

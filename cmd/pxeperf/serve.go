@@ -10,12 +10,15 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/images"
 	"github.com/pxeperf/pxeperf/internal/netif"
+	"github.com/pxeperf/pxeperf/netstate"
+	"github.com/pxeperf/pxeperf/record"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 )
@@ -172,12 +175,18 @@ func runServe(ctx context.Context, cfg *configs.Config) error {
 		return err
 	}
 	defer store.Close()
+	table := hosts.New(cfg.Hosts)
+	sink := event.Sink(event.Log{Logger: logger})
+	if rec := openRecording(cfg.Data, ni.Iface.Name, table, logger); rec != nil {
+		defer rec.close(logger)
+		sink = event.Multi{sink, rec.sink}
+	}
 	env := &serveEnv{
 		cfg:    cfg,
 		net:    ni,
 		logger: logger,
-		sink:   event.Log{Logger: logger},
-		hosts:  hosts.New(cfg.Hosts),
+		sink:   sink,
+		hosts:  table,
 		images: store,
 	}
 	var services []service
@@ -200,4 +209,61 @@ func runServe(ctx context.Context, cfg *configs.Config) error {
 		g.Go(func() error { return s.Serve(gctx) })
 	}
 	return g.Wait()
+}
+
+// recording is the record store, its journal and the sink feeding them.
+type recording struct {
+	store   *record.Store // nil when the store could not be opened
+	journal *record.Journal
+	net     *netstate.Reader
+	sink    *record.Sink
+}
+
+// openRecording opens the record store and journal under the data folder.
+// Serving never depends on them: a store that cannot be opened (locked by
+// another process, corrupt, disk full) is a loud error, and fetches then go
+// only to the journal, imported at the next start. Without a journal either
+// (another serve holds the data folder), nothing is recorded.
+func openRecording(data, iface string, table *hosts.Table, logger *slog.Logger) *recording {
+	j, jerr := record.OpenJournal(data)
+	if jerr != nil {
+		logger.Error("RECORDING IS OFF: fetches are logged but not stored; serving goes on", "err", jerr)
+		return nil
+	}
+	st, err := record.Open(data)
+	if err != nil {
+		logger.Error("record store unavailable; serving goes on", "err", err)
+		st = nil
+	}
+	rec := &recording{store: st, journal: j}
+	ns, err := netstate.New(netstate.DefaultTTL)
+	if err != nil {
+		logger.Warn("records will lack interface MTU, speed and offloads", "err", err)
+	} else {
+		rec.net = ns
+	}
+	rec.sink = record.NewSink(st, logger, record.SinkOptions{
+		Journal: j, Interface: iface, Net: ns, Hosts: table,
+	})
+	if st != nil {
+		logger.Info("recording fetches", "store", st.Path(), "journal", j.Path())
+	}
+	return rec
+}
+
+// close flushes the sink with a fresh timeout (ctx is already done at
+// shutdown) and closes the files.
+func (r *recording) close(logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.sink.Close(ctx); err != nil {
+		logger.Warn("record sink: not everything reached the store before shutdown; the journal keeps the rest", "err", err)
+	}
+	if r.store != nil {
+		if err := r.store.Close(); err != nil {
+			logger.Warn("closing the record store", "err", err)
+		}
+	}
+	_ = r.journal.Close()
+	_ = r.net.Close()
 }
