@@ -218,21 +218,25 @@ func (t *transfer) sendFile(w *window) error {
 				end = seq
 			}
 		}
-		if err := t.link.sendBatch(batch); err != nil {
-			if errors.Is(err, syscall.ECONNREFUSED) {
-				return errClientGone
+		var acked int64
+		if err := t.link.sendBatch(batch); errors.Is(err, syscall.ECONNREFUSED) {
+			// An ICMP error from an earlier send: the client may have
+			// left after acknowledging the last block, and its ACK may be
+			// waiting behind the error.
+			if acked, err = t.awaitAck(base, sentMax, true); err != nil {
+				return err
 			}
+		} else if err != nil {
 			return fmt.Errorf("sending blocks %d-%d: %w", uint16(base), uint16(end), err)
-		}
-		t.info.Datagrams += int64(len(batch))
-		if sentMax >= base {
-			t.info.Retransmits += min(sentMax, end) - base + 1
-		}
-		sentMax = max(sentMax, end)
-
-		acked, err := t.awaitAck(base, end)
-		if err != nil {
-			return err
+		} else {
+			t.info.Datagrams += int64(len(batch))
+			if sentMax >= base {
+				t.info.Retransmits += min(sentMax, end) - base + 1
+			}
+			sentMax = max(sentMax, end)
+			if acked, err = t.awaitAck(base, end, false); err != nil {
+				return err
+			}
 		}
 		if acked < base { // timeout
 			t.info.Timeouts++
@@ -253,18 +257,35 @@ func (t *transfer) sendFile(w *window) error {
 	}
 }
 
+// drainWait is how long to read what is queued after an ICMP error (a
+// deadline already past would not even read a queued datagram).
+const drainWait = 20 * time.Millisecond
+
 // awaitAck waits up to the timeout for an ACK of a block in base..end and
 // returns the highest such seq, or base-1 on a timeout. ACKs of other
 // blocks are skipped.
-func (t *transfer) awaitAck(base, end int64) (int64, error) {
+//
+// Linux reports an ICMP port unreachable (ECONNREFUSED) before datagrams
+// already queued, so the client's last ACK can be waiting behind it: after
+// one (or with refused set), awaitAck only reads what is queued (for
+// drainWait) and then
+// returns errClientGone.
+func (t *transfer) awaitAck(base, end int64, refused bool) (int64, error) {
 	deadline := time.Now().Add(t.timeout)
+	if refused {
+		deadline = time.Now().Add(drainWait)
+	}
 	for {
 		n, err := t.link.recv(t.rbuf[:], deadline)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if refused {
+				return 0, errClientGone
+			}
 			return base - 1, nil
 		}
 		if errors.Is(err, syscall.ECONNREFUSED) {
-			return 0, errClientGone
+			refused, deadline = true, time.Now().Add(drainWait)
+			continue
 		}
 		if err != nil {
 			return 0, err
