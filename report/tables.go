@@ -19,10 +19,11 @@ const (
 	TableDirectionMTU  = "direction-mtu"
 	TableClients       = "clients"
 	TableLinkSpeed     = "linkspeed"
+	TableFetches       = "fetches"
 )
 
 // TableNames lists the tables Build makes.
-var TableNames = []string{TableWindowOffload, TableDirectionMTU, TableClients, TableLinkSpeed}
+var TableNames = []string{TableWindowOffload, TableDirectionMTU, TableClients, TableLinkSpeed, TableFetches}
 
 // Build makes the named table from recs.
 func Build(name string, recs []record.Record) (Table, error) {
@@ -35,6 +36,8 @@ func Build(name string, recs []record.Record) (Table, error) {
 		return Clients(recs), nil
 	case TableLinkSpeed:
 		return LinkSpeed(recs), nil
+	case TableFetches:
+		return Fetches(recs), nil
 	}
 	return Table{}, fmt.Errorf("unknown table %q: use %s", name, strings.Join(TableNames, ", "))
 }
@@ -486,6 +489,38 @@ func LinkSpeed(recs []record.Record) Table {
 	}
 	if rows != nil {
 		t.Data = rows
+	}
+	return t
+}
+
+// Fetches lists the records themselves, newest first: where the IDs for
+// --intervals and --netperf come from.
+func Fetches(recs []record.Record) Table {
+	rows := slices.Clone(recs)
+	slices.SortStableFunc(rows, func(a, b record.Record) int {
+		if c := b.Time.Compare(a.Time); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+	if rows == nil {
+		rows = []record.Record{}
+	}
+	t := Table{
+		Name:  TableFetches,
+		Title: "Fetches, newest first",
+		Columns: []Column{{Name: "ID"}, {Name: "Time (UTC)", Left: true}, {Name: "Client", Left: true}, {Name: "Host", Left: true},
+			{Name: "Proto", Left: true}, {Name: "File", Left: true}, {Name: "Bytes"}, {Name: "Mbit/s"}, {Name: "Outcome", Left: true}},
+		Data:  rows,
+		Empty: "No fetches match: serve some boots first, or widen the filters (--client, --file, --since, --label).",
+	}
+	for _, r := range rows {
+		client := r.ClientMAC
+		if client == "" {
+			client = r.ClientIP
+		}
+		t.Rows = append(t.Rows, []string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format("2006-01-02 15:04:05"), client,
+			r.Host, r.Proto, r.File, strconv.FormatInt(r.Bytes, 10), mbps(r.Mbps), r.Outcome})
 	}
 	return t
 }
