@@ -51,6 +51,9 @@ type Options struct {
 	// Sink receives one event.Fetch per request; nil: discarded.
 	Sink   event.Sink
 	Logger *slog.Logger
+	// API, when set, serves every path under /api/ (the records and report
+	// tables as JSON); those requests are not fetches and are not recorded.
+	API http.Handler
 }
 
 // Server is the HTTP boot service. Build it with New, run it with Serve.
@@ -151,8 +154,13 @@ func (s *Server) Serve(ctx context.Context) error {
 	return nil
 }
 
-// ServeHTTP routes: /healthz, the script path, else a file from the root.
+// ServeHTTP routes: /api/ (when Options.API is set), /healthz, the script
+// path, else a file from the root.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.opt.API != nil && strings.HasPrefix(r.URL.Path, "/api/") {
+		s.opt.API.ServeHTTP(w, r)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "pxeperf serves boot files: only GET and HEAD", http.StatusMethodNotAllowed)
