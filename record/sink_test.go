@@ -1,0 +1,288 @@
+package record
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/pxeperf/pxeperf/configs"
+	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/hosts"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func testFetch(i int) *event.Fetch {
+	return &event.Fetch{
+		Start: time.Unix(1700000000, int64(i)*1000).UTC(), Proto: event.ProtoHTTP,
+		Client: netip.MustParseAddrPort("10.0.0.9:40000"), File: fmt.Sprintf("f%d", i),
+		Bytes: 1000, Size: 1000, Duration: time.Millisecond, Outcome: event.OutcomeOK,
+	}
+}
+
+// lockStore makes another connection hold the store's write lock, as
+// another process would, until the returned func runs.
+func lockStore(t *testing.T, dir string) (release func()) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+			conn.Close()
+			db.Close()
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+func countRecords(t *testing.T, s *Store) int {
+	t.Helper()
+	var n int
+	if err := s.db.QueryRow("SELECT count(*) FROM records").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func openJournal(t *testing.T, dir string) *Journal {
+	t.Helper()
+	j, err := OpenJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	return j
+}
+
+// TestSinkNeverBlocks: while the store is locked by another process, every
+// Fetch call returns; entries past the memory bound wait in the journal and
+// are imported, once, by the next sink.
+func TestSinkNeverBlocks(t *testing.T) {
+	dir := t.TempDir()
+	store := openTest(t, dir, WithBusyTimeout(20*time.Millisecond))
+	j := openJournal(t, dir)
+	release := lockStore(t, dir)
+	sink := NewSink(store, quiet, SinkOptions{Journal: j, MaxPending: 1000, Retry: 5 * time.Millisecond})
+
+	const workers, each = 4, 1250
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				sink.Fetch(testFetch(w*each + i))
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	// Every call came back while the store had accepted nothing.
+	st := sink.Stats()
+	if done.Load() != workers*each || st.Written != 0 {
+		t.Fatalf("%d Fetch calls returned, store wrote %d; want %d and 0", done.Load(), st.Written, workers*each)
+	}
+	if st.Pending != 1000 || st.JournalOnly != workers*each-1000 || st.Dropped != 0 {
+		t.Fatalf("stats %+v, want 1000 pending, %d journal-only, 0 dropped", st, workers*each-1000)
+	}
+	release()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := sink.Stats(); st.Written != 1000 || st.Pending != 0 {
+		t.Fatalf("after close: %+v, want 1000 written", st)
+	}
+	if n := countRecords(t, store); n != 1000 {
+		t.Fatalf("store has %d records, want 1000", n)
+	}
+	j.Close()
+
+	// The next start imports the rest; the 1000 already stored are not
+	// stored twice.
+	j2 := openJournal(t, dir)
+	sink2 := NewSink(store, quiet, SinkOptions{Journal: j2})
+	if err := sink2.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countRecords(t, store); n != workers*each {
+		t.Fatalf("after replay: %d records, want %d", n, workers*each)
+	}
+	if fi, err := os.Stat(j2.Path()); err != nil || fi.Size() != 0 {
+		t.Errorf("journal not emptied after everything was stored: %v %v", fi.Size(), err)
+	}
+	files, err := store.Query(ctx, Filter{File: "f4999"})
+	if err != nil || len(files) != 1 {
+		t.Errorf("last fetch: %d records, %v", len(files), err)
+	}
+}
+
+// TestSinkNoJournalDrops: without a journal, entries past the bound are
+// dropped and counted (the last resort), never blocking.
+func TestSinkNoJournalDrops(t *testing.T) {
+	dir := t.TempDir()
+	store := openTest(t, dir, WithBusyTimeout(10*time.Millisecond))
+	release := lockStore(t, dir)
+	sink := NewSink(store, quiet, SinkOptions{MaxPending: 10, Retry: 5 * time.Millisecond})
+	for i := range 100 {
+		sink.Fetch(testFetch(i))
+	}
+	if st := sink.Stats(); st.Dropped != 90 || st.Pending != 10 || st.Written != 0 {
+		t.Fatalf("stats %+v, want 90 dropped, 10 pending", st)
+	}
+	release()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countRecords(t, store); n != 10 {
+		t.Fatalf("store has %d, want 10", n)
+	}
+}
+
+// TestSinkJournalOnly: with no store (it could not be opened), fetches go
+// to the journal; a torn last line is skipped; the next start with a store
+// imports the rest, with every field.
+func TestSinkJournalOnly(t *testing.T) {
+	dir := t.TempDir()
+	j := openJournal(t, dir)
+	sink := NewSink(nil, quiet, SinkOptions{Journal: j, Kernel: "k"})
+	var want []Record
+	for i := range 3 {
+		f := testFetch(i)
+		f.Labels = map[string]string{"i": fmt.Sprint(i)}
+		f.Intervals = []event.Interval{{End: time.Second, Bytes: 1000}}
+		sink.Fetch(f)
+		r, _ := sink.convert(f)
+		want = append(want, *r)
+	}
+	sink.Lease(&event.Lease{Time: time.Unix(9, 0), MAC: net.HardwareAddr{0x52, 0x54, 0, 0, 0, 1}, Arch: 7})
+	if err := sink.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := sink.Stats(); st.JournalOnly != 4 || st.Dropped != 0 {
+		t.Fatalf("stats %+v, want 4 journal-only", st)
+	}
+	// A crash mid-write leaves a torn line.
+	if _, err := j.f.WriteString(`{"uid":"torn","record":{"file":"x"`); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+
+	// A second server on the same data folder is refused.
+	j2 := openJournal(t, dir)
+	if _, err := OpenJournal(dir); err == nil {
+		t.Fatal("a second OpenJournal on the same folder succeeded")
+	}
+	store := openTest(t, dir)
+	sink2 := NewSink(store, quiet, SinkOptions{Journal: j2})
+	if err := sink2.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.Query(context.Background(), Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, got, cmpopts.IgnoreFields(Record{}, "ID")); d != "" {
+		t.Errorf("imported records (-want +got):\n%s", d)
+	}
+	if ivs, _ := store.Intervals(context.Background(), got[0].ID); len(ivs) != 1 || ivs[0].Bytes != 1000 {
+		t.Errorf("intervals of the first record: %+v", ivs)
+	}
+	if ls, _ := store.Leases(context.Background(), time.Time{}); len(ls) != 1 || ls[0].Arch != 7 {
+		t.Errorf("leases: %+v", ls)
+	}
+}
+
+func TestSinkConvert(t *testing.T) {
+	mac := net.HardwareAddr{0x52, 0x54, 0, 0x12, 0x34, 0x56}
+	tbl := hosts.New(nil)
+	tbl.Observe(hosts.Client{MAC: mac, Addr: netip.MustParseAddr("10.0.0.7"), Arch: 7})
+	x64, _ := configs.ArchByCode(7)
+	start := time.Date(2026, 11, 30, 1, 0, 0, 0, time.FixedZone("x", 3600))
+	tests := map[string]struct {
+		f    event.Fetch
+		want Record
+		ivs  []Interval
+	}{
+		"http with tcp info, mac from the lease table": {
+			f: event.Fetch{
+				Start: start, Proto: event.ProtoHTTP, Client: netip.MustParseAddrPort("10.0.0.7:5000"),
+				Host: "board", File: "vmlinuz", Bytes: 125000000, Size: 125000000, Duration: time.Second,
+				Outcome: event.OutcomeOK, Labels: map[string]string{"rx": "off"},
+				TCP: &event.TCPInfo{RTT: time.Millisecond, MinRTT: 100 * time.Microsecond, Retransmits: 3,
+					MaxSndWnd: 65535, MedSndWnd: 32768, MSS: 1448, PMTU: 1500, DeliveryRate: 9,
+					RWndLimited: 2 * time.Millisecond, SndBufLimited: 3 * time.Millisecond},
+				Intervals: []event.Interval{{Start: 0, End: time.Second, Bytes: 125000000, Retransmits: 3, Cwnd: 10, SndWnd: 65535, RTT: time.Millisecond}},
+			},
+			want: Record{Time: start.UTC(), Source: "serve", Proto: "http", Direction: "rx",
+				ClientMAC: mac.String(), ClientIP: "10.0.0.7", Host: "board", Arch: x64.Name, File: "vmlinuz",
+				Bytes: 125000000, Size: 125000000, Duration: time.Second, Mbps: 1000, Outcome: "ok",
+				Labels: map[string]string{"rx": "off"}, WndMax: 65535, WndMedian: 32768, RTT: time.Millisecond,
+				MinRTT: 100 * time.Microsecond, Retransmits: 3, DeliveryRate: 9, RwndLimited: 2 * time.Millisecond,
+				SndbufLimited: 3 * time.Millisecond, MSS: 1448, PMTU: 1500, Iface: "eth9", Kernel: "k"},
+			ivs: []Interval{{Start: 0, End: time.Second, Bytes: 125000000, Retransmits: 3, Cwnd: 10, SndWnd: 65535, RTT: time.Millisecond}},
+		},
+		"tftp ok, own interface, mapped client address": {
+			f: event.Fetch{
+				Start: start, Proto: event.ProtoTFTP, Client: netip.MustParseAddrPort("[::ffff:10.0.0.8]:69"),
+				MAC: mac, File: "ipxe.efi", Bytes: 1000, Size: 1000, Duration: time.Millisecond,
+				Outcome: event.OutcomeOK, Interface: "veth1",
+				TFTP: &event.TFTPInfo{BlockSize: 1468, WindowSize: 4, TSize: true, Datagrams: 12, Retransmits: 2, Timeouts: 1},
+			},
+			want: Record{Time: start.UTC(), Source: "serve", Proto: "tftp", Direction: "rx",
+				ClientMAC: mac.String(), ClientIP: "10.0.0.8", Arch: x64.Name, File: "ipxe.efi", Bytes: 1000,
+				Size: 1000, Duration: time.Millisecond, Mbps: 8, Outcome: "ok", BlkSize: 1468, WindowSize: 4,
+				TSize: true, Datagrams: 12, Acked: 10, Retransmits: 2, Timeouts: 1, Iface: "veth1", Kernel: "k"},
+		},
+		"tftp aborted: acks unknown, unknown client": {
+			f: event.Fetch{
+				Start: start, Proto: event.ProtoTFTP, Client: netip.MustParseAddrPort("10.9.9.9:69"),
+				File: "x", Size: -1, Outcome: event.OutcomeAborted, Err: "gone",
+				TFTP: &event.TFTPInfo{BlockSize: 512, WindowSize: 1, Datagrams: 5},
+			},
+			want: Record{Time: start.UTC(), Source: "serve", Proto: "tftp", Direction: "rx", ClientIP: "10.9.9.9",
+				File: "x", Size: -1, Outcome: "aborted", Err: "gone", BlkSize: 512, WindowSize: 1, Datagrams: 5,
+				Iface: "eth9", Kernel: "k"},
+		},
+	}
+	s := NewSink(nil, quiet, SinkOptions{Interface: "eth9", Kernel: "k", Hosts: tbl})
+	defer s.Close(context.Background())
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, ivs := s.convert(&tt.f)
+			if d := cmp.Diff(tt.want, *got); d != "" {
+				t.Errorf("record (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tt.ivs, ivs); d != "" {
+				t.Errorf("intervals (-want +got):\n%s", d)
+			}
+		})
+	}
+}
