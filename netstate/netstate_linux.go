@@ -5,26 +5,47 @@ package netstate
 import (
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 
 	"github.com/safchain/ethtool"
 	"golang.org/x/sys/unix"
 )
 
-type sysReader struct{ e *ethtool.Ethtool }
+// sysReader holds two sockets opened in the caller's network namespace:
+// the library's for ethtool requests and one for SIOCGIFMTU. Interfaces are
+// looked up by name in that namespace, whichever thread asks later.
+type sysReader struct {
+	e  *ethtool.Ethtool
+	fd int
+}
 
 func newSysReader() (*sysReader, error) {
 	e, err := ethtool.NewEthtool()
 	if err != nil {
 		return nil, fmt.Errorf("opening an ethtool socket: %w", err)
 	}
-	return &sysReader{e: e}, nil
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		e.Close()
+		return nil, fmt.Errorf("opening a socket for interface ioctls: %w", err)
+	}
+	return &sysReader{e: e, fd: fd}, nil
 }
 
 func (s *sysReader) close() error {
 	s.e.Close()
-	return nil
+	return unix.Close(s.fd)
+}
+
+func (s *sysReader) mtu(iface string) (int, error) {
+	ifr, err := unix.NewIfreq(iface)
+	if err != nil {
+		return 0, err
+	}
+	if err := unix.IoctlIfreq(s.fd, unix.SIOCGIFMTU, ifr); err != nil {
+		return 0, err
+	}
+	return int(ifr.Uint32()), nil
 }
 
 // speedUnknown is SPEED_UNKNOWN (-1) as the kernel's u32.
@@ -33,11 +54,11 @@ const speedUnknown = 0xffffffff
 func (s *sysReader) read(iface string) (State, error) {
 	st := State{Iface: iface}
 	var errs []error
-	ifc, err := net.InterfaceByName(iface)
+	mtu, err := s.mtu(iface)
 	if err != nil {
 		return st, fmt.Errorf("interface %s: %w", iface, err)
 	}
-	st.MTU = ifc.MTU
+	st.MTU = mtu
 	// ETHTOOL_GSET: the kernel answers it for every driver that has link
 	// settings; the library's GLINKSETTINGS path prints warnings to stdout.
 	// Interfaces without a link speed (lo, bridges) answer EOPNOTSUPP.

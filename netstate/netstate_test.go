@@ -1,0 +1,111 @@
+//go:build linux
+
+package netstate
+
+import (
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/pxeperf/pxeperf/internal/nstest"
+)
+
+// TestOffloadsOnVeth toggles offloads with the ethtool command on a veth in
+// a test namespace and reads them back through the ethtool API.
+func TestOffloadsOnVeth(t *testing.T) {
+	nstest.RequireTool(t, "ethtool")
+	p := nstest.NewPair(t, nstest.Options{MTU: 9000})
+	var r *Reader
+	if err := nstest.Do(p.Server, func() (err error) {
+		r, err = New(0) // the ethtool socket lives in the server namespace
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	on := State{Iface: p.ServerIf, MTU: 9000, SpeedMbps: 10000, RxCsum: On, TxCsum: On, TSO: On, GSO: On, GRO: On}
+	// Bring every feature to a known state first (veth's GRO default
+	// differs between kernels).
+	nstest.Run(t, p.Server, "ethtool", "-K", p.ServerIf, "rx", "on", "tx", "on", "tso", "on", "gso", "on", "gro", "on")
+	tests := []struct {
+		name   string
+		args   []string // ethtool -K arguments
+		mutate func(*State)
+	}{
+		{"all on", nil, func(*State) {}},
+		{"rx off", []string{"rx", "off"}, func(s *State) { s.RxCsum = Off }},
+		{"rx on", []string{"rx", "on"}, func(*State) {}},
+		{"gro off", []string{"gro", "off"}, func(s *State) { s.GRO = Off }},
+		{"gso and tso off", []string{"gro", "on", "gso", "off", "tso", "off"}, func(s *State) { s.GSO, s.TSO = Off, Off }},
+		// tx checksumming off also turns TSO off (it depends on it).
+		{"tx off", []string{"gso", "on", "tx", "off"}, func(s *State) { s.TxCsum, s.TSO = Off, Off }},
+		{"back on", []string{"tx", "on", "tso", "on"}, func(*State) {}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if len(tt.args) > 0 {
+				nstest.Run(t, p.Server, "ethtool", append([]string{"-K", p.ServerIf}, tt.args...)...)
+			}
+			want := on
+			tt.mutate(&want)
+			got, err := r.Get(p.ServerIf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("state (-want +got):\n%s\nethtool -k says:\n%s", d, nstest.Run(t, p.Server, "ethtool", "-k", p.ServerIf))
+			}
+		})
+	}
+	if _, err := r.Get("nosuchif0"); err == nil || !strings.Contains(err.Error(), "nosuchif0") {
+		t.Errorf("unknown interface: %v", err)
+	}
+}
+
+// TestCache: a cached state is reused until the TTL passes.
+func TestCache(t *testing.T) {
+	nstest.RequireTool(t, "ethtool")
+	p := nstest.NewPair(t, nstest.Options{})
+	var r *Reader
+	if err := nstest.Do(p.Server, func() (err error) {
+		r, err = New(DefaultTTL)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	nstest.Run(t, p.Server, "ethtool", "-K", p.ServerIf, "rx", "on")
+	first, err := r.Get(p.ServerIf)
+	if err != nil || first.RxCsum != On {
+		t.Fatalf("first read: %+v %v", first, err)
+	}
+	nstest.Run(t, p.Server, "ethtool", "-K", p.ServerIf, "rx", "off")
+	if again, _ := r.Get(p.ServerIf); again.RxCsum != On {
+		t.Errorf("within the TTL the cached state should be returned, got %+v", again)
+	}
+	if Kernel() == "" {
+		t.Error("Kernel() is empty")
+	}
+}
+
+// TestLoopback needs no privileges: lo has an MTU, no link speed, and the
+// same MTU the standard library reads.
+func TestLoopback(t *testing.T) {
+	r, err := New(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, err := r.Get("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Skip("no lo interface")
+	}
+	if got.MTU != lo.MTU || got.SpeedMbps != 0 || got.RxCsum == Unknown {
+		t.Errorf("lo: %+v, want MTU %d, no speed, a known rx checksum state", got, lo.MTU)
+	}
+}
