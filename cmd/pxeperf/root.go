@@ -19,11 +19,12 @@ func newRootCmd() *cobra.Command {
   pxeperf serve                 proxyDHCP + TFTP + HTTP from ./images (safe default)
   pxeperf serve --dhcp full --pool 192.168.50.100-192.168.50.200 --iface lab0
   pxeperf config check FILE     validate a config and print the effective one
-  pxeperf images list           files served, with sizes and sha256`,
+  pxeperf images list           files served, with sizes and sha256
+  pxeperf report --table window-offload   the measured fetches as tables`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newConfigCmd(), newVersionCmd(), newImagesCmd())
+	root.AddCommand(newServeCmd(), newConfigCmd(), newVersionCmd(), newImagesCmd(), newReportCmd())
 	return root
 }
 

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pxeperf/pxeperf/record"
+)
+
+// runReportCmd runs `pxeperf report ARGS...` in-process; stdout and stderr
+// apart.
+func runReportCmd(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := newRootCmd()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(append([]string{"report"}, args...))
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
+}
+
+// seedStore writes gPXE-study-like fetches into a real record store under
+// dir and returns it still open (as a running serve holds it), and the ID
+// of a fetch with interval samples.
+func seedStore(t *testing.T, dir string) (*record.Store, int64) {
+	t.Helper()
+	st, err := record.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	var withIntervals int64
+	for i, c := range []struct {
+		wnd  uint32
+		off  string
+		mbps float64
+	}{{16384, "off", 528}, {16384, "on", 696}, {65532, "off", 536}, {65532, "on", 896}, {65532, "on", 900}} {
+		r := &record.Record{Time: t0.Add(time.Duration(i) * time.Minute), Source: "serve", Proto: "http", Direction: "rx",
+			ClientMAC: "52:54:00:12:34:56", ClientIP: "192.168.50.101", Host: "zynq1", File: "big.img",
+			Bytes: 500e6, Size: 500e6, Duration: time.Duration(4e9 / c.mbps * float64(time.Second)), Mbps: c.mbps,
+			Outcome: "ok", Labels: map[string]string{"rx_offload": c.off}, WndMax: c.wnd, MSS: 1448, MTU: 1500, LinkMbps: 1000}
+		var ivs []record.Interval
+		if i == 0 {
+			ivs = []record.Interval{
+				{Start: 0, End: time.Second, Bytes: 66e6, Cwnd: 14480},
+				{Start: time.Second, End: 2 * time.Second, Bytes: 66e6, Retransmits: 1, Cwnd: 28960},
+			}
+		}
+		id, err := st.Add(ctx, r, ivs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			withIntervals = id
+		}
+	}
+	return st, withIntervals
+}
+
+func TestReportCommand(t *testing.T) {
+	dir := t.TempDir()
+	st, ivID := seedStore(t, dir)
+
+	out, _, err := runReportCmd(t, "--data", dir, "--table", "window-offload")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"Window (bytes)  RX csum off  n  RX csum on  n", "16384        528.0  1       696.0  1",
+		"65536        536.0  1       898.0  2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("window-offload lacks %q:\n%s", want, out)
+		}
+	}
+
+	// A record written while the table is read (serve running) shows up.
+	if _, err := st.Add(context.Background(), &record.Record{Time: time.Now().UTC(), Proto: "tftp", Direction: "rx",
+		ClientMAC: "52:54:00:aa:bb:01", ClientIP: "192.168.50.102", File: "ipxe.efi", Bytes: 1 << 20, Duration: time.Second,
+		Mbps: 8.4, Outcome: "ok", BlkSize: 1468}, nil); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = runReportCmd(t, "--data", dir, "--format", "json")
+	var clients struct {
+		Table string `json:"table"`
+		Rows  []struct {
+			Client  string `json:"client"`
+			Fetches int    `json:"fetches"`
+		} `json:"rows"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &clients) != nil || clients.Table != "clients" || len(clients.Rows) != 2 ||
+		clients.Rows[0].Client != "52:54:00:aa:bb:01" || clients.Rows[1].Fetches != 5 {
+		t.Errorf("clients json (%v):\n%s", err, out)
+	}
+
+	// Filters narrow the table.
+	out, _, err = runReportCmd(t, "--data", dir, "--table", "fetches", "--label", "rx_offload=on", "--since", "2h", "--format", "csv")
+	if err != nil || strings.Count(out, "\n") != 4 || strings.Contains(out, "528.0") {
+		t.Errorf("fetches with rx_offload=on (%v):\n%s", err, out)
+	}
+	out, errOut, err := runReportCmd(t, "--data", dir, "--client", "nobody", "--format", "csv")
+	if err != nil || !strings.Contains(errOut, "No fetches match") || strings.Count(out, "\n") != 1 {
+		t.Errorf("no match (%v): stdout %q stderr %q", err, out, errOut)
+	}
+	out, _, _ = runReportCmd(t, "--data", dir, "--table", "linkspeed", "--file", "*.efi")
+	if !strings.Contains(out, "unknown") || !strings.Contains(out, "8.4") || strings.Contains(out, "536") {
+		t.Errorf("linkspeed of *.efi:\n%s", out)
+	}
+
+	out, _, err = runReportCmd(t, "--data", dir, "--intervals", itoa(ivID))
+	if err != nil || !strings.Contains(out, "[ ID] Interval           Transfer     Bitrate         Retr  Cwnd") ||
+		!strings.Contains(out, "  1.00-2.00   sec  62.9 MBytes   528 Mbits/sec    1   28.3 KBytes") ||
+		!strings.Contains(out, "sender") || !strings.Contains(out, "receiver") {
+		t.Errorf("--intervals (%v):\n%s", err, out)
+	}
+	out, _, err = runReportCmd(t, "--data", dir, "--netperf", itoa(ivID))
+	if err != nil || !strings.Contains(out, "bytes  bytes   bytes    secs.    10^6bits/sec") || !strings.Contains(out, " 16384      0   1448 ") {
+		t.Errorf("--netperf (%v):\n%s", err, out)
+	}
+
+	svg := filepath.Join(t.TempDir(), "w.svg")
+	if _, errOut, err := runReportCmd(t, "--data", dir, "--chart", svg); err != nil || !strings.Contains(errOut, "wrote") {
+		t.Fatalf("--chart svg: %v %s", err, errOut)
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Polylines []struct {
+			Class string `xml:"class,attr"`
+		} `xml:"polyline"`
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("chart: %v", err)
+	}
+	series := 0
+	for _, p := range doc.Polylines {
+		if p.Class == "series" {
+			series++
+		}
+	}
+	if series != 2 {
+		t.Errorf("chart has %d data lines, want 2 (rx offload off and on)", series)
+	}
+	pngFile := filepath.Join(t.TempDir(), "w.png")
+	if _, _, err := runReportCmd(t, "--data", dir, "--chart", pngFile, "--table", "clients"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(pngFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := png.Decode(f); err != nil {
+		t.Errorf("chart png: %v", err)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestReportCommandErrors(t *testing.T) {
+	dir := t.TempDir()
+	seedStore(t, dir)
+	tests := map[string]struct {
+		args []string
+		want string
+	}{
+		"label without =":   {[]string{"--label", "rx_offload"}, `label "rx_offload": write key=value`},
+		"bad since":         {[]string{"--since", "last week"}, `since "last week": write a duration`},
+		"bad format":        {[]string{"--format", "html"}, "use text, markdown, csv or json"},
+		"bad table":         {[]string{"--table", "windows"}, "use window-offload, direction-mtu"},
+		"chart extension":   {[]string{"--chart", "w.jpg"}, "must end in .svg or .png"},
+		"two views":         {[]string{"--table", "clients", "--netperf", "1"}, "none of the others can be"},
+		"unknown record":    {[]string{"--intervals", "999"}, "no such record"},
+		"zero id":           {[]string{"--netperf", "0"}, "positive number"},
+		"no store":          {[]string{"--data", filepath.Join(dir, "nothing")}, "run pxeperf serve"},
+		"chart of nothing":  {[]string{"--chart", filepath.Join(dir, "c.svg"), "--file", "none"}, "nothing to chart"},
+		"chart and netperf": {[]string{"--chart", "c.svg", "--netperf", "1"}, "without --intervals or --netperf"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			args := tc.args
+			if !strings.Contains(strings.Join(args, " "), "--data") {
+				args = append(args, "--data", dir)
+			}
+			_, _, err := runReportCmd(t, args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
