@@ -39,7 +39,7 @@ func ParseFilter(a FilterArgs, now time.Time) (record.Filter, error) {
 	if a.Limit != "" {
 		n, err := strconv.Atoi(a.Limit)
 		if err != nil || n < 0 {
-			errs = append(errs, fmt.Errorf("limit %q: want a count of records, e.g. limit=100", a.Limit))
+			errs = append(errs, fmt.Errorf("limit %q: want a count of records, e.g. 100", a.Limit))
 		}
 		f.Limit = n
 	}
@@ -58,7 +58,7 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 	}
 	if d, err := time.ParseDuration(s); err == nil {
 		if d < 0 {
-			return time.Time{}, fmt.Errorf("since %q: a duration back from now must not be negative, e.g. since=2h", s)
+			return time.Time{}, fmt.Errorf("since %q: a duration back from now must not be negative, e.g. 2h", s)
 		}
 		return now.Add(-d), nil
 	}
@@ -81,7 +81,7 @@ func ParseLabels(kvs []string) (map[string]string, error) {
 		k, v, ok := strings.Cut(kv, "=")
 		k = strings.TrimSpace(k)
 		if !ok || k == "" {
-			return nil, fmt.Errorf("label %q: write key=value, e.g. --label rx_offload=off", kv)
+			return nil, fmt.Errorf("label %q: write key=value, e.g. rx_offload=off", kv)
 		}
 		if old, dup := m[k]; dup && old != v {
 			return nil, fmt.Errorf("label %q given twice (%s=%s and %s=%s): a record has one value per key", k, k, old, k, v)

@@ -294,7 +294,7 @@ func TestParseFilter(t *testing.T) {
 		"rfc3339":      {in: FilterArgs{Since: "2026-11-29T08:00:00Z"}, want: record.Filter{Since: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)}},
 		"date":         {in: FilterArgs{Since: "2026-11-29"}, want: record.Filter{Since: time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)}},
 		"empty value":  {in: FilterArgs{Labels: []string{"fw="}}, want: record.Filter{Labels: map[string]string{"fw": ""}}},
-		"label no =":   {in: FilterArgs{Labels: []string{"rx_offload"}}, wantErr: `label "rx_offload": write key=value, e.g. --label rx_offload=off`},
+		"label no =":   {in: FilterArgs{Labels: []string{"rx_offload"}}, wantErr: `label "rx_offload": write key=value, e.g. rx_offload=off`},
 		"label no key": {in: FilterArgs{Labels: []string{"=on"}}, wantErr: "write key=value"},
 		"label twice":  {in: FilterArgs{Labels: []string{"a=1", "a=2"}}, wantErr: `label "a" given twice`},
 		"bad since":    {in: FilterArgs{Since: "yesterday"}, wantErr: `since "yesterday": write a duration back from now`},
