@@ -1,0 +1,170 @@
+package httpboot
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/pxeperf/pxeperf/event"
+)
+
+// pacedRead reads one response from br in 64 KiB steps with a pause after
+// each, so a loopback transfer lasts long enough for several intervals.
+func pacedRead(t *testing.T, br *bufio.Reader, pause time.Duration) int64 {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 64<<10)
+	var n int64
+	for i := 0; i < 1<<16; i++ {
+		k, err := io.ReadFull(resp.Body, buf)
+		n += int64(k)
+		if err != nil {
+			break
+		}
+		time.Sleep(pause)
+	}
+	return n
+}
+
+// checkIntervals: contiguous from 0, each closed interval at least one
+// period long, bytes adding up to the fetch's, TCP fields filled, and about
+// duration/period of them.
+func checkIntervals(t *testing.T, f event.Fetch, period time.Duration) {
+	t.Helper()
+	ivs := f.Intervals
+	if len(ivs) == 0 {
+		t.Fatal("no intervals")
+	}
+	// Each closed interval lasts at least a period and, unless the sampler
+	// was starved, at most a period plus one sampling step.
+	lo, hi := int(f.Duration/(2*period)), int(f.Duration/period)+1
+	if len(ivs) < lo || len(ivs) > hi {
+		t.Errorf("%d intervals for %v at %v, want %d..%d", len(ivs), f.Duration, period, lo, hi)
+	}
+	var sum, ackedSum int64
+	var prev time.Duration
+	for i, iv := range ivs {
+		if iv.Start != prev || iv.End <= iv.Start {
+			t.Errorf("interval %d: %v..%v after %v", i, iv.Start, iv.End, prev)
+		}
+		if i < len(ivs)-1 {
+			if iv.End-iv.Start < period {
+				t.Errorf("interval %d lasts %v, shorter than the period %v", i, iv.End-iv.Start, period)
+			}
+			ackedSum += iv.Bytes
+		}
+		if iv.Cwnd == 0 || iv.SndWnd == 0 || iv.RTT == 0 {
+			t.Errorf("interval %d lacks TCP fields: %+v", i, iv)
+		}
+		prev = iv.End
+		sum += iv.Bytes
+	}
+	if prev > f.Duration {
+		t.Errorf("last interval ends at %v, after the fetch's %v", prev, f.Duration)
+	}
+	if sum != f.Bytes {
+		t.Errorf("interval bytes add up to %d, fetch has %d", sum, f.Bytes)
+	}
+	// Acked bytes of closed intervals cannot exceed the body plus the
+	// response header.
+	if ackedSum > f.Bytes+1024 {
+		t.Errorf("closed intervals acked %d bytes of a %d-byte body", ackedSum, f.Bytes)
+	}
+	t.Logf("%d intervals over %v, first %+v, last %+v", len(ivs), f.Duration, ivs[0], ivs[len(ivs)-1])
+	ti := f.TCP
+	if ti == nil || ti.MedSndWnd == 0 || ti.MedSndWnd > ti.MaxSndWnd {
+		t.Errorf("median window: %+v", ti)
+	}
+}
+
+// TestIntervalsFromTransfer reads two files over one keep-alive connection
+// with a slow client on loopback; each fetch gets its own intervals.
+func TestIntervalsFromTransfer(t *testing.T) {
+	const size = 24 << 20
+	const period = 100 * time.Millisecond
+	h := defaultHTTP()
+	h.Interval = period
+	e := newTestEnv(t, envOpts{http: h, files: map[string][]byte{"a.img": pattern(size, 1), "b.img": pattern(size, 2)}})
+	// A small receive buffer keeps the server's send pace tied to the reader.
+	c := dialGet(t, e.srv.Addr().String(), "/a.img", 256<<10)
+	br := bufio.NewReader(c)
+	if n := pacedRead(t, br, 4*time.Millisecond); n != size {
+		t.Fatalf("first read %d bytes, want %d", n, size)
+	}
+	fmt.Fprintf(c, "GET /b.img HTTP/1.1\r\nHost: pxeperf\r\n\r\n")
+	if n := pacedRead(t, br, 4*time.Millisecond); n != size {
+		t.Fatalf("second read %d bytes, want %d", n, size)
+	}
+	fs := e.waitFetches(t, 2)
+	for i, f := range fs {
+		t.Run(fmt.Sprint("fetch ", i), func(t *testing.T) {
+			if f.Bytes != size || f.Outcome != event.OutcomeOK {
+				t.Fatalf("fetch %d: %d bytes, %s", i, f.Bytes, f.Outcome)
+			}
+			checkIntervals(t, f, period)
+		})
+	}
+}
+
+func TestMedian(t *testing.T) {
+	tests := map[string]struct {
+		in   []uint32
+		want uint32
+	}{
+		"none":   {nil, 0},
+		"one":    {[]uint32{7}, 7},
+		"odd":    {[]uint32{9, 1, 5}, 5},
+		"even":   {[]uint32{4, 1, 3, 2}, 3},
+		"repeat": {[]uint32{65535, 65535, 1024}, 65535},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := median(append([]uint32(nil), tt.in...)); got != tt.want {
+				t.Errorf("median(%v) = %d, want %d", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestMonitorBounds: a very long fetch keeps bounded slices, evenly
+// thinned windows and merged intervals that still add up.
+func TestMonitorBounds(t *testing.T) {
+	m := &monitor{period: time.Second, wndStride: 1, w: &countingWriter{}}
+	const samples = 100000 // nearly 3 h of 100 ms samples
+	var acked uint64
+	for i := range samples {
+		acked += 1000
+		m.observe(tcpSample{acked: acked, sndWnd: uint32(i), cwnd: 1, rtt: 1}, time.Duration(i+1)*100*time.Millisecond)
+	}
+	if len(m.wnds) > maxWndSamples || len(m.intervals) > maxIntervals {
+		t.Fatalf("%d window samples, %d intervals: over the bounds", len(m.wnds), len(m.intervals))
+	}
+	// Windows grow by one per sample, so the median is near the middle.
+	if med := median(append([]uint32(nil), m.wnds...)); med < samples*4/10 || med > samples*6/10 {
+		t.Errorf("median of thinned windows %d, want about %d", med, samples/2)
+	}
+	var sum int64
+	var prev time.Duration
+	for i, iv := range m.intervals {
+		if iv.Start != prev {
+			t.Fatalf("interval %d starts at %v, previous ended %v", i, iv.Start, prev)
+		}
+		prev = iv.End
+		sum += iv.Bytes
+	}
+	// The first sample is the base; every later one added 1000 bytes, and
+	// the bytes after the last closed interval are still open.
+	if open := int64(acked-m.base.acked) + sum; open != (samples-1)*1000 {
+		t.Errorf("intervals hold %d bytes plus %d open, want %d in all", sum, acked-m.base.acked, (samples-1)*1000)
+	}
+	if open := time.Duration(samples)*100*time.Millisecond - prev; open >= m.period {
+		t.Errorf("open interval %v is not shorter than the period %v", open, m.period)
+	}
+}
