@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"flag"
 	"image/png"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -426,5 +427,47 @@ func TestChartPNG(t *testing.T) {
 	}
 	if os.Getenv("PXEPERF_CHART_OUT") != "" { // to look at it
 		_ = os.WriteFile(os.Getenv("PXEPERF_CHART_OUT"), data, 0o644)
+	}
+}
+
+// FuzzParseFilter: the API hands query parameters straight to ParseFilter;
+// any input gives a filter or an error, never a panic.
+func FuzzParseFilter(f *testing.F) {
+	f.Add("zynq1", "*.img", "2h", "rx_offload=off", "10")
+	f.Add("", "", "7d", "=", "-1")
+	f.Add("", "", "2026-11-30T08:00:00Z", "a=b=c", "x")
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, client, file, since, label, limit string) {
+		flt, err := ParseFilter(FilterArgs{Client: client, File: file, Since: since, Labels: []string{label}, Limit: limit}, now)
+		if err == nil && flt.Limit < 0 {
+			t.Errorf("negative limit %d accepted", flt.Limit)
+		}
+	})
+}
+
+// benchRecords is n fetches over 40 clients, 5 windows, both offloads.
+func benchRecords(n int) []record.Record {
+	recs := make([]record.Record, n)
+	for i := range recs {
+		recs[i] = record.Record{ID: int64(i + 1), Time: t0.Add(time.Duration(i) * time.Second), Proto: "http", Direction: "rx",
+			ClientMAC: "52:54:00:00:00:" + string(rune('a'+i%40/10)) + string(rune('0'+i%10)), File: "big.img",
+			Bytes: 500e6, Mbps: float64(100 + i%900), Outcome: "ok", WndMax: 4096 << (i % 5), MTU: 1500, LinkMbps: 1000,
+			RxCsum: []record.Offload{record.OffloadOff, record.OffloadOn}[i%2]}
+	}
+	return recs
+}
+
+// BenchmarkTables: go test ./report -run - -bench Tables
+func BenchmarkTables(b *testing.B) {
+	recs := benchRecords(100_000)
+	for _, name := range TableNames {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				tb, _ := Build(name, recs)
+				if err := Render(io.Discard, tb, Text); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
