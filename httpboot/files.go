@@ -175,6 +175,9 @@ type countingWriter struct {
 	status int
 	n      atomic.Int64
 	err    error
+	// beforeLast, when set, runs before the last byte of a file body is
+	// written (see ReadFrom).
+	beforeLast func()
 }
 
 func (c *countingWriter) WriteHeader(code int) {
@@ -196,7 +199,29 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 
 // ReadFrom hands the copy to the real ResponseWriter, whose ReadFrom hands
 // it to (*net.TCPConn).ReadFrom: sendfile(2) for an *os.File source.
+//
+// When beforeLast is set and src is the io.LimitedReader that
+// ServeContent's io.CopyN passes, the last byte is held back: beforeLast
+// runs once everything else is in the kernel, then the last byte follows
+// (also by sendfile). The fetch's record is emitted there, so it is
+// journaled before the client can see the response end, and a server
+// killed right after a client got a whole file still has its record.
 func (c *countingWriter) ReadFrom(src io.Reader) (int64, error) {
+	lr, ok := src.(*io.LimitedReader)
+	if !ok || c.beforeLast == nil || lr.N < 2 {
+		return c.readFrom(src)
+	}
+	n, err := c.readFrom(&io.LimitedReader{R: lr.R, N: lr.N - 1})
+	lr.N -= n
+	if err != nil || lr.N != 1 {
+		return n, err // short file or write error: no end to hold back
+	}
+	c.beforeLast()
+	m, err := c.readFrom(lr)
+	return n + m, err
+}
+
+func (c *countingWriter) readFrom(src io.Reader) (int64, error) {
 	if c.status == 0 {
 		c.status = http.StatusOK
 	}

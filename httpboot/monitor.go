@@ -176,14 +176,13 @@ func (m *monitor) closeInterval(sm tcpSample, at time.Duration, bytes uint64) {
 // finish stops sampling, reads TCP_INFO a last time, closes the last
 // (usually shorter) interval and clears the write deadline (the connection
 // may carry the next keep-alive request). The intervals' bytes add up to the
-// bytes written: the last interval gets what the earlier ones' acked bytes
-// leave over, since the tail is still in flight when the handler returns.
-func (m *monitor) finish() (*event.TCPInfo, []event.Interval) {
+// bytes written plus pending (bytes still to be written): the last interval
+// gets what the earlier ones' acked bytes leave over, since the tail is
+// still in flight when the handler returns.
+func (m *monitor) finish(pending int64) (*event.TCPInfo, []event.Interval) {
 	close(m.stop)
 	<-m.done
-	if m.conn != nil && m.stall > 0 {
-		_ = m.conn.SetWriteDeadline(time.Time{})
-	}
+	m.disarm()
 	at := time.Since(m.start)
 	if sm, ok := m.probe.sample(); ok {
 		m.maxWnd = max(m.maxWnd, sm.sndWnd)
@@ -193,7 +192,7 @@ func (m *monitor) finish() (*event.TCPInfo, []event.Interval) {
 			for _, iv := range m.intervals {
 				sum += iv.Bytes
 			}
-			m.closeInterval(sm, at, uint64(max(m.w.n.Load()-sum, 0)))
+			m.closeInterval(sm, at, uint64(max(m.w.n.Load()+pending-sum, 0)))
 		}
 	}
 	info := m.probe.final(m.maxWnd)
@@ -201,6 +200,21 @@ func (m *monitor) finish() (*event.TCPInfo, []event.Interval) {
 		info.MedSndWnd = median(m.wnds)
 	}
 	return info, m.intervals
+}
+
+// arm sets the write deadline StallTimeout ahead (after finish, for the
+// bytes still to be written).
+func (m *monitor) arm() {
+	if m.conn != nil && m.stall > 0 {
+		_ = m.conn.SetWriteDeadline(time.Now().Add(m.stall))
+	}
+}
+
+// disarm clears the write deadline.
+func (m *monitor) disarm() {
+	if m.conn != nil && m.stall > 0 {
+		_ = m.conn.SetWriteDeadline(time.Time{})
+	}
 }
 
 // median of the samples (the upper one for an even count); 0 when none.

@@ -177,19 +177,39 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cw := &countingWriter{ResponseWriter: w}
 	mon := s.watch(r, cw)
 	var expect int64
+	emitted := false
+	// emit finishes the record with pending bytes still to be written.
+	emit := func(pending int64) {
+		emitted = true
+		rec.TCP, rec.Intervals = mon.finish(pending)
+		rec.Duration = time.Since(start)
+		rec.Bytes = cw.n.Load() + pending
+		s.outcome(rec, cw, r, expect)
+		if cw.status >= 400 {
+			rec.Bytes = 0 // an error page is not the file
+		}
+		s.opt.Sink.Fetch(rec)
+	}
+	// A file's record goes out before its last byte (see
+	// countingWriter.ReadFrom); that byte still honours the stall timeout.
+	cw.beforeLast = func() {
+		emit(1)
+		mon.arm()
+	}
 	if r.URL.Path == s.opt.ScriptPath {
 		expect = s.serveScript(cw, r, rec, client)
 	} else {
 		expect = s.serveFile(cw, r, rec)
 	}
-	rec.TCP, rec.Intervals = mon.finish()
-	rec.Duration = time.Since(start)
-	rec.Bytes = cw.n.Load()
-	s.outcome(rec, cw, r, expect)
-	if cw.status >= 400 {
-		rec.Bytes = 0 // an error page is not the file
+	if emitted {
+		mon.disarm()
+		if cw.err != nil {
+			s.opt.Logger.Debug("http fetch: client went away before the last byte", "file", rec.File,
+				"client", rec.Client.String(), "err", cw.err)
+		}
+		return
 	}
-	s.opt.Sink.Fetch(rec)
+	emit(0)
 }
 
 // outcome classifies a finished fetch. expect is the body length the

@@ -179,7 +179,9 @@ func runServe(ctx context.Context, cfg *configs.Config) error {
 	sink := event.Sink(event.Log{Logger: logger})
 	if rec := openRecording(cfg.Data, ni.Iface.Name, table, logger); rec != nil {
 		defer rec.close(logger)
-		sink = event.Multi{sink, rec.sink}
+		// The record sink first: a fetch is committed (journaled) as soon
+		// as possible after its last byte, before the log line is written.
+		sink = event.Multi{rec.sink, sink}
 	}
 	env := &serveEnv{
 		cfg:    cfg,

@@ -1,0 +1,153 @@
+//go:build linux
+
+package record_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/record"
+)
+
+// killEnv runs the real binary's serve in a server namespace and fetches
+// from a client namespace.
+type killEnv struct {
+	t          *testing.T
+	bin        string
+	pair       *nstest.Pair
+	root, data string
+	client     *http.Client
+	base       string
+}
+
+func newKillEnv(t *testing.T) *killEnv {
+	nstest.RequireRoot(t)
+	bin := nstest.Binary(t)
+	p := nstest.NewPair(t, nstest.Options{})
+	e := &killEnv{t: t, bin: bin, pair: p, root: t.TempDir(), data: t.TempDir(),
+		base: "http://" + p.ServerIP.String() + ":8080"}
+	if err := os.Chmod(e.root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.client = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var c net.Conn
+			err := nstest.Do(p.Client, func() (err error) {
+				c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+				return err
+			})
+			return c, err
+		},
+	}}
+	return e
+}
+
+// start runs serve and waits until /healthz answers.
+func (e *killEnv) start() *nstest.Proc {
+	e.t.Helper()
+	proc := nstest.Start(e.t, e.pair.Server, e.bin, "serve", "--iface", e.pair.ServerIf,
+		"--dhcp", "off", "--tftp-addr", "off", "--http-addr", e.pair.ServerIP.String()+":8080",
+		"--root", e.root, "--data", e.data, "--log-level", "debug")
+	if !nstest.WaitFor(15*time.Second, func() bool {
+		resp, err := e.client.Get(e.base + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}) {
+		e.t.Fatalf("serve did not answer /healthz:\n%s", proc.Out.String())
+	}
+	return proc
+}
+
+// fetch reads a whole file and returns when the last byte is in.
+func (e *killEnv) fetch(name string, size int) {
+	e.t.Helper()
+	resp, err := e.client.Get(e.base + "/" + name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || n != int64(size) {
+		e.t.Fatalf("GET %s: %d bytes, %v; want %d", name, n, err, size)
+	}
+}
+
+// records returns the stored records by file name, read as report does.
+func (e *killEnv) records() map[string]int {
+	e.t.Helper()
+	st, err := record.OpenReadOnly(e.data)
+	if err != nil {
+		return nil
+	}
+	defer st.Close()
+	rs, err := st.Query(context.Background(), record.Filter{Source: "serve"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, r := range rs {
+		out[r.File]++
+	}
+	return out
+}
+
+// TestRecordSurvivesSIGKILL: a fetch is in the store after serve is killed
+// with SIGKILL, whether the kill comes after the record was seen committed
+// or right after the client read the last byte, without waiting. Each
+// restart imports what the journal kept.
+func TestRecordSurvivesSIGKILL(t *testing.T) {
+	e := newKillEnv(t)
+	const size = 1 << 20
+	const rounds = 8
+	for i := range rounds + 1 {
+		nstest.RandomFile(t, filepath.Join(e.root, fmt.Sprintf("f%d.img", i)), size, uint64(i))
+	}
+
+	// 1. Wait until the record is visible to a reader, then SIGKILL.
+	proc := e.start()
+	e.fetch("f0.img", size)
+	if !nstest.WaitFor(10*time.Second, func() bool { return e.records()["/f0.img"] == 1 }) {
+		t.Fatalf("record of /f0.img never committed; store has %v\n%s", e.records(), proc.Out.String())
+	}
+	proc.Kill()
+
+	// 2. SIGKILL as soon as the client has the last byte, several times.
+	for i := 1; i <= rounds; i++ {
+		proc := e.start()
+		e.fetch(fmt.Sprintf("f%d.img", i), size)
+		proc.Kill()
+	}
+
+	// After a restart every fetch is in the store exactly once.
+	proc = e.start()
+	want := map[string]int{}
+	for i := 0; i <= rounds; i++ {
+		want[fmt.Sprintf("/f%d.img", i)] = 1
+	}
+	var got map[string]int
+	ok := nstest.WaitFor(10*time.Second, func() bool {
+		got = e.records()
+		return len(got) == len(want)
+	})
+	for name := range want {
+		if got[name] != 1 {
+			ok = false
+		}
+	}
+	if !ok {
+		t.Fatalf("after kill -9 and restart the store has %v, want each of %v once\n%s", got, want, proc.Out.String())
+	}
+	proc.Kill()
+}
