@@ -93,8 +93,8 @@ func Intervals(r record.Record, ivs []record.Interval) Table {
 	t := Table{
 		Name:  "intervals",
 		Title: "Intervals of " + describe(r),
-		Columns: []Column{{Name: "Start (s)"}, {Name: "End (s)"}, {Name: "Bytes"}, {Name: "Mbit/s"},
-			{Name: "Retr"}, {Name: "Cwnd (bytes)"}},
+		Columns: []Column{{Name: "Start (s)", Key: "start_s"}, {Name: "End (s)", Key: "end_s"}, {Name: "Bytes", Key: "bytes"},
+			{Name: "Mbit/s", Key: "mbps"}, {Name: "Retr", Key: "retransmits"}, {Name: "Cwnd (bytes)", Key: "cwnd_bytes"}},
 		Empty: fmt.Sprintf("Fetch %d has no interval samples (TFTP fetches and fetches shorter than one interval have none).", r.ID),
 	}
 	rows := []IntervalRow{}
@@ -181,8 +181,9 @@ func Netperf(r record.Record) Table {
 	t := Table{
 		Name:  "netperf",
 		Title: "netperf-style summary of " + describe(r),
-		Columns: []Column{{Name: "Recv socket bytes"}, {Name: "Send socket bytes"}, {Name: "Send message bytes"},
-			{Name: "Elapsed s"}, {Name: "Throughput 10^6bits/s"}},
+		Columns: []Column{{Name: "Recv socket bytes", Key: "recv_socket_bytes"}, {Name: "Send socket bytes", Key: "send_socket_bytes"},
+			{Name: "Send message bytes", Key: "send_message_bytes"}, {Name: "Elapsed s", Key: "elapsed_s"},
+			{Name: "Throughput 10^6bits/s", Key: "throughput_mbps"}},
 		Rows: [][]string{{strconv.FormatInt(row.RecvSocket, 10), strconv.FormatInt(row.SendSocket, 10),
 			strconv.FormatInt(row.Message, 10), strconv.FormatFloat(row.Elapsed, 'f', 2, 64),
 			strconv.FormatFloat(row.Throughput, 'f', 2, 64)}},

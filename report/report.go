@@ -24,7 +24,7 @@ type Format string
 const (
 	Text     Format = "text"     // aligned columns, like the published tables
 	Markdown Format = "markdown" // a GitHub-flavoured markdown table
-	CSV      Format = "csv"      // header row + data rows, no title or notes
+	CSV      Format = "csv"      // header row (snake_case keys) + data rows, no title or notes
 	JSON     Format = "json"     // {"table", "title", "rows", "notes"}
 )
 
@@ -44,6 +44,8 @@ func ParseFormat(s string) (Format, error) {
 // Column is one column of a Table.
 type Column struct {
 	Name string
+	// Key names the column in CSV (snake_case, unique); default Name.
+	Key string
 	// Left aligns the column left in text output (labels); numbers are
 	// right-aligned.
 	Left bool
@@ -204,6 +206,9 @@ func renderCSV(w io.Writer, t Table) error {
 	names := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
 		names[i] = c.Name
+		if c.Key != "" {
+			names[i] = c.Key
+		}
 	}
 	if err := cw.Write(names); err != nil {
 		return err

@@ -68,6 +68,16 @@ func TestGolden(t *testing.T) {
 				if f == JSON && !json.Valid(b.Bytes()) {
 					t.Fatalf("invalid JSON:\n%s", b.String())
 				}
+				if f == CSV {
+					head, _, _ := strings.Cut(b.String(), "\n")
+					seen := map[string]bool{}
+					for _, k := range strings.Split(head, ",") {
+						if k == "" || seen[k] || strings.ContainsAny(k, " /()") {
+							t.Errorf("CSV header %q: key %q empty, repeated or not snake_case", head, k)
+						}
+						seen[k] = true
+					}
+				}
 				golden(t, name+"."+ext[f], b.Bytes())
 			})
 		}

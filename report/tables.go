@@ -205,7 +205,7 @@ func WindowOffload(recs []record.Record) Table {
 	t := Table{
 		Name:    TableWindowOffload,
 		Title:   "Throughput by client window and RX checksum offload (median Mbit/s, n fetches)",
-		Columns: []Column{{Name: "Window (bytes)"}},
+		Columns: []Column{{Name: "Window (bytes)", Key: "window"}},
 		Data:    rows,
 		Empty:   noRecords,
 		Notes: []string{
@@ -217,7 +217,8 @@ func WindowOffload(recs []record.Record) Table {
 		t.Data = []WindowOffloadRow{}
 	}
 	for _, o := range states {
-		t.Columns = append(t.Columns, Column{Name: "RX csum " + offloadName(o)}, Column{Name: "n"})
+		t.Columns = append(t.Columns, Column{Name: "RX csum " + offloadName(o), Key: "rx_csum_" + offloadName(o) + "_mbps"},
+			Column{Name: "n", Key: "rx_csum_" + offloadName(o) + "_count"})
 	}
 	for _, r := range rows {
 		cells := []string{strconv.FormatUint(uint64(r.Window), 10)}
@@ -292,13 +293,13 @@ func DirectionMTU(recs []record.Record) Table {
 	t := Table{
 		Name:    TableDirectionMTU,
 		Title:   "Throughput by direction and MTU (median Mbit/s; Tx and Rx as seen from the board)",
-		Columns: []Column{{Name: "", Left: true}},
+		Columns: []Column{{Name: "Traffic", Key: "traffic", Left: true}},
 		Data:    []DirectionMTURow{},
 		Empty:   noRecords,
 		Notes:   []string{"HTTP counts as TCP, TFTP as UDP; a served fetch is Rx. Counts per cell: --format json."},
 	}
 	for _, m := range mtus {
-		t.Columns = append(t.Columns, Column{Name: "MTU " + mtuName(m)})
+		t.Columns = append(t.Columns, Column{Name: "MTU " + mtuName(m), Key: "mtu_" + mtuName(m) + "_mbps"})
 	}
 	if len(groups) == 0 {
 		return t
@@ -393,8 +394,10 @@ func Clients(recs []record.Record) Table {
 	t := Table{
 		Name:  TableClients,
 		Title: "Fetches per client (median and best Mbit/s over completed fetches)",
-		Columns: []Column{{Name: "Client", Left: true}, {Name: "Host", Left: true}, {Name: "IP", Left: true},
-			{Name: "Fetches"}, {Name: "Failed"}, {Name: "Last (UTC)", Left: true}, {Name: "Median Mbit/s"}, {Name: "Best Mbit/s"}},
+		Columns: []Column{{Name: "Client", Key: "client", Left: true}, {Name: "Host", Key: "host", Left: true},
+			{Name: "IP", Key: "ip", Left: true}, {Name: "Fetches", Key: "fetches"}, {Name: "Failed", Key: "failed"},
+			{Name: "Last (UTC)", Key: "last_utc", Left: true}, {Name: "Median Mbit/s", Key: "median_mbps"},
+			{Name: "Best Mbit/s", Key: "best_mbps"}},
 		Data:  rows,
 		Empty: "No fetches match: serve some boots first, or widen the filters (--client, --file, --since, --label).",
 	}
@@ -468,8 +471,9 @@ func LinkSpeed(recs []record.Record) Table {
 	t := Table{
 		Name:  TableLinkSpeed,
 		Title: "Throughput by link speed and direction (median Mbit/s, n fetches)",
-		Columns: []Column{{Name: "Link", Left: true}, {Name: "Client tx Mbit/s"}, {Name: "n"},
-			{Name: "Client rx Mbit/s"}, {Name: "n"}, {Name: "Rx % of link"}},
+		Columns: []Column{{Name: "Link", Key: "link", Left: true}, {Name: "Client tx Mbit/s", Key: "tx_median_mbps"},
+			{Name: "n", Key: "tx_count"}, {Name: "Client rx Mbit/s", Key: "rx_median_mbps"}, {Name: "n", Key: "rx_count"},
+			{Name: "Rx % of link", Key: "rx_percent_of_link"}},
 		Data:  []LinkSpeedRow{},
 		Empty: noRecords,
 		Notes: []string{
@@ -509,8 +513,10 @@ func Fetches(recs []record.Record) Table {
 	t := Table{
 		Name:  TableFetches,
 		Title: "Fetches, newest first",
-		Columns: []Column{{Name: "ID"}, {Name: "Time (UTC)", Left: true}, {Name: "Client", Left: true}, {Name: "Host", Left: true},
-			{Name: "Proto", Left: true}, {Name: "File", Left: true}, {Name: "Bytes"}, {Name: "Mbit/s"}, {Name: "Outcome", Left: true}},
+		Columns: []Column{{Name: "ID", Key: "id"}, {Name: "Time (UTC)", Key: "time_utc", Left: true},
+			{Name: "Client", Key: "client", Left: true}, {Name: "Host", Key: "host", Left: true},
+			{Name: "Proto", Key: "proto", Left: true}, {Name: "File", Key: "file", Left: true}, {Name: "Bytes", Key: "bytes"},
+			{Name: "Mbit/s", Key: "mbps"}, {Name: "Outcome", Key: "outcome", Left: true}},
 		Data:  rows,
 		Empty: "No fetches match: serve some boots first, or widen the filters (--client, --file, --since, --label).",
 	}
