@@ -18,7 +18,7 @@ import (
 
 // runReportCmd runs `pxeperf report ARGS...` in-process; stdout and stderr
 // apart.
-func runReportCmd(t *testing.T, args ...string) (string, string, error) {
+func runReportCmd(t testing.TB, args ...string) (string, string, error) {
 	t.Helper()
 	cmd := newRootCmd()
 	var out, errOut bytes.Buffer
@@ -197,6 +197,37 @@ func TestReportCommandErrors(t *testing.T) {
 			_, _, err := runReportCmd(t, args...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkReportCommand: `pxeperf report --table window-offload` over a
+// store of 10000 fetches (open, query, table, render).
+// go test ./cmd/pxeperf -run - -bench ReportCommand
+func BenchmarkReportCommand(b *testing.B) {
+	dir := b.TempDir()
+	st, err := record.Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	t0 := time.Now().Add(-24 * time.Hour)
+	for i := range 10000 {
+		r := &record.Record{Time: t0.Add(time.Duration(i) * time.Second), Proto: "http", Direction: "rx",
+			ClientMAC: "52:54:00:00:00:" + strconv.Itoa(10+i%40), ClientIP: "192.168.50.101", File: "big.img",
+			Bytes: 500e6, Duration: time.Second, Mbps: float64(100 + i%900), Outcome: "ok", WndMax: 4096 << (i % 5),
+			Labels: map[string]string{"rx_offload": []string{"on", "off"}[i%2]}}
+		if _, err := st.Add(context.Background(), r, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, table := range []string{"window-offload", "clients"} {
+		b.Run(table, func(b *testing.B) {
+			for b.Loop() {
+				if _, _, err := runReportCmd(b, "--data", dir, "--table", table); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
