@@ -61,10 +61,22 @@ const maxLine = 16 << 20
 // read returns the entries in the journal. Lines that do not parse (a line
 // torn by a power loss) are skipped and counted.
 func (j *Journal) read() (es []*entry, bad int, err error) {
-	if _, err := j.f.Seek(0, io.SeekStart); err != nil {
+	return j.readUpTo(-1)
+}
+
+// readUpTo reads the first size bytes (all when size < 0) through a
+// descriptor of its own, so appends may go on meanwhile.
+func (j *Journal) readUpTo(size int64) (es []*entry, bad int, err error) {
+	f, err := os.Open(j.path)
+	if err != nil {
 		return nil, 0, fmt.Errorf("reading record journal %s: %w", j.path, err)
 	}
-	sc := bufio.NewScanner(j.f)
+	defer f.Close()
+	var r io.Reader = f
+	if size >= 0 {
+		r = io.LimitReader(f, size)
+	}
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for sc.Scan() {
 		line := bytes.TrimSpace(sc.Bytes())
@@ -82,6 +94,15 @@ func (j *Journal) read() (es []*entry, bad int, err error) {
 		return es, bad, fmt.Errorf("reading record journal %s: %w", j.path, err)
 	}
 	return es, bad, nil
+}
+
+// size is the journal's length now.
+func (j *Journal) size() (int64, error) {
+	fi, err := j.f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("record journal %s: %w", j.path, err)
+	}
+	return fi.Size(), nil
 }
 
 // append writes one line (b ends in '\n') with a single write.

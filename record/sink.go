@@ -44,7 +44,8 @@ type SinkOptions struct {
 type SinkStats struct {
 	Written     int64 // entries committed to the store
 	Pending     int   // entries waiting in memory
-	JournalOnly int64 // entries left in the journal only (memory bound hit, or no store)
+	JournalOnly int64 // entries that went to the journal only (memory bound hit, or no store)
+	Recovered   int64 // entries read back from the journal while running
 	Dropped     int64 // entries lost: neither journaled nor kept
 	StoreErrors int64 // failed store writes (retried)
 }
@@ -69,7 +70,7 @@ type Sink struct {
 	abort   chan struct{}
 	done    chan struct{}
 
-	written, journalOnlyN, dropped, storeErrs atomic.Int64
+	written, journalOnlyN, dropped, storeErrs, recovered atomic.Int64
 }
 
 // NewSink starts a sink writing to store (nil: only the journal keeps
@@ -135,7 +136,7 @@ func (s *Sink) Stats() SinkStats {
 	n := len(s.queue)
 	s.mu.Unlock()
 	return SinkStats{Written: s.written.Load(), Pending: n, JournalOnly: s.journalOnlyN.Load(),
-		Dropped: s.dropped.Load(), StoreErrors: s.storeErrs.Load()}
+		Recovered: s.recovered.Load(), Dropped: s.dropped.Load(), StoreErrors: s.storeErrs.Load()}
 }
 
 // Fetch records one fetch.
@@ -263,7 +264,8 @@ func (s *Sink) run() {
 			s.written.Add(int64(n))
 			s.mu.Lock()
 			s.queue = s.queue[n:]
-			if len(s.queue) == 0 {
+			empty, recover := len(s.queue) == 0, s.journalOnly && s.opt.Journal != nil
+			if empty {
 				s.queue = nil
 				if s.opt.Journal != nil && !s.journalOnly {
 					if err := s.opt.Journal.truncate(); err != nil {
@@ -272,6 +274,9 @@ func (s *Sink) run() {
 				}
 			}
 			s.mu.Unlock()
+			if empty && recover {
+				s.recover()
+			}
 		}
 		if closing == nil {
 			s.mu.Lock()
@@ -283,6 +288,45 @@ func (s *Sink) run() {
 		}
 	}
 }
+
+// recover queues again what went to the journal only (the memory bound was
+// hit while the store was slow or failing), now that the store has caught
+// up, so those records show up without a restart. The journal is read up to
+// its size at the start through its own descriptor, without holding the
+// lock; entries read that are already stored are skipped by uid.
+func (s *Sink) recover() {
+	j := s.opt.Journal
+	s.mu.Lock()
+	gen := s.journalOnlyN.Load()
+	size, err := j.size()
+	s.mu.Unlock()
+	if err != nil {
+		s.log.Warn("record journal: cannot read back deferred entries; they are imported at the next start", "err", err)
+		return
+	}
+	if size > maxRecover {
+		s.log.Warn("record journal too large to read back while serving; it is imported at the next start",
+			"journal", j.Path(), "bytes", size)
+		return
+	}
+	es, bad, err := j.readUpTo(size)
+	if err != nil {
+		s.log.Warn("record journal: cannot read back deferred entries; they are imported at the next start", "err", err)
+		return
+	}
+	s.mu.Lock()
+	s.queue = append(s.queue, es...)
+	if s.journalOnlyN.Load() == gen {
+		s.journalOnly = false
+	}
+	s.mu.Unlock()
+	s.recovered.Add(int64(len(es)))
+	s.log.Info("record journal: deferred entries queued again", "entries", len(es), "unreadable_lines", bad)
+}
+
+// maxRecover bounds the journal read back while serving (larger ones wait
+// for the next start).
+const maxRecover = 256 << 20
 
 // Close writes what is queued, waiting until ctx ends, then stops the
 // writer. Entries still queued then stay in the journal for the next start.
@@ -305,7 +349,10 @@ func (s *Sink) Close(ctx context.Context) error {
 		<-s.done
 	}
 	st := s.Stats()
-	if st.Pending > 0 || st.JournalOnly > 0 || st.Dropped > 0 {
+	s.mu.Lock()
+	deferred := s.journalOnly
+	s.mu.Unlock()
+	if st.Pending > 0 || deferred || st.Dropped > 0 {
 		s.log.Warn("record sink closed with entries not in the store", "pending", st.Pending,
 			"journal_only", st.JournalOnly, "dropped", st.Dropped, "journal", journalPath(s.opt.Journal))
 	}

@@ -278,7 +278,8 @@ func (s *Store) AddLease(ctx context.Context, l *Lease) error {
 }
 
 // addBatch writes entries in one transaction. An entry whose uid is already
-// stored (a journal replayed twice) is skipped.
+// stored (a journal replayed twice) is skipped. Statements are prepared once
+// per batch: parsing SQL is most of an insert's cost.
 func (s *Store) addBatch(ctx context.Context, es []*entry) error {
 	if s.readOnly {
 		return fmt.Errorf("record store %s is open read-only", s.path)
@@ -288,10 +289,17 @@ func (s *Store) addBatch(ctx context.Context, es []*entry) error {
 		return s.wrap("starting a write", err)
 	}
 	defer tx.Rollback()
+	var st *stmts
 	for _, e := range es {
 		switch {
 		case e.Record != nil:
-			if err := insertRecord(ctx, tx, e); err != nil {
+			if st == nil {
+				if st, err = prepare(ctx, tx); err != nil {
+					return s.wrap("preparing inserts", err)
+				}
+				defer st.close()
+			}
+			if err := st.insertRecord(ctx, e); err != nil {
 				return s.wrap("adding a record", err)
 			}
 		case e.Lease != nil:
@@ -311,10 +319,49 @@ func us(d time.Duration) int64 { return d.Microseconds() }
 // execer is what inserts need of a transaction.
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-func insertRecord(ctx context.Context, tx execer, e *entry) error {
+// stmts are a batch's prepared inserts.
+type stmts struct {
+	record, uid, label, interval *sql.Stmt
+}
+
+func prepare(ctx context.Context, tx *sql.Tx) (*stmts, error) {
+	st := &stmts{}
+	for _, p := range []struct {
+		dst **sql.Stmt
+		sql string
+	}{
+		{&st.record, `INSERT OR IGNORE INTO records (
+		uid, time_ns, source, proto, direction, client_mac, client_ip, host, arch, file, bytes, size,
+		duration_us, mbps, outcome, err, labels, wnd_max, wnd_median, wnd_requested, rtt_us, min_rtt_us,
+		retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize,
+		tsize, datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso,
+		gso, gro, kernel)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`},
+		{&st.uid, `SELECT id FROM records WHERE uid = ?`},
+		{&st.label, `INSERT INTO labels(record_id, key, value) VALUES (?,?,?)`},
+		{&st.interval, `INSERT INTO intervals(record_id, seq, start_us, end_us, bytes,
+			retransmits, cwnd, snd_wnd, rtt_us) VALUES (?,?,?,?,?,?,?,?,?)`},
+	} {
+		var err error
+		if *p.dst, err = tx.PrepareContext(ctx, p.sql); err != nil {
+			st.close()
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+func (st *stmts) close() {
+	for _, s := range []*sql.Stmt{st.record, st.uid, st.label, st.interval} {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+func (st *stmts) insertRecord(ctx context.Context, e *entry) error {
 	r := e.Record
 	labels := "{}"
 	if len(r.Labels) > 0 {
@@ -324,13 +371,7 @@ func insertRecord(ctx context.Context, tx execer, e *entry) error {
 		}
 		labels = string(b)
 	}
-	res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO records (
-		uid, time_ns, source, proto, direction, client_mac, client_ip, host, arch, file, bytes, size,
-		duration_us, mbps, outcome, err, labels, wnd_max, wnd_median, wnd_requested, rtt_us, min_rtt_us,
-		retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize,
-		tsize, datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso,
-		gso, gro, kernel)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	res, err := st.record.ExecContext(ctx,
 		e.UID, r.Time.UnixNano(), r.Source, r.Proto, r.Direction, strings.ToLower(r.ClientMAC), r.ClientIP,
 		r.Host, r.Arch, r.File, r.Bytes, r.Size, us(r.Duration), r.Mbps, r.Outcome, r.Err, labels,
 		r.WndMax, r.WndMedian, r.WndRequested, us(r.RTT), us(r.MinRTT), r.Retransmits, int64(r.DeliveryRate),
@@ -342,22 +383,21 @@ func insertRecord(ctx context.Context, tx execer, e *entry) error {
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		// Already stored (journal replay): report its id.
-		return tx.QueryRowContext(ctx, `SELECT id FROM records WHERE uid = ?`, e.UID).Scan(&r.ID)
+		return st.uid.QueryRowContext(ctx, e.UID).Scan(&r.ID)
 	}
 	if r.ID, err = res.LastInsertId(); err != nil {
 		return err
 	}
 	for k, v := range r.Labels {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO labels(record_id, key, value) VALUES (?,?,?)`, r.ID, k, v); err != nil {
+		if _, err := st.label.ExecContext(ctx, r.ID, k, v); err != nil {
 			return err
 		}
 	}
 	for i := range e.Intervals {
 		iv := &e.Intervals[i]
 		iv.RecordID = r.ID
-		if _, err := tx.ExecContext(ctx, `INSERT INTO intervals(record_id, seq, start_us, end_us, bytes,
-			retransmits, cwnd, snd_wnd, rtt_us) VALUES (?,?,?,?,?,?,?,?,?)`,
-			r.ID, i, us(iv.Start), us(iv.End), iv.Bytes, iv.Retransmits, iv.Cwnd, iv.SndWnd, us(iv.RTT)); err != nil {
+		if _, err := st.interval.ExecContext(ctx, r.ID, i, us(iv.Start), us(iv.End), iv.Bytes, iv.Retransmits,
+			iv.Cwnd, iv.SndWnd, us(iv.RTT)); err != nil {
 			return err
 		}
 	}
