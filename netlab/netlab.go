@@ -121,6 +121,8 @@ func On() *bool  { b := true; return &b }
 func Off() *bool { b := false; return &b }
 
 // AllOffloads asks for every offload on or off (the bench's --offload on,off).
+// Note that veth starts with GRO off, so AllOffloads(true) is not the default
+// state.
 func AllOffloads(on bool) Offloads {
 	p := func() *bool { b := on; return &b }
 	return Offloads{RxCsum: p(), TxCsum: p(), TSO: p(), GSO: p(), GRO: p()}

@@ -47,6 +47,7 @@ type Testbed struct {
 	mu     sync.Mutex // guards the handles and serializes changes
 	closed bool
 	nl     [2]*netlink.Handle // by Side
+	inode  [2]*unix.Stat_t    // the namespaces' nsfs inodes, by Side
 
 	closeOnce sync.Once
 	closeErr  error
@@ -112,6 +113,11 @@ func (t *Testbed) build(mtu int, noClientAddr bool, pid int) error {
 	defer nsh[Server].Close()
 	defer nsh[Client].Close()
 	for _, s := range []Side{Server, Client} {
+		if t.inode[s], err = nsInode(t.ns(s)); err != nil {
+			return err
+		}
+	}
+	for _, s := range []Side{Server, Client} {
 		h, err := netlink.NewHandleAt(nsh[s])
 		if err != nil {
 			return fmt.Errorf("netlab: netlink socket in %s: %w", t.ns(s), err)
@@ -171,6 +177,7 @@ func (t *Testbed) createNamespaces(pid int) ([2]netns.NsHandle, error) {
 		}
 		defer orig.Close()
 		var r result
+		created := false
 		r.err = fmt.Errorf("netlab: no free namespace name %s%d-0..%d under %s (run netlab.Sweep?)", Prefix, pid, maxNames-1, netnsDir)
 		for n := 0; n < maxNames; n++ {
 			srv, cli := nsName(pid, n, Server), nsName(pid, n, Client)
@@ -194,11 +201,16 @@ func (t *Testbed) createNamespaces(pid int) ([2]netns.NsHandle, error) {
 			}
 			t.ServerNS, t.ClientNS = srv, cli
 			r = result{h: [2]netns.NsHandle{hs, hc}}
+			created = true
 			break
 		}
 		if err := netns.Set(orig); err != nil {
 			// The thread stays locked and dies with this goroutine.
 			r.err = errors.Join(r.err, fmt.Errorf("netlab: switching back to the original namespace: %w", err))
+			if created {
+				r.h[Server].Close()
+				r.h[Client].Close()
+			}
 		} else {
 			runtime.UnlockOSThread()
 		}
@@ -238,10 +250,13 @@ func deleteNamed(name string) error {
 }
 
 func (t *Testbed) ns(s Side) string {
-	if s == Client {
+	switch s {
+	case Server:
+		return t.ServerNS
+	case Client:
 		return t.ClientNS
 	}
-	return t.ServerNS
+	return ""
 }
 
 func (t *Testbed) iface(s Side) string {
@@ -338,7 +353,8 @@ func runIn(path string, fn func() error) error {
 // Command returns a command that runs name inside the side's namespace,
 // through `ip netns exec` (which also gives it the namespace's view of
 // /sys). The command is not started; ctx kills it as exec.CommandContext
-// does, and Close kills it if it is still running then.
+// does, and Close kills it if it is still running then. An unknown side
+// gives a command that fails to run.
 func (t *Testbed) Command(ctx context.Context, s Side, name string, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", t.ns(s), name}, args...)...)
 }
@@ -625,11 +641,14 @@ func (t *Testbed) Close() error {
 		defer t.mu.Unlock()
 		t.closed = true
 		var errs []error
-		for _, s := range []Side{Server, Client} {
-			if t.ns(s) != "" {
-				errs = append(errs, killNetnsProcs(t.ns(s)))
+		kill := func() {
+			for _, s := range []Side{Server, Client} {
+				if t.inode[s] != nil {
+					errs = append(errs, killIn(t.ns(s), *t.inode[s]))
+				}
 			}
 		}
+		kill()
 		if h := t.nl[Server]; h != nil {
 			// Deleting one end deletes the pair, even while a socket pins a
 			// namespace.
@@ -648,6 +667,10 @@ func (t *Testbed) Close() error {
 				errs = append(errs, deleteNamed(t.ns(s)))
 			}
 		}
+		// Again by inode: a command started just before Close may have
+		// opened the namespace before the unmount and entered it after the
+		// first pass.
+		kill()
 		t.reg.remove(t)
 		t.closeErr = errors.Join(errs...)
 		t.log.Debug("netlab testbed down", "server_ns", t.ServerNS, "client_ns", t.ClientNS, "err", t.closeErr)

@@ -387,6 +387,9 @@ func TestCommand(t *testing.T) {
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- sleeper.Wait() }()
+	if !nstest.WaitFor(5*time.Second, func() bool { return len(netnsPids(*tb.inode[Client])) > 0 }) {
+		t.Fatal("sleep did not enter the client namespace")
+	}
 	if err := tb.Close(); err != nil {
 		t.Fatal(err)
 	}

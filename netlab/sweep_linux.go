@@ -56,17 +56,31 @@ func alive(pid int) bool {
 	return err == nil || errors.Is(err, unix.EPERM)
 }
 
-// killNetnsProcs SIGKILLs every process whose network namespace is the
-// named one (found as `ip netns pids` does: by the namespace's inode in
-// /proc/PID/ns/net) and waits, at most 2 s, until none is left in it.
+// killNetnsProcs SIGKILLs every process in the named namespace (found as
+// `ip netns pids` does: by the namespace's inode in /proc/PID/ns/net).
 func killNetnsProcs(name string) error {
-	var target unix.Stat_t
-	if err := unix.Stat(filepath.Join(netnsDir, name), &target); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		return fmt.Errorf("netlab: stat %s: %w", name, err)
+	target, err := nsInode(name)
+	if err != nil || target == nil {
+		return err
 	}
+	return killIn(name, *target)
+}
+
+// nsInode stats a named namespace; nil when the name is gone.
+func nsInode(name string) (*unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(netnsDir, name), &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("netlab: stat %s: %w", name, err)
+	}
+	return &st, nil
+}
+
+// killIn SIGKILLs the processes in the namespace with this inode and waits,
+// at most 2 s, until none is left in it.
+func killIn(name string, target unix.Stat_t) error {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		pids := netnsPids(target)
