@@ -125,3 +125,46 @@ func benchStream(b *testing.B, tb *Testbed, size int64) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkRTT is a 1-byte TCP ping-pong between the namespaces; ns/op is
+// the application-level round trip the veth testbed has (no netem delay).
+func BenchmarkRTT(b *testing.B) {
+	tb := newTB(b, Options{})
+	var ln net.Listener
+	if err := tb.Run(Server, func() error {
+		var err error
+		ln, err = net.Listen("tcp4", net.JoinHostPort(tb.ServerIP.String(), "0"))
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = io.Copy(c, c)
+	}()
+	var conn net.Conn
+	if err := tb.Run(Client, func() error {
+		var err error
+		conn, err = net.DialTimeout("tcp4", ln.Addr().String(), 5*time.Second)
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Minute))
+	buf := []byte{0}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := conn.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(conn, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
