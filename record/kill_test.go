@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,4 +151,38 @@ func TestRecordSurvivesSIGKILL(t *testing.T) {
 		t.Fatalf("after kill -9 and restart the store has %v, want each of %v once\n%s", got, want, proc.Out.String())
 	}
 	proc.Kill()
+}
+
+// TestServeWithBrokenStore: a corrupt store file does not stop serving; the
+// log says what is wrong and how to fix it, fetches wait in the journal,
+// and once the file is moved aside a restart stores them.
+func TestServeWithBrokenStore(t *testing.T) {
+	e := newKillEnv(t)
+	const size = 256 << 10
+	nstest.RandomFile(t, filepath.Join(e.root, "a.img"), size, 1)
+	db := filepath.Join(e.data, record.FileName)
+	if err := os.WriteFile(db, []byte(strings.Repeat("garbage ", 1000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	proc := e.start()
+	e.fetch("a.img", size)
+	if !nstest.WaitFor(10*time.Second, func() bool {
+		return strings.Contains(proc.Out.String(), "msg=fetch")
+	}) {
+		t.Fatalf("no fetch logged:\n%s", proc.Out.String())
+	}
+	out := proc.Out.String()
+	for _, want := range []string{"record store unavailable; serving goes on", "mv " + db, "RECORDING TO THE STORE IS OFF"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("serve log lacks %q:\n%s", want, out)
+		}
+	}
+	proc.Kill()
+	if err := os.Rename(db, db+".bad"); err != nil {
+		t.Fatal(err)
+	}
+	proc = e.start()
+	if !nstest.WaitFor(10*time.Second, func() bool { return e.records()["/a.img"] == 1 }) {
+		t.Fatalf("journaled fetch not imported after the fix: %v\n%s", e.records(), proc.Out.String())
+	}
 }
