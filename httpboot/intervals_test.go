@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -166,5 +167,32 @@ func TestMonitorBounds(t *testing.T) {
 	}
 	if open := time.Duration(samples)*100*time.Millisecond - prev; open >= m.period {
 		t.Errorf("open interval %v is not shorter than the period %v", open, m.period)
+	}
+}
+
+// TestSampleAllocates0: a periodic TCP_INFO sample allocates nothing.
+func TestSampleAllocates0(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			_, _ = io.Copy(io.Discard, c)
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p := newTCPProbe(c)
+	if _, ok := p.sample(); !ok {
+		t.Skip("no TCP_INFO on this system")
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = p.sample() }); n != 0 {
+		t.Errorf("a sample allocates %.1f times", n)
 	}
 }
