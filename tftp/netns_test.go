@@ -204,12 +204,16 @@ func TestRealClientsSinglePort(t *testing.T) {
 func TestRealClientsWindowsize(t *testing.T) {
 	nstest.RequireTool(t, "atftp")
 	s := startNSServer(t, "")
-	files := map[string]int{"w-small.bin": 70_001, "w-big.bin": 8<<20 + 77, "w-exact.bin": 1468 * 64 * 3}
-	for name, n := range files {
-		nstest.RandomFile(t, filepath.Join(s.root, name), n, uint64(n)+1)
-	}
+	sizes := map[string]int{"small": 70_001, "big": 8<<20 + 77, "exact": 1468 * 64 * 3}
 	out := t.TempDir()
 	for _, w := range []int{1, 4, 16, 64} {
+		// A name per window size, so each fetch has a log line of its own.
+		files := map[string]int{}
+		for name, n := range sizes {
+			file := fmt.Sprintf("w%d-%s.bin", w, name)
+			nstest.RandomFile(t, filepath.Join(s.root, file), n, uint64(n+w))
+			files[file] = n
+		}
 		t.Run(fmt.Sprintf("windowsize %d", w), func(t *testing.T) {
 			for file, size := range files {
 				local := filepath.Join(out, fmt.Sprintf("%d-%s", w, file))
@@ -252,13 +256,15 @@ func TestRealClientsWindowsizeUnderLoss(t *testing.T) {
 	} {
 		nstest.Run(t, s.pair.Client, "nft", argv...)
 	}
-	files := map[string]int{"l-a.bin": 100_000, "l-b.bin": 512 << 10}
-	for name, n := range files {
-		nstest.RandomFile(t, filepath.Join(s.root, name), n, uint64(n)+3)
-	}
 	out := t.TempDir()
 	var resent int
 	for _, w := range []int{1, 4, 16, 64} {
+		files := map[string]int{}
+		for name, n := range map[string]int{"a": 100_000, "b": 512 << 10} {
+			file := fmt.Sprintf("l%d-%s.bin", w, name)
+			nstest.RandomFile(t, filepath.Join(s.root, file), n, uint64(n+w))
+			files[file] = n
+		}
 		t.Run(fmt.Sprintf("windowsize %d", w), func(t *testing.T) {
 			for file, size := range files {
 				local := filepath.Join(out, fmt.Sprintf("%d-%s", w, file))

@@ -195,14 +195,20 @@ func (w *window) packet(seq int64) ([]byte, error) {
 // After each window the server waits for the ACK of its last block, then
 // sends the next window. An ACK of an earlier block of the window means
 // the client lost the block after it: the next window starts there at once,
-// without waiting for a timeout. ACKs of blocks before the window (stale,
-// duplicated or reordered) are ignored, never answered, so resends cannot
-// multiply (the Sorcerer's Apprentice bug, RFC 1123 4.2.3.1). A timeout
-// sends the window again, up to retries times in a row.
+// without waiting for a timeout. A timeout sends the window again, up to
+// retries times in a row.
+//
+// ACKs of blocks before the window (stale or reordered) are ignored. So is
+// a repeated ACK of the block just before the window in lock-step, as RFC
+// 1123 4.2.3.1 asks against the Sorcerer's Apprentice bug. With a window,
+// though, that repeat is how atftp and U-Boot say the window's first block
+// was lost, so it is answered with the window at once, but once per window
+// position only: duplicates cost one window at most and cannot multiply.
 func (t *transfer) sendFile(w *window) error {
 	size := int64(len(w.pkts))
 	base := int64(1) // oldest block not acknowledged
 	var sentMax int64
+	repeatOK := size > 1 // a repeated ACK of base-1 may be answered
 	batch := make([][]byte, 0, size)
 	for attempt := 0; ; {
 		batch = batch[:0]
@@ -218,12 +224,15 @@ func (t *transfer) sendFile(w *window) error {
 				end = seq
 			}
 		}
-		var acked int64
+		var (
+			acked int64
+			why   ackKind
+		)
 		if err := t.link.sendBatch(batch); errors.Is(err, syscall.ECONNREFUSED) {
 			// An ICMP error from an earlier send: the client may have
 			// left after acknowledging the last block, and its ACK may be
 			// waiting behind the error.
-			if acked, err = t.awaitAck(base, sentMax, true); err != nil {
+			if acked, why, err = t.awaitAck(base, sentMax, false, true); err != nil {
 				return err
 			}
 		} else if err != nil {
@@ -234,43 +243,54 @@ func (t *transfer) sendFile(w *window) error {
 				t.info.Retransmits += min(sentMax, end) - base + 1
 			}
 			sentMax = max(sentMax, end)
-			if acked, err = t.awaitAck(base, end, false); err != nil {
+			if acked, why, err = t.awaitAck(base, end, repeatOK, false); err != nil {
 				return err
 			}
 		}
-		if acked < base { // timeout
+		switch why {
+		case ackTimeout:
 			t.info.Timeouts++
 			if attempt >= t.retries {
 				return fmt.Errorf("blocks %d-%d: %w after %d sends %s apart",
 					uint16(base), uint16(end), errNoAck, attempt+1, t.timeout)
 			}
 			attempt++
-			continue
+		case ackRepeat:
+			repeatOK = false
+		case ackProgress:
+			for seq := base; seq <= acked; seq++ {
+				t.acked += int64(len(w.pkts[seq%size]) - 4)
+			}
+			if acked == w.last {
+				return nil
+			}
+			base, attempt, repeatOK = acked+1, 0, size > 1
 		}
-		for seq := base; seq <= acked; seq++ {
-			t.acked += int64(len(w.pkts[seq%size]) - 4)
-		}
-		if acked == w.last {
-			return nil
-		}
-		base, attempt = acked+1, 0
 	}
 }
+
+// ackKind is what awaitAck saw.
+type ackKind int
+
+const (
+	ackProgress ackKind = iota // an ACK of a block in the window
+	ackRepeat                  // the ACK of the block before the window, again
+	ackTimeout
+)
 
 // drainWait is how long to read what is queued after an ICMP error (a
 // deadline already past would not even read a queued datagram).
 const drainWait = 20 * time.Millisecond
 
 // awaitAck waits up to the timeout for an ACK of a block in base..end and
-// returns the highest such seq, or base-1 on a timeout. ACKs of other
-// blocks are skipped.
+// returns its seq (ackProgress), or an ACK of base-1 when repeat is set
+// (ackRepeat), or a timeout. Other ACKs are skipped.
 //
 // Linux reports an ICMP port unreachable (ECONNREFUSED) before datagrams
 // already queued, so the client's last ACK can be waiting behind it: after
 // one (or with refused set), awaitAck only reads what is queued (for
-// drainWait) and then
-// returns errClientGone.
-func (t *transfer) awaitAck(base, end int64, refused bool) (int64, error) {
+// drainWait) and then returns errClientGone.
+func (t *transfer) awaitAck(base, end int64, repeat, refused bool) (int64, ackKind, error) {
 	deadline := time.Now().Add(t.timeout)
 	if refused {
 		deadline = time.Now().Add(drainWait)
@@ -279,35 +299,38 @@ func (t *transfer) awaitAck(base, end int64, refused bool) (int64, error) {
 		n, err := t.link.recv(t.rbuf[:], deadline)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			if refused {
-				return 0, errClientGone
+				return 0, 0, errClientGone
 			}
-			return base - 1, nil
+			return 0, ackTimeout, nil
 		}
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			refused, deadline = true, time.Now().Add(drainWait)
 			continue
 		}
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		rep, err := parseReply(t.rbuf[:n])
 		if err != nil {
 			if isRequest(t.rbuf[:n]) && !bytes.Equal(t.rbuf[:n], t.req) {
-				return 0, &newRequestError{pkt: append([]byte(nil), t.rbuf[:n]...)}
+				return 0, 0, &newRequestError{pkt: append([]byte(nil), t.rbuf[:n]...)}
 			}
 			t.stray++ // includes resends of our own request
 			continue
 		}
 		if rep.op == opERROR {
-			return 0, &clientError{code: rep.code, msg: rep.msg}
+			return 0, 0, &clientError{code: rep.code, msg: rep.msg}
 		}
 		// The seq in base-1..end whose block number is rep.block; the
 		// window is under half the number space, so there is one at most.
 		seq := base - 1 + int64(rep.block-uint16(base-1))
-		if seq < base || seq > end {
-			continue // stale or duplicate: the client already had it
+		switch {
+		case seq >= base && seq <= end:
+			return seq, ackProgress, nil
+		case seq == base-1 && repeat && !refused:
+			return seq, ackRepeat, nil
 		}
-		return seq, nil
+		// Stale, or a duplicate already answered: the client had it.
 	}
 }
 
