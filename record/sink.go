@@ -38,6 +38,10 @@ type SinkOptions struct {
 	// Retry is the first wait after a store error, doubling up to 10 s
 	// (default 200 ms).
 	Retry time.Duration
+	// Linger is how long the writer lets events gather before a
+	// transaction (default 50 ms), so that many short fetches share one
+	// commit. Durability does not wait for it: the journal has them.
+	Linger time.Duration
 }
 
 // SinkStats counts what a Sink did.
@@ -85,6 +89,9 @@ func NewSink(store *Store, logger *slog.Logger, opt SinkOptions) *Sink {
 	}
 	if opt.Retry <= 0 {
 		opt.Retry = 200 * time.Millisecond
+	}
+	if opt.Linger <= 0 {
+		opt.Linger = 50 * time.Millisecond
 	}
 	if opt.Kernel == "" {
 		opt.Kernel = netstate.Kernel()
@@ -224,6 +231,19 @@ func (s *Sink) run() {
 	for {
 		select {
 		case <-s.wake:
+			// Let more events gather, unless closing or the batch is full.
+			s.mu.Lock()
+			full := len(s.queue) >= s.opt.BatchSize
+			s.mu.Unlock()
+			if !full {
+				select {
+				case <-time.After(s.opt.Linger):
+				case <-closing:
+					closing = nil
+				case <-s.abort:
+					return
+				}
+			}
 		case <-closing:
 			closing = nil // closed: keep draining until empty
 		case <-s.abort:
