@@ -123,6 +123,11 @@ func TestRecordSurvivesSIGKILL(t *testing.T) {
 		t.Fatalf("record of /f0.img never committed; store has %v\n%s", e.records(), proc.Out.String())
 	}
 	proc.Kill()
+	// A reader opens the store a killed server left behind (WAL not
+	// checkpointed) without a restart.
+	if got := e.records(); got["/f0.img"] != 1 {
+		t.Fatalf("after kill -9 a reader sees %v, want /f0.img once", got)
+	}
 
 	// 2. SIGKILL as soon as the client has the last byte, several times.
 	for i := 1; i <= rounds; i++ {

@@ -404,6 +404,9 @@ func (s *Sink) convert(f *event.Fetch) (*Record, []Interval) {
 			if a, known := configs.ArchByCode(c.Arch); known {
 				r.Arch = a.Name
 			}
+			if r.Host == "" && c.Host != nil {
+				r.Host = c.Host.Name
+			}
 		}
 	}
 	if mac != nil {

@@ -234,7 +234,7 @@ func TestSinkJournalOnly(t *testing.T) {
 
 func TestSinkConvert(t *testing.T) {
 	mac := net.HardwareAddr{0x52, 0x54, 0, 0x12, 0x34, 0x56}
-	tbl := hosts.New(nil)
+	tbl := hosts.New([]configs.Host{{MAC: configs.MAC{HardwareAddr: mac}, Name: "from-config"}})
 	tbl.Observe(hosts.Client{MAC: mac, Addr: netip.MustParseAddr("10.0.0.7"), Arch: 7})
 	x64, _ := configs.ArchByCode(7)
 	start := time.Date(2026, 11, 30, 1, 0, 0, 0, time.FixedZone("x", 3600))
@@ -269,7 +269,7 @@ func TestSinkConvert(t *testing.T) {
 				TFTP: &event.TFTPInfo{BlockSize: 1468, WindowSize: 4, TSize: true, Datagrams: 12, Retransmits: 2, Timeouts: 1},
 			},
 			want: Record{Time: start.UTC(), Source: "serve", Proto: "tftp", Direction: "rx",
-				ClientMAC: mac.String(), ClientIP: "10.0.0.8", Arch: x64.Name, File: "ipxe.efi", Bytes: 1000,
+				ClientMAC: mac.String(), ClientIP: "10.0.0.8", Host: "from-config", Arch: x64.Name, File: "ipxe.efi", Bytes: 1000,
 				Size: 1000, Duration: time.Millisecond, Mbps: 8, Outcome: "ok", BlkSize: 1468, WindowSize: 4,
 				TSize: true, Datagrams: 12, Acked: 10, Retransmits: 2, Timeouts: 1, Iface: "veth1", Kernel: "k"},
 		},
