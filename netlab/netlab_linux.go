@@ -484,11 +484,7 @@ func (t *Testbed) readIface(s Side) (netstate.State, error) {
 }
 
 // readIface reads an interface of the calling thread's namespace through
-// netstate (whose sockets must be opened there). TSO is then re-read from
-// the plain TCP features only: netstate counts it on when any
-// tx-tcp*-segmentation is, and kernel 6.18 leaves tx-tcp-accecn-segmentation
-// on when tx checksum goes off, so netstate would say TSO on while the
-// kernel segments no ordinary TCP in hardware.
+// netstate (whose sockets must be opened there).
 func readIface(ifname string) (netstate.State, error) {
 	r, err := netstate.New(0)
 	if err != nil {
@@ -498,23 +494,6 @@ func readIface(ifname string) (netstate.State, error) {
 	st, err := r.Get(ifname)
 	if err != nil {
 		return st, fmt.Errorf("netlab: reading %s: %w", ifname, err)
-	}
-	e, err := ethtool.NewEthtool()
-	if err != nil {
-		return st, fmt.Errorf("netlab: ethtool socket: %w", err)
-	}
-	defer e.Close()
-	feats, err := e.Features(ifname)
-	if err != nil {
-		return st, fmt.Errorf("netlab: reading %s features: %w", ifname, err)
-	}
-	v4, ok4 := feats["tx-tcp-segmentation"]
-	v6, ok6 := feats["tx-tcp6-segmentation"]
-	switch {
-	case v4 || v6:
-		st.TSO = netstate.On
-	case ok4 || ok6:
-		st.TSO = netstate.Off
 	}
 	return st, nil
 }

@@ -75,8 +75,13 @@ func (s *sysReader) read(iface string) (State, error) {
 	} else {
 		st.RxCsum = featureState(feats, func(n string) bool { return n == "rx-checksum" })
 		st.TxCsum = featureState(feats, func(n string) bool { return strings.HasPrefix(n, "tx-checksum-") })
+		// TSO is the plain TCP segmentation of IPv4 and IPv6 (what ethtool
+		// -k calls tcp-segmentation-offload for ordinary traffic). The
+		// ecn/mangleid/accecn variants are left out: kernel 6.18 keeps
+		// tx-tcp-accecn-segmentation on after tx checksum goes off, when
+		// no ordinary TCP is segmented by the device any more.
 		st.TSO = featureState(feats, func(n string) bool {
-			return strings.HasPrefix(n, "tx-tcp") && strings.HasSuffix(n, "segmentation")
+			return n == "tx-tcp-segmentation" || n == "tx-tcp6-segmentation"
 		})
 		st.GSO = featureState(feats, func(n string) bool { return n == "tx-generic-segmentation" })
 		st.GRO = featureState(feats, func(n string) bool { return n == "rx-gro" })
