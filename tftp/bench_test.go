@@ -56,7 +56,7 @@ func TestBenchThroughput(t *testing.T) {
 		startBenchServers(t, p, root, ip)
 		out := t.TempDir()
 		blks := []string{"default", "512", "1468"}
-		secs := map[string][]float64{} // server/blksize -> run times
+		secs := map[string][]float64{}
 		// Round-robin over servers within each repeat, so load from
 		// elsewhere on the machine hits every server alike.
 		for range runs {
@@ -121,6 +121,148 @@ func startBenchServers(t *testing.T, p *nstest.Pair, root, ip string) {
 			t.Fatalf("TFTP server on port %s did not come up", port)
 		}
 	}
+}
+
+// atftpdPath finds atftpd, which is not installed with the other tools
+// (its Debian package conflicts with tftpd-hpa): PXEPERF_ATFTPD, else the
+// binary unpacked from the package without installing it:
+//
+//	cd /tmp && apt-get download atftpd && dpkg -x atftpd_*.deb /tmp/atftpd-root
+func atftpdPath() string {
+	for _, p := range []string{os.Getenv("PXEPERF_ATFTPD"), "/tmp/atftpd-root/usr/sbin/atftpd"} {
+		if p == "" {
+			continue
+		}
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
+
+// TestBenchWindowsize is the RFC 7440 table: pxeperf against atftpd over a
+// veth pair shaped to 1 Gbit/s on both ends (tbf), same run, fetched with
+// atftp's windowsize client, for blksize 512 and 1468 and windowsize 1 to
+// 64. It runs only with PXEPERF_BENCH=1 and needs atftpd (see atftpdPath):
+//
+//	PXEPERF_BENCH=1 go test -run TestBenchWindowsize -v -timeout 60m ./tftp/
+//
+// PXEPERF_BENCH_MB sets the file size (default 64), PXEPERF_BENCH_RUNS the
+// repeats (default 3, the median is shown); PXEPERF_BENCH_LINK=veth leaves
+// the link unshaped, to see what the CPU allows.
+func TestBenchWindowsize(t *testing.T) {
+	if os.Getenv("PXEPERF_BENCH") != "1" {
+		t.Skip("benchmark: set PXEPERF_BENCH=1 to run")
+	}
+	nstest.RequireTool(t, "atftp", "tc")
+	atftpd := atftpdPath()
+	if atftpd == "" {
+		t.Skip("atftpd not found: set PXEPERF_ATFTPD, or: cd /tmp && apt-get download atftpd && dpkg -x atftpd_*.deb /tmp/atftpd-root")
+	}
+	mb := envInt("PXEPERF_BENCH_MB", 64)
+	runs := envInt("PXEPERF_BENCH_RUNS", 3)
+	p := nstest.NewPair(t, nstest.Options{})
+	link := "veth + tbf 1gbit"
+	if os.Getenv("PXEPERF_BENCH_LINK") == "veth" {
+		link = "veth, unshaped (CPU-bound)"
+	} else {
+		for ns, dev := range map[string]string{p.Server: p.ServerIf, p.Client: p.ClientIf} {
+			nstest.Run(t, ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", "1gbit", "burst", "256kb", "latency", "10ms")
+		}
+	}
+	root := t.TempDir()
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	nstest.RandomFile(t, filepath.Join(root, "img.bin"), mb<<20, 42)
+	ip := p.ServerIP.String()
+	bin := nstest.Binary(t)
+	type server struct {
+		name, port string
+		proc       *nstest.Proc
+	}
+	servers := []*server{{name: "pxeperf", port: "69"}, {name: "atftpd", port: "1069"}}
+	servers[0].proc = nstest.Start(t, p.Server, bin, "serve", "--dhcp", "off", "--http-addr", "off", "--tftp-addr", ip+":69",
+		"--root", root, "--data", t.TempDir(), "--iface", p.ServerIf, "--log-level", "warn")
+	servers[1].proc = nstest.Start(t, p.Server, atftpd, "--daemon", "--no-fork", "--user", "root", "--group", "root",
+		"--port", "1069", "--bind-address", ip, "--logfile", "-", "--verbose=3", root)
+	for _, srv := range servers {
+		ok := nstest.WaitFor(20*time.Second, func() bool {
+			o, _ := nstest.Output(p.Client, 5*time.Second, "atftp", "-g", "-r", "none", "-l", "/dev/null", ip, srv.port)
+			return strings.Contains(strings.ToLower(o), "not found")
+		})
+		if !ok {
+			t.Fatalf("%s on port %s did not come up", srv.name, srv.port)
+		}
+	}
+	blks := []int{512, 1468}
+	wins := []int{1, 4, 8, 16, 32, 64}
+	out := filepath.Join(t.TempDir(), "img.bin")
+	secs := map[string][]float64{}
+	cpu := map[string][]float64{} // server CPU seconds per fetch
+	key := func(srv string, blk, win int) string { return fmt.Sprintf("%s/%d/%d", srv, blk, win) }
+	for range runs {
+		for _, blk := range blks {
+			for _, win := range wins {
+				for _, srv := range servers {
+					args := []string{"--option", fmt.Sprintf("blksize %d", blk), "--option", fmt.Sprintf("windowsize %d", win),
+						"--option", "tsize 0", "-g", "-r", "img.bin", "-l", out, ip, srv.port}
+					os.Remove(out)
+					cpu0 := cpuSeconds(t, srv.proc)
+					start := time.Now()
+					if o, err := nstest.Output(p.Client, 10*time.Minute, "atftp", args...); err != nil {
+						t.Fatalf("%s: atftp %s: %v\n%s", srv.name, strings.Join(args, " "), err, o)
+					}
+					k := key(srv.name, blk, win)
+					secs[k] = append(secs[k], time.Since(start).Seconds())
+					cpu[k] = append(cpu[k], cpuSeconds(t, srv.proc)-cpu0)
+					if fi, err := os.Stat(out); err != nil || fi.Size() != int64(mb<<20) {
+						t.Fatalf("%s: fetched file is wrong: %v", srv.name, err)
+					}
+				}
+			}
+		}
+	}
+	var table strings.Builder
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "blksize\twindowsize\t")
+	for _, srv := range servers {
+		fmt.Fprintf(tw, "%s Mbit/s\tCPU s\t", srv.name)
+	}
+	fmt.Fprintf(tw, "runs (s)\t\n")
+	for _, blk := range blks {
+		for _, win := range wins {
+			fmt.Fprintf(tw, "%d\t%d\t", blk, win)
+			var all []string
+			for _, srv := range servers {
+				s := secs[key(srv.name, blk, win)]
+				sorted := slices.Sorted(slices.Values(s))
+				c := slices.Sorted(slices.Values(cpu[key(srv.name, blk, win)]))
+				fmt.Fprintf(tw, "%.0f\t%.2f\t", float64(mb<<20)*8/sorted[len(sorted)/2]/1e6, c[len(c)/2])
+				all = append(all, srv.name+" "+fmtSecs(s))
+			}
+			fmt.Fprintf(tw, "%s\t\n", strings.Join(all, "; "))
+		}
+	}
+	tw.Flush()
+	t.Logf("TFTP windowsize over %s, %d MiB file, atftp client, median of %d (wall time of atftp):\n%s",
+		link, mb, runs, table.String())
+}
+
+// cpuSeconds is the user+system CPU time a server process used so far
+// (exited threads included), from /proc/PID/stat.
+func cpuSeconds(t *testing.T, p *nstest.Proc) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the ")" that ends the command name; utime and stime
+	// are fields 14 and 15 of the line, in clock ticks (100 per second).
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100
 }
 
 func envInt(name string, def int) int {

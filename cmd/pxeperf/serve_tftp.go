@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-
 	"github.com/pxeperf/pxeperf/tftp"
 )
 
@@ -19,7 +17,6 @@ func newTFTPService(env *serveEnv) (service, error) {
 		MTU:           env.net.Iface.MTU,
 		MaxBlockSize:  c.MaxBlockSize,
 		MaxWindowSize: c.MaxWindowSize,
-		Batch:         os.Getenv("PXEPERF_TFTP_BATCH") == "1", // TEMP: measuring
 		Timeout:       c.Timeout,
 		Retries:       c.Retries,
 		SinglePort:    c.SinglePort,
