@@ -102,7 +102,7 @@ func (s *Server) newFetch(r *http.Request, start time.Time) (*event.Fetch, hosts
 	rec := &event.Fetch{
 		Start:     start,
 		Proto:     event.ProtoHTTP,
-		File:      r.URL.Path,
+		File:      strings.TrimPrefix(r.URL.Path, "/"), // as TFTP names it: relative to the root
 		Size:      -1,
 		Interface: s.opt.Interface,
 	}

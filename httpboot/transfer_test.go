@@ -38,7 +38,7 @@ func TestFetchEvent(t *testing.T) {
 	}
 	f := e.waitFetches(t, 1)[0]
 	want := event.Fetch{
-		Proto: event.ProtoHTTP, MAC: mac.HardwareAddr, Host: "board-1", File: "/img/disk.img",
+		Proto: event.ProtoHTTP, MAC: mac.HardwareAddr, Host: "board-1", File: "img/disk.img",
 		Bytes: size, Size: size, Outcome: event.OutcomeOK, Interface: "lo",
 		Labels: map[string]string{"rack": "r2", "run": "3"},
 	}

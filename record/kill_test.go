@@ -119,13 +119,13 @@ func TestRecordSurvivesSIGKILL(t *testing.T) {
 	// 1. Wait until the record is visible to a reader, then SIGKILL.
 	proc := e.start()
 	e.fetch("f0.img", size)
-	if !nstest.WaitFor(10*time.Second, func() bool { return e.records()["/f0.img"] == 1 }) {
-		t.Fatalf("record of /f0.img never committed; store has %v\n%s", e.records(), proc.Out.String())
+	if !nstest.WaitFor(10*time.Second, func() bool { return e.records()["f0.img"] == 1 }) {
+		t.Fatalf("record of f0.img never committed; store has %v\n%s", e.records(), proc.Out.String())
 	}
 	proc.Kill()
 	// A reader opens the store a killed server left behind (WAL not
 	// checkpointed) without a restart.
-	if got := e.records(); got["/f0.img"] != 1 {
+	if got := e.records(); got["f0.img"] != 1 {
 		t.Fatalf("after kill -9 a reader sees %v, want /f0.img once", got)
 	}
 
@@ -140,7 +140,7 @@ func TestRecordSurvivesSIGKILL(t *testing.T) {
 	proc = e.start()
 	want := map[string]int{}
 	for i := 0; i <= rounds; i++ {
-		want[fmt.Sprintf("/f%d.img", i)] = 1
+		want[fmt.Sprintf("f%d.img", i)] = 1
 	}
 	var got map[string]int
 	ok := nstest.WaitFor(10*time.Second, func() bool {
@@ -187,7 +187,7 @@ func TestServeWithBrokenStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	proc = e.start()
-	if !nstest.WaitFor(10*time.Second, func() bool { return e.records()["/a.img"] == 1 }) {
+	if !nstest.WaitFor(10*time.Second, func() bool { return e.records()["a.img"] == 1 }) {
 		t.Fatalf("journaled fetch not imported after the fix: %v\n%s", e.records(), proc.Out.String())
 	}
 }
