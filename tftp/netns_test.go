@@ -183,6 +183,9 @@ func TestRealClientsSinglePort(t *testing.T) {
 		"atftp blksize 1468": func(l string) []string {
 			return []string{"atftp", "--option", "blksize 1468", "--option", "tsize 0", "-g", "-r", "k.bin", "-l", l, s.addr}
 		},
+		"atftp windowsize 16": func(l string) []string {
+			return []string{"atftp", "--option", "windowsize 16", "--option", "blksize 1468", "-g", "-r", "k.bin", "-l", l, s.addr}
+		},
 	}
 	for name, cmd := range tests {
 		t.Run(name, func(t *testing.T) {

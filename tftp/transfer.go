@@ -36,6 +36,8 @@ type connLink struct {
 	pc   *ipv4.PacketConn // for sendmmsg; nil: one write per packet
 	msgs []ipv4.Message
 	stop func() bool
+
+	deadline time.Time // the read deadline set last
 }
 
 func (c *connLink) send(b []byte) error {
@@ -69,8 +71,11 @@ func (c *connLink) sendBatch(bs [][]byte) error {
 }
 
 func (c *connLink) recv(b []byte, deadline time.Time) (int, error) {
-	if err := c.conn.SetReadDeadline(deadline); err != nil {
-		return 0, err
+	if !deadline.Equal(c.deadline) { // a window's ACKs share one deadline
+		if err := c.conn.SetReadDeadline(deadline); err != nil {
+			return 0, err
+		}
+		c.deadline = deadline
 	}
 	return c.conn.Read(b)
 }
