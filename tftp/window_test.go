@@ -212,11 +212,16 @@ func loopbackConn(t *testing.T) *net.UDPConn {
 // in both directions with the windowed client: every fetch is byte-exact,
 // the OACK carries just what was asked, and the event's counters add up.
 func TestWindowedFetch(t *testing.T) {
-	ts := startServer(t, Config{Timeout: 100 * time.Millisecond, Retries: 20, MaxWindowSize: 32})
-	files := map[string][]byte{
-		"small": ts.file(t, "small", 5000),
-		"exact": ts.file(t, "exact", 1468*32*4),
-		"big":   ts.file(t, "big", 3<<20+7),
+	// Cases that must not resend run against a patient server and client,
+	// so a stall of the test machine cannot pass for a lost packet; lossy
+	// cases against a quick one, as every lost window tail costs a timeout.
+	patient := startServer(t, Config{Timeout: 5 * time.Second, MaxWindowSize: 32})
+	quick := startServer(t, Config{Timeout: 100 * time.Millisecond, Retries: 20, MaxWindowSize: 32})
+	sizes := map[string]int{"small": 5000, "exact": 1468 * 32 * 4, "big": 3<<20 + 7}
+	files := map[string][]byte{}
+	for name, n := range sizes {
+		files[name] = patient.file(t, name, n)
+		quick.file(t, name, n)
 	}
 	lose := func(every int) func(int, int64) action {
 		return func(n int, _ int64) action {
@@ -263,8 +268,11 @@ func TestWindowedFetch(t *testing.T) {
 				if tc.smallOnly && len(want) > 1<<20 {
 					continue
 				}
+				ts, c := quick, newWinClient(t, loopbackConn(t))
+				if tc.wantNoResend || tc.wantBounded {
+					ts, c.timeout = patient, 5*time.Second
+				}
 				before, _ := ts.rec.Snapshot()
-				c := newWinClient(t, loopbackConn(t))
 				c.data, c.dupACK, c.staleACK = tc.data, tc.dupACK, tc.stale
 				got, oack, err := c.get(ts.Addr(), file, tc.blksize, tc.window)
 				if err != nil {
