@@ -96,8 +96,8 @@ func TestCurlRealBinary(t *testing.T) {
 		}
 	})
 	if !nstest.WaitFor(5*time.Second, func() bool {
-		return strings.Contains(srv.Out.String(), "file=/big.img") && strings.Contains(srv.Out.String(), "outcome=ok")
+		return strings.Contains(srv.Out.String(), "file=big.img") && strings.Contains(srv.Out.String(), "outcome=ok")
 	}) {
-		t.Errorf("no fetch event logged for /big.img:\n%s", srv.Out.String())
+		t.Errorf("no fetch event logged for big.img:\n%s", srv.Out.String())
 	}
 }
