@@ -243,6 +243,34 @@ func TestRealClientsWindowsize(t *testing.T) {
 	}
 }
 
+// TestRealClientsWraparound fetches a file of more than 65535 blocks with
+// atftp at blksize 512, lock-step and windowed: block numbers wrap to 0.
+func TestRealClientsWraparound(t *testing.T) {
+	nstest.RequireTool(t, "atftp")
+	s := startNSServer(t, "")
+	const size = 512*65536 + 4096 + 9
+	out := t.TempDir()
+	for _, w := range []int{1, 16} {
+		t.Run(fmt.Sprintf("windowsize %d", w), func(t *testing.T) {
+			file := fmt.Sprintf("wrap%d.bin", w)
+			nstest.RandomFile(t, filepath.Join(s.root, file), size, uint64(w)+11)
+			local := filepath.Join(out, file)
+			argv := []string{"atftp", "--option", "blksize 512", "--option", fmt.Sprintf("windowsize %d", w),
+				"-g", "-r", file, "-l", local, s.addr}
+			if o, err := s.client(argv[0], argv[1:]...); err != nil {
+				t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, o)
+			}
+			if got, want := nstest.FileSHA256(t, local), nstest.FileSHA256(t, filepath.Join(s.root, file)); got != want {
+				t.Fatalf("sha256 %s, want %s", got, want)
+			}
+			line := s.fetchLine(t, file)
+			if !strings.Contains(line, "outcome=ok") || !strings.Contains(line, fmt.Sprintf("bytes=%d ", size)) {
+				t.Errorf("fetch line %q; want outcome=ok bytes=%d", line, size)
+			}
+		})
+	}
+}
+
 // TestRealClientsWindowsizeUnderLoss drops 5% of the DATA packets reaching
 // the client namespace (nftables; this kernel has no netem) while atftp
 // fetches small files at several window sizes: every fetch is byte-exact

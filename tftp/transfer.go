@@ -55,11 +55,13 @@ func (c *connLink) sendBatch(bs [][]byte) error {
 		return nil
 	}
 	// sendmmsg: one system call for up to a window of blocks.
-	msgs := c.msgs[:0]
-	for _, b := range bs {
-		msgs = append(msgs, ipv4.Message{Buffers: [][]byte{b}})
+	for len(c.msgs) < len(bs) {
+		c.msgs = append(c.msgs, ipv4.Message{Buffers: make([][]byte, 1)})
 	}
-	c.msgs = msgs
+	msgs := c.msgs[:len(bs)]
+	for i, b := range bs {
+		msgs[i].Buffers[0] = b
+	}
 	for len(msgs) > 0 {
 		n, err := c.pc.WriteBatch(msgs, 0)
 		if err != nil {
