@@ -155,7 +155,7 @@ func (l Log) Fetch(f *Fetch) {
 		attrs = append(attrs, "err", f.Err)
 	}
 	if t := f.TFTP; t != nil {
-		attrs = append(attrs, "blksize", t.BlockSize, "windowsize", t.WindowSize, "retransmits", t.Retransmits)
+		attrs = append(attrs, "blksize", t.BlockSize, "windowsize", t.WindowSize, "retransmits", t.Retransmits, "timeouts", t.Timeouts)
 	}
 	if t := f.TCP; t != nil {
 		attrs = append(attrs, "rtt", t.RTT, "retrans", t.Retransmits, "max_wnd", t.MaxSndWnd)
