@@ -51,23 +51,30 @@ func startNSServer(t *testing.T, extraYAML string) *nsServer {
 	return &nsServer{pair: p, root: root, proc: proc, addr: p.ServerIP.String()}
 }
 
-// fetchLine waits for the server's log line for a fetch of file and
-// returns it.
-func (s *nsServer) fetchLine(t *testing.T, file string) string {
+// fetchLine waits for the server's log line for the next fetch of file:
+// the first one after the `seen` lines already logged for it (fetchCount).
+func (s *nsServer) fetchLine(t *testing.T, file string, seen int) string {
 	t.Helper()
-	re := regexp.MustCompile(`(?m)^.*msg=fetch proto=tftp .*file=` + regexp.QuoteMeta(file) + ` .*$`)
 	var line string
 	nstest.WaitFor(10*time.Second, func() bool {
-		m := re.FindAllString(s.proc.Out.String(), -1)
-		if len(m) > 0 {
-			line = m[len(m)-1]
+		m := s.fetchLines(file)
+		if len(m) > seen {
+			line = m[seen]
 		}
 		return line != ""
 	})
 	if line == "" {
-		t.Fatalf("no fetch log line for %s in:\n%s", file, s.proc.Out.String())
+		t.Fatalf("no new fetch log line for %s (after %d) in:\n%s", file, seen, s.proc.Out.String())
 	}
 	return line
+}
+
+// fetchCount is how many fetch lines for file the server has logged.
+func (s *nsServer) fetchCount(file string) int { return len(s.fetchLines(file)) }
+
+func (s *nsServer) fetchLines(file string) []string {
+	re := regexp.MustCompile(`(?m)^.*msg=fetch proto=tftp .*file=` + regexp.QuoteMeta(file) + ` .*$`)
+	return re.FindAllString(s.proc.Out.String(), -1)
 }
 
 // clientOut runs a client command in the client namespace and returns its
@@ -115,6 +122,7 @@ func TestRealClientsFetch(t *testing.T) {
 			for file := range files {
 				local := filepath.Join(out, strings.ReplaceAll(name, " ", "_")+"-"+file)
 				argv := tc.cmd(file, local)
+				seen := s.fetchCount(file)
 				lastOut, err := s.client(argv[0], argv[1:]...)
 				if err != nil {
 					t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, lastOut)
@@ -122,7 +130,7 @@ func TestRealClientsFetch(t *testing.T) {
 				if got, want := nstest.FileSHA256(t, local), nstest.FileSHA256(t, filepath.Join(s.root, file)); got != want {
 					t.Fatalf("%s: sha256 %s, want %s", file, got, want)
 				}
-				line := s.fetchLine(t, file)
+				line := s.fetchLine(t, file, seen)
 				if !strings.Contains(line, "outcome=ok") || !strings.Contains(line, tc.wantBlk) ||
 					!strings.Contains(line, fmt.Sprintf("bytes=%d ", files[file])) {
 					t.Errorf("%s: fetch line %q; want outcome=ok %s bytes=%d", file, line, tc.wantBlk, files[file])
@@ -225,13 +233,14 @@ func TestRealClientsWindowsize(t *testing.T) {
 				local := filepath.Join(out, fmt.Sprintf("%d-%s", w, file))
 				argv := []string{"atftp", "--option", fmt.Sprintf("windowsize %d", w), "--option", "blksize 1468",
 					"--option", "tsize 0", "-g", "-r", file, "-l", local, s.addr}
+				seen := s.fetchCount(file)
 				if o, err := s.client(argv[0], argv[1:]...); err != nil {
 					t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, o)
 				}
 				if got, want := nstest.FileSHA256(t, local), nstest.FileSHA256(t, filepath.Join(s.root, file)); got != want {
 					t.Fatalf("%s: sha256 %s, want %s", file, got, want)
 				}
-				line := s.fetchLine(t, file)
+				line := s.fetchLine(t, file, seen)
 				for _, want := range []string{"outcome=ok", "blksize=1468", fmt.Sprintf("windowsize=%d ", w),
 					fmt.Sprintf("bytes=%d ", size)} {
 					if !strings.Contains(line, want) {
@@ -257,13 +266,14 @@ func TestRealClientsWraparound(t *testing.T) {
 			local := filepath.Join(out, file)
 			argv := []string{"atftp", "--option", "blksize 512", "--option", fmt.Sprintf("windowsize %d", w),
 				"-g", "-r", file, "-l", local, s.addr}
+			seen := s.fetchCount(file)
 			if o, err := s.client(argv[0], argv[1:]...); err != nil {
 				t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, o)
 			}
 			if got, want := nstest.FileSHA256(t, local), nstest.FileSHA256(t, filepath.Join(s.root, file)); got != want {
 				t.Fatalf("sha256 %s, want %s", got, want)
 			}
-			line := s.fetchLine(t, file)
+			line := s.fetchLine(t, file, seen)
 			if !strings.Contains(line, "outcome=ok") || !strings.Contains(line, fmt.Sprintf("bytes=%d ", size)) {
 				t.Errorf("fetch line %q; want outcome=ok bytes=%d", line, size)
 			}
@@ -304,6 +314,7 @@ func TestRealClientsWindowsizeUnderLoss(t *testing.T) {
 				local := filepath.Join(out, fmt.Sprintf("%d-%s", w, file))
 				argv := []string{"atftp", "--option", fmt.Sprintf("windowsize %d", w), "--option", "blksize 1468",
 					"--option", "tsize 0", "-g", "-r", file, "-l", local, s.addr}
+				seen := s.fetchCount(file)
 				lastOut, err := s.client(argv[0], argv[1:]...)
 				if err != nil {
 					t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, lastOut)
@@ -311,7 +322,7 @@ func TestRealClientsWindowsizeUnderLoss(t *testing.T) {
 				if got, want := nstest.FileSHA256(t, local), nstest.FileSHA256(t, filepath.Join(s.root, file)); got != want {
 					t.Fatalf("%s: sha256 %s, want %s", file, got, want)
 				}
-				line := s.fetchLine(t, file)
+				line := s.fetchLine(t, file, seen)
 				if !strings.Contains(line, "outcome=ok") || !strings.Contains(line, fmt.Sprintf("bytes=%d ", size)) {
 					o, _ := s.client("true")
 					_ = o
@@ -361,6 +372,7 @@ func TestWindowedLossyClient(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := newWinClient(t, conn)
+			seen := s.fetchCount(file)
 			got, _, err := c.get(srv, file, 1468, w)
 			if err != nil {
 				t.Fatal(err)
@@ -372,7 +384,7 @@ func TestWindowedLossyClient(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Fatalf("got %d bytes, want %d (content differs)", len(got), len(want))
 			}
-			line := s.fetchLine(t, file)
+			line := s.fetchLine(t, file, seen)
 			if !strings.Contains(line, "outcome=ok") || !strings.Contains(line, fmt.Sprintf("bytes=%d ", size)) ||
 				!strings.Contains(line, fmt.Sprintf("windowsize=%d ", w)) {
 				t.Errorf("fetch line %q; want outcome=ok bytes=%d windowsize=%d", line, size, w)
