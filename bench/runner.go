@@ -1,0 +1,213 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/pxeperf/pxeperf/netlab"
+	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/report"
+)
+
+// Source is the record Source of bench fetches.
+const Source = "bench"
+
+// Label keys the bench puts on its records (besides rx_offload).
+const (
+	LabelRun    = "bench_run" // one sweep's ID: report --label bench_run=ID
+	LabelRcvbuf = "rcvbuf"    // SO_RCVBUF read back after setting it (the kernel doubles the request)
+)
+
+// Options configure Run.
+type Options struct {
+	Spec  Spec
+	Store *record.Store // required: every fetch becomes a record here
+	// RunID labels every record (LabelRun); default: the start time.
+	RunID    string
+	Registry *netlab.Registry // optional: Ctrl-C tears the testbed down through it
+	Logger   *slog.Logger
+	// Progress, when set, is called after every fetch (and once before the
+	// first with done 0).
+	Progress func(Progress)
+	// Verbose, when set, gets each fetch's iperf3-style interval lines.
+	Verbose io.Writer
+	// TempDir holds the generated image; default os.TempDir().
+	TempDir string
+}
+
+// Progress is where a sweep stands.
+type Progress struct {
+	Done, Total int
+	Elapsed     time.Duration
+	// ETA is the estimated time left: the time per fetch so far, weighted
+	// by the bytes at the tbf rate of each remaining point; 0 before the
+	// first fetch.
+	ETA  time.Duration
+	Last *Result // nil before the first fetch
+}
+
+// Result is one fetch of a sweep.
+type Result struct {
+	Point  Point
+	Record record.Record // as stored, with its ID; Outcome says whether it completed
+	// Rcvbuf is SO_RCVBUF read back before connect (0 for auto: the
+	// kernel's default, read back too, so never 0 on Linux).
+	Rcvbuf int
+}
+
+// etaWeight is a point's relative cost for the ETA: its bytes over its
+// rate (unlimited counts as 10 Gbit/s).
+func etaWeight(p Point) float64 {
+	r := float64(p.Rate)
+	if r == 0 {
+		r = 10e9
+	}
+	return float64(p.Size) * 8 / r
+}
+
+// estimate returns the ETA after done of pts took elapsed.
+func estimate(pts []Point, done int, elapsed time.Duration) time.Duration {
+	var spent, left float64
+	for i, p := range pts {
+		if i < done {
+			spent += etaWeight(p)
+		} else {
+			left += etaWeight(p)
+		}
+	}
+	if done == 0 || spent == 0 {
+		return 0
+	}
+	return time.Duration(float64(elapsed) * left / spent)
+}
+
+// SummaryRow is one point over its repeats; rows keep the sweep's order.
+type SummaryRow struct {
+	MTU       int     `json:"mtu"`
+	Rate      string  `json:"rate"`
+	RxOffload string  `json:"rx_offload"` // active, as read back
+	Window    string  `json:"window_requested"`
+	Rcvbuf    int     `json:"rcvbuf"`          // SO_RCVBUF read back
+	Observed  uint32  `json:"window_observed"` // median WndMax the server saw
+	N         int     `json:"n"`
+	Median    float64 `json:"median_mbps"`
+	Min       float64 `json:"min_mbps"`
+	Max       float64 `json:"max_mbps"`
+	MinRTT    float64 `json:"min_rtt_us"` // median over the repeats
+	Model     float64 `json:"model_mbps"` // min(observed/RTT, rate x goodput) at the fitted RTT
+	Failed    int     `json:"failed"`
+}
+
+// Summary is the sweep's own table: every point with the median and
+// spread (min-max) over its repeats, the requested, read-back and observed
+// windows, and the model at the fitted RTT.
+func Summary(results []Result, fit Fit) report.Table {
+	type group struct {
+		row  SummaryRow
+		mbps []float64
+		obs  []float64
+		rtt  []float64
+	}
+	groups := map[string]*group{}
+	var order []string
+	for _, r := range results {
+		k := r.Point.Key()
+		g := groups[k]
+		if g == nil {
+			g = &group{row: SummaryRow{MTU: r.Point.MTU, Rate: FormatRate(r.Point.Rate), Window: FormatWindow(r.Point.Window),
+				RxOffload: string(r.Record.RxCsum)}}
+			groups[k] = g
+			order = append(order, k)
+		}
+		g.row.Rcvbuf = r.Rcvbuf
+		if r.Record.Outcome != "ok" {
+			g.row.Failed++
+			continue
+		}
+		g.mbps = append(g.mbps, r.Record.Mbps)
+		g.obs = append(g.obs, float64(r.Record.WndMax))
+		if r.Record.MinRTT > 0 {
+			g.rtt = append(g.rtt, float64(r.Record.MinRTT.Microseconds()))
+		}
+	}
+	t := report.Table{
+		Name:  "bench-summary",
+		Title: "Sweep by point (median and min-max over repeats)",
+		Columns: []report.Column{{Name: "MTU", Key: "mtu"}, {Name: "Rate", Key: "rate"}, {Name: "RX csum", Key: "rx_offload"},
+			{Name: "Window asked", Key: "window_requested"}, {Name: "SO_RCVBUF", Key: "rcvbuf"},
+			{Name: "Window seen", Key: "window_observed"}, {Name: "n", Key: "n"}, {Name: "Mbit/s", Key: "median_mbps"},
+			{Name: "min-max", Key: "spread_mbps"}, {Name: "MinRTT us", Key: "min_rtt_us"}, {Name: "Model", Key: "model_mbps"},
+			{Name: "Failed", Key: "failed"}},
+		Empty: "No fetches ran.",
+		Notes: []string{
+			"Window asked: the SO_RCVBUF the client set before connect (auto: not set, autotuned); SO_RCVBUF: read back (the kernel doubles it); Window seen: the largest window the server saw the client advertise (TCP_INFO).",
+			"Model: min(window seen / RTT, rate x 1448/1514 at MTU 1500) at the fitted RTT.",
+		},
+	}
+	var rows []SummaryRow
+	for _, k := range order {
+		g := groups[k]
+		row := g.row
+		row.N = len(g.mbps)
+		if row.N > 0 {
+			row.Median, row.Min, row.Max = report.Median(g.mbps), slices.Min(g.mbps), slices.Max(g.mbps)
+			row.Observed = uint32(report.Median(g.obs))
+		}
+		if len(g.rtt) > 0 {
+			row.MinRTT = report.Median(g.rtt)
+		}
+		if row.Observed > 0 && fit.RTT > 0 {
+			rate, _ := ParseRate(row.Rate)
+			row.Model = ModelMbps(row.Observed, fit.RTT, int64(rate), row.MTU)
+		}
+		rows = append(rows, row)
+	}
+	f1 := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+	for _, r := range rows {
+		cells := []string{strconv.Itoa(r.MTU), r.Rate, r.RxOffload, r.Window, strconv.Itoa(r.Rcvbuf), "", strconv.Itoa(r.N), "", "", "", "", strconv.Itoa(r.Failed)}
+		if r.N > 0 {
+			cells[5] = strconv.FormatUint(uint64(r.Observed), 10)
+			cells[7] = f1(r.Median)
+			cells[8] = f1(r.Min) + "-" + f1(r.Max)
+		}
+		if r.MinRTT > 0 {
+			cells[9] = strconv.FormatFloat(r.MinRTT, 'f', 0, 64)
+		}
+		if r.Model > 0 && !math.IsInf(r.Model, 0) {
+			cells[10] = f1(r.Model)
+		}
+		t.Rows = append(t.Rows, cells)
+	}
+	t.Data = rows
+	if rows == nil {
+		t.Data = []SummaryRow{}
+	}
+	return t
+}
+
+// FitLines say how the sweep fits min(window/RTT, line rate), for under the
+// tables.
+func FitLines(f Fit) []string {
+	if len(f.Points) == 0 {
+		return []string{"Model fit: no completed fetch with a window to fit."}
+	}
+	w := f.Worst
+	lines := []string{fmt.Sprintf("Model fit over %d fetches: min(window/RTT, rate x goodput factor); measured RTT (median TCP_INFO min_rtt) %v.",
+		len(f.Points), f.MeasuredRTT.Round(time.Microsecond))}
+	if f.Identified {
+		lines = append(lines, fmt.Sprintf("Fitted RTT %v; worst deviation %+.1f%% (fetch %d: window %d, %s, %.1f Mbit/s measured vs %.1f model).",
+			f.RTT.Round(100*time.Nanosecond), w.Dev*100, w.ID, w.Window, FormatRate(uint64(w.RateBps)), w.Measured, w.Model))
+	} else {
+		lines = append(lines, fmt.Sprintf("Every fetch ran at line rate, so the window never limited it: the data only bound the RTT (<= %v). Worst deviation from the line rate %+.1f%% (fetch %d: window %d, %s, %.1f Mbit/s vs %.1f).",
+			f.RTT.Round(100*time.Nanosecond), w.Dev*100, w.ID, w.Window, FormatRate(uint64(w.RateBps)), w.Measured, w.Model))
+	}
+	if f.MeasuredRTT > 0 {
+		lines = append(lines, fmt.Sprintf("With the measured RTT instead, the worst deviation is %.1f%%.", f.WorstMeasured*100))
+	}
+	return lines
+}

@@ -1,0 +1,405 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/pxeperf/pxeperf/configs"
+	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/httpboot"
+	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/netlab"
+	"github.com/pxeperf/pxeperf/netstate"
+	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/report"
+	"golang.org/x/sys/unix"
+)
+
+// imageName is the generated file every fetch of a sweep pulls.
+const imageName = "bench.img"
+
+// Run builds a testbed, runs every point of opt.Spec on it and tears it
+// down (also when ctx ends: Ctrl-C). Each fetch is stored as it completes,
+// so an interrupted sweep keeps what it measured. It returns the results so
+// far and the first error that stopped the sweep; a fetch that fails is a
+// record with its outcome, not an error.
+func Run(ctx context.Context, opt Options) ([]Result, error) {
+	if opt.Store == nil {
+		return nil, errors.New("bench: no record store (Options.Store)")
+	}
+	if err := opt.Spec.Validate(); err != nil {
+		return nil, err
+	}
+	log := opt.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opt.RunID == "" {
+		opt.RunID = time.Now().UTC().Format("20060102T150405Z")
+	}
+	pts := opt.Spec.Points()
+
+	// The image: generated into a temp root, the same bytes for a seed.
+	tmp, err := os.MkdirTemp(opt.TempDir, "pxeperf-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: temp folder for the image: %w (set TMPDIR to a writable folder)", err)
+	}
+	defer os.RemoveAll(tmp)
+	root := tmp + "/root"
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if _, err := images.GenerateFile(root, imageName, opt.Spec.Size, opt.Spec.Seed); err != nil {
+		return nil, fmt.Errorf("bench: generating the %s image: %w (is there room in %s?)", FormatSize(opt.Spec.Size), err, tmp)
+	}
+	store, err := images.Open(root, tmp+"/data", log)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	defer store.Close()
+
+	if removed, err := netlab.Sweep(log); err != nil {
+		log.Warn("bench: removing leftovers of crashed runs", "err", err)
+	} else if len(removed) > 0 {
+		log.Info("bench: removed leftover testbeds", "namespaces", removed)
+	}
+	tb, err := netlab.New(netlab.Options{MTU: pts[0].MTU, Registry: opt.Registry, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("bench: building the testbed: %w", err)
+	}
+	defer tb.Close()
+
+	// The real HTTP boot server, its listener in the server namespace.
+	sink := newMatcher()
+	httpCfg := configs.Default().HTTP
+	httpCfg.Listen = netip.AddrPortFrom(tb.ServerIP, 0).String()
+	httpCfg.ShutdownGrace = time.Second // Ctrl-C should not wait for a download
+	var srv *httpboot.Server
+	err = tb.Run(netlab.Server, func() error {
+		var err error
+		srv, err = httpboot.New(httpboot.Options{HTTP: httpCfg, Images: store, Sink: sink, Interface: tb.ServerIf,
+			ServerAddr: tb.ServerIP, Logger: log.With("svc", "http")})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: starting the HTTP server in the testbed: %w", err)
+	}
+	sctx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- srv.Serve(sctx) }()
+	defer func() {
+		stopServer()
+		if err := <-serveDone; err != nil {
+			log.Warn("bench: http server", "err", err)
+		}
+	}()
+	url := "http://" + srv.Addr().String() + "/" + imageName
+
+	r := &runner{opt: opt, log: log, tb: tb, sink: sink, url: url, kernel: netstate.Kernel(), mtu: pts[0].MTU}
+	var results []Result
+	start := time.Now()
+	if opt.Progress != nil {
+		opt.Progress(Progress{Total: len(pts)})
+	}
+	for i, p := range pts {
+		if err := ctx.Err(); err != nil {
+			return results, fmt.Errorf("bench: stopped after %d of %d fetches: %w", i, len(pts), context.Cause(ctx))
+		}
+		res, err := r.point(ctx, p)
+		if err != nil {
+			return results, fmt.Errorf("bench: %s: %w", p.Key(), err)
+		}
+		results = append(results, res)
+		if opt.Verbose != nil {
+			ivs, err := opt.Store.Intervals(ctx, res.Record.ID)
+			if err == nil {
+				fmt.Fprintf(opt.Verbose, "\n%s (rep %d)\n", p.Key(), p.Rep)
+				io.WriteString(opt.Verbose, report.Intervals(res.Record, ivs).Layout)
+			}
+		}
+		if opt.Progress != nil {
+			el := time.Since(start)
+			opt.Progress(Progress{Done: i + 1, Total: len(pts), Elapsed: el, ETA: estimate(pts, i+1, el), Last: &results[len(results)-1]})
+		}
+	}
+	return results, nil
+}
+
+// runner holds a sweep's testbed state between points.
+type runner struct {
+	opt    Options
+	log    *slog.Logger
+	tb     *netlab.Testbed
+	sink   *matcher
+	url    string
+	kernel string
+
+	mtu     int
+	rate    uint64
+	rateSet bool
+	offload *bool
+}
+
+// point sets the testbed up for p (changing only what differs) and runs
+// one fetch.
+func (r *runner) point(ctx context.Context, p Point) (Result, error) {
+	if p.MTU != r.mtu {
+		if err := r.tb.SetMTU(p.MTU); err != nil {
+			return Result{}, err
+		}
+		r.mtu = p.MTU
+		r.rateSet = false // tbf's burst is sized for the MTU
+	}
+	if !r.rateSet || r.rate != p.Rate {
+		if p.Rate == 0 {
+			if err := r.tb.ClearRate(netlab.Server); err != nil {
+				return Result{}, err
+			}
+		} else if _, err := r.tb.SetRate(netlab.Server, p.Rate); err != nil {
+			return Result{}, err
+		}
+		r.rate, r.rateSet = p.Rate, true
+	}
+	if r.offload == nil || *r.offload != p.Offload {
+		o := netlab.Offloads{RxCsum: netlab.Off()}
+		if p.Offload {
+			o.RxCsum = netlab.On()
+		}
+		if _, err := r.tb.SetOffloads(netlab.Client, o); err != nil {
+			return Result{}, fmt.Errorf("client rx checksum %s: %w", onOff(p.Offload), err)
+		}
+		v := p.Offload
+		r.offload = &v
+	}
+	// What is active, read back: stamped on the record.
+	st, err := r.tb.State()
+	if err != nil {
+		return Result{}, err
+	}
+
+	fr := r.fetch(ctx, p)
+	if fr.err != nil && fr.fetch == nil && ctx.Err() != nil {
+		return Result{}, fr.err
+	}
+	rec := &record.Record{
+		Time: fr.start.UTC(), Source: Source, Proto: ProtoHTTP, Direction: "rx",
+		ClientIP: r.tb.ClientIP.String(), File: imageName, Bytes: fr.bytes, Size: p.Size,
+		Duration: fr.dur, Outcome: event.OutcomeOK, Kernel: r.kernel,
+		WndRequested: uint32(p.Window),
+		Iface:        r.tb.ClientIf, MTU: st.Client.MTU, LinkMbps: st.Client.SpeedMbps, RateLimit: int64(st.Server.Rate.BitsPerSec),
+		RxCsum: record.Offload(st.Client.RxCsum), TxCsum: record.Offload(st.Client.TxCsum), TSO: record.Offload(st.Client.TSO),
+		GSO: record.Offload(st.Client.GSO), GRO: record.Offload(st.Client.GRO),
+		Labels: map[string]string{
+			"rx_offload": st.Client.RxCsum, LabelRun: r.opt.RunID, LabelRcvbuf: strconv.Itoa(fr.rcvbuf),
+			"window": FormatWindow(p.Window), "rate": FormatRate(p.Rate),
+		},
+	}
+	if fr.dur > 0 {
+		rec.Mbps = float64(fr.bytes) * 8 / fr.dur.Seconds() / 1e6
+	}
+	switch {
+	case fr.err != nil:
+		rec.Outcome, rec.Err = event.OutcomeError, fr.err.Error()
+	case fr.bytes != p.Size:
+		rec.Outcome, rec.Err = event.OutcomeAborted, fmt.Sprintf("received %d of %d bytes", fr.bytes, p.Size)
+	}
+	var ivs []record.Interval
+	if f := fr.fetch; f != nil {
+		if f.Outcome != event.OutcomeOK && rec.Outcome == event.OutcomeOK {
+			rec.Outcome, rec.Err = f.Outcome, "server: "+f.Err
+		}
+		if t := f.TCP; t != nil {
+			rec.WndMax, rec.WndMedian = t.MaxSndWnd, t.MedSndWnd
+			rec.RTT, rec.MinRTT = t.RTT, t.MinRTT
+			rec.Retransmits = int64(t.Retransmits)
+			rec.DeliveryRate = t.DeliveryRate
+			rec.RwndLimited, rec.SndbufLimited = t.RWndLimited, t.SndBufLimited
+			rec.MSS, rec.PMTU = t.MSS, t.PMTU
+		}
+		for _, iv := range f.Intervals {
+			ivs = append(ivs, record.Interval{Start: iv.Start, End: iv.End, Bytes: iv.Bytes, Retransmits: iv.Retransmits,
+				Cwnd: iv.Cwnd, SndWnd: iv.SndWnd, RTT: iv.RTT})
+		}
+	} else if rec.Outcome == event.OutcomeOK {
+		rec.Outcome, rec.Err = event.OutcomeError, "the server reported no fetch"
+	}
+	id, err := r.opt.Store.Add(context.WithoutCancel(ctx), rec, ivs)
+	if err != nil {
+		return Result{}, fmt.Errorf("storing the record: %w", err)
+	}
+	rec.ID = id
+	if rec.Outcome != event.OutcomeOK {
+		r.log.Warn("bench: fetch failed", "point", p.Key(), "rep", p.Rep, "outcome", rec.Outcome, "err", rec.Err)
+	}
+	return Result{Point: p, Record: *rec, Rcvbuf: fr.rcvbuf}, nil
+}
+
+// fetchResult is the client's view of one fetch plus the server's event.
+type fetchResult struct {
+	start  time.Time // request written
+	dur    time.Duration
+	bytes  int64
+	rcvbuf int
+	fetch  *event.Fetch
+	err    error
+}
+
+// fetchTimeout bounds one fetch: three times its time at the rate (10
+// Gbit/s when unlimited), plus 30 s.
+func fetchTimeout(p Point) time.Duration {
+	return time.Duration(3*etaWeight(p)*float64(time.Second)) + 30*time.Second
+}
+
+// fetch GETs the image from the client namespace on a fresh connection whose
+// SO_RCVBUF is set before connect, reads the body to the end and waits for
+// the server's event of the same connection.
+func (r *runner) fetch(ctx context.Context, p Point) (fr fetchResult) {
+	ctx, cancel := context.WithTimeout(ctx, fetchTimeout(p))
+	defer cancel()
+	var local netip.AddrPort
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			if p.Window != WindowAuto {
+				if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, p.Window); serr != nil {
+					serr = fmt.Errorf("SO_RCVBUF %d: %w", p.Window, serr)
+					return
+				}
+			}
+			fr.rcvbuf, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+		})
+		return errors.Join(err, serr)
+	}}
+	tr := &http.Transport{
+		DisableKeepAlives:  true,
+		DisableCompression: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var c net.Conn
+			err := r.tb.Run(netlab.Client, func() error {
+				var err error
+				c, err = d.DialContext(ctx, network, addr)
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+			local = c.LocalAddr().(*net.TCPAddr).AddrPort()
+			return c, nil
+		},
+	}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url, nil)
+	if err != nil {
+		fr.err = err
+		return fr
+	}
+	var wrote time.Time
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote = time.Now() },
+	}))
+	fr.start = time.Now()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		fr.err = fmt.Errorf("GET %s: %w", r.url, err)
+		return fr
+	}
+	wait := r.sink.expect(local)
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		fr.bytes += int64(n)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			fr.err = fmt.Errorf("reading the body: %w", err)
+			break
+		}
+	}
+	end := time.Now()
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK && fr.err == nil {
+		fr.err = fmt.Errorf("GET %s: %s", r.url, resp.Status)
+	}
+	if !wrote.IsZero() {
+		fr.start = wrote
+	}
+	fr.dur = end.Sub(fr.start)
+	// The server emits its event just before the last byte: it is there or
+	// on its way.
+	select {
+	case f := <-wait:
+		fr.fetch = f
+	case <-time.After(5 * time.Second):
+		r.log.Warn("bench: no server event for the fetch", "client", local)
+	case <-ctx.Done():
+	}
+	r.sink.forget(local)
+	return fr
+}
+
+// matcher is the event.Sink given to httpboot: it hands each fetch to the
+// client that made it, by the client's address and port.
+type matcher struct {
+	mu      sync.Mutex
+	waiting map[netip.AddrPort]chan *event.Fetch
+	early   map[netip.AddrPort]*event.Fetch
+}
+
+func newMatcher() *matcher {
+	return &matcher{waiting: map[netip.AddrPort]chan *event.Fetch{}, early: map[netip.AddrPort]*event.Fetch{}}
+}
+
+// Fetch implements event.Sink.
+func (m *matcher) Fetch(f *event.Fetch) {
+	c := *f
+	key := netip.AddrPortFrom(f.Client.Addr().Unmap(), f.Client.Port())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ch, ok := m.waiting[key]; ok {
+		ch <- &c
+		delete(m.waiting, key)
+		return
+	}
+	if len(m.early) < 64 { // bounded: events nobody asks for are dropped
+		m.early[key] = &c
+	}
+}
+
+// Lease implements event.Sink (no DHCP in the bench).
+func (m *matcher) Lease(*event.Lease) {}
+
+// expect returns a channel that gets the fetch from local.
+func (m *matcher) expect(local netip.AddrPort) <-chan *event.Fetch {
+	key := netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
+	ch := make(chan *event.Fetch, 1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f, ok := m.early[key]; ok {
+		ch <- f
+		delete(m.early, key)
+	} else {
+		m.waiting[key] = ch
+	}
+	return ch
+}
+
+func (m *matcher) forget(local netip.AddrPort) {
+	key := netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.waiting, key)
+	delete(m.early, key)
+}

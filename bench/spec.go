@@ -1,0 +1,511 @@
+// Package bench runs `pxeperf bench`: sweeps of measured fetches on a
+// netlab testbed (two namespaces joined by a veth pair), with pxeperf's own
+// server code on the server side and pxeperf's clients on the client side.
+// Every fetch becomes a record.Record (Source "bench") in the same store as
+// served fetches, so `pxeperf report` prints bench runs and lab boots alike.
+//
+// A sweep is a Spec (parsed from the command line by ParseSpec, or a Preset)
+// expanded by Points into a cartesian product in a fixed order. Run executes
+// it (runner_linux.go); FitModel checks the numbers against
+// min(window/RTT, line rate).
+//
+// What a bench record means (the fields that differ from a served fetch):
+// Direction "rx" (the client, standing for the board, receives);
+// WndRequested is the SO_RCVBUF the client asked for (0: autotuned); WndMax
+// is the window the server saw the client advertise (TCP_INFO); RateLimit
+// is the tbf rate on the server's egress; the offload fields (RxCsum, TxCsum,
+// TSO, GSO, GRO) are the CLIENT's veth end as read back after the change,
+// because the client's RX checksum offload is the knob of the gPXE study,
+// and the label rx_offload repeats RxCsum for report.RxOffload.
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// ProtoHTTP is the only protocol the bench runs so far: an HTTP image fetch
+// from pxeperf's httpboot server.
+const ProtoHTTP = "http"
+
+// WindowAuto in Spec.Windows means: do not set SO_RCVBUF (the kernel
+// autotunes the receive window).
+const WindowAuto = 0
+
+// Limits of what a spec may ask for.
+const (
+	MinWindow  = 1 << 10  // smaller SO_RCVBUF values are raised by the kernel anyway
+	MaxWindow  = 64 << 20 // above net.core.rmem_max the kernel caps it
+	MaxPoints  = 10000    // a sweep larger than this is a typo
+	MaxRepeat  = 100
+	MinSize    = 1 << 10
+	MaxSize    = 64 << 30
+	MinMTU     = 576 // IPv4 minimum reassembly size; tbf burst needs room for a frame
+	MaxMTU     = 65535
+	MinRateBps = 8000 // 1 kbit/s... anything lower never finishes
+)
+
+// Spec is a sweep before expansion: every list is tried against every other.
+type Spec struct {
+	Proto    string
+	Windows  []int    // client SO_RCVBUF in bytes; WindowAuto: autotuned
+	Offloads []bool   // client RX checksum offload
+	MTUs     []int    // both veth ends
+	Rates    []uint64 // tbf bits/s on the server's egress; 0: unlimited
+	Size     int64    // image bytes per fetch
+	Repeat   int      // fetches per point
+	Seed     uint64   // image content (images.Generate seed)
+}
+
+// Point is one fetch of a sweep.
+type Point struct {
+	Index   int // 0-based position in the sweep
+	Proto   string
+	Window  int // WindowAuto: autotuned
+	Offload bool
+	MTU     int
+	Rate    uint64 // 0: unlimited
+	Size    int64
+	Rep     int // 1-based repeat number
+}
+
+// Key names the point without its repeat number: the fetches that share a
+// key are the repeats whose median and spread are reported.
+func (p Point) Key() string {
+	return fmt.Sprintf("%s mtu=%d rate=%s rx_offload=%s window=%s", p.Proto, p.MTU, FormatRate(p.Rate), onOff(p.Offload), FormatWindow(p.Window))
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// Points expands the spec in a fixed order: MTU (slowest to change), then
+// rate, offload, window, and the repeats of one setting back to back. The
+// same spec always gives the same order.
+func (s Spec) Points() []Point {
+	var pts []Point
+	for _, mtu := range s.MTUs {
+		for _, rate := range s.Rates {
+			for _, off := range s.Offloads {
+				for _, w := range s.Windows {
+					for rep := 1; rep <= s.Repeat; rep++ {
+						pts = append(pts, Point{Index: len(pts), Proto: s.Proto, Window: w, Offload: off, MTU: mtu,
+							Rate: rate, Size: s.Size, Rep: rep})
+					}
+				}
+			}
+		}
+	}
+	return pts
+}
+
+// Count is len(s.Points()) without building them (0 on overflow).
+func (s Spec) Count() int {
+	n := uint64(1)
+	for _, k := range []int{len(s.MTUs), len(s.Rates), len(s.Offloads), len(s.Windows), s.Repeat} {
+		if k <= 0 {
+			return 0
+		}
+		n *= uint64(k)
+		if n > math.MaxInt32 {
+			return 0
+		}
+	}
+	return int(n)
+}
+
+// Validate checks a spec built by hand (ParseSpec's results pass).
+func (s Spec) Validate() error {
+	var errs []error
+	if s.Proto != ProtoHTTP {
+		errs = append(errs, fmt.Errorf("--proto %q: the bench runs http (an HTTP image fetch)", s.Proto))
+	}
+	if len(s.Windows) == 0 || len(s.Offloads) == 0 || len(s.MTUs) == 0 || len(s.Rates) == 0 {
+		errs = append(errs, errors.New("--window, --offload, --mtu and --rate each need at least one value"))
+	}
+	for _, w := range s.Windows {
+		if w != WindowAuto && (w < MinWindow || w > MaxWindow) {
+			errs = append(errs, fmt.Errorf("--window %d: out of range %s..%s (or auto)", w, FormatWindow(MinWindow), FormatWindow(MaxWindow)))
+		}
+	}
+	for _, m := range s.MTUs {
+		if m < MinMTU || m > MaxMTU {
+			errs = append(errs, fmt.Errorf("--mtu %d: out of range %d..%d", m, MinMTU, MaxMTU))
+		}
+	}
+	for _, r := range s.Rates {
+		if r != 0 && r < MinRateBps {
+			errs = append(errs, fmt.Errorf("--rate %d bit/s: below %s", r, FormatRate(MinRateBps)))
+		}
+	}
+	if s.Size < MinSize || s.Size > MaxSize {
+		errs = append(errs, fmt.Errorf("--size %d: out of range %s..%s", s.Size, FormatSize(MinSize), FormatSize(MaxSize)))
+	}
+	if s.Repeat < 1 || s.Repeat > MaxRepeat {
+		errs = append(errs, fmt.Errorf("--repeat %d: out of range 1..%d", s.Repeat, MaxRepeat))
+	}
+	if len(errs) == 0 && (s.Count() == 0 || s.Count() > MaxPoints) {
+		errs = append(errs, fmt.Errorf("the sweep has more than %d fetches: narrow --window, --offload, --mtu, --rate or --repeat", MaxPoints))
+	}
+	return errors.Join(errs...)
+}
+
+// Flags are the sweep flags as typed; empty strings take the preset's value
+// (or the default when no preset is given).
+type Flags struct {
+	Preset, Proto, Window, Offload, MTU, Rate, Size string
+	Repeat                                          int // 0: preset or default
+	Seed                                            uint64
+}
+
+// Default is the spec used for flags left empty without a preset: one
+// autotuned HTTP fetch of 64 MiB per offload state at MTU 1500, unlimited.
+func Default() Spec {
+	return Spec{Proto: ProtoHTTP, Windows: []int{WindowAuto}, Offloads: []bool{true, false}, MTUs: []int{1500},
+		Rates: []uint64{0}, Size: 64 << 20, Repeat: 1, Seed: 1}
+}
+
+// Presets that run, by name. Other studies (xilinx: TCP/UDP streams;
+// linkspeed: both directions by rate; tftp: blksize x windowsize) need the
+// stream and TFTP clients and are added with them.
+var presets = map[string]Spec{
+	// The 2010 gPXE study: 500 MB HTTP imgfetch by TCP_MAX_WINDOW_SIZE
+	// (4096 .. 65532), board RX checksum offload on and off, GigE.
+	"gpxe": {Proto: ProtoHTTP, Windows: []int{4096, 8192, 16384, 32768, 65532}, Offloads: []bool{true, false},
+		MTUs: []int{1500}, Rates: []uint64{1e9}, Size: 500 << 20, Repeat: 3, Seed: 1},
+}
+
+// PresetNames lists the presets, sorted.
+func PresetNames() []string {
+	var names []string
+	for n := range presets {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Preset returns a copy of the named preset.
+func Preset(name string) (Spec, bool) {
+	s, ok := presets[name]
+	if !ok {
+		return Spec{}, false
+	}
+	s.Windows, s.Offloads = slices.Clone(s.Windows), slices.Clone(s.Offloads)
+	s.MTUs, s.Rates = slices.Clone(s.MTUs), slices.Clone(s.Rates)
+	return s, true
+}
+
+// ParseSpec builds a spec from flags: the preset (or Default) first, then
+// every non-empty flag replaces that part of it. All errors are reported
+// together, each naming its flag and the forms it takes.
+func ParseSpec(f Flags) (Spec, error) {
+	s := Default()
+	if f.Preset != "" {
+		p, ok := Preset(strings.ToLower(strings.TrimSpace(f.Preset)))
+		if !ok {
+			return Spec{}, fmt.Errorf("--preset %q: unknown; presets: %s", f.Preset, strings.Join(PresetNames(), ", "))
+		}
+		s = p
+	}
+	var errs []error
+	if f.Proto != "" {
+		p := strings.ToLower(strings.TrimSpace(f.Proto))
+		if p != ProtoHTTP {
+			errs = append(errs, fmt.Errorf("--proto %q: the bench runs http so far (an HTTP image fetch)", f.Proto))
+		}
+		s.Proto = p
+	}
+	if f.Window != "" {
+		w, err := ParseWindows(f.Window)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--window: %w", err))
+		}
+		s.Windows = w
+	}
+	if f.Offload != "" {
+		o, err := ParseOffloads(f.Offload)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--offload: %w", err))
+		}
+		s.Offloads = o
+	}
+	if f.MTU != "" {
+		m, err := ParseMTUs(f.MTU)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--mtu: %w", err))
+		}
+		s.MTUs = m
+	}
+	if f.Rate != "" {
+		r, err := ParseRates(f.Rate)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--rate: %w", err))
+		}
+		s.Rates = r
+	}
+	if f.Size != "" {
+		n, err := ParseSize(f.Size)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--size: %w", err))
+		}
+		s.Size = n
+	}
+	if f.Repeat != 0 {
+		s.Repeat = f.Repeat
+	}
+	if f.Seed != 0 {
+		s.Seed = f.Seed
+	}
+	if len(errs) > 0 {
+		return Spec{}, errors.Join(errs...)
+	}
+	if err := s.Validate(); err != nil {
+		return Spec{}, err
+	}
+	return s, nil
+}
+
+const windowForms = "a size (4K, 16KiB, 65532), a range with a step (4K..64K/4K), auto, or a comma list of those"
+
+// ParseWindows parses --window: comma-separated items, each a size, a range
+// lo..hi/step (inclusive; hi is included when the steps reach it), or auto.
+// Duplicates are dropped; the order is as given (ranges ascending).
+func ParseWindows(s string) ([]int, error) {
+	var out []int
+	seen := map[int]bool{}
+	add := func(w int) error {
+		if w != WindowAuto && (w < MinWindow || w > MaxWindow) {
+			return fmt.Errorf("window %s out of range %s..%s", FormatWindow(w), FormatWindow(MinWindow), FormatWindow(MaxWindow))
+		}
+		if !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+		if len(out) > MaxPoints {
+			return fmt.Errorf("more than %d windows", MaxPoints)
+		}
+		return nil
+	}
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		switch {
+		case item == "":
+			return nil, fmt.Errorf("%q: empty item; use %s", s, windowForms)
+		case strings.EqualFold(item, "auto"):
+			if err := add(WindowAuto); err != nil {
+				return nil, err
+			}
+		case strings.Contains(item, ".."):
+			lo, hi, step, err := parseRange(item)
+			if err != nil {
+				return nil, err
+			}
+			for w := lo; w <= hi; w += step {
+				if err := add(int(w)); err != nil {
+					return nil, err
+				}
+			}
+		default:
+			n, err := ParseSize(item)
+			if err != nil {
+				return nil, fmt.Errorf("%q: %w; use %s", item, err, windowForms)
+			}
+			if err := add(int(n)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+func parseRange(item string) (lo, hi, step int64, err error) {
+	a, rest, _ := strings.Cut(item, "..")
+	b, st, ok := strings.Cut(rest, "/")
+	if !ok {
+		return 0, 0, 0, fmt.Errorf("range %q has no step: write lo..hi/step, e.g. 4K..64K/4K", item)
+	}
+	if lo, err = ParseSize(a); err != nil {
+		return 0, 0, 0, fmt.Errorf("range %q: start: %w", item, err)
+	}
+	if hi, err = ParseSize(b); err != nil {
+		return 0, 0, 0, fmt.Errorf("range %q: end: %w", item, err)
+	}
+	if step, err = ParseSize(st); err != nil {
+		return 0, 0, 0, fmt.Errorf("range %q: step: %w", item, err)
+	}
+	if lo > hi {
+		return 0, 0, 0, fmt.Errorf("range %q: start is above the end", item)
+	}
+	if (hi-lo)/step >= MaxPoints {
+		return 0, 0, 0, fmt.Errorf("range %q: more than %d steps", item, MaxPoints)
+	}
+	return lo, hi, step, nil
+}
+
+// ParseOffloads parses --offload: on, off, or both as "on,off" (in the
+// order given).
+func ParseOffloads(s string) ([]bool, error) {
+	var out []bool
+	seen := map[bool]bool{}
+	for item := range strings.SplitSeq(s, ",") {
+		var v bool
+		switch strings.ToLower(strings.TrimSpace(item)) {
+		case "on", "1", "true", "yes":
+			v = true
+		case "off", "0", "false", "no":
+			v = false
+		default:
+			return nil, fmt.Errorf("%q: use on, off or on,off", item)
+		}
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// ParseMTUs parses --mtu: a comma list of MTUs in bytes (576..65535).
+func ParseMTUs(s string) ([]int, error) {
+	var out []int
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		m, err := strconv.Atoi(item)
+		if err != nil || m < MinMTU || m > MaxMTU {
+			return nil, fmt.Errorf("%q: an MTU is a number of bytes %d..%d, e.g. 1500,9000", item, MinMTU, MaxMTU)
+		}
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// rateUnits are tc's rate units (SI, bits): a bare number is bit/s.
+var rateUnits = []struct {
+	suffix string
+	mult   float64
+}{{"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1}}
+
+// ParseRates parses --rate: a comma list of tc-style rates (1gbit, 100mbit,
+// 10mbit, 512kbit, a bare number in bit/s) or none (unlimited).
+func ParseRates(s string) ([]uint64, error) {
+	var out []uint64
+	for item := range strings.SplitSeq(s, ",") {
+		r, err := ParseRate(item)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// ParseRate parses one rate; none gives 0.
+func ParseRate(item string) (uint64, error) {
+	const forms = "use 1gbit, 100mbit, 10mbit, 512kbit, bits per second, or none"
+	t := strings.ToLower(strings.TrimSpace(item))
+	if t == "none" || t == "unlimited" {
+		return 0, nil
+	}
+	mult, num := 1.0, t
+	for _, u := range rateUnits {
+		if n, ok := strings.CutSuffix(t, u.suffix); ok {
+			mult, num = u.mult, n
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+		return 0, fmt.Errorf("%q: %s", item, forms)
+	}
+	bps := v * mult
+	if bps < MinRateBps || bps > 400e9 {
+		return 0, fmt.Errorf("%q: out of range %s..400gbit; %s", item, FormatRate(MinRateBps), forms)
+	}
+	return uint64(math.Round(bps)), nil
+}
+
+// sizeUnits: K/M/G and KiB/MiB/GiB are powers of 1024, KB/MB/GB of 1000.
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30},
+	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9},
+	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"b", 1},
+}
+
+// ParseSize parses a byte count: 65532, 4K, 16KiB, 500MiB, 1.5G (K, M, G
+// and KiB, MiB, GiB are 1024-based; KB, MB, GB 1000-based).
+func ParseSize(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	mult, num := int64(1), t
+	for _, u := range sizeUnits {
+		if n, ok := strings.CutSuffix(t, u.suffix); ok {
+			mult, num = u.mult, n
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+		return 0, fmt.Errorf("%q is not a size: use bytes or K, M, G (1024-based) or KB, MB, GB (1000-based), e.g. 4K, 500MiB", s)
+	}
+	b := v * float64(mult)
+	if b > MaxSize || b < 1 {
+		return 0, fmt.Errorf("%q: out of range 1..%s", s, FormatSize(MaxSize))
+	}
+	if b != math.Trunc(b) {
+		return 0, fmt.Errorf("%q is not a whole number of bytes", s)
+	}
+	return int64(b), nil
+}
+
+// FormatWindow prints a window as the flags take it: auto, 4K, 65532.
+func FormatWindow(w int) string {
+	if w == WindowAuto {
+		return "auto"
+	}
+	if w%1024 == 0 {
+		return strconv.Itoa(w/1024) + "K"
+	}
+	return strconv.Itoa(w)
+}
+
+// FormatRate prints a rate as tc does: 1gbit, 100mbit, none.
+func FormatRate(bps uint64) string {
+	switch {
+	case bps == 0:
+		return "none"
+	case bps%1e9 == 0:
+		return strconv.FormatUint(bps/1e9, 10) + "gbit"
+	case bps%1e6 == 0:
+		return strconv.FormatUint(bps/1e6, 10) + "mbit"
+	case bps%1e3 == 0:
+		return strconv.FormatUint(bps/1e3, 10) + "kbit"
+	}
+	return strconv.FormatUint(bps, 10) + "bit"
+}
+
+// FormatSize prints a byte count in the largest whole 1024-based unit.
+func FormatSize(n int64) string {
+	for _, u := range []struct {
+		s string
+		m int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.m && n%u.m == 0 {
+			return strconv.FormatInt(n/u.m, 10) + u.s
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pxeperf/pxeperf/bench"
+	"github.com/pxeperf/pxeperf/configs"
+	"github.com/pxeperf/pxeperf/netlab"
+	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/report"
+	"github.com/spf13/cobra"
+)
+
+// benchFlags are the flags of `pxeperf bench`.
+type benchFlags struct {
+	sweep          bench.Flags
+	data, format   string
+	verbose, quiet bool
+}
+
+func newBenchCmd() *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Sweep measured fetches on a testbed of namespaces: window x offload x MTU x rate",
+		Long: `Build a testbed (two network namespaces joined by a veth pair), run pxeperf's
+HTTP boot server on one side and a client on the other, and fetch an image at
+every point of a sweep. Records go to the store under --data (Source "bench"),
+so pxeperf report prints them too. Needs root. Ctrl-C tears the testbed down.
+
+  pxeperf bench --preset gpxe                      the 2010 gPXE study: window 4096..65532 x RX csum on/off, 1gbit, 500MiB x3
+  pxeperf bench --preset gpxe --size 64MiB --repeat 1   the same, quicker
+  pxeperf bench --window 4K..64K/4K --offload on,off --mtu 1500,9000 --rate 1gbit --size 500MiB --repeat 3
+  pxeperf bench --window 4K,16K,64K,auto --rate 100mbit,10mbit --size 16MiB
+
+--window is the client's SO_RCVBUF, set before connect (auto: not set, the
+kernel autotunes); --offload the client's RX checksum offload (the board's
+knob in the gPXE study); --rate a tbf on the server's egress, what the board
+receives (none: unlimited). Presets: ` + strings.Join(bench.PresetNames(), ", ") + `; flags given with a preset
+replace its values.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, &f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.sweep.Preset, "preset", "", "a published study: "+strings.Join(bench.PresetNames(), ", "))
+	fl.StringVar(&f.sweep.Proto, "proto", "", "protocol: http (default http)")
+	fl.StringVar(&f.sweep.Window, "window", "", "client SO_RCVBUF: 4K, 4K..64K/4K, 4K,16K,64K, auto (default auto)")
+	fl.StringVar(&f.sweep.Offload, "offload", "", "client RX checksum offload: on, off, on,off (default on,off)")
+	fl.StringVar(&f.sweep.MTU, "mtu", "", "MTU of the veth pair: 1500, 1500,9000 (default 1500)")
+	fl.StringVar(&f.sweep.Rate, "rate", "", "server egress rate: 1gbit, 100mbit, 10mbit, none (default none)")
+	fl.StringVar(&f.sweep.Size, "size", "", "image size per fetch: 64MiB, 500MiB (default 64MiB)")
+	fl.IntVar(&f.sweep.Repeat, "repeat", 0, "fetches per point (default 1)")
+	fl.Uint64Var(&f.sweep.Seed, "seed", 0, "seed of the generated image's bytes (default 1)")
+	fl.StringVar(&f.data, "data", configs.Default().Data, "state folder holding the record store (as for serve)")
+	fl.StringVar(&f.format, "format", string(report.Text), "table format: text, markdown, csv or json")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print iperf3-style interval lines for every fetch")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
+	_ = cmd.RegisterFlagCompletionFunc("preset", cobra.FixedCompletions(bench.PresetNames(), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "markdown", "csv", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.MarkFlagDirname("data")
+	return cmd
+}
+
+func runBench(cmd *cobra.Command, f *benchFlags) error {
+	spec, err := bench.ParseSpec(f.sweep)
+	if err != nil {
+		return err
+	}
+	format, err := report.ParseFormat(f.format)
+	if err != nil {
+		return fmt.Errorf("--format: %w", err)
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("bench builds network namespaces and needs root: run it with sudo")
+	}
+	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	st, err := record.Open(f.data)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	// Ctrl-C: the context ends the sweep, and the registry tears the
+	// testbed down at once, even mid-fetch.
+	reg := netlab.NewRegistry()
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	stopTeardown := context.AfterFunc(ctx, func() { _ = reg.CloseAll() })
+	defer stopTeardown()
+
+	runID := time.Now().UTC().Format("20060102T150405Z")
+	fmt.Fprintf(errOut, "pxeperf bench %s: %d fetches of %s (%d windows x %d offload x %d MTU x %d rate x %d repeats)\n",
+		runID, spec.Count(), bench.FormatSize(spec.Size), len(spec.Windows), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
+	prog := newProgress(errOut, f.quiet)
+	opt := bench.Options{Spec: spec, Store: st, RunID: runID, Registry: reg, Logger: logger, Progress: prog.update}
+	if f.verbose {
+		opt.Verbose = out
+	}
+	results, runErr := bench.Run(ctx, opt)
+	prog.finish()
+
+	recs := make([]record.Record, 0, len(results))
+	for _, r := range results {
+		recs = append(recs, r.Record)
+	}
+	fit := bench.FitModel(recs)
+	wo := report.WindowOffload(recs)
+	wo.Notes = append(wo.Notes, fmt.Sprintf("Bench run %s; again with: pxeperf report --table window-offload --label %s=%s", runID, bench.LabelRun, runID))
+	if len(spec.MTUs) > 1 || len(spec.Rates) > 1 {
+		wo.Notes = append(wo.Notes, "This table mixes MTUs and rates; the sweep table below keeps them apart.")
+	}
+	sum := bench.Summary(results, fit)
+	if format == report.Text || format == report.Markdown {
+		sum.Notes = append(sum.Notes, bench.FitLines(fit)...)
+		sum.Notes = append(sum.Notes, netlab.Limits()...)
+	}
+	if len(results) > 0 {
+		fmt.Fprintln(out)
+		if err := report.Render(out, wo, format); err != nil {
+			return err
+		}
+		fmt.Fprintln(out)
+		if err := report.Render(out, sum, format); err != nil {
+			return err
+		}
+	}
+	return runErr
+}
+
+// progress draws a bar with ETA on a terminal, plain lines otherwise.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	quiet bool
+	last  time.Time
+}
+
+func newProgress(w io.Writer, quiet bool) *progress {
+	p := &progress{w: w, quiet: quiet}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	return p
+}
+
+func (p *progress) update(pr bench.Progress) {
+	if p.quiet {
+		return
+	}
+	var last string
+	if r := pr.Last; r != nil {
+		last = fmt.Sprintf("%s: %.1f Mbit/s, window seen %d", r.Point.Key(), r.Record.Mbps, r.Record.WndMax)
+		if r.Record.Outcome != "ok" {
+			last = fmt.Sprintf("%s: %s", r.Point.Key(), r.Record.Outcome)
+		}
+	}
+	eta := "-"
+	if pr.ETA > 0 {
+		eta = pr.ETA.Round(time.Second).String()
+	}
+	if !p.tty {
+		if pr.Last != nil {
+			fmt.Fprintf(p.w, "[%d/%d] %s (elapsed %s, ETA %s)\n", pr.Done, pr.Total, last, pr.Elapsed.Round(time.Second), eta)
+		}
+		return
+	}
+	const width = 30
+	fill := 0
+	if pr.Total > 0 {
+		fill = pr.Done * width / pr.Total
+	}
+	bar := strings.Repeat("=", fill) + strings.Repeat(" ", width-fill)
+	line := fmt.Sprintf("[%s] %d/%d ETA %s  %s", bar, pr.Done, pr.Total, eta, last)
+	if len(line) > 150 {
+		line = line[:150]
+	}
+	fmt.Fprintf(p.w, "\r\033[K%s", line)
+}
+
+func (p *progress) finish() {
+	if p.tty && !p.quiet {
+		fmt.Fprintln(p.w)
+	}
+}
