@@ -1,0 +1,30 @@
+//go:build !linux
+
+package stream
+
+import (
+	"net"
+	"syscall"
+)
+
+// tcpInfo is Linux-only: elsewhere intervals carry no retransmits or cwnd.
+func tcpInfo(net.Conn) (Stats, bool) { return Stats{}, false }
+
+// bufControl sets the socket buffers before connect.
+func bufControl(rcv, snd int) func(network, address string, c syscall.RawConn) error {
+	return func(network, address string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			if rcv > 0 {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcv)
+			}
+			if serr == nil && snd > 0 {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, snd)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}
+}
