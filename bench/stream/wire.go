@@ -15,8 +15,8 @@ const (
 	kindControl  = 'C'
 	kindData     = 'D'
 	cookieLen    = 16
-	maxRequest   = 4 << 10 // client -> server frames
-	maxResult    = 1 << 20 // server -> client frames (up to 600 intervals)
+	maxRequest   = 4 << 10    // client -> server frames
+	maxResult    = 1 << 20    // server -> client frames (up to 600 intervals)
 	udpMagic     = 0x50585531 // "PXU1"
 	headerLen    = 28
 	helloSeq     = math.MaxUint64
