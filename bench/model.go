@@ -63,13 +63,14 @@ type Fit struct {
 }
 
 // FitModel fits min(window/RTT, rate x goodput factor) to the measured
-// fetches that have a window (WndMax) and throughput. With no usable record
-// it returns a zero Fit.
+// fetches that ran under a rate limit (RateLimit) and have a window (WndMax).
+// Unlimited fetches are left out: on veth they are bound by CPU, which the
+// model does not know. With no usable record it returns a zero Fit.
 func FitModel(recs []record.Record) Fit {
 	var f Fit
 	var rtts []float64
 	for _, r := range recs {
-		if r.Outcome != "ok" || r.Mbps <= 0 || r.WndMax == 0 || math.IsInf(r.Mbps, 0) || math.IsNaN(r.Mbps) {
+		if r.Outcome != "ok" || r.Mbps <= 0 || r.WndMax == 0 || r.RateLimit <= 0 || math.IsInf(r.Mbps, 0) || math.IsNaN(r.Mbps) {
 			continue
 		}
 		f.Points = append(f.Points, FitPoint{ID: r.ID, Window: r.WndMax, RateBps: r.RateLimit, MTU: r.MTU, Measured: r.Mbps})

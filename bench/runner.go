@@ -161,8 +161,7 @@ func Summary(results []Result, fit Fit) report.Table {
 		if len(g.rtt) > 0 {
 			row.MinRTT = report.Median(g.rtt)
 		}
-		if row.Observed > 0 && fit.RTT > 0 {
-			rate, _ := ParseRate(row.Rate)
+		if rate, _ := ParseRate(row.Rate); row.Observed > 0 && fit.RTT > 0 && rate > 0 {
 			row.Model = ModelMbps(row.Observed, fit.RTT, int64(rate), row.MTU)
 		}
 		rows = append(rows, row)
@@ -194,10 +193,10 @@ func Summary(results []Result, fit Fit) report.Table {
 // tables.
 func FitLines(f Fit) []string {
 	if len(f.Points) == 0 {
-		return []string{"Model fit: no completed fetch with a window to fit."}
+		return []string{"Model fit: no completed fetch under a rate limit (--rate) to fit; unlimited veth fetches are bound by CPU, not by min(window/RTT, rate)."}
 	}
 	w := f.Worst
-	lines := []string{fmt.Sprintf("Model fit over %d fetches: min(window/RTT, rate x goodput factor); measured RTT (median TCP_INFO min_rtt) %v.",
+	lines := []string{fmt.Sprintf("Model fit over %d rate-limited fetches: min(window/RTT, rate x goodput factor); measured RTT (median TCP_INFO min_rtt) %v.",
 		len(f.Points), f.MeasuredRTT.Round(time.Microsecond))}
 	if f.Identified {
 		lines = append(lines, fmt.Sprintf("Fitted RTT %v; worst deviation %+.1f%% (fetch %d: window %d, %s, %.1f Mbit/s measured vs %.1f model).",
