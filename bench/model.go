@@ -60,17 +60,26 @@ type Fit struct {
 	// largest |Dev| with MeasuredRTT instead.
 	Worst         FitPoint
 	WorstMeasured float64
+	// SubMSS counts fetches left out because the window they advertised
+	// was below one MSS: the sender then sends partial segments as window
+	// updates come, and the largest window no longer describes the flow.
+	SubMSS int
 }
 
 // FitModel fits min(window/RTT, rate x goodput factor) to the measured
 // fetches that ran under a rate limit (RateLimit) and have a window (WndMax).
 // Unlimited fetches are left out: on veth they are bound by CPU, which the
-// model does not know. With no usable record it returns a zero Fit.
+// model does not know; so are fetches whose window was below one MSS
+// (counted in SubMSS). With no usable record it returns a zero Fit.
 func FitModel(recs []record.Record) Fit {
 	var f Fit
 	var rtts []float64
 	for _, r := range recs {
 		if r.Outcome != "ok" || r.Mbps <= 0 || r.WndMax == 0 || r.RateLimit <= 0 || math.IsInf(r.Mbps, 0) || math.IsNaN(r.Mbps) {
+			continue
+		}
+		if r.MSS > 0 && r.WndMax < r.MSS {
+			f.SubMSS++
 			continue
 		}
 		f.Points = append(f.Points, FitPoint{ID: r.ID, Window: r.WndMax, RateBps: r.RateLimit, MTU: r.MTU, Measured: r.Mbps})

@@ -109,13 +109,14 @@ func TestFitModel(t *testing.T) {
 	t.Run("skips what the model does not cover", func(t *testing.T) {
 		recs := synth(200*time.Microsecond, 1e9, windows, nil)
 		recs = append(recs,
-			record.Record{ID: 90, Outcome: "ok", Mbps: 20000, WndMax: 65535, MTU: 1500},                   // unlimited: CPU-bound
-			record.Record{ID: 91, Outcome: "error", Mbps: 1, WndMax: 65535, MTU: 1500, RateLimit: 1e9},    // failed
-			record.Record{ID: 92, Outcome: "ok", Mbps: 1, MTU: 1500, RateLimit: 1e9},                      // no window
-			record.Record{ID: 93, Outcome: "ok", Mbps: math.Inf(1), WndMax: 1, MTU: 1500, RateLimit: 1e9}) // no duration
+			record.Record{ID: 90, Outcome: "ok", Mbps: 20000, WndMax: 65535, MTU: 1500},                        // unlimited: CPU-bound
+			record.Record{ID: 91, Outcome: "error", Mbps: 1, WndMax: 65535, MTU: 1500, RateLimit: 1e9},         // failed
+			record.Record{ID: 92, Outcome: "ok", Mbps: 1, MTU: 1500, RateLimit: 1e9},                           // no window
+			record.Record{ID: 93, Outcome: "ok", Mbps: math.Inf(1), WndMax: 1, MTU: 1500, RateLimit: 1e9},      // no duration
+			record.Record{ID: 94, Outcome: "ok", Mbps: 500, WndMax: 739, MSS: 1448, MTU: 1500, RateLimit: 1e9}) // window < MSS
 		f := FitModel(recs)
-		if len(f.Points) != len(windows) {
-			t.Errorf("fit over %d points, want %d", len(f.Points), len(windows))
+		if len(f.Points) != len(windows) || f.SubMSS != 1 {
+			t.Errorf("fit over %d points (%d below one MSS), want %d (1)", len(f.Points), f.SubMSS, len(windows))
 		}
 	})
 	t.Run("empty", func(t *testing.T) {

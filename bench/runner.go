@@ -205,6 +205,9 @@ func FitLines(f Fit) []string {
 		lines = append(lines, fmt.Sprintf("Every fetch ran at line rate, so the window never limited it: the data only bound the RTT (<= %v). Worst deviation from the line rate %+.1f%% (fetch %d: window %d, %s, %.1f Mbit/s vs %.1f).",
 			f.RTT.Round(100*time.Nanosecond), w.Dev*100, w.ID, w.Window, FormatRate(uint64(w.RateBps)), w.Measured, w.Model))
 	}
+	if f.SubMSS > 0 {
+		lines = append(lines, fmt.Sprintf("%d fetch(es) with a window below one MSS left out of the fit.", f.SubMSS))
+	}
 	if f.MeasuredRTT > 0 {
 		lines = append(lines, fmt.Sprintf("With the measured RTT instead, the worst deviation is %.1f%%.", f.WorstMeasured*100))
 	}
