@@ -41,6 +41,7 @@ type Config struct {
 	Direction stream.Direction // Rx runs iperf3 -R
 	Duration  time.Duration    // -t, default 10 s; iperf3 takes whole seconds, so it is rounded up
 	Interval  time.Duration    // -i on both ends, default 1 s
+	Bytes     int64            // -n: stop after this many bytes instead of Duration (TCP)
 	Window    int              // -w: SO_SNDBUF and SO_RCVBUF on both ends; 0 leaves autotuning
 	Rate      int64            // -b, bit/s (UDP; default stream.DefaultRate)
 	// PacketSize is -l for UDP, default stream.DefaultPacketSize (iperf3
@@ -65,7 +66,13 @@ func (cfg Config) Args(host string) (client, server []string) {
 	port := strconv.Itoa(cfg.Port)
 	secs := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
 	server = []string{"-s", "-1", "-J", "-p", port, "-i", secs(cfg.Interval)}
-	client = []string{"-c", host, "-p", port, "-J", "--get-server-output", "-t", strconv.Itoa(int(math.Ceil(cfg.Duration.Seconds()))), "-i", secs(cfg.Interval)}
+	client = []string{"-c", host, "-p", port, "-J", "--get-server-output"}
+	if cfg.Bytes > 0 {
+		client = append(client, "-n", strconv.FormatInt(cfg.Bytes, 10))
+	} else {
+		client = append(client, "-t", strconv.Itoa(int(math.Ceil(cfg.Duration.Seconds()))))
+	}
+	client = append(client, "-i", secs(cfg.Interval))
 	if cfg.Direction == stream.Rx {
 		client = append(client, "-R")
 	}
@@ -116,38 +123,35 @@ func RunOn(ctx context.Context, tb *netlab.Testbed, cfg Config) (Run, error) {
 		return Run{}, fmt.Errorf("iperf: starting the server: %w (is iperf3 installed?)", err)
 	}
 	defer func() { cancel(); srv.Wait() }()
-	var out []byte
 	var run Run
 	for try := 0; ; try++ {
 		cl := tb.Command(ctx, netlab.Client, "iperf3", cargs...)
 		var stderr bytes.Buffer
 		cl.Stderr = &stderr
-		o, err := cl.Output()
+		out, err := cl.Output()
 		if cl.ProcessState != nil {
 			run.ClientCPU = cl.ProcessState.UserTime() + cl.ProcessState.SystemTime()
-		}
-		out = o
-		if err == nil {
-			break
 		}
 		if ctx.Err() != nil {
 			return Run{}, fmt.Errorf("iperf: %w", ctx.Err())
 		}
-		// A refused connect is the server not listening yet.
-		if try < connectTries && bytes.Contains(o, []byte("unable to connect")) {
+		res, perr := Parse(out)
+		// A refused connect is the one-off server not listening yet (iperf3
+		// 3.12 may exit 0 after it).
+		if perr != nil && try < connectTries && bytes.Contains(out, []byte("unable to connect")) {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		_, perr := Parse(o)
-		return Run{}, fmt.Errorf("iperf: iperf3 %s: %w (%v; stderr %q; server stderr %q)", strings.Join(cargs, " "), err, perr,
-			stderr.String(), serr.String())
+		if perr == nil && err != nil {
+			perr = err
+		}
+		if perr != nil {
+			return Run{}, fmt.Errorf("iperf: iperf3 %s: %w (stderr %q; server stderr %q)", strings.Join(cargs, " "),
+				perr, stderr.String(), serr.String())
+		}
+		run.Result, run.JSON = res, out
+		return run, nil
 	}
-	res, err := Parse(out)
-	if err != nil {
-		return Run{}, err
-	}
-	run.Result, run.JSON = res, out
-	return run, nil
 }
 
 // report is the part of iperf3's JSON that Parse reads.
