@@ -481,3 +481,24 @@ func BenchmarkTables(b *testing.B) {
 		})
 	}
 }
+
+// Bench records count under the window the client was set to, exactly, even
+// when the window it then advertised lands in another power-of-two bucket.
+func TestBenchRowsByRequestedWindow(t *testing.T) {
+	recs := []record.Record{
+		{Outcome: "ok", Mbps: 500, WndRequested: 32768, WndMax: 52000, Labels: map[string]string{"rx_offload": "on"}},
+		{Outcome: "ok", Mbps: 520, WndRequested: 32768, WndMax: 44000, Labels: map[string]string{"rx_offload": "on"}},
+		{Outcome: "ok", Mbps: 900, WndRequested: 65532, WndMax: 65535, Labels: map[string]string{"rx_offload": "off"}},
+		{Outcome: "ok", Mbps: 800, WndMax: 47000, Labels: map[string]string{"rx_offload": "off"}}, // served: bucketed
+	}
+	rows, _, _ := windowOffload(recs)
+	got := map[uint32]int{}
+	for _, r := range rows {
+		for _, c := range r.Cells {
+			got[r.Window] += c.Count
+		}
+	}
+	if diff := cmp.Diff(map[uint32]int{32768: 2, 65532: 1, 65536: 1}, got); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+}

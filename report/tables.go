@@ -156,6 +156,17 @@ type WindowOffloadRow struct {
 	Cells  map[string]*Stat `json:"cells"`
 }
 
+// rowWindow is the window a record counts under: for bench runs the window
+// the client was set to (the study's TCP_MAX_WINDOW_SIZE, here the SO_RCVBUF
+// request), exactly; for served fetches the largest window the client
+// advertised, bucketed by WindowBucket. 0: no window known.
+func rowWindow(r record.Record) uint32 {
+	if r.WndRequested > 0 {
+		return r.WndRequested
+	}
+	return WindowBucket(r.WndMax)
+}
+
 // windowOffload groups measured fetches with a known window by bucket and
 // offload; it is shared by the table and the chart.
 func windowOffload(recs []record.Record) (rows []WindowOffloadRow, states []record.Offload, skipped int) {
@@ -165,11 +176,12 @@ func windowOffload(recs []record.Record) (rows []WindowOffloadRow, states []reco
 		if !measured(r) {
 			continue
 		}
-		if r.WndMax == 0 {
+		b := rowWindow(r)
+		if b == 0 {
 			skipped++
 			continue
 		}
-		b, o := WindowBucket(r.WndMax), RxOffload(r)
+		o := RxOffload(r)
 		if groups[b] == nil {
 			groups[b] = map[record.Offload][]float64{}
 		}
@@ -209,7 +221,7 @@ func WindowOffload(recs []record.Record) Table {
 		Data:    rows,
 		Empty:   noRecords,
 		Notes: []string{
-			"Window: the largest window the client advertised during the fetch, to the nearest power of two (65532/65535 count as 65536).",
+			"Window: for bench runs the window the client was set to; for served fetches the largest window the client advertised, to the nearest power of two (65532/65535 count as 65536).",
 			"RX offload: the client's label rx_offload when set, else the server NIC's rx-checksumming.",
 		},
 	}
