@@ -486,10 +486,10 @@ func BenchmarkTables(b *testing.B) {
 // when the window it then advertised lands in another power-of-two bucket.
 func TestBenchRowsByRequestedWindow(t *testing.T) {
 	recs := []record.Record{
-		{Outcome: "ok", Mbps: 500, WndRequested: 32768, WndMax: 52000, Labels: map[string]string{"rx_offload": "on"}},
-		{Outcome: "ok", Mbps: 520, WndRequested: 32768, WndMax: 44000, Labels: map[string]string{"rx_offload": "on"}},
-		{Outcome: "ok", Mbps: 900, WndRequested: 65532, WndMax: 65535, Labels: map[string]string{"rx_offload": "off"}},
-		{Outcome: "ok", Mbps: 800, WndMax: 47000, Labels: map[string]string{"rx_offload": "off"}}, // served: bucketed
+		{Outcome: "ok", Bytes: 1 << 20, Mbps: 500, WndRequested: 32768, WndMax: 52000, Labels: map[string]string{"rx_offload": "on"}},
+		{Outcome: "ok", Bytes: 1 << 20, Mbps: 520, WndRequested: 32768, WndMax: 44000, Labels: map[string]string{"rx_offload": "on"}},
+		{Outcome: "ok", Bytes: 1 << 20, Mbps: 900, WndRequested: 65532, WndMax: 65535, Labels: map[string]string{"rx_offload": "off"}},
+		{Outcome: "ok", Bytes: 1 << 20, Mbps: 800, WndMax: 47000, Labels: map[string]string{"rx_offload": "off"}}, // served: bucketed
 	}
 	rows, _, _ := windowOffload(recs)
 	got := map[uint32]int{}
