@@ -104,17 +104,17 @@ func (b *bed) pair(t *testing.T, p point, d time.Duration) (stream.Result, Run) 
 // whose receiver bitrates differ by more than bound.
 func crossCheck(t *testing.T, b *bed, points []point, d time.Duration, bound float64) {
 	var tab strings.Builder
-	fmt.Fprintf(&tab, "%-22s %12s %12s %7s %10s %10s\n", "point", "pxeperf", "iperf3", "dev", "px loss/rt", "ip loss/rt")
+	fmt.Fprintf(&tab, "%-22s %12s %12s %7s %16s %16s\n", "point", "pxeperf", "iperf3", "dev", "px rexmit|loss", "ip rexmit|loss")
 	for _, p := range points {
 		ours, theirs := b.pair(t, p, d)
 		dev := Deviation(ours, theirs.Result)
 		extra := func(r stream.Result) string {
 			if p.udp {
-				return fmt.Sprintf("%.2f%%", r.Receiver.LostPercent)
+				return fmt.Sprintf("%.2f%% %.3fms", r.Receiver.LostPercent, r.Receiver.JitterMs)
 			}
 			return fmt.Sprint(r.Sender.Retransmits)
 		}
-		fmt.Fprintf(&tab, "%-22s %8.1f Mb/s %8.1f Mb/s %6.1f%% %10s %10s\n", p.name, ours.Receiver.BitsPerSecond/1e6,
+		fmt.Fprintf(&tab, "%-22s %7.1f Mb/s %7.1f Mb/s %6.1f%% %16s %16s\n", p.name, ours.Receiver.BitsPerSecond/1e6,
 			theirs.Receiver.BitsPerSecond/1e6, 100*dev, extra(ours), extra(theirs.Result))
 		if dev > bound || math.IsNaN(dev) {
 			t.Errorf("%s: pxeperf %.1f Mbit/s, iperf3 %.1f Mbit/s: %.1f%% apart, bound %.0f%%", p.name,
@@ -136,6 +136,7 @@ func (b *bed) shape(t *testing.T, bps uint64) {
 
 var (
 	windowSweep = []point{
+		{name: "tcp rx window 4K", dir: stream.Rx, window: 4 << 10},
 		{name: "tcp rx window 16K", dir: stream.Rx, window: 16 << 10},
 		{name: "tcp rx window 64K", dir: stream.Rx, window: 64 << 10},
 		{name: "tcp rx window auto", dir: stream.Rx},

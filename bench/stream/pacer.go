@@ -16,6 +16,17 @@ type pacer struct {
 
 const pacerDepth = 10 * time.Millisecond
 
+// pacerQuantum is the shortest sleep the sender aims for: waking for every
+// datagram at 1 Gbit/s (one per 12 µs) costs more CPU than the sends, so
+// it waits for up to a batch, or a quantum's worth at low rates.
+const pacerQuantum = time.Millisecond
+
+// batchFor is how many datagrams the sender waits for before it wakes.
+func batchFor(bitsPerSec int64, size, batch int) int {
+	n := int(float64(bitsPerSec) / 8 * pacerQuantum.Seconds() / float64(size))
+	return max(1, min(batch, n))
+}
+
 func newPacer(bitsPerSec int64, packet, batch int, now time.Time) *pacer {
 	rate := float64(bitsPerSec) / 8
 	depth := max(rate*pacerDepth.Seconds(), float64(packet*batch))
@@ -33,7 +44,7 @@ func (p *pacer) take(now time.Time, size, n int) int {
 	return k
 }
 
-// wait is how long until one packet of size bytes may go.
+// wait is how long until size bytes may go.
 func (p *pacer) wait(size int) time.Duration {
 	need := float64(size) - p.tokens
 	if need <= 0 {

@@ -39,6 +39,7 @@ func sendUDP(conn *net.UDPConn, dst net.Addr, session uint64, rate int64, size i
 		msgs[i] = ipv4.Message{Buffers: [][]byte{make([]byte, size)}, Addr: dst}
 	}
 	p := newPacer(rate, size, udpBatch, epoch)
+	want := batchFor(rate, size, udpBatch)
 	var seq uint64
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -54,7 +55,7 @@ func sendUDP(conn *net.UDPConn, dst net.Addr, session uint64, rate int64, size i
 		}
 		k := p.take(now, size, udpBatch)
 		if k == 0 {
-			timer.Reset(min(p.wait(size), deadline.Sub(now)))
+			timer.Reset(min(p.wait(want*size), deadline.Sub(now)))
 			select {
 			case <-stop:
 				return nil

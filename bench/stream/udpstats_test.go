@@ -135,6 +135,23 @@ func TestPacer(t *testing.T) {
 	}
 }
 
+func TestBatchFor(t *testing.T) {
+	for name, tc := range map[string]struct {
+		rate int64
+		size int
+		want int
+	}{
+		"1 Gbit/s waits for a full batch":    {1e9, 1448, udpBatch},
+		"100 Mbit/s waits a millisecond":     {100e6, 1448, 8},
+		"10 Mbit/s wakes for every datagram": {10e6, 1448, 1},
+		"jumbo datagrams at 1 Gbit/s":        {1e9, 65000, 1},
+	} {
+		if got := batchFor(tc.rate, tc.size, udpBatch); got != tc.want {
+			t.Errorf("%s: batchFor(%d, %d) = %d, want %d", name, tc.rate, tc.size, got, tc.want)
+		}
+	}
+}
+
 func TestDatagramRoundTrip(t *testing.T) {
 	b := make([]byte, 100)
 	in := datagram{session: 0x0102030405060708, seq: 42, sent: 1234567 * time.Microsecond}
