@@ -1,0 +1,374 @@
+// Package tftpclient is the bench's TFTP read client: RFC 1350 with the
+// option extension (RFC 2347) for blksize (RFC 2348), tsize and timeout
+// (RFC 2349) and windowsize (RFC 7440). It plays the board's part in
+// `pxeperf bench --proto tftp`, the way U-Boot's and iPXE's windowed TFTP
+// clients behave:
+//
+//   - it acknowledges the last block of each window (or the last block of
+//     the file);
+//   - on a gap (a block ahead of the one awaited) it acknowledges the last
+//     in-order block at once, once per gap, so the server restarts at the
+//     lost block without waiting for a timeout (RFC 7440 section 4);
+//   - a duplicate block makes it send its last ACK again, once, in case
+//     that ACK was lost;
+//   - after a timeout it sends its last ACK (or the request) again, up to
+//     Options.Retries times in a row;
+//   - block numbers wrap at 65535 (to 0, as pxeperf's server, U-Boot and
+//     tftp-hpa do), so files of any size go through.
+//
+// It counts what it saw on the wire (Stats): DATA datagrams, duplicate and
+// out-of-order blocks, ACKs, early ACKs and timeouts. Packets it cannot
+// parse, or from a stranger, are dropped and counted, never a panic.
+package tftpclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Limits of the options (RFC 2348, RFC 7440, RFC 2349).
+const (
+	MinBlkSize    = 8
+	MaxBlkSize    = 65464
+	MinWindowSize = 1
+	MaxWindowSize = 65535
+)
+
+// DefaultTimeout is how long the client waits for the next packet before
+// it sends its last ACK again, when Options.Timeout is 0.
+const DefaultTimeout = time.Second
+
+// DefaultRetries is how many timeouts in a row end a fetch, when
+// Options.Retries is 0.
+const DefaultRetries = 5
+
+// Options of one fetch.
+type Options struct {
+	// BlkSize is the blksize asked for (8..65464); 0: not asked (512).
+	BlkSize int
+	// WindowSize is the windowsize asked for (1..65535); 0: not asked
+	// (lock-step, one block per ACK).
+	WindowSize int
+	// NoTSize leaves out the tsize option (asked by default, as firmware
+	// does, so the client can check the size it got).
+	NoTSize bool
+	// Timeout is the client's wait before sending its last ACK again; when
+	// it is a whole number of seconds (1..255) it is also asked of the
+	// server with the timeout option. Default DefaultTimeout, not asked.
+	Timeout time.Duration
+	// Retries is how many timeouts in a row end the fetch. Default
+	// DefaultRetries.
+	Retries int
+	Logger  *slog.Logger // debug lines for dropped packets; default discard
+}
+
+// Stats is what one fetch negotiated and counted.
+type Stats struct {
+	BlkSize    int   // negotiated (512 without the option)
+	WindowSize int   // negotiated (1 without the option)
+	TSize      int64 // the size the server announced; -1: none
+	OACK       bool  // the server acknowledged options
+	Bytes      int64 // payload written, in order
+	Blocks     int64 // blocks accepted (in order)
+	Datagrams  int64 // DATA datagrams received, duplicates and out-of-order included
+	Duplicates int64 // DATA for a block already accepted
+	OutOfOrder int64 // DATA ahead of the block awaited (a gap before it)
+	ACKs       int64 // ACKs sent, resends included
+	EarlyACKs  int64 // ACKs sent at once on a gap
+	Timeouts   int64
+	Malformed  int64 // packets that did not parse (dropped)
+	Strangers  int64 // packets from another address or port (answered with error 5, dropped)
+	// Start is when the request left; Duration runs from then to the last
+	// block.
+	Start    time.Time
+	Duration time.Duration
+}
+
+// Mbps is the payload throughput of the fetch in Mbit/s (0 without a
+// duration).
+func (s Stats) Mbps() float64 {
+	if s.Duration <= 0 {
+		return 0
+	}
+	return float64(s.Bytes) * 8 / s.Duration.Seconds() / 1e6
+}
+
+// ServerError is an ERROR packet the server sent.
+type ServerError struct {
+	Code uint16
+	Msg  string
+}
+
+func (e *ServerError) Error() string {
+	return fmt.Sprintf("tftp: server error %d: %s", e.Code, e.Msg)
+}
+
+// ErrTimeout is returned (wrapped) when Options.Retries timeouts in a row
+// passed without a packet from the server.
+var ErrTimeout = errors.New("tftp: no answer from the server")
+
+func (o Options) validate() error {
+	var errs []error
+	if o.BlkSize != 0 && (o.BlkSize < MinBlkSize || o.BlkSize > MaxBlkSize) {
+		errs = append(errs, fmt.Errorf("blksize %d: out of range %d..%d (RFC 2348), or 0 for 512 without the option", o.BlkSize, MinBlkSize, MaxBlkSize))
+	}
+	if o.WindowSize != 0 && (o.WindowSize < MinWindowSize || o.WindowSize > MaxWindowSize) {
+		errs = append(errs, fmt.Errorf("windowsize %d: out of range %d..%d (RFC 7440), or 0 for lock-step without the option", o.WindowSize, MinWindowSize, MaxWindowSize))
+	}
+	if o.Timeout < 0 || o.Retries < 0 {
+		errs = append(errs, errors.New("timeout and retries must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Get reads file from the TFTP server at server through conn (an unbound or
+// bound UDP socket the caller owns, e.g. opened inside a namespace) and
+// writes its bytes to w in order. It returns the counts also on error. The
+// server may answer from another port (its transfer ID, RFC 1350); only
+// that address is listened to afterwards.
+func Get(ctx context.Context, conn *net.UDPConn, server netip.AddrPort, file string, w io.Writer, opt Options) (Stats, error) {
+	st := Stats{BlkSize: 512, WindowSize: 1, TSize: -1}
+	if err := opt.validate(); err != nil {
+		return st, fmt.Errorf("tftp: %w", err)
+	}
+	log := opt.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	timeout := opt.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	retries := opt.Retries
+	if retries == 0 {
+		retries = DefaultRetries
+	}
+	var opts []string
+	if opt.BlkSize > 0 {
+		opts = append(opts, "blksize", strconv.Itoa(opt.BlkSize))
+	}
+	if opt.WindowSize > 0 {
+		opts = append(opts, "windowsize", strconv.Itoa(opt.WindowSize))
+	}
+	if !opt.NoTSize {
+		opts = append(opts, "tsize", "0")
+	}
+	if s := timeout / time.Second; timeout%time.Second == 0 && s >= 1 && s <= 255 && opt.Timeout != 0 {
+		opts = append(opts, "timeout", strconv.Itoa(int(s)))
+	}
+	rrq := appendRRQ(nil, file, opts...)
+
+	// Ctrl-C or a deadline ends a blocked read at once.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
+	defer stop()
+
+	c := &fetch{conn: conn, st: &st, log: log}
+	st.Start = time.Now()
+	if _, err := conn.WriteToUDPAddrPort(rrq, server); err != nil {
+		return st, fmt.Errorf("tftp: sending the request to %s: %w", server, err)
+	}
+
+	var (
+		peer     netip.AddrPort // the server's transfer ID, once known
+		next     = int64(1)     // sequence number of the block awaited (not wrapped)
+		inWindow int            // in-order blocks since the last ACK
+		lastACK  = int64(-1)    // sequence number last acknowledged; -1: none yet
+		nacked   = int64(-1)    // the block an early ACK already asked for
+		reACKed  bool           // the last ACK was resent for a duplicate
+		misses   int            // timeouts in a row
+		buf      = make([]byte, 65536+4)
+	)
+	sendACK := func(seq int64) error {
+		lastACK, inWindow, reACKed = seq, 0, false
+		return c.ack(peer, seq)
+	}
+	for {
+		_ = conn.SetReadDeadline(time.Now().Add(timeout))
+		n, from, err := conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return st, fmt.Errorf("tftp: %s stopped at block %d: %w", file, next, context.Cause(ctx))
+			}
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				return st, fmt.Errorf("tftp: reading: %w", err)
+			}
+			st.Timeouts++
+			misses++
+			if misses > retries {
+				return st, fmt.Errorf("%w: %d timeouts of %v in a row awaiting block %d of %s", ErrTimeout, misses-1, timeout, next, file)
+			}
+			if !peer.IsValid() {
+				if _, err := conn.WriteToUDPAddrPort(rrq, server); err != nil {
+					return st, fmt.Errorf("tftp: sending the request again: %w", err)
+				}
+				continue
+			}
+			if err := c.ack(peer, lastACK); err != nil {
+				return st, err
+			}
+			continue
+		}
+		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+		if !peer.IsValid() {
+			if server.Addr().IsValid() && !server.Addr().IsUnspecified() && from.Addr() != server.Addr().Unmap() {
+				c.stranger(from)
+				continue
+			}
+		} else if from != peer {
+			c.stranger(from)
+			continue
+		}
+		p, err := parsePacket(buf[:n])
+		if err != nil {
+			st.Malformed++
+			log.Debug("tftp client: dropped a packet", "from", from, "err", err)
+			continue
+		}
+		switch p.op {
+		case opERROR:
+			return st, &ServerError{Code: p.code, Msg: p.msg}
+		case opOACK:
+			if peer.IsValid() {
+				// A second OACK: our ACK 0 was lost, acknowledge again.
+				if lastACK == 0 {
+					misses = 0
+					if err := c.ack(peer, 0); err != nil {
+						return st, err
+					}
+				}
+				continue
+			}
+			peer = from
+			misses = 0
+			if err := c.takeOptions(p.opts, opt); err != nil {
+				_, _ = conn.WriteToUDPAddrPort(appendError(nil, 8, err.Error()), peer)
+				return st, err
+			}
+			if err := sendACK(0); err != nil {
+				return st, err
+			}
+			continue
+		}
+		// DATA.
+		if !peer.IsValid() {
+			peer = from // no OACK: the server ignored the options
+		}
+		misses = 0
+		st.Datagrams++
+		switch d := int16(p.block - uint16(next)); {
+		case d < 0:
+			st.Duplicates++
+			if !reACKed && lastACK >= 0 {
+				reACKed = true
+				if err := c.ack(peer, lastACK); err != nil {
+					return st, err
+				}
+			}
+			continue
+		case d > 0:
+			st.OutOfOrder++
+			if nacked != next {
+				nacked = next
+				st.EarlyACKs++
+				if err := sendACK(next - 1); err != nil {
+					return st, err
+				}
+			}
+			continue
+		}
+		if len(p.payload) > st.BlkSize {
+			st.Malformed++
+			log.Debug("tftp client: dropped an oversized block", "block", p.block, "bytes", len(p.payload), "blksize", st.BlkSize)
+			continue
+		}
+		if _, err := w.Write(p.payload); err != nil {
+			_, _ = conn.WriteToUDPAddrPort(appendError(nil, 0, "write failed"), peer)
+			return st, fmt.Errorf("tftp: writing block %d: %w", next, err)
+		}
+		st.Bytes += int64(len(p.payload))
+		st.Blocks++
+		inWindow++
+		last := len(p.payload) < st.BlkSize
+		if last || inWindow >= st.WindowSize {
+			if err := sendACK(next); err != nil {
+				return st, err
+			}
+		}
+		next++
+		if last {
+			st.Duration = time.Since(st.Start)
+			if st.TSize >= 0 && st.Bytes != st.TSize {
+				return st, fmt.Errorf("tftp: %s: got %d bytes, the server announced tsize %d", file, st.Bytes, st.TSize)
+			}
+			return st, nil
+		}
+	}
+}
+
+// fetch holds what the helpers of Get share.
+type fetch struct {
+	conn *net.UDPConn
+	st   *Stats
+	log  *slog.Logger
+	out  []byte
+}
+
+func (c *fetch) ack(peer netip.AddrPort, seq int64) error {
+	c.out = appendACK(c.out[:0], uint16(seq))
+	c.st.ACKs++
+	if _, err := c.conn.WriteToUDPAddrPort(c.out, peer); err != nil {
+		return fmt.Errorf("tftp: sending ACK %d: %w", seq, err)
+	}
+	return nil
+}
+
+// stranger answers a packet from another transfer ID with error 5 and
+// drops it (RFC 1350).
+func (c *fetch) stranger(from netip.AddrPort) {
+	c.st.Strangers++
+	c.log.Debug("tftp client: packet from an unknown transfer ID", "from", from)
+	_, _ = c.conn.WriteToUDPAddrPort(appendError(nil, errUnknownTID, "unknown transfer ID"), from)
+}
+
+// takeOptions applies the OACK: only options that were asked may come
+// back, within what was asked (RFC 2347).
+func (c *fetch) takeOptions(opts map[string]string, opt Options) error {
+	c.st.OACK = true
+	for name := range opts {
+		switch name {
+		case "blksize", "windowsize", "tsize", "timeout":
+		default:
+			return fmt.Errorf("tftp: the server acknowledged option %q, which was not asked (RFC 2347)", name)
+		}
+	}
+	if v, ok, err := optInt(opts, "blksize", MinBlkSize, int64(max(opt.BlkSize, MinBlkSize))); err != nil {
+		return err
+	} else if ok {
+		if opt.BlkSize == 0 {
+			return errors.New("tftp: the server acknowledged blksize, which was not asked")
+		}
+		c.st.BlkSize = int(v)
+	}
+	if v, ok, err := optInt(opts, "windowsize", MinWindowSize, int64(max(opt.WindowSize, MinWindowSize))); err != nil {
+		return err
+	} else if ok {
+		if opt.WindowSize == 0 {
+			return errors.New("tftp: the server acknowledged windowsize, which was not asked")
+		}
+		c.st.WindowSize = int(v)
+	}
+	if v, ok, err := optInt(opts, "tsize", 0, 1<<62); err != nil {
+		return err
+	} else if ok {
+		c.st.TSize = v
+	}
+	return nil
+}
