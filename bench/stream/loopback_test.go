@@ -161,16 +161,11 @@ func TestOnePerClient(t *testing.T) {
 	cfg := Config{Addr: s.Addr().String(), Direction: Rx, Duration: time.Second}
 	first := make(chan error, 1)
 	go func() { _, err := TCP(context.Background(), cfg); first <- err }()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waitFor(5*time.Second, func() bool {
 		s.mu.Lock()
-		n := len(s.byCookie)
-		s.mu.Unlock()
-		if n == 1 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer s.mu.Unlock()
+		return len(s.byCookie) == 1
+	})
 	_, err := TCP(context.Background(), cfg)
 	if !errors.Is(err, ErrRefused) {
 		t.Errorf("second test: %v, want ErrRefused", err)
@@ -188,4 +183,86 @@ func TestCancel(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("cancelled test: %v, want context.DeadlineExceeded", err)
 	}
+}
+
+// TestBadInput: garbage on the TCP port, a data connection with an
+// unknown cookie and stray datagrams are dropped and counted, and the
+// server still runs tests.
+func TestBadInput(t *testing.T) {
+	s := startServer(t, "127.0.0.1:0")
+	addr := s.Addr().String()
+	for _, b := range [][]byte{
+		[]byte("GET / HTTP/1.0\r\n\r\n"),
+		[]byte(magic + "D0123456789abcdef"),
+		[]byte(magic + "C\xff\xff\xff\xff"),
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write(b)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Errorf("server answered %q", b)
+		}
+		c.Close()
+	}
+	u, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	dg := make([]byte, headerLen)
+	datagram{session: 12345, seq: 1}.put(dg)
+	u.Write(dg)
+	u.Write([]byte("junk"))
+	if !waitFor(5*time.Second, func() bool { return s.Dropped.Load() >= 5 }) {
+		t.Errorf("dropped %d, want 5 (3 connections, 2 datagrams)", s.Dropped.Load())
+	}
+	if _, err := TCP(context.Background(), Config{Addr: addr, Duration: 200 * time.Millisecond, Interval: 100 * time.Millisecond}); err != nil {
+		t.Errorf("test after bad input: %v", err)
+	}
+}
+
+// TestShutdown: cancelling Serve mid-test ends the client's test with an
+// error and Serve returns nil.
+func TestShutdown(t *testing.T) {
+	s, err := NewServer("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	res := make(chan error, 1)
+	go func() {
+		_, err := TCP(context.Background(), Config{Addr: s.Addr().String(), Direction: Rx, Duration: 30 * time.Second})
+		res <- err
+	}()
+	waitFor(5*time.Second, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.byCookie) == 1
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after cancel")
+	}
+	if err := <-res; err == nil {
+		t.Errorf("test cut by a shutdown returned no error")
+	}
+}
+
+func waitFor(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
 }

@@ -48,6 +48,36 @@ func (d Direction) String() string {
 	return fmt.Sprintf("direction(%d)", int(d))
 }
 
+// ParseDirection reads "tx" or "rx" (as the bench's --direction flag takes
+// them).
+func ParseDirection(s string) (Direction, error) {
+	switch s {
+	case "tx":
+		return Tx, nil
+	case "rx":
+		return Rx, nil
+	}
+	return 0, fmt.Errorf("stream: direction %q: use tx (the board sends) or rx (the board receives)", s)
+}
+
+// MarshalText writes "tx" or "rx", so results read well as JSON.
+func (d Direction) MarshalText() ([]byte, error) {
+	if d != Tx && d != Rx {
+		return nil, fmt.Errorf("stream: unknown direction %d", int(d))
+	}
+	return []byte(d.String()), nil
+}
+
+// UnmarshalText reads "tx" or "rx".
+func (d *Direction) UnmarshalText(b []byte) error {
+	v, err := ParseDirection(string(b))
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
 // Limits the server enforces and the client checks before it connects.
 const (
 	DefaultPort       = 5211

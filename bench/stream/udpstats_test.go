@@ -211,3 +211,19 @@ func FuzzControl(f *testing.F) {
 		_ = readFrame(bytes.NewReader(b), maxResult, &m)
 	})
 }
+
+func TestDirectionText(t *testing.T) {
+	for _, d := range []Direction{Tx, Rx} {
+		b, err := d.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Direction
+		if err := got.UnmarshalText(b); err != nil || got != d {
+			t.Errorf("round trip of %v: %v, %v", d, got, err)
+		}
+	}
+	if _, err := ParseDirection("up"); err == nil {
+		t.Errorf("ParseDirection(up) succeeded")
+	}
+}
