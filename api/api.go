@@ -5,7 +5,7 @@
 //	GET /api/fetches/{id}               one record
 //	GET /api/fetches/{id}/intervals     its interval samples
 //	GET /api/report?table=NAME          a report table: window-offload, direction-mtu,
-//	                                    clients, linkspeed, fetches; intervals or netperf with &id=N
+//	                                    clients, linkspeed, tftp, fetches; intervals or netperf with &id=N
 //
 // Filters, as query parameters, are those of pxeperf report: client (MAC,
 // IP or host), file (name or glob), since (2h, 7d or an RFC 3339 time),
@@ -180,7 +180,7 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request) {
 		t = report.Intervals(rec, ivs)
 	default:
 		if name == "" {
-			h.fail(w, r, http.StatusBadRequest, errors.New("missing table: use table=window-offload, direction-mtu, clients, linkspeed, fetches, intervals&id=N or netperf&id=N"))
+			h.fail(w, r, http.StatusBadRequest, errors.New("missing table: use table=window-offload, direction-mtu, clients, linkspeed, tftp, fetches, intervals&id=N or netperf&id=N"))
 			return
 		}
 		if _, err := report.Build(name, nil); err != nil {

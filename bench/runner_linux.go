@@ -80,6 +80,9 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 		return nil, fmt.Errorf("bench: building the testbed: %w", err)
 	}
 	defer tb.Close()
+	if opt.Spec.Proto == ProtoTFTP {
+		return runTFTP(ctx, opt, log, tb, store, pts)
+	}
 
 	// The real HTTP boot server, its listener in the server namespace.
 	sink := newMatcher()
@@ -155,36 +158,7 @@ type runner struct {
 // point sets the testbed up for p (changing only what differs) and runs
 // one fetch.
 func (r *runner) point(ctx context.Context, p Point) (Result, error) {
-	if p.MTU != r.mtu {
-		if err := r.tb.SetMTU(p.MTU); err != nil {
-			return Result{}, err
-		}
-		r.mtu = p.MTU
-		r.rateSet = false // tbf's burst is sized for the MTU
-	}
-	if !r.rateSet || r.rate != p.Rate {
-		if p.Rate == 0 {
-			if err := r.tb.ClearRate(netlab.Server); err != nil {
-				return Result{}, err
-			}
-		} else if _, err := r.tb.SetRate(netlab.Server, p.Rate); err != nil {
-			return Result{}, err
-		}
-		r.rate, r.rateSet = p.Rate, true
-	}
-	if r.offload == nil || *r.offload != p.Offload {
-		o := netlab.Offloads{RxCsum: netlab.Off()}
-		if p.Offload {
-			o.RxCsum = netlab.On()
-		}
-		if _, err := r.tb.SetOffloads(netlab.Client, o); err != nil {
-			return Result{}, fmt.Errorf("client rx checksum %s: %w", onOff(p.Offload), err)
-		}
-		v := p.Offload
-		r.offload = &v
-	}
-	// What is active, read back: stamped on the record.
-	st, err := r.tb.State()
+	st, err := r.setup(p)
 	if err != nil {
 		return Result{}, err
 	}
@@ -244,6 +218,40 @@ func (r *runner) point(ctx context.Context, p Point) (Result, error) {
 		r.log.Warn("bench: fetch failed", "point", p.Key(), "rep", p.Rep, "outcome", rec.Outcome, "err", rec.Err)
 	}
 	return Result{Point: p, Record: *rec, Rcvbuf: fr.rcvbuf}, nil
+}
+
+// setup sets the testbed up for p, changing only what differs from the
+// point before, and reads back what is active (stamped on the record).
+func (r *runner) setup(p Point) (netlab.State, error) {
+	if p.MTU != r.mtu {
+		if err := r.tb.SetMTU(p.MTU); err != nil {
+			return netlab.State{}, err
+		}
+		r.mtu = p.MTU
+		r.rateSet = false // tbf's burst is sized for the MTU
+	}
+	if !r.rateSet || r.rate != p.Rate {
+		if p.Rate == 0 {
+			if err := r.tb.ClearRate(netlab.Server); err != nil {
+				return netlab.State{}, err
+			}
+		} else if _, err := r.tb.SetRate(netlab.Server, p.Rate); err != nil {
+			return netlab.State{}, err
+		}
+		r.rate, r.rateSet = p.Rate, true
+	}
+	if r.offload == nil || *r.offload != p.Offload {
+		o := netlab.Offloads{RxCsum: netlab.Off()}
+		if p.Offload {
+			o.RxCsum = netlab.On()
+		}
+		if _, err := r.tb.SetOffloads(netlab.Client, o); err != nil {
+			return netlab.State{}, fmt.Errorf("client rx checksum %s: %w", onOff(p.Offload), err)
+		}
+		v := p.Offload
+		r.offload = &v
+	}
+	return r.tb.State()
 }
 
 // fetchResult is the client's view of one fetch plus the server's event.

@@ -46,9 +46,13 @@ import (
 	"strings"
 )
 
-// ProtoHTTP is the only protocol the bench runs so far: an HTTP image fetch
-// from pxeperf's httpboot server.
-const ProtoHTTP = "http"
+// Protocols the bench runs: ProtoHTTP is an HTTP image fetch from
+// pxeperf's httpboot server (swept by window); ProtoTFTP a TFTP image fetch
+// from pxeperf's tftp server (swept by blksize x windowsize, tftp.go).
+const (
+	ProtoHTTP = "http"
+	ProtoTFTP = "tftp"
+)
 
 // WindowAuto in Spec.Windows means: do not set SO_RCVBUF (the kernel
 // autotunes the receive window).
@@ -77,6 +81,9 @@ type Spec struct {
 	Size     int64    // image bytes per fetch
 	Repeat   int      // fetches per point
 	Seed     uint64   // image content (images.Generate seed)
+	// TFTP only (Proto ProtoTFTP), in place of Windows: the blksize and
+	// windowsize options the client asks for.
+	BlkSizes, WindowSizes []int
 }
 
 // Point is one fetch of a sweep.
@@ -89,11 +96,16 @@ type Point struct {
 	Rate    uint64 // 0: unlimited
 	Size    int64
 	Rep     int // 1-based repeat number
+	// TFTP only: the options asked for.
+	BlkSize, WindowSize int
 }
 
 // Key names the point without its repeat number: the fetches that share a
 // key are the repeats whose median and spread are reported.
 func (p Point) Key() string {
+	if p.Proto == ProtoTFTP {
+		return tftpKey(p)
+	}
 	return fmt.Sprintf("%s mtu=%d rate=%s rx_offload=%s window=%s", p.Proto, p.MTU, FormatRate(p.Rate), onOff(p.Offload), FormatWindow(p.Window))
 }
 
@@ -112,10 +124,11 @@ func (s Spec) Points() []Point {
 	for _, mtu := range s.MTUs {
 		for _, rate := range s.Rates {
 			for _, off := range s.Offloads {
-				for _, w := range s.Windows {
+				for _, in := range s.inner() {
 					for rep := 1; rep <= s.Repeat; rep++ {
-						pts = append(pts, Point{Index: len(pts), Proto: s.Proto, Window: w, Offload: off, MTU: mtu,
-							Rate: rate, Size: s.Size, Rep: rep})
+						p := in
+						p.Index, p.Proto, p.Offload, p.MTU, p.Rate, p.Size, p.Rep = len(pts), s.Proto, off, mtu, rate, s.Size, rep
+						pts = append(pts, p)
 					}
 				}
 			}
@@ -127,7 +140,7 @@ func (s Spec) Points() []Point {
 // Count is len(s.Points()) without building them (0 on overflow).
 func (s Spec) Count() int {
 	n := uint64(1)
-	for _, k := range []int{len(s.MTUs), len(s.Rates), len(s.Offloads), len(s.Windows), s.Repeat} {
+	for _, k := range []int{len(s.MTUs), len(s.Rates), len(s.Offloads), s.innerCount(), s.Repeat} {
 		if k <= 0 {
 			return 0
 		}
@@ -142,10 +155,17 @@ func (s Spec) Count() int {
 // Validate checks a spec built by hand (ParseSpec's results pass).
 func (s Spec) Validate() error {
 	var errs []error
-	if s.Proto != ProtoHTTP {
-		errs = append(errs, fmt.Errorf("--proto %q: the bench runs http (an HTTP image fetch)", s.Proto))
+	switch s.Proto {
+	case ProtoHTTP:
+		if len(s.BlkSizes) > 0 || len(s.WindowSizes) > 0 {
+			errs = append(errs, errors.New("--blksize and --windowsize apply to --proto tftp"))
+		}
+	case ProtoTFTP:
+		errs = append(errs, s.validateTFTP()...)
+	default:
+		errs = append(errs, fmt.Errorf("--proto %q: the bench runs http (an HTTP image fetch) or tftp (a TFTP image fetch)", s.Proto))
 	}
-	if len(s.Windows) == 0 || len(s.Offloads) == 0 || len(s.MTUs) == 0 || len(s.Rates) == 0 {
+	if (s.Proto != ProtoTFTP && len(s.Windows) == 0) || len(s.Offloads) == 0 || len(s.MTUs) == 0 || len(s.Rates) == 0 {
 		errs = append(errs, errors.New("--window, --offload, --mtu and --rate each need at least one value"))
 	}
 	for _, w := range s.Windows {
@@ -179,7 +199,8 @@ func (s Spec) Validate() error {
 // (or the default when no preset is given).
 type Flags struct {
 	Preset, Proto, Window, Offload, MTU, Rate, Size string
-	Repeat                                          int // 0: preset or default
+	BlkSize, WindowSize                             string // TFTP: --blksize, --windowsize
+	Repeat                                          int    // 0: preset or default
 	Seed                                            uint64
 }
 
@@ -191,9 +212,14 @@ func Default() Spec {
 }
 
 // Presets that run, by name. Other studies (xilinx: TCP/UDP streams;
-// linkspeed: both directions by rate; tftp: blksize x windowsize) need the
-// stream and TFTP clients and are added with them.
+// linkspeed: both directions by rate) need the stream clients and are added
+// with them.
 var presets = map[string]Spec{
+	// TFTP by blksize x windowsize (RFC 7440's study, U-Boot's and iPXE's
+	// settings): 512 and 1468-byte blocks, windows 1 (RFC 1350 lock-step)
+	// to 64, under a 1gbit tbf.
+	"tftp": {Proto: ProtoTFTP, BlkSizes: []int{512, 1468}, WindowSizes: []int{1, 4, 8, 16, 32, 64},
+		Offloads: []bool{true}, MTUs: []int{1500}, Rates: []uint64{1e9}, Size: 64 << 20, Repeat: 3, Seed: 1},
 	// The 2010 gPXE study: 500 MB HTTP imgfetch by TCP_MAX_WINDOW_SIZE
 	// (4096 .. 65532), board RX checksum offload on and off, GigE.
 	"gpxe": {Proto: ProtoHTTP, Windows: []int{4096, 8192, 16384, 32768, 65532}, Offloads: []bool{true, false},
@@ -218,6 +244,7 @@ func Preset(name string) (Spec, bool) {
 	}
 	s.Windows, s.Offloads = slices.Clone(s.Windows), slices.Clone(s.Offloads)
 	s.MTUs, s.Rates = slices.Clone(s.MTUs), slices.Clone(s.Rates)
+	s.BlkSizes, s.WindowSizes = slices.Clone(s.BlkSizes), slices.Clone(s.WindowSizes)
 	return s, true
 }
 
@@ -236,11 +263,15 @@ func ParseSpec(f Flags) (Spec, error) {
 	var errs []error
 	if f.Proto != "" {
 		p := strings.ToLower(strings.TrimSpace(f.Proto))
-		if p != ProtoHTTP {
-			errs = append(errs, fmt.Errorf("--proto %q: the bench runs http so far (an HTTP image fetch)", f.Proto))
+		if p != ProtoHTTP && p != ProtoTFTP {
+			errs = append(errs, fmt.Errorf("--proto %q: use http (an HTTP image fetch) or tftp (a TFTP image fetch); one protocol per run", f.Proto))
+		}
+		if p == ProtoTFTP && s.Proto != ProtoTFTP {
+			s = tftpDefaults(s, f)
 		}
 		s.Proto = p
 	}
+	errs = append(errs, parseTFTPFlags(&s, f)...)
 	if f.Window != "" {
 		w, err := ParseWindows(f.Window)
 		if err != nil {

@@ -23,7 +23,7 @@ const (
 )
 
 // TableNames lists the tables Build makes.
-var TableNames = []string{TableWindowOffload, TableDirectionMTU, TableClients, TableLinkSpeed, TableFetches}
+var TableNames = []string{TableWindowOffload, TableDirectionMTU, TableClients, TableLinkSpeed, TableTFTP, TableFetches}
 
 // Build makes the named table from recs.
 func Build(name string, recs []record.Record) (Table, error) {
@@ -38,6 +38,8 @@ func Build(name string, recs []record.Record) (Table, error) {
 		return LinkSpeed(recs), nil
 	case TableFetches:
 		return Fetches(recs), nil
+	case TableTFTP:
+		return TFTP(recs), nil
 	}
 	return Table{}, fmt.Errorf("unknown table %q: use %s", name, strings.Join(TableNames, ", "))
 }

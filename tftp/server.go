@@ -82,6 +82,13 @@ type Config struct {
 	// dropped (the client will retry). Default 512.
 	MaxTransfers int
 
+	// OpenIn, when set, runs fn, which opens one transfer's socket, where
+	// the listening socket lives: a goroutine's new socket opens in the
+	// process's network namespace, so a server listening inside another
+	// one (the bench's netlab testbed) passes a function that runs fn
+	// there. nil: fn runs as it is.
+	OpenIn func(fn func() error) error
+
 	Files  Files        // required
 	Hosts  *hosts.Table // MAC, host name and labels for events; may be nil
 	Sink   event.Sink   // default event.Discard
@@ -466,7 +473,17 @@ func (s *Server) newLink(ctx context.Context, peer netip.AddrPort, local netip.A
 		la.Port = int(s.Addr().Port())
 		d.Control = shareAddr
 	}
-	c, err := d.DialContext(ctx, "udp4", peer.String())
+	var c net.Conn
+	dial := func() (err error) {
+		c, err = d.DialContext(ctx, "udp4", peer.String())
+		return err
+	}
+	var err error
+	if s.cfg.OpenIn != nil {
+		err = s.cfg.OpenIn(dial)
+	} else {
+		err = dial()
+	}
 	if err != nil {
 		return nil, err
 	}

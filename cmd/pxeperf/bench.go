@@ -40,18 +40,24 @@ so pxeperf report prints them too. Needs root. Ctrl-C tears the testbed down.
   pxeperf bench --preset gpxe --size 64MiB --repeat 1   the same, quicker
   pxeperf bench --window 4K..64K/4K --offload on,off --mtu 1500,9000 --rate 1gbit --size 500MiB --repeat 3
   pxeperf bench --window 4K,16K,64K,auto --rate 100mbit,10mbit --size 16MiB
+  pxeperf bench --preset tftp                      TFTP blksize 512,1468 x windowsize 1..64, 1gbit, 64MiB x3
+  pxeperf bench --proto tftp --blksize 1468 --windowsize 1..64 --rate 100mbit --size 16MiB
 
 --window is the client's SO_RCVBUF, set before connect (auto: not set, the
 kernel autotunes); --offload the client's RX checksum offload (the board's
 knob in the gPXE study); --rate a tbf on the server's egress, what the board
-receives (none: unlimited). Presets: ` + strings.Join(bench.PresetNames(), ", ") + `; flags given with a preset
+receives (none: unlimited). --proto tftp fetches with pxeperf's TFTP client
+instead and sweeps --blksize x --windowsize (RFC 2348, RFC 7440) in place of
+--window; 1..64 doubles, 512..1468/478 steps. One protocol per run. Presets: ` + strings.Join(bench.PresetNames(), ", ") + `; flags given with a preset
 replace its values.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, &f) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.sweep.Preset, "preset", "", "a published study: "+strings.Join(bench.PresetNames(), ", "))
-	fl.StringVar(&f.sweep.Proto, "proto", "", "protocol: http (default http)")
+	fl.StringVar(&f.sweep.Proto, "proto", "", "protocol: http or tftp (default http)")
+	fl.StringVar(&f.sweep.BlkSize, "blksize", "", "TFTP blksize: 512,1468, 512..1468/478 (default 512,1468)")
+	fl.StringVar(&f.sweep.WindowSize, "windowsize", "", "TFTP windowsize in blocks: 1,4,16, 1..64 doubling (default 1,4,8,16,32,64)")
 	fl.StringVar(&f.sweep.Window, "window", "", "client SO_RCVBUF: 4K, 4K..64K/4K, 4K,16K,64K, auto (default auto)")
 	fl.StringVar(&f.sweep.Offload, "offload", "", "client RX checksum offload: on, off, on,off (default on,off)")
 	fl.StringVar(&f.sweep.MTU, "mtu", "", "MTU of the veth pair: 1500, 1500,9000 (default 1500)")
@@ -99,8 +105,13 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	defer stopTeardown()
 
 	runID := time.Now().UTC().Format("20060102T150405Z")
-	fmt.Fprintf(errOut, "pxeperf bench %s: %d fetches of %s (%d windows x %d offload x %d MTU x %d rate x %d repeats)\n",
-		runID, spec.Count(), bench.FormatSize(spec.Size), len(spec.Windows), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
+	if spec.Proto == bench.ProtoTFTP {
+		fmt.Fprintf(errOut, "pxeperf bench %s: %d TFTP fetches of %s (%d blksize x %d windowsize x %d offload x %d MTU x %d rate x %d repeats)\n",
+			runID, spec.Count(), bench.FormatSize(spec.Size), len(spec.BlkSizes), len(spec.WindowSizes), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
+	} else {
+		fmt.Fprintf(errOut, "pxeperf bench %s: %d fetches of %s (%d windows x %d offload x %d MTU x %d rate x %d repeats)\n",
+			runID, spec.Count(), bench.FormatSize(spec.Size), len(spec.Windows), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
+	}
 	prog := newProgress(errOut, f.quiet)
 	opt := bench.Options{Spec: spec, Store: st, RunID: runID, Registry: reg, Logger: logger, Progress: prog.update}
 	if f.verbose {
@@ -109,6 +120,12 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	results, runErr := bench.Run(ctx, opt)
 	prog.finish()
 
+	if spec.Proto == bench.ProtoTFTP {
+		if err := printTFTPBench(out, results, spec, runID, format); err != nil {
+			return err
+		}
+		return runErr
+	}
 	recs := make([]record.Record, 0, len(results))
 	for _, r := range results {
 		recs = append(recs, r.Record)
@@ -137,6 +154,31 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	return runErr
 }
 
+// printTFTPBench prints a TFTP sweep: the blksize x windowsize table and
+// the sweep's own table.
+func printTFTPBench(out io.Writer, results []bench.Result, spec bench.Spec, runID string, format report.Format) error {
+	if len(results) == 0 {
+		return nil
+	}
+	recs := make([]record.Record, 0, len(results))
+	for _, r := range results {
+		recs = append(recs, r.Record)
+	}
+	tt := report.TFTP(recs)
+	tt.Notes = append(tt.Notes, fmt.Sprintf("Bench run %s; again with: pxeperf report --table tftp --label %s=%s", runID, bench.LabelRun, runID))
+	sum := bench.TFTPSummary(results)
+	if format == report.Text || format == report.Markdown {
+		sum.Notes = append(sum.Notes, netlab.Limits()...)
+	}
+	for _, t := range []report.Table{tt, sum} {
+		fmt.Fprintln(out)
+		if err := report.Render(out, t, format); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // progress draws a bar with ETA on a terminal, plain lines otherwise.
 type progress struct {
 	w     io.Writer
@@ -162,6 +204,9 @@ func (p *progress) update(pr bench.Progress) {
 	var last string
 	if r := pr.Last; r != nil {
 		last = fmt.Sprintf("%s: %.1f Mbit/s, window seen %d", r.Point.Key(), r.Record.Mbps, r.Record.WndMax)
+		if r.Record.Proto == bench.ProtoTFTP {
+			last = fmt.Sprintf("%s: %.1f Mbit/s, %d datagrams, %d resent", r.Point.Key(), r.Record.Mbps, r.Record.Datagrams, r.Record.Retransmits)
+		}
 		if r.Record.Outcome != "ok" {
 			last = fmt.Sprintf("%s: %s", r.Point.Key(), r.Record.Outcome)
 		}

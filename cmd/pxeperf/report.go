@@ -35,6 +35,7 @@ It reads the store under --data, also while serve is running.
   pxeperf report --table window-offload            Mbit/s by client window x RX checksum offload
   pxeperf report --table direction-mtu             TCP/UDP Tx/Rx by MTU
   pxeperf report --table linkspeed                 by link speed (1G/100M/10M), both directions
+  pxeperf report --table tftp                      TFTP by blksize x windowsize
   pxeperf report --table fetches --limit 20        the latest fetches, with their IDs
   pxeperf report --intervals 42                    one fetch, iperf3-style interval lines
   pxeperf report --netperf 42                      one fetch, netperf TCP_STREAM summary

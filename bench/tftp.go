@@ -1,0 +1,319 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pxeperf/pxeperf/bench/tftpclient"
+	"github.com/pxeperf/pxeperf/report"
+)
+
+// The TFTP sweep (--proto tftp, --preset tftp): blksize x windowsize in
+// place of the HTTP window. Options asked, RFC limits:
+//
+//	--blksize     8..65464 bytes (RFC 2348), at most MTU - 32 (IPv4, UDP and
+//	              TFTP headers) for every --mtu: 1468 at 1500
+//	--windowsize  1..65535 blocks (RFC 7440); 1 is RFC 1350 lock-step
+//
+// Both take a comma list of numbers and ranges: lo..hi doubles (1..64 is
+// 1,2,4,8,16,32,64), lo..hi/step steps linearly (512..1468/478 is
+// 512,990,1468); hi is included when the steps reach it.
+
+// Labels of TFTP bench records (besides rx_offload, bench_run, rate).
+const (
+	LabelBlkSize        = "blksize"           // asked; the record's BlkSize is what was negotiated
+	LabelWindowSize     = "windowsize"        // asked; the record's WindowSize is what was negotiated
+	LabelDuplicates     = "client_duplicates" // DATA for a block the client had
+	LabelOutOfOrder     = "client_out_of_order"
+	LabelEarlyACKs      = "client_early_acks" // ACKs sent at once on a gap
+	LabelClientTimeouts = "client_timeouts"
+	LabelCPU            = "cpu_ms" // CPU of the bench process (client and server) during the fetch
+)
+
+// IPUDPTFTPOverhead is what a DATA packet adds to its block on the wire:
+// 20 (IPv4) + 8 (UDP) + 4 (TFTP); the largest blksize at an MTU is MTU - 32.
+const IPUDPTFTPOverhead = 32
+
+// tftpPresetName names the preset whose lists --proto tftp starts from.
+const tftpPresetName = "tftp"
+
+func tftpKey(p Point) string {
+	return fmt.Sprintf("%s mtu=%d rate=%s rx_offload=%s blksize=%d windowsize=%d", p.Proto, p.MTU, FormatRate(p.Rate), onOff(p.Offload), p.BlkSize, p.WindowSize)
+}
+
+// inner is the innermost setting of the sweep, before repeats: the window
+// (HTTP) or blksize x windowsize (TFTP, blksize changing slower).
+func (s Spec) inner() []Point {
+	var out []Point
+	if s.Proto == ProtoTFTP {
+		for _, b := range s.BlkSizes {
+			for _, w := range s.WindowSizes {
+				out = append(out, Point{BlkSize: b, WindowSize: w})
+			}
+		}
+		return out
+	}
+	for _, w := range s.Windows {
+		out = append(out, Point{Window: w})
+	}
+	return out
+}
+
+// innerCount is len(s.inner()) without building it (MaxPoints+1 when it is
+// larger than MaxPoints).
+func (s Spec) innerCount() int {
+	if s.Proto != ProtoTFTP {
+		return len(s.Windows)
+	}
+	if n := len(s.BlkSizes) * len(s.WindowSizes); len(s.BlkSizes) <= MaxPoints && len(s.WindowSizes) <= MaxPoints && n <= MaxPoints {
+		return n
+	}
+	return MaxPoints + 1
+}
+
+func (s Spec) validateTFTP() []error {
+	var errs []error
+	if len(s.BlkSizes) == 0 || len(s.WindowSizes) == 0 {
+		errs = append(errs, errors.New("--blksize and --windowsize each need at least one value for --proto tftp"))
+	}
+	if len(s.Windows) > 0 {
+		errs = append(errs, errors.New("--window is the HTTP client's SO_RCVBUF; a TFTP sweep takes --windowsize (blocks)"))
+	}
+	for _, b := range s.BlkSizes {
+		if b < tftpclient.MinBlkSize || b > tftpclient.MaxBlkSize {
+			errs = append(errs, fmt.Errorf("--blksize %d: out of range %d..%d (RFC 2348)", b, tftpclient.MinBlkSize, tftpclient.MaxBlkSize))
+			continue
+		}
+		for _, m := range s.MTUs {
+			if b > m-IPUDPTFTPOverhead {
+				errs = append(errs, fmt.Errorf("--blksize %d does not fit --mtu %d: at most MTU - %d = %d (a larger block would fragment)", b, m, IPUDPTFTPOverhead, m-IPUDPTFTPOverhead))
+			}
+		}
+	}
+	for _, w := range s.WindowSizes {
+		if w < tftpclient.MinWindowSize || w > tftpclient.MaxWindowSize {
+			errs = append(errs, fmt.Errorf("--windowsize %d: out of range %d..%d (RFC 7440)", w, tftpclient.MinWindowSize, tftpclient.MaxWindowSize))
+		}
+	}
+	return errs
+}
+
+// tftpDefaults turns a spec into a TFTP one when --proto tftp is given
+// without --preset tftp: the preset's blksize and windowsize lists, no
+// HTTP window, and RX checksum offload on only unless --offload says.
+func tftpDefaults(s Spec, f Flags) Spec {
+	p, _ := Preset(tftpPresetName)
+	s.Windows = nil
+	s.BlkSizes, s.WindowSizes = p.BlkSizes, p.WindowSizes
+	if f.Offload == "" {
+		s.Offloads = []bool{true}
+	}
+	return s
+}
+
+// parseTFTPFlags applies --blksize and --windowsize (TFTP only) and refuses
+// --window for TFTP.
+func parseTFTPFlags(s *Spec, f Flags) []error {
+	var errs []error
+	if s.Proto != ProtoTFTP {
+		if f.BlkSize != "" || f.WindowSize != "" {
+			errs = append(errs, errors.New("--blksize and --windowsize apply to --proto tftp (or --preset tftp)"))
+		}
+		return errs
+	}
+	if f.Window != "" {
+		errs = append(errs, errors.New("--window is the HTTP client's SO_RCVBUF; for TFTP use --windowsize (blocks per ACK)"))
+	}
+	if f.BlkSize != "" {
+		b, err := ParseCounts(f.BlkSize, tftpclient.MinBlkSize, tftpclient.MaxBlkSize)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--blksize: %w", err))
+		}
+		s.BlkSizes = b
+	}
+	if f.WindowSize != "" {
+		w, err := ParseCounts(f.WindowSize, tftpclient.MinWindowSize, tftpclient.MaxWindowSize)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--windowsize: %w", err))
+		}
+		s.WindowSizes = w
+	}
+	return errs
+}
+
+const countForms = "a number (16), a doubling range (1..64), a range with a step (512..1468/478), or a comma list of those"
+
+// ParseCounts parses --blksize and --windowsize: comma-separated items,
+// each a whole number in lo..hi, a doubling range a..b (a, 2a, 4a, ... up
+// to b) or a linear range a..b/step. Duplicates are dropped; the order is
+// as given.
+func ParseCounts(s string, lo, hi int) ([]int, error) {
+	var out []int
+	num := func(t string) (int, error) {
+		n, err := strconv.Atoi(strings.TrimSpace(t))
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a whole number; use %s", t, countForms)
+		}
+		if n < lo || n > hi {
+			return 0, fmt.Errorf("%d out of range %d..%d", n, lo, hi)
+		}
+		return n, nil
+	}
+	add := func(n int) error {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+		if len(out) > MaxPoints {
+			return fmt.Errorf("more than %d values", MaxPoints)
+		}
+		return nil
+	}
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		a, rest, isRange := strings.Cut(item, "..")
+		switch {
+		case item == "":
+			return nil, fmt.Errorf("%q: empty item; use %s", s, countForms)
+		case !isRange:
+			n, err := num(item)
+			if err != nil {
+				return nil, err
+			}
+			if err := add(n); err != nil {
+				return nil, err
+			}
+		default:
+			b, st, linear := strings.Cut(rest, "/")
+			from, err := num(a)
+			if err != nil {
+				return nil, fmt.Errorf("range %q: start: %w", item, err)
+			}
+			to, err := num(b)
+			if err != nil {
+				return nil, fmt.Errorf("range %q: end: %w", item, err)
+			}
+			if from > to {
+				return nil, fmt.Errorf("range %q: start is above the end", item)
+			}
+			step := 0
+			if !linear && from < 1 {
+				return nil, fmt.Errorf("range %q: a doubling range starts at 1 or more", item)
+			}
+			if linear {
+				if step, err = strconv.Atoi(strings.TrimSpace(st)); err != nil || step < 1 {
+					return nil, fmt.Errorf("range %q: the step is a whole number from 1; use %s", item, countForms)
+				}
+				if (to-from)/step >= MaxPoints {
+					return nil, fmt.Errorf("range %q: more than %d steps", item, MaxPoints)
+				}
+			}
+			for n := from; n <= to; {
+				if err := add(n); err != nil {
+					return nil, err
+				}
+				if linear {
+					n += step
+				} else {
+					n *= 2
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// TFTPSummaryRow is one TFTP point over its repeats.
+type TFTPSummaryRow struct {
+	MTU        int     `json:"mtu"`
+	Rate       string  `json:"rate"`
+	BlkSize    int     `json:"blksize"`    // asked
+	WindowSize int     `json:"windowsize"` // asked
+	N          int     `json:"n"`
+	Median     float64 `json:"median_mbps"`
+	Min        float64 `json:"min_mbps"`
+	Max        float64 `json:"max_mbps"`
+	Datagrams  int64   `json:"datagrams"`   // server DATA sent, summed over the repeats
+	Resent     int64   `json:"retransmits"` // server DATA sent again, summed
+	Timeouts   int64   `json:"timeouts"`    // server and client timeouts, summed
+	EarlyACKs  int64   `json:"client_early_acks"`
+	CPUms      float64 `json:"cpu_ms_median"` // bench process CPU per fetch (client and server)
+	Failed     int     `json:"failed"`
+}
+
+// TFTPSummary is the TFTP sweep's own table: each point with the median
+// and spread over its repeats and the packets it took.
+func TFTPSummary(results []Result) report.Table {
+	type group struct {
+		row  TFTPSummaryRow
+		mbps []float64
+		cpu  []float64
+	}
+	groups := map[string]*group{}
+	var order []string
+	for _, r := range results {
+		k := r.Point.Key()
+		g := groups[k]
+		if g == nil {
+			g = &group{row: TFTPSummaryRow{MTU: r.Point.MTU, Rate: FormatRate(r.Point.Rate), BlkSize: r.Point.BlkSize, WindowSize: r.Point.WindowSize}}
+			groups[k] = g
+			order = append(order, k)
+		}
+		rec := r.Record
+		g.row.Datagrams += rec.Datagrams
+		g.row.Resent += rec.Retransmits
+		ct, _ := strconv.ParseInt(rec.Labels[LabelClientTimeouts], 10, 64)
+		ea, _ := strconv.ParseInt(rec.Labels[LabelEarlyACKs], 10, 64)
+		g.row.Timeouts += rec.Timeouts + ct
+		g.row.EarlyACKs += ea
+		if rec.Outcome != "ok" {
+			g.row.Failed++
+			continue
+		}
+		g.mbps = append(g.mbps, rec.Mbps)
+		if c, err := strconv.ParseFloat(rec.Labels[LabelCPU], 64); err == nil {
+			g.cpu = append(g.cpu, c)
+		}
+	}
+	t := report.Table{
+		Name:  "bench-tftp-summary",
+		Title: "TFTP sweep by point (median and min-max over repeats)",
+		Columns: []report.Column{{Name: "MTU", Key: "mtu"}, {Name: "Rate", Key: "rate"}, {Name: "blksize", Key: "blksize"},
+			{Name: "windowsize", Key: "windowsize"}, {Name: "n", Key: "n"}, {Name: "Mbit/s", Key: "median_mbps"},
+			{Name: "min-max", Key: "spread_mbps"}, {Name: "Datagrams", Key: "datagrams"}, {Name: "Resent", Key: "retransmits"},
+			{Name: "Timeouts", Key: "timeouts"}, {Name: "Early ACKs", Key: "client_early_acks"},
+			{Name: "CPU ms", Key: "cpu_ms_median"}, {Name: "Failed", Key: "failed"}},
+		Empty: "No fetches ran.",
+		Notes: []string{
+			"Datagrams and Resent: DATA packets the server sent and sent again; Timeouts: the server's and the client's; Early ACKs: the client's at a gap (RFC 7440). Summed over the repeats.",
+			"CPU ms: user+system CPU of the bench process (server and client together) per fetch, median.",
+		},
+	}
+	var rows []TFTPSummaryRow
+	f1 := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+	for _, k := range order {
+		g := groups[k]
+		row := g.row
+		row.N = len(g.mbps)
+		cells := []string{strconv.Itoa(row.MTU), row.Rate, strconv.Itoa(row.BlkSize), strconv.Itoa(row.WindowSize), strconv.Itoa(row.N),
+			"", "", strconv.FormatInt(row.Datagrams, 10), strconv.FormatInt(row.Resent, 10), strconv.FormatInt(row.Timeouts, 10),
+			strconv.FormatInt(row.EarlyACKs, 10), "", strconv.Itoa(row.Failed)}
+		if row.N > 0 {
+			row.Median, row.Min, row.Max = report.Median(g.mbps), slices.Min(g.mbps), slices.Max(g.mbps)
+			cells[5], cells[6] = f1(row.Median), f1(row.Min)+"-"+f1(row.Max)
+		}
+		if len(g.cpu) > 0 {
+			row.CPUms = report.Median(g.cpu)
+			cells[11] = strconv.FormatFloat(row.CPUms, 'f', 0, 64)
+		}
+		rows = append(rows, row)
+		t.Rows = append(t.Rows, cells)
+	}
+	t.Data = rows
+	if rows == nil {
+		t.Data = []TFTPSummaryRow{}
+	}
+	return t
+}

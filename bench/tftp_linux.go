@@ -1,0 +1,206 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/pxeperf/pxeperf/bench/tftpclient"
+	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/netlab"
+	"github.com/pxeperf/pxeperf/netstate"
+	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/tftp"
+	"golang.org/x/sys/unix"
+)
+
+// tftpRcvbuf is the client socket's SO_RCVBUF asked for: room for a
+// 64-block window of 1468-byte blocks several times over, so the Go client's
+// scheduling on a busy host does not drop what a board's NIC ring would
+// hold (the kernel caps it at net.core.rmem_max; read back into a label).
+const tftpRcvbuf = 1 << 20
+
+// runTFTP runs a TFTP sweep on the testbed Run built: pxeperf's tftp server
+// in the server namespace serving the generated image, the bench's TFTP
+// client in the client namespace, one record per fetch.
+func runTFTP(ctx context.Context, opt Options, log *slog.Logger, tb *netlab.Testbed, store *images.Store, pts []Point) ([]Result, error) {
+	sink := newMatcher()
+	cfg := tftp.Config{
+		Listen:    netip.AddrPortFrom(tb.ServerIP, 0).String(),
+		Interface: tb.ServerIf,
+		// The largest MTU of the sweep: Validate keeps every blksize
+		// within each MTU, so the server never lowers one.
+		MTU:           slices.Max(opt.Spec.MTUs),
+		MaxWindowSize: tftpclient.MaxWindowSize,
+		ShutdownGrace: time.Second,
+		Files:         store,
+		Sink:          sink,
+		Logger:        log.With("svc", "tftp"),
+		// Transfer sockets open in the server namespace too.
+		OpenIn: func(fn func() error) error { return tb.Run(netlab.Server, fn) },
+	}
+	var srv *tftp.Server
+	err := tb.Run(netlab.Server, func() error {
+		var err error
+		srv, err = tftp.New(cfg)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: starting the TFTP server in the testbed: %w", err)
+	}
+	sctx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- srv.Serve(sctx) }()
+	defer func() {
+		stopServer()
+		if err := <-serveDone; err != nil {
+			log.Warn("bench: tftp server", "err", err)
+		}
+	}()
+
+	r := &runner{opt: opt, log: log, tb: tb, sink: sink, kernel: netstate.Kernel(), mtu: pts[0].MTU}
+	var results []Result
+	start := time.Now()
+	if opt.Progress != nil {
+		opt.Progress(Progress{Total: len(pts)})
+	}
+	for i, p := range pts {
+		if err := ctx.Err(); err != nil {
+			return results, fmt.Errorf("bench: stopped after %d of %d fetches: %w", i, len(pts), context.Cause(ctx))
+		}
+		res, err := r.tftpPoint(ctx, srv.Addr(), p)
+		if err != nil {
+			return results, fmt.Errorf("bench: %s: %w", p.Key(), err)
+		}
+		results = append(results, res)
+		if opt.Verbose != nil {
+			rec := res.Record
+			fmt.Fprintf(opt.Verbose, "%s (rep %d): %.1f Mbit/s, %d bytes in %v; server sent %d datagrams, %d again, %d timeouts; client: %s duplicates, %s out of order, %s early ACKs, %s timeouts\n",
+				p.Key(), p.Rep, rec.Mbps, rec.Bytes, rec.Duration.Round(time.Millisecond), rec.Datagrams, rec.Retransmits, rec.Timeouts,
+				rec.Labels[LabelDuplicates], rec.Labels[LabelOutOfOrder], rec.Labels[LabelEarlyACKs], rec.Labels[LabelClientTimeouts])
+		}
+		if opt.Progress != nil {
+			el := time.Since(start)
+			opt.Progress(Progress{Done: i + 1, Total: len(pts), Elapsed: el, ETA: estimate(pts, i+1, el), Last: &results[len(results)-1]})
+		}
+	}
+	return results, nil
+}
+
+// tftpPoint sets the testbed up for p and runs one TFTP fetch.
+func (r *runner) tftpPoint(ctx context.Context, server netip.AddrPort, p Point) (Result, error) {
+	st, err := r.setup(p)
+	if err != nil {
+		return Result{}, err
+	}
+	var conn *net.UDPConn
+	err = r.tb.Run(netlab.Client, func() error {
+		var err error
+		conn, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.tb.ClientIP, 0)))
+		return err
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("client socket: %w", err)
+	}
+	defer conn.Close()
+	_ = conn.SetReadBuffer(tftpRcvbuf)
+	rcvbuf := readRcvbuf(conn)
+	local := conn.LocalAddr().(*net.UDPAddr).AddrPort()
+	wait := r.sink.expect(local)
+	defer r.sink.forget(local)
+
+	fctx, cancel := context.WithTimeout(ctx, fetchTimeout(p))
+	defer cancel()
+	cpu0 := processCPU()
+	cs, ferr := tftpclient.Get(fctx, conn, server, imageName, io.Discard, tftpclient.Options{
+		BlkSize: p.BlkSize, WindowSize: p.WindowSize, Logger: r.log})
+	var fetch *event.Fetch
+	// The server emits its event when the last ACK arrives: at once, or
+	// after its retries when that ACK was lost.
+	select {
+	case fetch = <-wait:
+	case <-time.After(10 * time.Second):
+		r.log.Warn("bench: no server event for the fetch", "client", local)
+	case <-ctx.Done():
+	}
+	cpu := processCPU() - cpu0
+	if ferr != nil && fetch == nil && ctx.Err() != nil {
+		return Result{}, ferr
+	}
+
+	rec := &record.Record{
+		Time: cs.Start.UTC(), Source: Source, Proto: ProtoTFTP, Direction: "rx",
+		ClientIP: r.tb.ClientIP.String(), File: imageName, Bytes: cs.Bytes, Size: p.Size,
+		Duration: cs.Duration, Mbps: cs.Mbps(), Outcome: event.OutcomeOK, Kernel: r.kernel,
+		BlkSize: cs.BlkSize, WindowSize: cs.WindowSize, TSize: cs.TSize >= 0,
+		Iface: r.tb.ClientIf, MTU: st.Client.MTU, LinkMbps: st.Client.SpeedMbps, RateLimit: int64(st.Server.Rate.BitsPerSec),
+		RxCsum: record.Offload(st.Client.RxCsum), TxCsum: record.Offload(st.Client.TxCsum), TSO: record.Offload(st.Client.TSO),
+		GSO: record.Offload(st.Client.GSO), GRO: record.Offload(st.Client.GRO),
+		Labels: map[string]string{
+			"rx_offload": st.Client.RxCsum, LabelRun: r.opt.RunID, "rate": FormatRate(p.Rate),
+			LabelBlkSize: strconv.Itoa(p.BlkSize), LabelWindowSize: strconv.Itoa(p.WindowSize),
+			LabelDuplicates: strconv.FormatInt(cs.Duplicates, 10), LabelOutOfOrder: strconv.FormatInt(cs.OutOfOrder, 10),
+			LabelEarlyACKs: strconv.FormatInt(cs.EarlyACKs, 10), LabelClientTimeouts: strconv.FormatInt(cs.Timeouts, 10),
+			LabelRcvbuf: strconv.Itoa(rcvbuf), LabelCPU: strconv.FormatInt(cpu.Milliseconds(), 10),
+		},
+	}
+	if rec.Time.IsZero() || cs.Start.IsZero() {
+		rec.Time = time.Now().UTC()
+	}
+	switch {
+	case ferr != nil:
+		rec.Outcome, rec.Err = event.OutcomeError, ferr.Error()
+	case cs.Bytes != p.Size:
+		rec.Outcome, rec.Err = event.OutcomeAborted, fmt.Sprintf("received %d of %d bytes", cs.Bytes, p.Size)
+	}
+	if f := fetch; f != nil {
+		if f.Outcome != event.OutcomeOK && rec.Outcome == event.OutcomeOK {
+			rec.Outcome, rec.Err = f.Outcome, "server: "+f.Err
+		}
+		if t := f.TFTP; t != nil {
+			rec.Datagrams, rec.Retransmits, rec.Timeouts = t.Datagrams, t.Retransmits, t.Timeouts
+			rec.Acked = t.Datagrams - t.Retransmits
+		}
+	} else if rec.Outcome == event.OutcomeOK {
+		rec.Outcome, rec.Err = event.OutcomeError, "the server reported no fetch"
+	}
+	id, err := r.opt.Store.Add(context.WithoutCancel(ctx), rec, nil)
+	if err != nil {
+		return Result{}, fmt.Errorf("storing the record: %w", err)
+	}
+	rec.ID = id
+	if rec.Outcome != event.OutcomeOK {
+		r.log.Warn("bench: fetch failed", "point", p.Key(), "rep", p.Rep, "outcome", rec.Outcome, "err", rec.Err)
+	}
+	return Result{Point: p, Record: *rec, Rcvbuf: rcvbuf}, nil
+}
+
+// readRcvbuf reads SO_RCVBUF back (0 when it cannot be read).
+func readRcvbuf(c *net.UDPConn) int {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var n int
+	var serr error
+	if err := rc.Control(func(fd uintptr) { n, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF) }); err != nil || serr != nil {
+		return 0
+	}
+	return n
+}
+
+// processCPU is the user and system CPU the process used so far.
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
