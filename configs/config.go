@@ -44,6 +44,7 @@ type Config struct {
 	DHCP  DHCP   `yaml:"dhcp"`
 	TFTP  TFTP   `yaml:"tftp"`
 	HTTP  HTTP   `yaml:"http"`
+	Bench Bench  `yaml:"bench"`
 	Hosts []Host `yaml:"hosts"`
 }
 
@@ -110,6 +111,16 @@ type HTTP struct {
 	// Script is the iPXE script template served at /boot.ipxe for clients
 	// without a host-specific script (Go text/template; see README).
 	Script string `yaml:"script"`
+}
+
+// Bench configures the stream server (package bench/stream) that
+// `pxeperf bench --server HOST` runs its TCP and UDP tests against. It is
+// off by default: it sends as fast as it is asked to (bounded to 60 s and
+// 10 Gbit/s per test, 8 tests at once), which a lab turns on on purpose.
+type Bench struct {
+	Enabled bool `yaml:"enabled"`
+	// Listen address. Default ":5211".
+	Listen string `yaml:"listen"`
 }
 
 // Host is a per-MAC entry.
@@ -233,6 +244,9 @@ func (c *Config) Validate() error {
 		if v <= 0 {
 			add(key, "%s must be positive; e.g. 30s", v)
 		}
+	}
+	if _, err := netip.ParseAddrPort(fixHostPort(c.Bench.Listen)); err != nil {
+		add("bench.listen", "%q is not HOST:PORT; use e.g. :5211 or 0.0.0.0:5211", c.Bench.Listen)
 	}
 	seenMAC := map[string]int{}
 	seenAddr := map[netip.Addr]int{}

@@ -23,6 +23,10 @@ func TestDefaultIsSafe(t *testing.T) {
 	if !c.TFTP.Enabled || !c.HTTP.Enabled || c.Root != "./images" {
 		t.Errorf("default should serve ./images over TFTP and HTTP: %+v %+v %q", c.TFTP, c.HTTP, c.Root)
 	}
+	// The stream server sends as fast as a client asks: a lab turns it on.
+	if c.Bench.Enabled || c.Bench.Listen != ":5211" {
+		t.Errorf("default bench = %+v, want off, listen :5211", c.Bench)
+	}
 }
 
 func TestExamplesValid(t *testing.T) {
@@ -61,6 +65,8 @@ func TestErrors(t *testing.T) {
 		{"bad netmask", "dhcp:\n  netmask: 255.0.255.0\n", []string{"dhcp.netmask", "not a netmask"}},
 		{"bad arch name", "dhcp:\n  boot_files:\n    efi-x65: a.efi\n", []string{"t.yaml:3", "dhcp.boot_files.efi-x65", "efi-x64"}},
 		{"bad listen", "http:\n  listen: nowhere\n", []string{"http.listen", "HOST:PORT"}},
+		{"bad bench listen", "bench:\n  enabled: true\n  listen: 5211\n", []string{"bench.listen", "HOST:PORT", ":5211"}},
+		{"bench typo", "bench:\n  enable: true\n", []string{"t.yaml:2", "bench.enable", `did you mean "enabled"`}},
 		{"blksize range", "tftp:\n  max_blksize: 70000\n", []string{"tftp.max_blksize", "8..65464"}},
 		{"bad yaml", "dhcp: [\n", []string{"t.yaml", "not valid YAML"}},
 		{"log level", "log_level: loud\n", []string{"log_level", "debug, info, warn or error"}},
