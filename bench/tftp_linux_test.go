@@ -1,0 +1,119 @@
+package bench
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/netlab"
+	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/report"
+)
+
+// TestRunTFTPSweep runs the short TFTP sweep on a real testbed:
+// pxeperf's tftp server in the server namespace, the bench's TFTP client in
+// the client namespace, blksize 1468 x windowsize 1,16 under a 100mbit tbf.
+func TestRunTFTPSweep(t *testing.T) {
+	nstest.RequireRoot(t)
+	spec, err := ParseSpec(Flags{Proto: "tftp", BlkSize: "1468", WindowSize: "1,16", Rate: "100mbit", Size: "4MiB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := record.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var progress []Progress
+	var verbose strings.Builder
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	results, err := Run(ctx, Options{Spec: spec, Store: st, RunID: "tftp1", Registry: netlab.NewRegistry(), TempDir: t.TempDir(),
+		Progress: func(p Progress) { progress = append(progress, p) }, Verbose: &verbose})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if own := ownNamespaces(t); len(own) > 0 {
+		t.Errorf("namespaces left after the sweep: %v", own)
+	}
+	if len(results) != 2 || len(progress) != 3 || progress[2].Done != 2 {
+		t.Fatalf("%d results, progress %+v; want 2 and done 0..2", len(results), progress)
+	}
+	if !strings.Contains(verbose.String(), "datagrams") {
+		t.Errorf("no per-fetch lines with Verbose:\n%s", verbose.String())
+	}
+
+	recs, err := st.Query(ctx, record.Filter{Source: Source, Labels: map[string]string{LabelRun: "tftp1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 {
+		t.Fatalf("%d bench records in the store, want 2", len(recs))
+	}
+	const blocks = 4<<20/1468 + 1 // 2858 blocks of 1468 bytes (the last short)
+	for _, r := range recs {
+		win := r.Labels[LabelWindowSize]
+		if r.Outcome != "ok" || r.Proto != "tftp" || r.Direction != "rx" || r.Bytes != 4<<20 || r.Size != 4<<20 {
+			t.Errorf("record %+v", r)
+		}
+		if r.BlkSize != 1468 || strconv.Itoa(r.WindowSize) != win || r.Labels[LabelBlkSize] != "1468" || !r.TSize {
+			t.Errorf("blksize %d windowsize %d (label %s), tsize %v", r.BlkSize, r.WindowSize, win, r.TSize)
+		}
+		// The server sent every block at least once; what it sent again it
+		// counted, and the client's duplicates cannot exceed that.
+		dup, _ := strconv.ParseInt(r.Labels[LabelDuplicates], 10, 64)
+		if r.Datagrams != blocks+r.Retransmits || r.Acked != blocks || dup > r.Retransmits {
+			t.Errorf("window %s: datagrams %d, retransmits %d, acked %d, client duplicates %d; want %d blocks", win, r.Datagrams, r.Retransmits, r.Acked, dup, blocks)
+		}
+		if r.MTU != 1500 || r.RateLimit != 100e6 || r.Labels["rate"] != "100mbit" || r.Labels[LabelCPU] == "" {
+			t.Errorf("testbed fields: mtu %d rate %d labels %v", r.MTU, r.RateLimit, r.Labels)
+		}
+		// Under a 100mbit tbf the fetch cannot beat the line rate by more
+		// than the bucket's burst (64 KiB of a 4 MiB fetch), nor, with the
+		// veth's tens of microseconds RTT, fall far below it.
+		if r.Mbps <= 0 || r.Mbps > 100 {
+			t.Errorf("window %s: %.1f Mbit/s under a 100mbit tbf", win, r.Mbps)
+		}
+	}
+
+	tb := report.TFTP(recs)
+	if len(tb.Rows) != 1 || len(tb.Columns) != 3 || tb.Columns[1].Name != "win 1" || tb.Columns[2].Name != "win 16" ||
+		tb.Rows[0][0] != "1468" || tb.Rows[0][1] == "" || tb.Rows[0][2] == "" {
+		t.Errorf("tftp table: columns %v rows %v", tb.Columns, tb.Rows)
+	}
+	sum := TFTPSummary(results)
+	if len(sum.Rows) != 2 || sum.Rows[0][3] != "1" || sum.Rows[1][3] != "16" || sum.Rows[0][12] != "0" {
+		t.Errorf("summary rows %v", sum.Rows)
+	}
+}
+
+// TestRunTFTPCancel: a sweep stopped mid-way keeps what it measured and
+// leaves no namespace behind.
+func TestRunTFTPCancel(t *testing.T) {
+	nstest.RequireRoot(t)
+	spec, err := ParseSpec(Flags{Proto: "tftp", BlkSize: "512", WindowSize: "1", Rate: "10mbit", Size: "64MiB", Repeat: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := record.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	time.AfterFunc(2*time.Second, cancel) // the first 64 MiB at 10mbit takes about 55 s
+	results, err := Run(ctx, Options{Spec: spec, Store: st, RunID: "c", TempDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "canceled") {
+		t.Errorf("Run: %v, want a cancel error", err)
+	}
+	if len(results) != 0 {
+		t.Errorf("%d results from a sweep cancelled in its first fetch", len(results))
+	}
+	if own := ownNamespaces(t); len(own) > 0 {
+		t.Errorf("namespaces left: %v", own)
+	}
+}
