@@ -27,7 +27,7 @@ type server struct {
 	rec  *event.Recorder
 }
 
-func startServer(t *testing.T, cfg tftp.Config) *server {
+func startServer(t testing.TB, cfg tftp.Config) *server {
 	t.Helper()
 	root := t.TempDir()
 	store, err := images.Open(root, t.TempDir(), nil)
@@ -65,7 +65,7 @@ func startServer(t *testing.T, cfg tftp.Config) *server {
 }
 
 // file generates an image of n bytes in the root and returns its content.
-func (s *server) file(t *testing.T, name string, n int64) []byte {
+func (s *server) file(t testing.TB, name string, n int64) []byte {
 	t.Helper()
 	if _, err := images.GenerateFile(s.root, name, n, 7); err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func (s *server) fetchEvent(t *testing.T, n int) event.Fetch {
 	return event.Fetch{}
 }
 
-func udp(t *testing.T) *net.UDPConn {
+func udp(t testing.TB) *net.UDPConn {
 	t.Helper()
 	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
