@@ -38,6 +38,10 @@ type Options struct {
 	Verbose io.Writer
 	// TempDir holds the generated image; default os.TempDir().
 	TempDir string
+	// CrossCheck (TCP/UDP streams): also run iperf3 at every point, on
+	// the same testbed and settings; its figure and the deviation go into
+	// the record's labels (LabelIperfMbps, LabelIperfDevPct).
+	CrossCheck bool
 }
 
 // Progress is where a sweep stands.

@@ -49,6 +49,9 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 	if opt.RunID == "" {
 		opt.RunID = time.Now().UTC().Format("20060102T150405Z")
 	}
+	if opt.Spec.Proto == ProtoStream {
+		return runStreams(ctx, opt, log)
+	}
 	pts := opt.Spec.Points()
 
 	// The image: generated into a temp root, the same bytes for a seed.

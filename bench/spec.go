@@ -44,6 +44,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Protocols the bench runs: ProtoHTTP is an HTTP image fetch from
@@ -84,6 +85,11 @@ type Spec struct {
 	// TFTP only (Proto ProtoTFTP), in place of Windows: the blksize and
 	// windowsize options the client asks for.
 	BlkSizes, WindowSizes []int
+	// TCP/UDP streams only (Proto ProtoStream, stream.go): which of tcp
+	// and udp run, directions (tx, rx), seconds per run, UDP rates.
+	Streams, Directions []string
+	Duration            time.Duration
+	UDPRates            []uint64
 }
 
 // Point is one fetch of a sweep.
@@ -98,6 +104,10 @@ type Point struct {
 	Rep     int // 1-based repeat number
 	// TFTP only: the options asked for.
 	BlkSize, WindowSize int
+	// Streams only: "tx" or "rx" (the board's side), run length, UDP rate.
+	Direction string
+	Duration  time.Duration
+	UDPRate   uint64
 }
 
 // Key names the point without its repeat number: the fetches that share a
@@ -105,6 +115,9 @@ type Point struct {
 func (p Point) Key() string {
 	if p.Proto == ProtoTFTP {
 		return tftpKey(p)
+	}
+	if p.Proto == ProtoTCP || p.Proto == ProtoUDP {
+		return streamKey(p)
 	}
 	return fmt.Sprintf("%s mtu=%d rate=%s rx_offload=%s window=%s", p.Proto, p.MTU, FormatRate(p.Rate), onOff(p.Offload), FormatWindow(p.Window))
 }
@@ -120,6 +133,9 @@ func onOff(b bool) string {
 // rate, offload, window, and the repeats of one setting back to back. The
 // same spec always gives the same order.
 func (s Spec) Points() []Point {
+	if s.isStream() {
+		return s.streamPoints()
+	}
 	var pts []Point
 	for _, mtu := range s.MTUs {
 		for _, rate := range s.Rates {
@@ -139,6 +155,9 @@ func (s Spec) Points() []Point {
 
 // Count is len(s.Points()) without building them (0 on overflow).
 func (s Spec) Count() int {
+	if s.isStream() {
+		return s.streamCount()
+	}
 	n := uint64(1)
 	for _, k := range []int{len(s.MTUs), len(s.Rates), len(s.Offloads), s.innerCount(), s.Repeat} {
 		if k <= 0 {
@@ -162,6 +181,8 @@ func (s Spec) Validate() error {
 		}
 	case ProtoTFTP:
 		errs = append(errs, s.validateTFTP()...)
+	case ProtoStream:
+		errs = append(errs, s.validateStream()...)
 	default:
 		errs = append(errs, fmt.Errorf("--proto %q: the bench runs http (an HTTP image fetch) or tftp (a TFTP image fetch)", s.Proto))
 	}
@@ -200,6 +221,7 @@ func (s Spec) Validate() error {
 type Flags struct {
 	Preset, Proto, Window, Offload, MTU, Rate, Size string
 	BlkSize, WindowSize                             string // TFTP: --blksize, --windowsize
+	Direction, Duration, UDPRate                    string // TCP/UDP streams
 	Repeat                                          int    // 0: preset or default
 	Seed                                            uint64
 }
@@ -211,9 +233,7 @@ func Default() Spec {
 		Rates: []uint64{0}, Size: 64 << 20, Repeat: 1, Seed: 1}
 }
 
-// Presets that run, by name. Other studies (xilinx: TCP/UDP streams;
-// linkspeed: both directions by rate) need the stream clients and are added
-// with them.
+// Presets that run, by name.
 var presets = map[string]Spec{
 	// TFTP by blksize x windowsize (RFC 7440's study, U-Boot's and iPXE's
 	// settings): 512 and 1468-byte blocks, windows 1 (RFC 1350 lock-step)
@@ -224,6 +244,15 @@ var presets = map[string]Spec{
 	// (4096 .. 65532), board RX checksum offload on and off, GigE.
 	"gpxe": {Proto: ProtoHTTP, Windows: []int{4096, 8192, 16384, 32768, 65532}, Offloads: []bool{true, false},
 		MTUs: []int{1500}, Rates: []uint64{1e9}, Size: 500 << 20, Repeat: 3, Seed: 1},
+	// The Xilinx board tables: TCP and UDP, Tx and Rx, MTU 1500 and 9000
+	// on a 1G link (UDP at line rate), 10 s runs.
+	"xilinx": {Proto: ProtoStream, Streams: []string{ProtoTCP, ProtoUDP}, Directions: []string{"tx", "rx"},
+		Windows: []int{WindowAuto}, UDPRates: []uint64{UDPRateLine}, Offloads: []bool{true}, MTUs: []int{1500, 9000},
+		Rates: []uint64{1e9}, Duration: 10 * time.Second, Size: 64 << 20, Repeat: 3, Seed: 1},
+	// Throughput by link speed: TCP both ways over 1gbit, 100mbit, 10mbit.
+	"linkspeed": {Proto: ProtoStream, Streams: []string{ProtoTCP}, Directions: []string{"tx", "rx"},
+		Windows: []int{WindowAuto}, UDPRates: []uint64{UDPRateLine}, Offloads: []bool{true}, MTUs: []int{1500},
+		Rates: []uint64{1e9, 100e6, 10e6}, Duration: 10 * time.Second, Size: 64 << 20, Repeat: 3, Seed: 1},
 }
 
 // PresetNames lists the presets, sorted.
@@ -245,6 +274,7 @@ func Preset(name string) (Spec, bool) {
 	s.Windows, s.Offloads = slices.Clone(s.Windows), slices.Clone(s.Offloads)
 	s.MTUs, s.Rates = slices.Clone(s.MTUs), slices.Clone(s.Rates)
 	s.BlkSizes, s.WindowSizes = slices.Clone(s.BlkSizes), slices.Clone(s.WindowSizes)
+	s.Streams, s.Directions, s.UDPRates = slices.Clone(s.Streams), slices.Clone(s.Directions), slices.Clone(s.UDPRates)
 	return s, true
 }
 
@@ -261,7 +291,9 @@ func ParseSpec(f Flags) (Spec, error) {
 		s = p
 	}
 	var errs []error
-	if f.Proto != "" {
+	streams, serrs := parseStreamFlags(&s, f)
+	errs = append(errs, serrs...)
+	if f.Proto != "" && !streams {
 		p := strings.ToLower(strings.TrimSpace(f.Proto))
 		if p != ProtoHTTP && p != ProtoTFTP {
 			errs = append(errs, fmt.Errorf("--proto %q: use http (an HTTP image fetch) or tftp (a TFTP image fetch); one protocol per run", f.Proto))

@@ -25,7 +25,7 @@ import (
 
 // serveFlags are the flags of `pxeperf serve`; set ones override the file.
 type serveFlags struct {
-	config, iface, addr, dhcpMode, pool, root, httpAddr, tftpAddr, data, logLevel string
+	config, iface, addr, dhcpMode, pool, root, httpAddr, tftpAddr, benchAddr, data, logLevel string
 }
 
 // serveEnv is what every service is built from.
@@ -74,6 +74,7 @@ PXE and HTTP-boot clients, never hands out addresses), TFTP on :69 and HTTP on
 	fl.StringVar(&f.root, "root", "", "folder served over TFTP and HTTP (default ./images)")
 	fl.StringVar(&f.httpAddr, "http-addr", "", "HTTP listen address HOST:PORT (default :80); \"off\" disables HTTP")
 	fl.StringVar(&f.tftpAddr, "tftp-addr", "", "TFTP listen address HOST:PORT (default :69); \"off\" disables TFTP")
+	fl.StringVar(&f.benchAddr, "bench-addr", "", "bench stream server HOST:PORT for `pxeperf bench --server` (default off; :5211 turns it on); \"off\" disables it")
 	fl.StringVar(&f.data, "data", "", "state folder: leases, records, cache (default ./pxeperf-data)")
 	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
 	_ = cmd.RegisterFlagCompletionFunc("dhcp", cobra.FixedCompletions([]string{"full", "proxy", "off"}, cobra.ShellCompDirectiveNoFileComp))
@@ -129,6 +130,12 @@ func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error)
 		cfg.HTTP.Enabled = f.httpAddr != "off"
 		if cfg.HTTP.Enabled {
 			cfg.HTTP.Listen = f.httpAddr
+		}
+	}
+	if set("bench-addr") {
+		cfg.Bench.Enabled = f.benchAddr != "off"
+		if cfg.Bench.Enabled {
+			cfg.Bench.Listen = f.benchAddr
 		}
 	}
 	if set("tftp-addr") {
@@ -192,7 +199,7 @@ func runServe(ctx context.Context, cfg *configs.Config) error {
 		images: store,
 	}
 	var services []service
-	for _, build := range []func(*serveEnv) (service, error){newDHCPService, newTFTPService, newHTTPService} {
+	for _, build := range []func(*serveEnv) (service, error){newDHCPService, newTFTPService, newHTTPService, newStreamService} {
 		s, err := build(env)
 		if err != nil {
 			return err

@@ -1,0 +1,223 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/pxeperf/pxeperf/bench/stream"
+	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/report"
+)
+
+// Remote mode (`pxeperf bench --server HOST[:PORT]`): the client side
+// only, against a `pxeperf serve` on another machine, without a testbed.
+// HTTP fetches GET http://HOST:HTTPPort/File from its HTTP server (the file
+// must be in its root: `pxeperf images generate bench.img --size 64MiB`);
+// TCP and UDP streams run against its stream server (config bench.enabled,
+// or `pxeperf serve --bench-addr :5211`) at HOST:PORT (default 5211).
+// MTU, offloads and rate belong to the real link there: a remote sweep
+// takes none of them, and its records carry the label remote=HOST.
+
+// DefaultRemoteFile is the image a remote HTTP sweep fetches by default.
+const DefaultRemoteFile = "bench.img"
+
+// RemoteOptions configure RunRemote.
+type RemoteOptions struct {
+	Spec     Spec
+	Server   string // HOST[:PORT]; PORT is the stream server's, default stream.DefaultPort
+	HTTPPort int    // the HTTP server's port on HOST; default 80
+	File     string // HTTP: the image to fetch; default DefaultRemoteFile
+	Store    *record.Store
+	RunID    string
+	Logger   *slog.Logger
+	Progress func(Progress)
+	Verbose  io.Writer
+}
+
+// RemoteSpec checks that s can run remotely and drops the testbed's knobs
+// (one MTU, no rate, no offload change) so each setting runs once.
+func RemoteSpec(s Spec) (Spec, error) {
+	if s.Proto == ProtoTFTP {
+		return s, errors.New("remote mode runs http, tcp and udp; --proto tftp needs the testbed")
+	}
+	if len(s.MTUs) > 1 || len(s.Rates) > 1 || (len(s.Rates) == 1 && s.Rates[0] != 0) {
+		return s, errors.New("--server: MTU and rate belong to the real link; drop --mtu and --rate (or run without --server on a testbed)")
+	}
+	s.Offloads, s.Rates = []bool{true}, []uint64{0}
+	if len(s.MTUs) == 0 {
+		s.MTUs = []int{1500}
+	}
+	return s, s.Validate()
+}
+
+// RunRemote runs opt.Spec against a pxeperf serve at opt.Server, one
+// record per fetch or stream run, as Run does on a testbed.
+func RunRemote(ctx context.Context, opt RemoteOptions) ([]Result, error) {
+	if opt.Store == nil {
+		return nil, errors.New("bench: no record store")
+	}
+	spec, err := RemoteSpec(opt.Spec)
+	if err != nil {
+		return nil, err
+	}
+	log := opt.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opt.RunID == "" {
+		opt.RunID = time.Now().UTC().Format("20060102T150405Z")
+	}
+	host, port := opt.Server, strconv.Itoa(stream.DefaultPort)
+	if h, p, err := net.SplitHostPort(opt.Server); err == nil {
+		host, port = h, p
+	}
+	if host == "" {
+		return nil, fmt.Errorf("--server %q: give a host name or address, e.g. --server 192.168.50.1", opt.Server)
+	}
+	if opt.HTTPPort == 0 {
+		opt.HTTPPort = 80
+	}
+	if opt.File == "" {
+		opt.File = DefaultRemoteFile
+	}
+	streamAddr := net.JoinHostPort(host, port)
+	url := "http://" + net.JoinHostPort(host, strconv.Itoa(opt.HTTPPort)) + "/" + opt.File
+
+	pts := spec.Points()
+	var results []Result
+	start := time.Now()
+	if opt.Progress != nil {
+		opt.Progress(Progress{Total: len(pts)})
+	}
+	for i, p := range pts {
+		if err := ctx.Err(); err != nil {
+			return results, fmt.Errorf("bench: stopped after %d of %d runs: %w", i, len(pts), context.Cause(ctx))
+		}
+		var rec *record.Record
+		var ivs []record.Interval
+		rcvbuf := 0
+		if p.Proto == ProtoHTTP {
+			rec, rcvbuf = remoteFetch(ctx, url, p)
+			rec.File = opt.File
+		} else {
+			dir, _ := stream.ParseDirection(p.Direction)
+			cfg := stream.Config{Addr: streamAddr, Direction: dir, Duration: p.Duration, Interval: time.Second}
+			if p.Proto == ProtoUDP {
+				cfg.Rate, cfg.PacketSize = UDPSendRate(p), UDPPacketSize(p.MTU)
+			} else if p.Window != WindowAuto {
+				cfg.RcvBuf, cfg.SndBuf, cfg.ServerBuf = p.Window, p.Window, p.Window
+			}
+			tctx, cancel := context.WithTimeout(ctx, p.Duration+30*time.Second)
+			begin := time.Now()
+			var res stream.Result
+			if p.Proto == ProtoUDP {
+				res, err = stream.UDP(tctx, cfg)
+			} else {
+				res, err = stream.TCP(tctx, cfg)
+			}
+			cancel()
+			if err != nil && ctx.Err() != nil {
+				return results, err
+			}
+			rec, ivs = streamRecord(p, res, err, begin), streamIntervals(res)
+		}
+		rec.Labels[LabelRun], rec.Labels[LabelRemote] = opt.RunID, host
+		delete(rec.Labels, "rate")
+		id, err := opt.Store.Add(context.WithoutCancel(ctx), rec, ivs)
+		if err != nil {
+			return results, fmt.Errorf("bench: storing the record: %w", err)
+		}
+		rec.ID = id
+		if rec.Outcome != event.OutcomeOK {
+			log.Warn("bench: remote run failed", "point", p.Key(), "rep", p.Rep, "outcome", rec.Outcome, "err", rec.Err)
+		}
+		results = append(results, Result{Point: p, Record: *rec, Rcvbuf: rcvbuf})
+		if opt.Verbose != nil {
+			fmt.Fprintf(opt.Verbose, "\n%s %s (rep %d): %.1f Mbit/s, %d bytes in %v\n", host, p.Key(), p.Rep, rec.Mbps, rec.Bytes, rec.Duration.Round(time.Millisecond))
+			if len(ivs) > 0 {
+				io.WriteString(opt.Verbose, report.Intervals(*rec, ivs).Layout)
+			}
+		}
+		if opt.Progress != nil {
+			el := time.Since(start)
+			opt.Progress(Progress{Done: i + 1, Total: len(pts), Elapsed: el, ETA: el / time.Duration(i+1) * time.Duration(len(pts)-i-1),
+				Last: &results[len(results)-1]})
+		}
+	}
+	return results, nil
+}
+
+// remoteFetch GETs url on a fresh connection with SO_RCVBUF set before
+// connect (p.Window; auto: not set) and reads the body to the end.
+func remoteFetch(ctx context.Context, url string, p Point) (*record.Record, int) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	rcvbuf := 0
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { rcvbuf, serr = setRcvbuf(fd, p.Window) })
+		return errors.Join(err, serr)
+	}}
+	tr := &http.Transport{DisableKeepAlives: true, DisableCompression: true, DialContext: d.DialContext}
+	defer tr.CloseIdleConnections()
+	rec := &record.Record{Source: Source, Proto: ProtoHTTP, Direction: "rx", Outcome: event.OutcomeOK,
+		WndRequested: uint32(p.Window), Labels: map[string]string{"window": FormatWindow(p.Window)}}
+	fail := func(err error) (*record.Record, int) {
+		rec.Outcome, rec.Err = event.OutcomeError, err.Error()
+		rec.Labels[LabelRcvbuf] = strconv.Itoa(rcvbuf)
+		return rec, rcvbuf
+	}
+	var wrote time.Time
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote = time.Now() },
+	}), http.MethodGet, url, nil)
+	if err != nil {
+		return fail(err)
+	}
+	begin := time.Now()
+	rec.Time = begin.UTC()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return fail(fmt.Errorf("GET %s: %w (is `pxeperf serve` running there with HTTP on?)", url, err))
+	}
+	defer resp.Body.Close()
+	rec.Labels[LabelRcvbuf] = strconv.Itoa(rcvbuf)
+	if resp.StatusCode != http.StatusOK {
+		return fail(fmt.Errorf("GET %s: %s (put the file in the server's root: pxeperf images generate %s --size 64MiB)", url, resp.Status, DefaultRemoteFile))
+	}
+	rec.Size = resp.ContentLength
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		rec.Bytes += int64(n)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			rec.Outcome, rec.Err = event.OutcomeError, "reading the body: "+err.Error()
+			break
+		}
+	}
+	end := time.Now()
+	if !wrote.IsZero() {
+		begin = wrote
+	}
+	rec.Duration = end.Sub(begin)
+	if rec.Duration > 0 {
+		rec.Mbps = float64(rec.Bytes) * 8 / rec.Duration.Seconds() / 1e6
+	}
+	if rec.Outcome == event.OutcomeOK && rec.Size >= 0 && rec.Bytes != rec.Size {
+		rec.Outcome, rec.Err = event.OutcomeAborted, fmt.Sprintf("received %d of %d bytes", rec.Bytes, rec.Size)
+	}
+	return rec, rcvbuf
+}

@@ -1,0 +1,301 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pxeperf/pxeperf/bench/stream"
+)
+
+// TCP and UDP streams (--proto tcp, udp or tcp,udp; --preset xilinx,
+// linkspeed): pxeperf's own stream test (package bench/stream) between the
+// testbed's namespaces, in both directions as seen from the board:
+//
+//	--direction  tx (the board sends), rx (the board receives), tx,rx
+//	--duration   per run, whole seconds 1s..60s (iperf3 -t takes seconds)
+//	--udp-rate   UDP payload rate: 100mbit, 1gbit, a list, or line: the
+//	             tbf rate (1gbit when --rate none) less the UDP/IP/Ethernet
+//	             headers, so the tbf passes every datagram
+//	--window     TCP only: SO_RCVBUF and SO_SNDBUF on both ends (iperf3 -w)
+//
+// UDP datagrams carry MTU - 52 bytes (iperf3's choice: the TCP MSS with
+// timestamps, 1448 at MTU 1500). The tbf rate applies to both veth ends
+// (a link is limited both ways), so Tx and Rx see the same link.
+
+// Stream protocols. A stream spec's Proto is ProtoStream and its Streams
+// list which of ProtoTCP and ProtoUDP run; a Point's Proto is one of them.
+const (
+	ProtoTCP    = "tcp"
+	ProtoUDP    = "udp"
+	ProtoStream = "tcp/udp"
+)
+
+// UDPRateLine in Spec.UDPRates sends at the link's rate (see above).
+const UDPRateLine = 0
+
+// Labels of stream records (besides rx_offload, bench_run, rate, window).
+const (
+	LabelUDPLostPct   = "udp_lost_pct" // receiver: 100 * lost / expected, as iperf3
+	LabelJitterMs     = "jitter_ms"    // receiver: RFC 3550 jitter, as iperf3
+	LabelUDPRate      = "udp_rate"     // the rate asked (line, or tc-style)
+	LabelSenderMbps   = "sender_mbps"
+	LabelIperfMbps    = "iperf3_mbps"    // --cross-check: iperf3's receiver figure at the same point
+	LabelIperfDevPct  = "iperf3_dev_pct" // |ours - iperf3| / iperf3, percent
+	LabelIperfLostPct = "iperf3_udp_lost_pct"
+	LabelRemote       = "remote" // remote mode: the server asked
+)
+
+// CrossCheckBound is the deviation from iperf3 the bench flags (5%).
+const CrossCheckBound = 0.05
+
+// udpOverhead is what a UDP datagram adds on the wire as tbf counts it
+// (Ethernet 14 without FCS, IPv4 20, UDP 8).
+const udpOverhead = 42
+
+// UDPPacketSize is the UDP payload at an MTU: MTU - 52, iperf3's default
+// (the TCP MSS with timestamps).
+func UDPPacketSize(mtu int) int { return mtu - 52 }
+
+// UDPSendRate is the payload rate a UDP point sends at: its UDPRate, or for
+// UDPRateLine the link rate (tbf, or 1gbit when unlimited) less the header
+// share, so the tbf passes every datagram.
+func UDPSendRate(p Point) int64 {
+	if p.UDPRate != UDPRateLine {
+		return int64(p.UDPRate)
+	}
+	link := float64(p.Rate)
+	if link == 0 {
+		link = 1e9
+	}
+	size := float64(UDPPacketSize(p.MTU))
+	return int64(math.Floor(link * size / (size + udpOverhead)))
+}
+
+// FormatUDPRate prints a --udp-rate value.
+func FormatUDPRate(r uint64) string {
+	if r == UDPRateLine {
+		return "line"
+	}
+	return FormatRate(r)
+}
+
+func (s Spec) isStream() bool { return s.Proto == ProtoStream }
+
+func streamKey(p Point) string {
+	k := fmt.Sprintf("%s %s mtu=%d rate=%s rx_offload=%s", p.Proto, p.Direction, p.MTU, FormatRate(p.Rate), onOff(p.Offload))
+	if p.Proto == ProtoUDP {
+		return k + " udp_rate=" + FormatUDPRate(p.UDPRate)
+	}
+	return k + " window=" + FormatWindow(p.Window)
+}
+
+// streamInner is a stream spec's innermost settings before repeats:
+// protocol, direction, then the window (TCP) or UDP rate.
+func (s Spec) streamInner() []Point {
+	var out []Point
+	for _, proto := range s.Streams {
+		for _, d := range s.Directions {
+			if proto == ProtoUDP {
+				for _, r := range s.UDPRates {
+					out = append(out, Point{Proto: proto, Direction: d, UDPRate: r, Duration: s.Duration})
+				}
+				continue
+			}
+			for _, w := range s.Windows {
+				out = append(out, Point{Proto: proto, Direction: d, Window: w, Duration: s.Duration})
+			}
+		}
+	}
+	return out
+}
+
+// streamPoints expands a stream spec: MTU, rate, offload as for HTTP, then
+// streamInner, then repeats.
+func (s Spec) streamPoints() []Point {
+	var pts []Point
+	inner := s.streamInner()
+	for _, mtu := range s.MTUs {
+		for _, rate := range s.Rates {
+			for _, off := range s.Offloads {
+				for _, in := range inner {
+					for rep := 1; rep <= s.Repeat; rep++ {
+						p := in
+						p.Index, p.Offload, p.MTU, p.Rate, p.Rep = len(pts), off, mtu, rate, rep
+						pts = append(pts, p)
+					}
+				}
+			}
+		}
+	}
+	return pts
+}
+
+func (s Spec) streamCount() int {
+	inner := 0
+	for _, proto := range s.Streams {
+		if proto == ProtoUDP {
+			inner += len(s.Directions) * len(s.UDPRates)
+		} else {
+			inner += len(s.Directions) * len(s.Windows)
+		}
+	}
+	n := uint64(1)
+	for _, k := range []int{len(s.MTUs), len(s.Rates), len(s.Offloads), inner, s.Repeat} {
+		if k <= 0 {
+			return 0
+		}
+		n *= uint64(k)
+		if n > math.MaxInt32 {
+			return 0
+		}
+	}
+	return int(n)
+}
+
+func (s Spec) validateStream() []error {
+	var errs []error
+	if len(s.Streams) == 0 || len(s.Directions) == 0 {
+		errs = append(errs, errors.New("--proto tcp/udp needs at least one protocol and one --direction"))
+	}
+	for _, p := range s.Streams {
+		if p != ProtoTCP && p != ProtoUDP {
+			errs = append(errs, fmt.Errorf("stream protocol %q: use tcp or udp", p))
+		}
+	}
+	for _, d := range s.Directions {
+		if _, err := stream.ParseDirection(d); err != nil {
+			errs = append(errs, fmt.Errorf("--direction %q: use tx (the board sends), rx (the board receives) or tx,rx", d))
+		}
+	}
+	if s.Duration < time.Second || s.Duration > stream.MaxDuration || s.Duration%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("--duration %v: use whole seconds 1s..%v (iperf3 -t takes seconds)", s.Duration, stream.MaxDuration))
+	}
+	if slices.Contains(s.Streams, ProtoUDP) && len(s.UDPRates) == 0 {
+		errs = append(errs, errors.New("--udp-rate needs at least one value for udp"))
+	}
+	for _, r := range s.UDPRates {
+		if r != UDPRateLine && (r < stream.MinRate || r > stream.MaxRate) {
+			errs = append(errs, fmt.Errorf("--udp-rate %s: out of range %s..%s (or line)", FormatRate(r), FormatRate(stream.MinRate), FormatRate(stream.MaxRate)))
+		}
+	}
+	for _, m := range s.MTUs {
+		if UDPPacketSize(m) < stream.MinPacketSize {
+			errs = append(errs, fmt.Errorf("--mtu %d: too small for a UDP stream datagram", m))
+		}
+	}
+	if len(s.BlkSizes) > 0 || len(s.WindowSizes) > 0 {
+		errs = append(errs, errors.New("--blksize and --windowsize apply to --proto tftp"))
+	}
+	if len(s.Windows) == 0 {
+		errs = append(errs, errors.New("--window needs at least one value (auto for autotuning)"))
+	}
+	return errs
+}
+
+// streamDefaults turns a spec into a stream one for --proto tcp/udp without
+// a stream preset: both directions, 10 s runs, UDP at line rate, RX
+// checksum offload on only (unless --offload says), the window as given or
+// autotuned.
+func streamDefaults(s Spec, f Flags) Spec {
+	s.Directions = []string{"tx", "rx"}
+	s.Duration = stream.DefaultDuration
+	s.UDPRates = []uint64{UDPRateLine}
+	s.BlkSizes, s.WindowSizes = nil, nil
+	if len(s.Windows) == 0 {
+		s.Windows = []int{WindowAuto}
+	}
+	if f.Offload == "" {
+		s.Offloads = []bool{true}
+	}
+	return s
+}
+
+// parseStreams reads --proto when it names tcp and/or udp: ok is false
+// for any other protocol.
+func parseStreams(proto string) (protos []string, ok bool, err error) {
+	for item := range strings.SplitSeq(strings.ToLower(proto), ",") {
+		item = strings.TrimSpace(item)
+		switch item {
+		case ProtoTCP, ProtoUDP:
+			if !slices.Contains(protos, item) {
+				protos = append(protos, item)
+			}
+		default:
+			if len(protos) > 0 || strings.Contains(proto, ",") {
+				return nil, true, fmt.Errorf("--proto %q: a list takes tcp and udp only (http and tftp run one per sweep)", proto)
+			}
+			return nil, false, nil
+		}
+	}
+	return protos, true, nil
+}
+
+// parseStreamFlags applies --proto tcp/udp, --direction, --duration and
+// --udp-rate to s (after the preset): it returns handled false when s is
+// not a stream sweep, with errors for stream-only flags given anyway.
+func parseStreamFlags(s *Spec, f Flags) (handled bool, errs []error) {
+	if f.Proto != "" {
+		protos, ok, err := parseStreams(f.Proto)
+		if err != nil {
+			return true, []error{err}
+		}
+		if ok {
+			if !s.isStream() {
+				*s = streamDefaults(*s, f)
+			}
+			s.Proto, s.Streams = ProtoStream, protos
+		} else if s.isStream() {
+			return false, nil // --proto http/tftp replaces a stream preset: ParseSpec goes on
+		}
+	}
+	if !s.isStream() {
+		if f.Direction != "" || f.Duration != "" || f.UDPRate != "" {
+			errs = append(errs, errors.New("--direction, --duration and --udp-rate apply to --proto tcp and udp (or --preset xilinx, linkspeed)"))
+		}
+		return len(errs) > 0, errs
+	}
+	if f.Direction != "" {
+		var ds []string
+		for item := range strings.SplitSeq(strings.ToLower(f.Direction), ",") {
+			d, err := stream.ParseDirection(strings.TrimSpace(item))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--direction: %w", err))
+				continue
+			}
+			if !slices.Contains(ds, d.String()) {
+				ds = append(ds, d.String())
+			}
+		}
+		s.Directions = ds
+	}
+	if f.Duration != "" {
+		d, err := time.ParseDuration(strings.TrimSpace(f.Duration))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--duration %q: write e.g. 10s or 1m", f.Duration))
+		}
+		s.Duration = d
+	}
+	if f.UDPRate != "" {
+		var rs []uint64
+		for item := range strings.SplitSeq(f.UDPRate, ",") {
+			if strings.EqualFold(strings.TrimSpace(item), "line") {
+				rs = append(rs, UDPRateLine)
+				continue
+			}
+			r, err := ParseRate(item)
+			if err != nil || r == 0 {
+				errs = append(errs, fmt.Errorf("--udp-rate %q: use 100mbit, 1gbit, bits per second, or line (the link rate)", item))
+				continue
+			}
+			if !slices.Contains(rs, r) {
+				rs = append(rs, r)
+			}
+		}
+		s.UDPRates = rs
+	}
+	return true, errs
+}

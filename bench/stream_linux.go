@@ -1,0 +1,221 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/pxeperf/pxeperf/bench/iperf"
+	"github.com/pxeperf/pxeperf/bench/stream"
+	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/netlab"
+	"github.com/pxeperf/pxeperf/netstate"
+	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/report"
+)
+
+// runStreams runs a TCP/UDP stream sweep: a testbed with pxeperf's stream
+// server in the server namespace and the stream clients in the client
+// namespace, one record per run; with opt.CrossCheck iperf3 runs right
+// after ours at every point.
+func runStreams(ctx context.Context, opt Options, log *slog.Logger) ([]Result, error) {
+	pts := opt.Spec.Points()
+	if opt.CrossCheck {
+		if _, err := exec.LookPath("iperf3"); err != nil {
+			return nil, fmt.Errorf("bench: --cross-check iperf3: %w (install iperf3, e.g. apt-get install iperf3)", err)
+		}
+	}
+	if removed, err := netlab.Sweep(log); err != nil {
+		log.Warn("bench: removing leftovers of crashed runs", "err", err)
+	} else if len(removed) > 0 {
+		log.Info("bench: removed leftover testbeds", "namespaces", removed)
+	}
+	tb, err := netlab.New(netlab.Options{MTU: pts[0].MTU, Registry: opt.Registry, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("bench: building the testbed: %w", err)
+	}
+	defer tb.Close()
+
+	var srv *stream.Server
+	err = tb.Run(netlab.Server, func() error {
+		var err error
+		srv, err = stream.NewServer(net.JoinHostPort(tb.ServerIP.String(), "0"), log.With("svc", "stream"))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: starting the stream server in the testbed: %w", err)
+	}
+	sctx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- srv.Serve(sctx) }()
+	defer func() {
+		stopServer()
+		if err := <-serveDone; err != nil {
+			log.Warn("bench: stream server", "err", err)
+		}
+	}()
+
+	r := &runner{opt: opt, log: log, tb: tb, kernel: netstate.Kernel(), mtu: pts[0].MTU}
+	sr := &streamRunner{runner: r, addr: srv.Addr().String()}
+	var results []Result
+	start := time.Now()
+	if opt.Progress != nil {
+		opt.Progress(Progress{Total: len(pts)})
+	}
+	for i, p := range pts {
+		if err := ctx.Err(); err != nil {
+			return results, fmt.Errorf("bench: stopped after %d of %d runs: %w", i, len(pts), context.Cause(ctx))
+		}
+		res, err := sr.point(ctx, p)
+		if err != nil {
+			return results, fmt.Errorf("bench: %s: %w", p.Key(), err)
+		}
+		results = append(results, res)
+		if opt.Verbose != nil {
+			writeStreamVerbose(ctx, opt, res)
+		}
+		if opt.Progress != nil {
+			el := time.Since(start)
+			opt.Progress(Progress{Done: i + 1, Total: len(pts), Elapsed: el, ETA: el / time.Duration(i+1) * time.Duration(len(pts)-i-1),
+				Last: &results[len(results)-1]})
+		}
+	}
+	return results, nil
+}
+
+// writeStreamVerbose prints a run's iperf3-style interval lines (and
+// iperf3's figure with --cross-check).
+func writeStreamVerbose(ctx context.Context, opt Options, res Result) {
+	ivs, err := opt.Store.Intervals(ctx, res.Record.ID)
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(opt.Verbose, "\n%s (rep %d)\n", res.Point.Key(), res.Point.Rep)
+	io.WriteString(opt.Verbose, report.Intervals(res.Record, ivs).Layout)
+	l := res.Record.Labels
+	if res.Point.Proto == ProtoUDP {
+		fmt.Fprintf(opt.Verbose, "UDP: sent %s Mbit/s, lost %s%%, jitter %s ms\n", l[LabelSenderMbps], l[LabelUDPLostPct], l[LabelJitterMs])
+	}
+	if v, ok := l[LabelIperfMbps]; ok {
+		fmt.Fprintf(opt.Verbose, "iperf3: %s Mbit/s (deviation %s%%)\n", v, l[LabelIperfDevPct])
+	}
+}
+
+// streamRunner runs stream points on a runner's testbed.
+type streamRunner struct {
+	*runner
+	addr       string // the stream server, in the server namespace
+	clientRate uint64
+}
+
+// setup is runner.setup with the tbf on both veth ends: a stream runs
+// either way, and a link is limited both ways.
+func (r *streamRunner) setup(p Point) (netlab.State, error) {
+	mtuChanged := p.MTU != r.mtu
+	st, err := r.runner.setup(p)
+	if err != nil {
+		return st, err
+	}
+	if mtuChanged || r.clientRate != p.Rate || p.Index == 0 {
+		if p.Rate == 0 {
+			err = r.tb.ClearRate(netlab.Client)
+		} else {
+			_, err = r.tb.SetRate(netlab.Client, p.Rate)
+		}
+		if err != nil {
+			return st, err
+		}
+		r.clientRate = p.Rate
+		return r.tb.State()
+	}
+	return st, nil
+}
+
+// config is the stream test for p; iperfConfig the same for iperf3.
+func (r *streamRunner) config(p Point) stream.Config {
+	dir, _ := stream.ParseDirection(p.Direction)
+	c := stream.Config{Addr: r.addr, Direction: dir, Duration: p.Duration, Interval: time.Second}
+	if p.Proto == ProtoUDP {
+		c.Rate, c.PacketSize = UDPSendRate(p), UDPPacketSize(p.MTU)
+	} else if p.Window != WindowAuto {
+		// As iperf3 -w: both buffers on both ends.
+		c.RcvBuf, c.SndBuf, c.ServerBuf = p.Window, p.Window, p.Window
+	}
+	return c
+}
+
+func iperfConfig(c stream.Config, udp bool) iperf.Config {
+	return iperf.Config{UDP: udp, Direction: c.Direction, Duration: c.Duration, Interval: c.Interval,
+		Window: c.ServerBuf, Rate: c.Rate, PacketSize: c.PacketSize}
+}
+
+// point sets the testbed up for p, runs one stream test (and iperf3 with
+// CrossCheck) and stores the record.
+func (r *streamRunner) point(ctx context.Context, p Point) (Result, error) {
+	st, err := r.setup(p)
+	if err != nil {
+		return Result{}, err
+	}
+	cfg := r.config(p)
+	udp := p.Proto == ProtoUDP
+	var res stream.Result
+	begin := time.Now()
+	err = r.tb.Run(netlab.Client, func() error {
+		tctx, cancel := context.WithTimeout(ctx, p.Duration+30*time.Second)
+		defer cancel()
+		var err error
+		if udp {
+			res, err = stream.UDP(tctx, cfg)
+		} else {
+			res, err = stream.TCP(tctx, cfg)
+		}
+		return err
+	})
+	if err != nil && ctx.Err() != nil {
+		return Result{}, err
+	}
+	rec := streamRecord(p, res, err, begin)
+	rec.Kernel, rec.ClientIP, rec.Iface = r.kernel, r.tb.ClientIP.String(), r.tb.ClientIf
+	rec.MTU, rec.LinkMbps, rec.RateLimit = st.Client.MTU, st.Client.SpeedMbps, int64(st.Server.Rate.BitsPerSec)
+	rec.RxCsum, rec.TxCsum, rec.TSO = record.Offload(st.Client.RxCsum), record.Offload(st.Client.TxCsum), record.Offload(st.Client.TSO)
+	rec.GSO, rec.GRO = record.Offload(st.Client.GSO), record.Offload(st.Client.GRO)
+	rec.Labels["rx_offload"], rec.Labels[LabelRun] = st.Client.RxCsum, r.opt.RunID
+
+	if r.opt.CrossCheck && err == nil {
+		run, ierr := iperf.RunOn(ctx, r.tb, iperfConfig(cfg, udp))
+		switch {
+		case ierr != nil && ctx.Err() != nil:
+			return Result{}, ierr
+		case ierr != nil:
+			rec.Labels["iperf3_err"] = ierr.Error()
+			r.log.Warn("bench: iperf3 cross-check failed", "point", p.Key(), "err", ierr)
+		default:
+			addIperfLabels(rec, res, run.Result, udp)
+		}
+	}
+	ivs := streamIntervals(res)
+	id, err := r.opt.Store.Add(context.WithoutCancel(ctx), rec, ivs)
+	if err != nil {
+		return Result{}, fmt.Errorf("storing the record: %w", err)
+	}
+	rec.ID = id
+	if rec.Outcome != event.OutcomeOK {
+		r.log.Warn("bench: run failed", "point", p.Key(), "rep", p.Rep, "outcome", rec.Outcome, "err", rec.Err)
+	}
+	return Result{Point: p, Record: *rec}, nil
+}
+
+// addIperfLabels puts iperf3's receiver figure and the deviation of ours
+// from it on rec.
+func addIperfLabels(rec *record.Record, ours, theirs stream.Result, udp bool) {
+	rec.Labels[LabelIperfMbps] = strconv.FormatFloat(theirs.Receiver.BitsPerSecond/1e6, 'f', 2, 64)
+	rec.Labels[LabelIperfDevPct] = strconv.FormatFloat(iperf.Deviation(ours, theirs)*100, 'f', 2, 64)
+	if udp {
+		rec.Labels[LabelIperfLostPct] = strconv.FormatFloat(theirs.Receiver.LostPercent, 'f', 3, 64)
+	}
+}
