@@ -190,12 +190,23 @@ func Get(ctx context.Context, conn *net.UDPConn, server netip.AddrPort, file str
 		lastACK, inWindow, reACKed = seq, 0, false
 		return c.ack(peer, seq)
 	}
+	stopped := func() error {
+		if peer.IsValid() { // tell the server, so it ends the transfer now
+			_, _ = conn.WriteToUDPAddrPort(appendError(nil, 0, "transfer cancelled"), peer)
+		}
+		return fmt.Errorf("tftp: %s stopped at block %d: %w", file, next, context.Cause(ctx))
+	}
 	for {
 		_ = conn.SetReadDeadline(time.Now().Add(timeout))
+		// After setting the deadline: had ctx ended before, the deadline
+		// AfterFunc set was just overwritten.
+		if ctx.Err() != nil {
+			return st, stopped()
+		}
 		n, from, err := conn.ReadFromUDPAddrPort(buf)
 		if err != nil {
-			if cerr := ctx.Err(); cerr != nil {
-				return st, fmt.Errorf("tftp: %s stopped at block %d: %w", file, next, context.Cause(ctx))
+			if ctx.Err() != nil {
+				return st, stopped()
 			}
 			if !errors.Is(err, os.ErrDeadlineExceeded) {
 				return st, fmt.Errorf("tftp: reading: %w", err)
@@ -203,6 +214,9 @@ func Get(ctx context.Context, conn *net.UDPConn, server netip.AddrPort, file str
 			st.Timeouts++
 			misses++
 			if misses > retries {
+				if peer.IsValid() {
+					_, _ = conn.WriteToUDPAddrPort(appendError(nil, 0, "timed out"), peer)
+				}
 				return st, fmt.Errorf("%w: %d timeouts of %v in a row awaiting block %d of %s", ErrTimeout, misses-1, timeout, next, file)
 			}
 			if !peer.IsValid() {

@@ -390,6 +390,35 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+// cancelWriter cancels its context after n writes.
+type cancelWriter struct {
+	n      int
+	cancel context.CancelFunc
+}
+
+func (w *cancelWriter) Write(p []byte) (int, error) {
+	if w.n--; w.n == 0 {
+		w.cancel()
+	}
+	return len(p), nil
+}
+
+// TestCancelMidTransfer: a context ended while blocks keep coming stops
+// the fetch at the next packet, not at the end of the file.
+func TestCancelMidTransfer(t *testing.T) {
+	srv := startServer(t, tftp.Config{})
+	srv.file(t, "big.img", 8<<20)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	st, err := Get(ctx, udp(t), srv.addr, "big.img", &cancelWriter{n: 10, cancel: cancel}, Options{BlkSize: 1468, WindowSize: 16})
+	if !errors.Is(err, context.Canceled) || st.Blocks != 10 {
+		t.Errorf("err %v after %d blocks; want context.Canceled after 10", err, st.Blocks)
+	}
+	// The client said so: the server ends the transfer as aborted.
+	if ev := srv.fetchEvent(t, 1); ev.Outcome != event.OutcomeAborted {
+		t.Errorf("server outcome %q (%s), want aborted", ev.Outcome, ev.Err)
+	}
+}
+
 func TestOptionsValidate(t *testing.T) {
 	tests := map[string]struct {
 		opt  Options
