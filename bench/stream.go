@@ -217,6 +217,7 @@ func streamDefaults(s Spec, f Flags) Spec {
 // parseStreams reads --proto when it names tcp and/or udp: ok is false
 // for any other protocol.
 func parseStreams(proto string) (protos []string, ok bool, err error) {
+	other := false
 	for item := range strings.SplitSeq(strings.ToLower(proto), ",") {
 		item = strings.TrimSpace(item)
 		switch item {
@@ -225,11 +226,14 @@ func parseStreams(proto string) (protos []string, ok bool, err error) {
 				protos = append(protos, item)
 			}
 		default:
-			if len(protos) > 0 || strings.Contains(proto, ",") {
-				return nil, true, fmt.Errorf("--proto %q: a list takes tcp and udp only (http and tftp run one per sweep)", proto)
-			}
-			return nil, false, nil
+			other = true
 		}
+	}
+	switch {
+	case len(protos) == 0:
+		return nil, false, nil
+	case other:
+		return nil, true, fmt.Errorf("--proto %q: a list takes tcp and udp only (http and tftp run one per sweep)", proto)
 	}
 	return protos, true, nil
 }

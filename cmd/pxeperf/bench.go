@@ -24,6 +24,7 @@ type benchFlags struct {
 	sweep          bench.Flags
 	data, format   string
 	verbose, quiet bool
+	stream         streamFlags // bench_stream.go
 }
 
 func newBenchCmd() *cobra.Command {
@@ -49,13 +50,13 @@ knob in the gPXE study); --rate a tbf on the server's egress, what the board
 receives (none: unlimited). --proto tftp fetches with pxeperf's TFTP client
 instead and sweeps --blksize x --windowsize (RFC 2348, RFC 7440) in place of
 --window; 1..64 doubles, 512..1468/478 steps. One protocol per run. Presets: ` + strings.Join(bench.PresetNames(), ", ") + `; flags given with a preset
-replace its values.`,
+replace its values.` + streamHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, &f) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.sweep.Preset, "preset", "", "a published study: "+strings.Join(bench.PresetNames(), ", "))
-	fl.StringVar(&f.sweep.Proto, "proto", "", "protocol: http or tftp (default http)")
+	fl.StringVar(&f.sweep.Proto, "proto", "", "protocol: http, tftp, or tcp, udp, tcp,udp (default http)")
 	fl.StringVar(&f.sweep.BlkSize, "blksize", "", "TFTP blksize: 512,1468, 512..1468/478 (default 512,1468)")
 	fl.StringVar(&f.sweep.WindowSize, "windowsize", "", "TFTP windowsize in blocks: 1,4,16, 1..64 doubling (default 1,4,8,16,32,64)")
 	fl.StringVar(&f.sweep.Window, "window", "", "client SO_RCVBUF: 4K, 4K..64K/4K, 4K,16K,64K, auto (default auto)")
@@ -65,6 +66,7 @@ replace its values.`,
 	fl.StringVar(&f.sweep.Size, "size", "", "image size per fetch: 64MiB, 500MiB (default 64MiB)")
 	fl.IntVar(&f.sweep.Repeat, "repeat", 0, "fetches per point (default 1)")
 	fl.Uint64Var(&f.sweep.Seed, "seed", 0, "seed of the generated image's bytes (default 1)")
+	addStreamFlags(cmd, &f)
 	fl.StringVar(&f.data, "data", configs.Default().Data, "state folder holding the record store (as for serve)")
 	fl.StringVar(&f.format, "format", string(report.Text), "table format: text, markdown, csv or json")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print iperf3-style interval lines for every fetch")
@@ -83,6 +85,12 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	format, err := report.ParseFormat(f.format)
 	if err != nil {
 		return fmt.Errorf("--format: %w", err)
+	}
+	if err := checkStreamFlags(cmd, f, spec); err != nil {
+		return err
+	}
+	if f.stream.server != "" {
+		return runRemoteBench(cmd, f, spec, format)
 	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("bench builds network namespaces and needs root: run it with sudo")
@@ -105,7 +113,9 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	defer stopTeardown()
 
 	runID := time.Now().UTC().Format("20060102T150405Z")
-	if spec.Proto == bench.ProtoTFTP {
+	if spec.Proto == bench.ProtoStream {
+		fmt.Fprintln(errOut, streamHeader(runID, spec))
+	} else if spec.Proto == bench.ProtoTFTP {
 		fmt.Fprintf(errOut, "pxeperf bench %s: %d TFTP fetches of %s (%d blksize x %d windowsize x %d offload x %d MTU x %d rate x %d repeats)\n",
 			runID, spec.Count(), bench.FormatSize(spec.Size), len(spec.BlkSizes), len(spec.WindowSizes), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
 	} else {
@@ -113,13 +123,20 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 			runID, spec.Count(), bench.FormatSize(spec.Size), len(spec.Windows), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
 	}
 	prog := newProgress(errOut, f.quiet)
-	opt := bench.Options{Spec: spec, Store: st, RunID: runID, Registry: reg, Logger: logger, Progress: prog.update}
+	opt := bench.Options{Spec: spec, Store: st, RunID: runID, Registry: reg, Logger: logger, Progress: prog.update,
+		CrossCheck: f.stream.crossCheck != ""}
 	if f.verbose {
 		opt.Verbose = out
 	}
 	results, runErr := bench.Run(ctx, opt)
 	prog.finish()
 
+	if spec.Proto == bench.ProtoStream {
+		if err := printStreamBench(out, results, spec, runID, format, false); err != nil {
+			return err
+		}
+		return runErr
+	}
 	if spec.Proto == bench.ProtoTFTP {
 		if err := printTFTPBench(out, results, spec, runID, format); err != nil {
 			return err
@@ -204,6 +221,9 @@ func (p *progress) update(pr bench.Progress) {
 	var last string
 	if r := pr.Last; r != nil {
 		last = fmt.Sprintf("%s: %.1f Mbit/s, window seen %d", r.Point.Key(), r.Record.Mbps, r.Record.WndMax)
+		if r.Record.Proto == bench.ProtoTCP || r.Record.Proto == bench.ProtoUDP {
+			last = streamProgress(r)
+		}
 		if r.Record.Proto == bench.ProtoTFTP {
 			last = fmt.Sprintf("%s: %.1f Mbit/s, %d datagrams, %d resent", r.Point.Key(), r.Record.Mbps, r.Record.Datagrams, r.Record.Retransmits)
 		}

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pxeperf/pxeperf/bench"
+	"github.com/pxeperf/pxeperf/netlab"
+	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/report"
+	"github.com/spf13/cobra"
+)
+
+// streamFlags are bench's TCP/UDP and remote-mode flags (the sweep's
+// --direction, --duration, --udp-rate live in bench.Flags).
+type streamFlags struct {
+	crossCheck string
+	server     string
+	httpPort   int
+	file       string
+}
+
+const streamHelp = `
+TCP and UDP streams (pxeperf's own iperf3-like test, package bench/stream):
+  pxeperf bench --preset xilinx                    TCP/UDP x tx/rx x MTU 1500,9000 on 1gbit, 10s x3: the direction-mtu table
+  pxeperf bench --preset linkspeed                 TCP tx/rx x 1gbit,100mbit,10mbit, 10s x3: the linkspeed table
+  pxeperf bench --proto tcp,udp --direction tx,rx --duration 10s --udp-rate 100mbit --cross-check iperf3
+  pxeperf bench --proto tcp --window 16K,64K,auto --rate 1gbit --cross-check iperf3
+--direction is seen from the board: tx = the client sends, rx = it receives.
+--rate is a tbf on both veth ends for streams. --window sets SO_RCVBUF and
+SO_SNDBUF on both ends (as iperf3 -w). --udp-rate line sends at the link
+rate less the headers. --cross-check iperf3 runs iperf3 after every run on
+the same testbed and settings and prints the pairs, marking those over 5%.
+
+Remote mode (no testbed, no root): the client side against a pxeperf serve
+elsewhere, records labelled remote=HOST:
+  pxeperf bench --server 192.168.50.1 --proto http --window 16K,auto --file bench.img
+  pxeperf bench --server 192.168.50.1:5211 --proto tcp,udp --duration 5s
+The server needs the image in its root (pxeperf images generate bench.img
+--size 64MiB) and its stream server on (config bench.enabled: true, or
+pxeperf serve --bench-addr :5211).`
+
+func addStreamFlags(cmd *cobra.Command, f *benchFlags) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.sweep.Direction, "direction", "", "streams: tx (the board sends), rx, tx,rx (default tx,rx)")
+	fl.StringVar(&f.sweep.Duration, "duration", "", "streams: seconds per run, 1s..60s (default 10s)")
+	fl.StringVar(&f.sweep.UDPRate, "udp-rate", "", "UDP payload rate: 100mbit, 1gbit,100mbit, line (default line: the link rate less headers)")
+	fl.StringVar(&f.stream.crossCheck, "cross-check", "", "streams: iperf3 runs every point too and the pairs are printed")
+	fl.StringVar(&f.stream.server, "server", "", "remote mode: HOST[:PORT] of a pxeperf serve (PORT: its stream server, default 5211)")
+	fl.IntVar(&f.stream.httpPort, "http-port", 80, "remote mode: the HTTP port of the pxeperf serve")
+	fl.StringVar(&f.stream.file, "file", bench.DefaultRemoteFile, "remote mode, HTTP: the image to fetch from the server's root")
+	_ = cmd.RegisterFlagCompletionFunc("cross-check", cobra.FixedCompletions([]string{"iperf3"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("direction", cobra.FixedCompletions([]string{"tx", "rx", "tx,rx"}, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// checkStreamFlags refuses flag combinations that cannot run.
+func checkStreamFlags(cmd *cobra.Command, f *benchFlags, spec bench.Spec) error {
+	switch f.stream.crossCheck {
+	case "":
+	case "iperf3":
+		if spec.Proto != bench.ProtoStream {
+			return errors.New("--cross-check iperf3 compares TCP/UDP streams: add --proto tcp,udp (or a stream preset)")
+		}
+		if f.stream.server != "" {
+			return errors.New("--cross-check needs the testbed (iperf3 runs on both ends); drop --server")
+		}
+	default:
+		return fmt.Errorf("--cross-check %q: the tool to compare with is iperf3", f.stream.crossCheck)
+	}
+	if f.stream.server == "" {
+		for _, name := range []string{"http-port", "file"} {
+			if cmd.Flags().Changed(name) {
+				return fmt.Errorf("--%s applies to remote mode: add --server HOST", name)
+			}
+		}
+		return nil
+	}
+	for _, name := range []string{"mtu", "rate", "offload"} {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("--%s: remote mode runs over the real link, which the bench cannot change; drop --%s or --server", name, name)
+		}
+	}
+	if f.stream.httpPort < 1 || f.stream.httpPort > 65535 {
+		return fmt.Errorf("--http-port %d: a port is 1..65535", f.stream.httpPort)
+	}
+	return nil
+}
+
+// streamHeader is the line bench prints before a stream sweep.
+func streamHeader(runID string, spec bench.Spec) string {
+	return fmt.Sprintf("pxeperf bench %s: %d runs of %v (%s x %s x %d MTU x %d rate x %d repeats)", runID, spec.Count(), spec.Duration,
+		strings.Join(spec.Streams, ","), strings.Join(spec.Directions, ","), len(spec.MTUs), len(spec.Rates), spec.Repeat)
+}
+
+// streamProgress is the progress line's last-run part for a stream run.
+func streamProgress(r *bench.Result) string {
+	s := fmt.Sprintf("%s: %.1f Mbit/s", r.Point.Key(), r.Record.Mbps)
+	if lost, ok := r.Record.Labels[bench.LabelUDPLostPct]; ok {
+		return s + ", lost " + lost + "%"
+	}
+	return fmt.Sprintf("%s, %d retransmits", s, r.Record.Retransmits)
+}
+
+// printStreamBench prints a stream sweep: the direction-mtu table, the
+// linkspeed table when the sweep has several rates (or is the linkspeed
+// preset), the sweep's own table and the cross-check pairs.
+func printStreamBench(out io.Writer, results []bench.Result, spec bench.Spec, runID string, format report.Format, remote bool) error {
+	if len(results) == 0 {
+		return nil
+	}
+	recs := make([]record.Record, 0, len(results))
+	for _, r := range results {
+		recs = append(recs, r.Record)
+	}
+	again := fmt.Sprintf("Bench run %s; again with: pxeperf report --table %%s --label %s=%s", runID, bench.LabelRun, runID)
+	var tables []report.Table
+	if len(spec.Rates) > 1 {
+		ls := report.LinkSpeed(recs)
+		ls.Notes = append(ls.Notes, fmt.Sprintf(again, report.TableLinkSpeed))
+		tables = append(tables, ls)
+	}
+	if len(spec.Rates) == 1 || len(spec.MTUs) > 1 || len(spec.Streams) > 1 {
+		dm := report.DirectionMTU(recs)
+		dm.Notes = append(dm.Notes, fmt.Sprintf(again, report.TableDirectionMTU))
+		if len(spec.Windows) > 1 || len(spec.UDPRates) > 1 || len(spec.Rates) > 1 {
+			dm.Notes = append(dm.Notes, "This table mixes windows, UDP rates or link rates; the sweep table below keeps them apart.")
+		}
+		tables = append(tables, dm)
+	}
+	sum := bench.StreamSummary(results)
+	if !remote && (format == report.Text || format == report.Markdown) {
+		sum.Notes = append(sum.Notes, netlab.Limits()...)
+	}
+	tables = append(tables, sum)
+	if cc, _, n := bench.CrossCheck(results); n > 0 {
+		tables = append(tables, cc)
+	}
+	for _, t := range tables {
+		fmt.Fprintln(out)
+		if err := report.Render(out, t, format); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runRemoteBench is `pxeperf bench --server HOST`: the sweep against a
+// pxeperf serve elsewhere, no testbed, records into the local store.
+func runRemoteBench(cmd *cobra.Command, f *benchFlags, spec bench.Spec, format report.Format) error {
+	spec, err := bench.RemoteSpec(spec)
+	if err != nil {
+		return err
+	}
+	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	st, err := record.Open(f.data)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	runID := time.Now().UTC().Format("20060102T150405Z")
+	fmt.Fprintf(errOut, "pxeperf bench %s against %s: %d runs\n", runID, f.stream.server, spec.Count())
+	prog := newProgress(errOut, f.quiet)
+	opt := bench.RemoteOptions{Spec: spec, Server: f.stream.server, HTTPPort: f.stream.httpPort, File: f.stream.file,
+		Store: st, RunID: runID, Logger: logger, Progress: prog.update}
+	if f.verbose {
+		opt.Verbose = out
+	}
+	results, runErr := bench.RunRemote(ctx, opt)
+	prog.finish()
+	if spec.Proto == bench.ProtoStream {
+		if err := printStreamBench(out, results, spec, runID, format, true); err != nil {
+			return err
+		}
+		return runErr
+	}
+	if len(results) > 0 {
+		recs := make([]record.Record, 0, len(results))
+		for _, r := range results {
+			recs = append(recs, r.Record)
+		}
+		wo := report.WindowOffload(recs)
+		wo.Notes = append(wo.Notes, fmt.Sprintf("Remote run %s against %s; again with: pxeperf report --table window-offload --label %s=%s", runID, f.stream.server, bench.LabelRun, runID))
+		fmt.Fprintln(out)
+		if err := report.Render(out, wo, format); err != nil {
+			return err
+		}
+		fmt.Fprintln(out)
+		if err := report.Render(out, report.Fetches(recs), format); err != nil {
+			return err
+		}
+	}
+	return runErr
+}
