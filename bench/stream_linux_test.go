@@ -1,0 +1,194 @@
+package bench
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pxeperf/pxeperf/bench/stream"
+	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/netlab"
+	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/report"
+)
+
+// TestRunStreams runs a short real stream sweep with --cross-check iperf3:
+// TCP tx and rx and UDP tx and rx at 50mbit, 2 s each, MTU 1500, a 1gbit
+// tbf both ways, pxeperf's stream server in one namespace and its clients
+// (then iperf3's) in the other.
+func TestRunStreams(t *testing.T) {
+	nstest.RequireRoot(t)
+	nstest.RequireTool(t, "iperf3")
+	spec, err := ParseSpec(Flags{Proto: "tcp,udp", Direction: "tx,rx", Duration: "2s", UDPRate: "50mbit", Rate: "1gbit", MTU: "1500"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := record.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var progress []Progress
+	var verbose strings.Builder
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	results, err := Run(ctx, Options{Spec: spec, Store: st, RunID: "s1", Registry: netlab.NewRegistry(), CrossCheck: true,
+		Progress: func(p Progress) { progress = append(progress, p) }, Verbose: &verbose})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if own := ownNamespaces(t); len(own) > 0 {
+		t.Errorf("namespaces left after the sweep: %v", own)
+	}
+	if len(results) != 4 || len(progress) != 5 || progress[4].Done != 4 {
+		t.Fatalf("%d results, %d progress calls; want 4 and 5", len(results), len(progress))
+	}
+	for _, want := range []string{"receiver", "UDP: sent", "iperf3:"} {
+		if !strings.Contains(verbose.String(), want) {
+			t.Errorf("verbose output lacks %q:\n%s", want, verbose.String())
+		}
+	}
+
+	recs, err := st.Query(ctx, record.Filter{Source: Source, Labels: map[string]string{LabelRun: "s1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 4 {
+		t.Fatalf("%d records in the store, want 4", len(recs))
+	}
+	kinds := map[string]bool{}
+	for _, r := range recs {
+		kind := r.Proto + " " + r.Direction
+		kinds[kind] = true
+		if r.Outcome != "ok" || r.Bytes <= 0 || r.MTU != 1500 || r.RateLimit != 1e9 || r.RxCsum == record.OffloadUnknown {
+			t.Errorf("%s: outcome %s (%s), %d bytes, MTU %d, rate %d, rx csum %q", kind, r.Outcome, r.Err, r.Bytes, r.MTU, r.RateLimit, r.RxCsum)
+		}
+		if d := r.Duration; d < 1900*time.Millisecond || d > 2500*time.Millisecond {
+			t.Errorf("%s: duration %v for a 2 s run", kind, d)
+		}
+		ivs, err := st.Intervals(ctx, r.ID)
+		if err != nil || len(ivs) < 2 {
+			t.Errorf("%s: %d intervals (%v), want 2", kind, len(ivs), err)
+		}
+		switch r.Proto {
+		case ProtoTCP:
+			// Under a 1gbit tbf: at most the line rate, and well above 100.
+			if r.Mbps > 1000 || r.Mbps < 300 {
+				t.Errorf("%s: %.1f Mbit/s under a 1gbit tbf", kind, r.Mbps)
+			}
+			if r.Labels["window"] != "auto" || r.RTT <= 0 {
+				t.Errorf("%s: window label %q, RTT %v", kind, r.Labels["window"], r.RTT)
+			}
+		case ProtoUDP:
+			if r.Mbps < 40 || r.Mbps > 55 {
+				t.Errorf("%s: %.1f Mbit/s at 50mbit asked", kind, r.Mbps)
+			}
+			lost, err1 := strconv.ParseFloat(r.Labels[LabelUDPLostPct], 64)
+			jit, err2 := strconv.ParseFloat(r.Labels[LabelJitterMs], 64)
+			if err1 != nil || err2 != nil || lost < 0 || lost > 5 || jit < 0 || r.Datagrams == 0 {
+				t.Errorf("%s: lost %q, jitter %q, %d datagrams", kind, r.Labels[LabelUDPLostPct], r.Labels[LabelJitterMs], r.Datagrams)
+			}
+		}
+	}
+	if len(kinds) != 4 {
+		t.Errorf("records of %v, want tcp and udp both ways", kinds)
+	}
+
+	// The direction-mtu table has all four rows filled.
+	var b strings.Builder
+	if err := report.Render(&b, report.DirectionMTU(recs), report.Text); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []string{"TCP Tx", "TCP Rx", "UDP Tx", "UDP Rx"} {
+		line := ""
+		for l := range strings.SplitSeq(b.String(), "\n") {
+			if strings.HasPrefix(l, row) {
+				line = l
+			}
+		}
+		if line == "" || strings.HasSuffix(strings.TrimSpace(line), "-") {
+			t.Errorf("direction-mtu row %q empty:\n%s", row, b.String())
+		}
+	}
+
+	// Cross-check: every run has iperf3's figure next to it, within a
+	// generous band (the 5% bound is for quiet machines; this one is shared).
+	tab, flagged, n := CrossCheck(results)
+	if n != 4 {
+		t.Fatalf("%d cross-check pairs, want 4:\n%+v", n, tab.Rows)
+	}
+	for _, r := range results {
+		dev, ok := labelFloat(r.Record, LabelIperfDevPct)
+		if !ok || dev > 25 {
+			t.Errorf("%s: pxeperf %.1f vs iperf3 %s Mbit/s (deviation %s%%, err %q)", r.Point.Key(), r.Record.Mbps,
+				r.Record.Labels[LabelIperfMbps], r.Record.Labels[LabelIperfDevPct], r.Record.Labels["iperf3_err"])
+		}
+	}
+	t.Logf("cross-check: %d of %d over 5%%", flagged, n)
+	b.Reset()
+	if err := report.Render(&b, StreamSummary(results), report.Text); err != nil || !strings.Contains(b.String(), "udp_rate=50mbit") {
+		t.Errorf("stream summary (%v):\n%s", err, b.String())
+	}
+}
+
+// TestRunRemoteStreams runs remote mode's streams on loopback against a
+// stream server (cmd/pxeperf's test runs the real serve, HTTP included).
+func TestRunRemoteStreams(t *testing.T) {
+	srv, err := stream.NewServer("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	spec, err := ParseSpec(Flags{Proto: "tcp,udp", Direction: "tx,rx", Duration: "1s", UDPRate: "20mbit", Window: "64K"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := record.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	results, err := RunRemote(ctx, RemoteOptions{Spec: spec, Server: srv.Addr().String(), Store: st, RunID: "r1"})
+	if err != nil {
+		t.Fatalf("RunRemote: %v", err)
+	}
+	if len(results) != 4 {
+		t.Fatalf("%d results, want 4", len(results))
+	}
+	host, _, _ := net.SplitHostPort(srv.Addr().String())
+	for _, r := range results {
+		rec := r.Record
+		if rec.Outcome != "ok" || rec.Mbps <= 0 || rec.Labels[LabelRemote] != host || rec.Labels[LabelRun] != "r1" || rec.ID == 0 {
+			t.Errorf("%s: outcome %s (%s), %.1f Mbit/s, labels %v", r.Point.Key(), rec.Outcome, rec.Err, rec.Mbps, rec.Labels)
+		}
+		if rec.MTU != 0 || rec.RateLimit != 0 {
+			t.Errorf("%s: MTU %d, rate %d on a remote run (unknown: 0)", r.Point.Key(), rec.MTU, rec.RateLimit)
+		}
+		if rec.Proto == ProtoTCP && rec.WndRequested != 64<<10 {
+			t.Errorf("%s: window asked %d", r.Point.Key(), rec.WndRequested)
+		}
+	}
+
+	// What remote mode cannot do.
+	for name, f := range map[string]Flags{
+		"mtu list": {Proto: "tcp", MTU: "1500,9000"},
+		"rate":     {Proto: "tcp", Rate: "1gbit"},
+		"tftp":     {Proto: "tftp"},
+	} {
+		s, err := ParseSpec(f)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := RemoteSpec(s); err == nil {
+			t.Errorf("%s: RemoteSpec accepted %+v", name, f)
+		}
+	}
+}
