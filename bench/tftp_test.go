@@ -84,7 +84,7 @@ func TestParseSpecTFTP(t *testing.T) {
 		"window with tftp":       {f: Flags{Preset: "tftp", Window: "4K"}, wantErr: []string{"--window", "--windowsize"}},
 		"blksize with http":      {f: Flags{BlkSize: "1468"}, wantErr: []string{"--blksize and --windowsize apply to --proto tftp"}},
 		"windowsize with gpxe":   {f: Flags{Preset: "gpxe", WindowSize: "16"}, wantErr: []string{"--proto tftp"}},
-		"two protocols":          {f: Flags{Proto: "http,tftp"}, wantErr: []string{"--proto", "one protocol per run"}},
+		"two protocols":          {f: Flags{Proto: "http,tftp"}, wantErr: []string{"--proto", "tftp"}},
 		"two errors at once":     {f: Flags{Proto: "tftp", BlkSize: "x", WindowSize: "0"}, wantErr: []string{"--blksize", "--windowsize"}},
 	}
 	for name, tt := range tests {
