@@ -296,7 +296,7 @@ func ParseSpec(f Flags) (Spec, error) {
 	if f.Proto != "" && !streams {
 		p := strings.ToLower(strings.TrimSpace(f.Proto))
 		if p != ProtoHTTP && p != ProtoTFTP {
-			errs = append(errs, fmt.Errorf("--proto %q: use http (an HTTP image fetch) or tftp (a TFTP image fetch); one protocol per run", f.Proto))
+			errs = append(errs, fmt.Errorf("--proto %q: use http (an HTTP image fetch), tftp (a TFTP image fetch), or tcp, udp, tcp,udp (streams); http and tftp run one per sweep", f.Proto))
 		}
 		if p == ProtoTFTP && s.Proto != ProtoTFTP {
 			s = tftpDefaults(s, f)

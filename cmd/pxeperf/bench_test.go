@@ -30,7 +30,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		"window":         {args: []string{"--window", "4K..64K"}, want: []string{"--window", "lo..hi/step"}},
 		"rate":           {args: []string{"--rate", "fast"}, want: []string{"--rate", "100mbit"}},
 		"unknown preset": {args: []string{"--preset", "nosuch"}, want: []string{"--preset", "gpxe", "tftp"}},
-		"proto":          {args: []string{"--proto", "udp"}, want: []string{"--proto", "http"}},
+		"proto":          {args: []string{"--proto", "sctp"}, want: []string{"--proto", "http"}},
 		"format":         {args: []string{"--format", "xml"}, want: []string{"--format"}},
 		"two at once":    {args: []string{"--mtu", "1", "--offload", "sideways"}, want: []string{"--mtu", "--offload"}},
 	}
