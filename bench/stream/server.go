@@ -73,6 +73,7 @@ func NewServer(addr string, log *slog.Logger) (*Server, error) {
 		port := ln.Addr().(*net.TCPAddr).Port
 		udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: tcpAddr.IP, Port: port, Zone: tcpAddr.Zone})
 		if err == nil {
+			growRcvbuf(udp, udpServerRcvbuf)
 			return &Server{log: log, ln: ln, udp: udp, pending: make(chan struct{}, maxPending),
 				byCookie: make(map[[cookieLen]byte]*session), byID: make(map[uint64]*session),
 				busy: make(map[netip.Addr]bool)}, nil

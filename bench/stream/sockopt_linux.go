@@ -52,3 +52,23 @@ func bufControl(rcv, snd int) func(network, address string, c syscall.RawConn) e
 		return serr
 	}
 }
+
+// udpServerRcvbuf is the receive buffer of the server's shared UDP socket:
+// at 1 Gbit/s a tbf burst (or a pacer batch) is hundreds of datagrams, and
+// with the default 208 KiB the socket overflows (UdpRcvbufErrors) before
+// the reader drains it, which shows as loss iperf3 does not see.
+const udpServerRcvbuf = 4 << 20
+
+// growRcvbuf raises c's SO_RCVBUF to n: SO_RCVBUFFORCE when privileged
+// (past net.core.rmem_max), else as far as rmem_max allows.
+func growRcvbuf(c *net.UDPConn, n int) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return
+	}
+	var serr error
+	_ = rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n) })
+	if serr != nil {
+		_ = c.SetReadBuffer(n)
+	}
+}

@@ -28,3 +28,8 @@ func bufControl(rcv, snd int) func(network, address string, c syscall.RawConn) e
 		return serr
 	}
 }
+
+const udpServerRcvbuf = 4 << 20
+
+// growRcvbuf raises c's receive buffer as far as the system allows.
+func growRcvbuf(c *net.UDPConn, n int) { _ = c.SetReadBuffer(n) }
