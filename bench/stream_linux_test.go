@@ -192,3 +192,41 @@ func TestRunRemoteStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestRunStreamsCancel: Ctrl-C during a 10 s stream run stops the sweep at
+// once and leaves no namespace behind.
+func TestRunStreamsCancel(t *testing.T) {
+	nstest.RequireRoot(t)
+	spec, err := ParseSpec(Flags{Proto: "tcp", Direction: "rx", Duration: "10s", Repeat: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := record.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	reg := netlab.NewRegistry()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { _ = reg.CloseAll() })
+	defer stop()
+	progress := func(p Progress) {
+		if p.Done == 0 {
+			time.AfterFunc(500*time.Millisecond, cancel)
+		}
+	}
+	results, err := Run(ctx, Options{Spec: spec, Store: st, Registry: reg, Progress: progress})
+	if err == nil {
+		t.Fatalf("Run returned no error after the interrupt (%d results)", len(results))
+	}
+	if len(results) > 0 {
+		t.Errorf("%d runs completed after the interrupt (a run should stop with it)", len(results))
+	}
+	if reg.Len() != 0 {
+		t.Errorf("%d testbeds still registered", reg.Len())
+	}
+	if own := ownNamespaces(t); len(own) > 0 {
+		t.Errorf("namespaces left after the interrupt: %v", own)
+	}
+}
