@@ -262,6 +262,9 @@ func parseStreamFlags(s *Spec, f Flags) (handled bool, errs []error) {
 		}
 		return len(errs) > 0, errs
 	}
+	if f.Size != "" {
+		errs = append(errs, errors.New("--size applies to http and tftp fetches; a stream runs for --duration"))
+	}
 	if f.Direction != "" {
 		var ds []string
 		for item := range strings.SplitSeq(strings.ToLower(f.Direction), ",") {

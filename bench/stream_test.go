@@ -80,6 +80,7 @@ func TestParseStreamSpec(t *testing.T) {
 		"mixed list":          {f: Flags{Proto: "tcp,http"}, wantErr: "a list takes tcp and udp only"},
 		"stream flag on http": {f: Flags{Proto: "http", Direction: "tx"}, wantErr: "apply to --proto tcp and udp"},
 		"udp rate on default": {f: Flags{UDPRate: "1gbit"}, wantErr: "apply to --proto tcp and udp"},
+		"size on tcp":         {f: Flags{Proto: "tcp", Size: "64MiB"}, wantErr: "runs for --duration"},
 		"blksize on tcp":      {f: Flags{Proto: "tcp", BlkSize: "512"}, wantErr: "apply to --proto tftp"},
 		"small mtu": {f: Flags{Proto: "udp", MTU: "576"}, want: streamSpec{Proto: ProtoStream, Streams: []string{"udp"},
 			Dirs: []string{"tx", "rx"}, Duration: 10 * time.Second, UDPRates: []uint64{UDPRateLine}, Windows: []int{WindowAuto},
