@@ -201,6 +201,11 @@ func UDP(ctx context.Context, cfg Config) (Result, error) {
 	}
 	conn := uc.(*net.UDPConn)
 	defer conn.Close()
+	if cfg.RcvBuf == 0 && cfg.Direction == Rx {
+		// As on the server: the default buffer overflows under a 1 Gbit/s
+		// burst of jumbo datagrams, which would read as link loss.
+		growRcvbuf(conn, udpServerRcvbuf)
+	}
 	stop := context.AfterFunc(ctx, func() { ctl.conn.Close(); conn.Close() })
 	defer stop()
 	session := beUint64(ctl.reply.Cookie)
