@@ -102,45 +102,17 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: starting the HTTP server in the testbed: %w", err)
 	}
-	sctx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
-	serveDone := make(chan error, 1)
-	go func() { serveDone <- srv.Serve(sctx) }()
-	defer func() {
-		stopServer()
-		if err := <-serveDone; err != nil {
-			log.Warn("bench: http server", "err", err)
-		}
-	}()
+	defer serveInBackground(ctx, log, "http", srv.Serve)()
 	url := "http://" + srv.Addr().String() + "/" + imageName
 
 	r := &runner{opt: opt, log: log, tb: tb, sink: sink, url: url, kernel: netstate.Kernel(), mtu: pts[0].MTU}
-	var results []Result
-	start := time.Now()
-	if opt.Progress != nil {
-		opt.Progress(Progress{Total: len(pts)})
-	}
-	for i, p := range pts {
-		if err := ctx.Err(); err != nil {
-			return results, fmt.Errorf("bench: stopped after %d of %d fetches: %w", i, len(pts), context.Cause(ctx))
+	return r.sweep(ctx, pts, "fetches", r.point, func(res Result) {
+		ivs, err := opt.Store.Intervals(ctx, res.Record.ID)
+		if err == nil {
+			fmt.Fprintf(opt.Verbose, "\n%s (rep %d)\n", res.Point.Key(), res.Point.Rep)
+			io.WriteString(opt.Verbose, report.Intervals(res.Record, ivs).Layout)
 		}
-		res, err := r.point(ctx, p)
-		if err != nil {
-			return results, fmt.Errorf("bench: %s: %w", p.Key(), err)
-		}
-		results = append(results, res)
-		if opt.Verbose != nil {
-			ivs, err := opt.Store.Intervals(ctx, res.Record.ID)
-			if err == nil {
-				fmt.Fprintf(opt.Verbose, "\n%s (rep %d)\n", p.Key(), p.Rep)
-				io.WriteString(opt.Verbose, report.Intervals(res.Record, ivs).Layout)
-			}
-		}
-		if opt.Progress != nil {
-			el := time.Since(start)
-			opt.Progress(Progress{Done: i + 1, Total: len(pts), Elapsed: el, ETA: estimate(pts, i+1, el), Last: &results[len(results)-1]})
-		}
-	}
-	return results, nil
+	})
 }
 
 // runner holds a sweep's testbed state between points.
@@ -413,4 +385,50 @@ func (m *matcher) forget(local netip.AddrPort) {
 	defer m.mu.Unlock()
 	delete(m.waiting, key)
 	delete(m.early, key)
+}
+
+// serveInBackground runs a server's Serve until the returned stop is
+// called; stop waits for Serve to return. The server outlives ctx's
+// cancellation (Ctrl-C) until stop, so a fetch in flight ends cleanly.
+func serveInBackground(ctx context.Context, log *slog.Logger, name string, serve func(context.Context) error) (stop func()) {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- serve(sctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			log.Warn("bench: "+name+" server", "err", err)
+		}
+	}
+}
+
+// sweep runs every point in order through run, stopping at the first error
+// or when ctx ends, and reports progress (with ETA) and, with --verbose,
+// each result through verbose. what names a run in messages ("fetches").
+func (r *runner) sweep(ctx context.Context, pts []Point, what string,
+	run func(context.Context, Point) (Result, error), verbose func(Result)) ([]Result, error) {
+	opt := r.opt
+	var results []Result
+	start := time.Now()
+	if opt.Progress != nil {
+		opt.Progress(Progress{Total: len(pts)})
+	}
+	for i, p := range pts {
+		if err := ctx.Err(); err != nil {
+			return results, fmt.Errorf("bench: stopped after %d of %d %s: %w", i, len(pts), what, context.Cause(ctx))
+		}
+		res, err := run(ctx, p)
+		if err != nil {
+			return results, fmt.Errorf("bench: %s: %w", p.Key(), err)
+		}
+		results = append(results, res)
+		if opt.Verbose != nil && verbose != nil {
+			verbose(res)
+		}
+		if opt.Progress != nil {
+			el := time.Since(start)
+			opt.Progress(Progress{Done: i + 1, Total: len(pts), Elapsed: el, ETA: estimate(pts, i+1, el), Last: &results[len(results)-1]})
+		}
+	}
+	return results, nil
 }

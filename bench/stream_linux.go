@@ -50,42 +50,11 @@ func runStreams(ctx context.Context, opt Options, log *slog.Logger) ([]Result, e
 	if err != nil {
 		return nil, fmt.Errorf("bench: starting the stream server in the testbed: %w", err)
 	}
-	sctx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
-	serveDone := make(chan error, 1)
-	go func() { serveDone <- srv.Serve(sctx) }()
-	defer func() {
-		stopServer()
-		if err := <-serveDone; err != nil {
-			log.Warn("bench: stream server", "err", err)
-		}
-	}()
+	defer serveInBackground(ctx, log, "stream", srv.Serve)()
 
 	r := &runner{opt: opt, log: log, tb: tb, kernel: netstate.Kernel(), mtu: pts[0].MTU}
 	sr := &streamRunner{runner: r, addr: srv.Addr().String()}
-	var results []Result
-	start := time.Now()
-	if opt.Progress != nil {
-		opt.Progress(Progress{Total: len(pts)})
-	}
-	for i, p := range pts {
-		if err := ctx.Err(); err != nil {
-			return results, fmt.Errorf("bench: stopped after %d of %d runs: %w", i, len(pts), context.Cause(ctx))
-		}
-		res, err := sr.point(ctx, p)
-		if err != nil {
-			return results, fmt.Errorf("bench: %s: %w", p.Key(), err)
-		}
-		results = append(results, res)
-		if opt.Verbose != nil {
-			writeStreamVerbose(ctx, opt, res)
-		}
-		if opt.Progress != nil {
-			el := time.Since(start)
-			opt.Progress(Progress{Done: i + 1, Total: len(pts), Elapsed: el, ETA: el / time.Duration(i+1) * time.Duration(len(pts)-i-1),
-				Last: &results[len(results)-1]})
-		}
-	}
-	return results, nil
+	return r.sweep(ctx, pts, "runs", sr.point, func(res Result) { writeStreamVerbose(ctx, opt, res) })
 }
 
 // writeStreamVerbose prints a run's iperf3-style interval lines (and

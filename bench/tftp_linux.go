@@ -55,43 +55,17 @@ func runTFTP(ctx context.Context, opt Options, log *slog.Logger, tb *netlab.Test
 	if err != nil {
 		return nil, fmt.Errorf("bench: starting the TFTP server in the testbed: %w", err)
 	}
-	sctx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
-	serveDone := make(chan error, 1)
-	go func() { serveDone <- srv.Serve(sctx) }()
-	defer func() {
-		stopServer()
-		if err := <-serveDone; err != nil {
-			log.Warn("bench: tftp server", "err", err)
-		}
-	}()
+	defer serveInBackground(ctx, log, "tftp", srv.Serve)()
 
 	r := &runner{opt: opt, log: log, tb: tb, sink: sink, kernel: netstate.Kernel(), mtu: pts[0].MTU}
-	var results []Result
-	start := time.Now()
-	if opt.Progress != nil {
-		opt.Progress(Progress{Total: len(pts)})
-	}
-	for i, p := range pts {
-		if err := ctx.Err(); err != nil {
-			return results, fmt.Errorf("bench: stopped after %d of %d fetches: %w", i, len(pts), context.Cause(ctx))
-		}
-		res, err := r.tftpPoint(ctx, srv.Addr(), p)
-		if err != nil {
-			return results, fmt.Errorf("bench: %s: %w", p.Key(), err)
-		}
-		results = append(results, res)
-		if opt.Verbose != nil {
-			rec := res.Record
-			fmt.Fprintf(opt.Verbose, "%s (rep %d): %.1f Mbit/s, %d bytes in %v; server sent %d datagrams, %d again, %d timeouts; client: %s duplicates, %s out of order, %s early ACKs, %s timeouts\n",
-				p.Key(), p.Rep, rec.Mbps, rec.Bytes, rec.Duration.Round(time.Millisecond), rec.Datagrams, rec.Retransmits, rec.Timeouts,
-				rec.Labels[LabelDuplicates], rec.Labels[LabelOutOfOrder], rec.Labels[LabelEarlyACKs], rec.Labels[LabelClientTimeouts])
-		}
-		if opt.Progress != nil {
-			el := time.Since(start)
-			opt.Progress(Progress{Done: i + 1, Total: len(pts), Elapsed: el, ETA: estimate(pts, i+1, el), Last: &results[len(results)-1]})
-		}
-	}
-	return results, nil
+	point := func(ctx context.Context, p Point) (Result, error) { return r.tftpPoint(ctx, srv.Addr(), p) }
+	return r.sweep(ctx, pts, "fetches", point, func(res Result) {
+		p := res.Point
+		rec := res.Record
+		fmt.Fprintf(opt.Verbose, "%s (rep %d): %.1f Mbit/s, %d bytes in %v; server sent %d datagrams, %d again, %d timeouts; client: %s duplicates, %s out of order, %s early ACKs, %s timeouts\n",
+			p.Key(), p.Rep, rec.Mbps, rec.Bytes, rec.Duration.Round(time.Millisecond), rec.Datagrams, rec.Retransmits, rec.Timeouts,
+			rec.Labels[LabelDuplicates], rec.Labels[LabelOutOfOrder], rec.Labels[LabelEarlyACKs], rec.Labels[LabelClientTimeouts])
+	})
 }
 
 // tftpPoint sets the testbed up for p and runs one TFTP fetch.
