@@ -20,6 +20,8 @@ func streamRecord(p Point, res stream.Result, err error, begin time.Time) *recor
 	recv := res.Receiver
 	rec := &record.Record{
 		Time: begin.UTC(), Source: Source, Proto: p.Proto, Direction: p.Direction,
+		// A stream has no file; this name lets `report --file 'stream/*'` select runs.
+		File:  "stream/" + p.Proto + "-" + p.Direction,
 		Bytes: recv.Bytes, Duration: recv.End - recv.Start, Mbps: recv.BitsPerSecond / 1e6,
 		Outcome: event.OutcomeOK, WndRequested: uint32(p.Window),
 		Retransmits: res.Sender.Retransmits, RTT: res.Sender.RTT,

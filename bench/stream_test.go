@@ -173,7 +173,7 @@ func TestStreamRecord(t *testing.T) {
 	p := Point{Proto: ProtoUDP, Direction: "rx", UDPRate: 100e6, MTU: 1500, Rate: 1e9}
 	begin := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
 	got := streamRecord(p, res, nil, begin)
-	want := &record.Record{Time: begin, Source: Source, Proto: "udp", Direction: "rx", Bytes: 24_000_000, Duration: 2 * time.Second,
+	want := &record.Record{Time: begin, Source: Source, Proto: "udp", Direction: "rx", File: "stream/udp-rx", Bytes: 24_000_000, Duration: 2 * time.Second,
 		Mbps: 96, Outcome: "ok", Datagrams: 17265,
 		Labels: map[string]string{"rate": "1gbit", LabelSenderMbps: "100.00", LabelUDPRate: "100mbit", LabelUDPLostPct: "4.002", LabelJitterMs: "0.012"}}
 	if d := cmp.Diff(want, got); d != "" {
