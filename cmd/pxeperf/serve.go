@@ -202,6 +202,7 @@ func runServe(ctx context.Context, cfg *configs.Config) error {
 	for _, build := range []func(*serveEnv) (service, error){newDHCPService, newTFTPService, newHTTPService, newStreamService} {
 		s, err := build(env)
 		if err != nil {
+			releaseAll(services)
 			return err
 		}
 		if s != nil {
@@ -275,4 +276,14 @@ func (r *recording) close(logger *slog.Logger) {
 	}
 	_ = r.journal.Close()
 	_ = r.net.Close()
+}
+
+// releaseAll closes the sockets of services already built when a later one
+// fails: Serve on an ended context returns at once, having closed them.
+func releaseAll(services []service) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, s := range services {
+		_ = s.Serve(ctx)
+	}
 }

@@ -86,3 +86,32 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("version: %v %q", err, out)
 	}
 }
+
+// When a later service cannot bind, the ones already built let their
+// sockets go: serve can be started again on the same TFTP port.
+func TestServeBusyPortReleasesOthers(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	probe, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tftpAddr := probe.LocalAddr().String()
+	probe.Close()
+	dir := t.TempDir()
+	args := []string{"serve", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off",
+		"--tftp-addr", tftpAddr, "--http-addr", busy.Addr().String(),
+		"--root", filepath.Join(dir, "images"), "--data", filepath.Join(dir, "data")}
+	if _, err := runCmd(t, args...); err == nil {
+		t.Fatal("serve on a busy HTTP port did not fail")
+	}
+	// The TFTP socket of the failed start must be free again.
+	c, err := net.ListenPacket("udp", tftpAddr)
+	if err != nil {
+		t.Fatalf("TFTP port %s still held after the failed start: %v", tftpAddr, err)
+	}
+	c.Close()
+}
