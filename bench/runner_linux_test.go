@@ -33,39 +33,98 @@ func ownNamespaces(t *testing.T) []string {
 	return own
 }
 
-// TestRunSweep runs a small real sweep: pxeperf's httpboot server in one
-// namespace, the SO_RCVBUF client in the other, a 100mbit tbf between.
-func TestRunSweep(t *testing.T) {
-	nstest.RequireRoot(t)
-	spec, err := ParseSpec(Flags{Window: "4K,64K", Offload: "on,off", Rate: "100mbit", Size: "8MiB", Repeat: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+// testStore opens a record store in a temp folder, closed when the test ends.
+func testStore(t *testing.T) *record.Store {
+	t.Helper()
 	st, err := record.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	var progress []Progress
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// sweepRun is what a test sweep produced.
+type sweepRun struct {
+	results  []Result
+	progress []Progress
+	verbose  string
+	store    *record.Store
+}
+
+// runSweep runs the sweep f on a fresh testbed (two minutes at most) with
+// opt's RunID and CrossCheck, capturing progress and --verbose output, and
+// fails unless it succeeds and leaves no namespace behind.
+func runSweep(t *testing.T, f Flags, opt Options) sweepRun {
+	t.Helper()
+	spec, err := ParseSpec(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sweepRun{store: testStore(t)}
 	var verbose strings.Builder
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	results, err := Run(ctx, Options{Spec: spec, Store: st, RunID: "t1", Registry: netlab.NewRegistry(), TempDir: t.TempDir(),
-		Progress: func(p Progress) { progress = append(progress, p) }, Verbose: &verbose})
+	opt.Spec, opt.Store, opt.Registry, opt.TempDir, opt.Verbose = spec, r.store, netlab.NewRegistry(), t.TempDir(), &verbose
+	opt.Progress = func(p Progress) { r.progress = append(r.progress, p) }
+	r.results, err = Run(ctx, opt)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if own := ownNamespaces(t); len(own) > 0 {
 		t.Errorf("namespaces left after the sweep: %v", own)
 	}
+	r.verbose = verbose.String()
+	return r
+}
+
+// runInterrupted runs the sweep f and ends its context `after` into the
+// first run, as Ctrl-C would. It checks that Run returns an error, that no
+// testbed stays registered and no namespace is left, and returns what
+// completed and the error.
+func runInterrupted(t *testing.T, f Flags, after time.Duration) ([]Result, error) {
+	t.Helper()
+	spec, err := ParseSpec(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := netlab.NewRegistry()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { _ = reg.CloseAll() })
+	defer stop()
+	progress := func(p Progress) {
+		if p.Done == 0 {
+			time.AfterFunc(after, cancel)
+		}
+	}
+	results, err := Run(ctx, Options{Spec: spec, Store: testStore(t), Registry: reg, TempDir: t.TempDir(), Progress: progress})
+	if err == nil {
+		t.Fatalf("Run returned no error after the interrupt (%d results)", len(results))
+	}
+	if reg.Len() != 0 {
+		t.Errorf("%d testbeds still registered", reg.Len())
+	}
+	if own := ownNamespaces(t); len(own) > 0 {
+		t.Errorf("namespaces left after the interrupt: %v", own)
+	}
+	return results, err
+}
+
+// TestRunSweep runs a small real sweep: pxeperf's httpboot server in one
+// namespace, the SO_RCVBUF client in the other, a 100mbit tbf between.
+func TestRunSweep(t *testing.T) {
+	nstest.RequireRoot(t)
+	run := runSweep(t, Flags{Window: "4K,64K", Offload: "on,off", Rate: "100mbit", Size: "8MiB", Repeat: 1}, Options{RunID: "t1"})
+	results, progress, verbose, st, ctx := run.results, run.progress, run.verbose, run.store, t.Context()
 	if len(results) != 4 {
 		t.Fatalf("%d results, want 4", len(results))
 	}
 	if len(progress) != 5 || progress[0].Done != 0 || progress[4].Done != 4 || progress[4].Total != 4 {
 		t.Errorf("progress calls %+v, want done 0..4 of 4", progress)
 	}
-	if !strings.Contains(verbose.String(), "receiver") {
-		t.Errorf("no interval lines with Verbose:\n%s", verbose.String())
+	if !strings.Contains(verbose, "receiver") {
+		t.Errorf("no interval lines with Verbose:\n%s", verbose)
 	}
 
 	recs, err := st.Query(ctx, record.Filter{Source: Source, Labels: map[string]string{LabelRun: "t1"}})
@@ -131,37 +190,9 @@ func TestRunSweep(t *testing.T) {
 // leaves no namespace behind.
 func TestRunCancel(t *testing.T) {
 	nstest.RequireRoot(t)
-	spec, err := ParseSpec(Flags{Window: "auto", Offload: "on", Rate: "10mbit", Size: "8MiB", Repeat: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := record.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	reg := netlab.NewRegistry()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	stop := context.AfterFunc(ctx, func() { _ = reg.CloseAll() })
-	defer stop()
-	progress := func(p Progress) {
-		if p.Done == 0 {
-			// The first fetch takes about 7 s at 10mbit: interrupt it.
-			time.AfterFunc(500*time.Millisecond, cancel)
-		}
-	}
-	results, err := Run(ctx, Options{Spec: spec, Store: st, Registry: reg, TempDir: t.TempDir(), Progress: progress})
-	if err == nil {
-		t.Fatalf("Run returned no error after the interrupt (%d results)", len(results))
-	}
+	// The first fetch takes about 7 s at 10mbit: interrupt it.
+	results, _ := runInterrupted(t, Flags{Window: "auto", Offload: "on", Rate: "10mbit", Size: "8MiB", Repeat: 3}, 500*time.Millisecond)
 	if len(results) > 1 {
 		t.Errorf("%d fetches ran after the interrupt", len(results))
-	}
-	if reg.Len() != 0 {
-		t.Errorf("%d testbeds still registered", reg.Len())
-	}
-	if own := ownNamespaces(t); len(own) > 0 {
-		t.Errorf("namespaces left after the interrupt: %v", own)
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/pxeperf/pxeperf/bench/stream"
 	"github.com/pxeperf/pxeperf/internal/nstest"
-	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
 )
@@ -22,33 +21,15 @@ import (
 func TestRunStreams(t *testing.T) {
 	nstest.RequireRoot(t)
 	nstest.RequireTool(t, "iperf3")
-	spec, err := ParseSpec(Flags{Proto: "tcp,udp", Direction: "tx,rx", Duration: "2s", UDPRate: "50mbit", Rate: "1gbit", MTU: "1500"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := record.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	var progress []Progress
-	var verbose strings.Builder
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	results, err := Run(ctx, Options{Spec: spec, Store: st, RunID: "s1", Registry: netlab.NewRegistry(), CrossCheck: true,
-		Progress: func(p Progress) { progress = append(progress, p) }, Verbose: &verbose})
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	if own := ownNamespaces(t); len(own) > 0 {
-		t.Errorf("namespaces left after the sweep: %v", own)
-	}
+	run := runSweep(t, Flags{Proto: "tcp,udp", Direction: "tx,rx", Duration: "2s", UDPRate: "50mbit", Rate: "1gbit", MTU: "1500"},
+		Options{RunID: "s1", CrossCheck: true})
+	results, progress, verbose, st, ctx := run.results, run.progress, run.verbose, run.store, t.Context()
 	if len(results) != 4 || len(progress) != 5 || progress[4].Done != 4 {
 		t.Fatalf("%d results, %d progress calls; want 4 and 5", len(results), len(progress))
 	}
 	for _, want := range []string{"receiver", "UDP: sent", "iperf3:"} {
-		if !strings.Contains(verbose.String(), want) {
-			t.Errorf("verbose output lacks %q:\n%s", want, verbose.String())
+		if !strings.Contains(verbose, want) {
+			t.Errorf("verbose output lacks %q:\n%s", want, verbose)
 		}
 	}
 
@@ -151,11 +132,7 @@ func TestRunRemoteStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := record.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := testStore(t)
 	results, err := RunRemote(ctx, RemoteOptions{Spec: spec, Server: srv.Addr().String(), Store: st, RunID: "r1"})
 	if err != nil {
 		t.Fatalf("RunRemote: %v", err)
@@ -197,36 +174,8 @@ func TestRunRemoteStreams(t *testing.T) {
 // once and leaves no namespace behind.
 func TestRunStreamsCancel(t *testing.T) {
 	nstest.RequireRoot(t)
-	spec, err := ParseSpec(Flags{Proto: "tcp", Direction: "rx", Duration: "10s", Repeat: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := record.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	reg := netlab.NewRegistry()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	stop := context.AfterFunc(ctx, func() { _ = reg.CloseAll() })
-	defer stop()
-	progress := func(p Progress) {
-		if p.Done == 0 {
-			time.AfterFunc(500*time.Millisecond, cancel)
-		}
-	}
-	results, err := Run(ctx, Options{Spec: spec, Store: st, Registry: reg, Progress: progress})
-	if err == nil {
-		t.Fatalf("Run returned no error after the interrupt (%d results)", len(results))
-	}
+	results, _ := runInterrupted(t, Flags{Proto: "tcp", Direction: "rx", Duration: "10s", Repeat: 3}, 500*time.Millisecond)
 	if len(results) > 0 {
 		t.Errorf("%d runs completed after the interrupt (a run should stop with it)", len(results))
-	}
-	if reg.Len() != 0 {
-		t.Errorf("%d testbeds still registered", reg.Len())
-	}
-	if own := ownNamespaces(t); len(own) > 0 {
-		t.Errorf("namespaces left after the interrupt: %v", own)
 	}
 }

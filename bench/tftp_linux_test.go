@@ -1,14 +1,12 @@
 package bench
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/nstest"
-	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
 )
@@ -18,32 +16,13 @@ import (
 // the client namespace, blksize 1468 x windowsize 1,16 under a 100mbit tbf.
 func TestRunTFTPSweep(t *testing.T) {
 	nstest.RequireRoot(t)
-	spec, err := ParseSpec(Flags{Proto: "tftp", BlkSize: "1468", WindowSize: "1,16", Rate: "100mbit", Size: "4MiB"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := record.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	var progress []Progress
-	var verbose strings.Builder
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	results, err := Run(ctx, Options{Spec: spec, Store: st, RunID: "tftp1", Registry: netlab.NewRegistry(), TempDir: t.TempDir(),
-		Progress: func(p Progress) { progress = append(progress, p) }, Verbose: &verbose})
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	if own := ownNamespaces(t); len(own) > 0 {
-		t.Errorf("namespaces left after the sweep: %v", own)
-	}
+	run := runSweep(t, Flags{Proto: "tftp", BlkSize: "1468", WindowSize: "1,16", Rate: "100mbit", Size: "4MiB"}, Options{RunID: "tftp1"})
+	results, progress, verbose, st, ctx := run.results, run.progress, run.verbose, run.store, t.Context()
 	if len(results) != 2 || len(progress) != 3 || progress[2].Done != 2 {
 		t.Fatalf("%d results, progress %+v; want 2 and done 0..2", len(results), progress)
 	}
-	if !strings.Contains(verbose.String(), "datagrams") {
-		t.Errorf("no per-fetch lines with Verbose:\n%s", verbose.String())
+	if !strings.Contains(verbose, "datagrams") {
+		t.Errorf("no per-fetch lines with Verbose:\n%s", verbose)
 	}
 
 	recs, err := st.Query(ctx, record.Filter{Source: Source, Labels: map[string]string{LabelRun: "tftp1"}})
@@ -94,26 +73,12 @@ func TestRunTFTPSweep(t *testing.T) {
 // leaves no namespace behind.
 func TestRunTFTPCancel(t *testing.T) {
 	nstest.RequireRoot(t)
-	spec, err := ParseSpec(Flags{Proto: "tftp", BlkSize: "512", WindowSize: "1", Rate: "10mbit", Size: "64MiB", Repeat: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := record.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	time.AfterFunc(2*time.Second, cancel) // the first 64 MiB at 10mbit takes about 55 s
-	results, err := Run(ctx, Options{Spec: spec, Store: st, RunID: "c", TempDir: t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), "canceled") {
+	// The first 64 MiB at 10mbit takes about 55 s.
+	results, err := runInterrupted(t, Flags{Proto: "tftp", BlkSize: "512", WindowSize: "1", Rate: "10mbit", Size: "64MiB", Repeat: 3}, 2*time.Second)
+	if !strings.Contains(err.Error(), "canceled") {
 		t.Errorf("Run: %v, want a cancel error", err)
 	}
 	if len(results) != 0 {
 		t.Errorf("%d results from a sweep cancelled in its first fetch", len(results))
-	}
-	if own := ownNamespaces(t); len(own) > 0 {
-		t.Errorf("namespaces left: %v", own)
 	}
 }
