@@ -242,7 +242,7 @@ func (l location) wrap(err error) error {
 		}
 		rest = strings.TrimSpace(rest)
 		rest = strings.TrimPrefix(rest, `executing "`+templateName+`" `)
-		msg = rest
+		msg = strings.ReplaceAll(rest, "started at "+templateName+":", "started at template line ")
 	}
 	var b strings.Builder
 	b.WriteString(l.src)
