@@ -5,7 +5,10 @@
 // on a bridge and tap in one network namespace, `pxeperf serve --dhcp full`
 // in another. Each guest proves success itself: its iPXE script fetches a
 // 64 MiB image and then chains a few bytes that write to QEMU's isa-debug-exit
-// port, so QEMU's exit status says whether the fetch worked.
+// port, so QEMU's exit status says whether the fetch worked. AAVMF guests
+// (aavmf_linux_test.go) boot an AArch64 EFI app that exits through Arm
+// semihosting; the Linux guest (linux_linux_test.go) boots Debian's kernel
+// and reports from user space through the same isa-debug-exit port.
 package e2e
 
 import (
