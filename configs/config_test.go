@@ -227,3 +227,49 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestTemplateLines: a template remembers the config line its text starts
+// on (the line after a | block indicator), so errors point into the file.
+func TestTemplateLines(t *testing.T) {
+	yml := "templates:\n  pxelinux: |\n    default x\n  grub: \"set timeout=1\"\n  uboot: \"\"\nhosts:\n  - mac: 52:54:00:00:00:01\n    fdt: a.dtb\n    templates:\n      uboot: |-\n        echo hi\n"
+	c, err := Parse("t.yaml", []byte(yml), Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []int{c.Templates.PXELinux.Line, c.Templates.GRUB.Line, c.Templates.UBoot.Line, c.Hosts[0].Templates.UBoot.Line}
+	if d := cmp.Diff([]int{3, 4, 0, 11}, got); d != "" {
+		t.Errorf("lines (-want +got):\n%s", d)
+	}
+	if c.Hosts[0].FDT != "a.dtb" || c.Templates.PXELinux.Text != "default x\n" {
+		t.Errorf("decoded %+v", c.Hosts[0])
+	}
+	_, err = Parse("t.yaml", []byte("templates:\n  grub: [a, b]\n"), Default())
+	if err == nil || !strings.Contains(err.Error(), "t.yaml:2") || !strings.Contains(err.Error(), "a template is text") {
+		t.Errorf("a list as template: %v", err)
+	}
+}
+
+func TestBootFileKeys(t *testing.T) {
+	for yml, want := range map[string]string{
+		"dhcp:\n  boot_files:\n    uboot: u/boot.scr\n    default: fallback.scr\n    http-arm64: x.efi\n": "",
+		"dhcp:\n  boot_files:\n    ubot: x\n":      `"ubot" is not an architecture name; use one of`,
+		"dhcp:\n  boot_files:\n    efi-x64: \"\"\n": "dhcp.boot_files.efi-x64: is empty",
+	} {
+		_, err := Parse("b.yaml", []byte(yml), Default())
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%q: err %v, want %q", yml, err, want)
+		}
+	}
+	d := Default().DHCP
+	d.BootFiles = map[string]string{"efi-arm64": "a.efi"}
+	for code, want := range map[uint16]string{19: "a.efi", 11: "a.efi", 22: "boot.scr.uimg", 16: "ipxe.efi"} {
+		a, _ := ArchByCode(code)
+		if got := d.BootFile(a); got != want {
+			t.Errorf("code %d: %q, want %q", code, got, want)
+		}
+	}
+	a, _ := ArchByCode(19)
+	if k := d.BootFileKey(a); k != "efi-arm64" {
+		t.Errorf("key for http-arm64 = %q", k)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
@@ -38,6 +39,8 @@ type envOpts struct {
 	logger  *slog.Logger
 	// before runs after New and before Serve (to wrap the listener, ...).
 	before func(*Server)
+	// generate serves loader configs generated from hosts (bootcfg).
+	generate bool
 }
 
 func defaultHTTP() configs.HTTP {
@@ -81,7 +84,14 @@ func newTestEnv(t testing.TB, o envOpts) *testEnv {
 		tbl.Observe(c)
 	}
 	rec := &event.Recorder{}
-	s, err := New(Options{HTTP: ht, Images: store, Hosts: tbl, Sink: rec, Logger: logger, Interface: "lo"})
+	var files *bootcfg.Source
+	if o.generate {
+		files, err = bootcfg.New(bootcfg.Options{Config: &configs.Config{Hosts: o.hosts}, Images: store, Hosts: tbl})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := New(Options{HTTP: ht, Images: store, Files: files, Hosts: tbl, Sink: rec, Logger: logger, Interface: "lo"})
 	if err != nil {
 		t.Fatal(err)
 	}
