@@ -252,7 +252,7 @@ func TestTemplateLines(t *testing.T) {
 func TestBootFileKeys(t *testing.T) {
 	for yml, want := range map[string]string{
 		"dhcp:\n  boot_files:\n    uboot: u/boot.scr\n    default: fallback.scr\n    http-arm64: x.efi\n": "",
-		"dhcp:\n  boot_files:\n    ubot: x\n":      `"ubot" is not an architecture name; use one of`,
+		"dhcp:\n  boot_files:\n    ubot: x\n":       `"ubot" is not an architecture name; use one of`,
 		"dhcp:\n  boot_files:\n    efi-x64: \"\"\n": "dhcp.boot_files.efi-x64: is empty",
 	} {
 		_, err := Parse("b.yaml", []byte(yml), Default())
