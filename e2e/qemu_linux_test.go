@@ -98,14 +98,7 @@ func bootGuest(t *testing.T, fw firmware, mode string) {
 	bin := nstest.Binary(t)
 	p := nstest.NewPair(t, nstest.Options{NoClientIP: true})
 
-	// The guest side: a bridge holding the veth end and QEMU's tap.
-	br, tap := "br"+p.ClientIf, "tp"+p.ClientIf
-	nstest.Run(t, p.Client, "ip", "link", "add", br, "type", "bridge")
-	nstest.Run(t, p.Client, "ip", "link", "set", p.ClientIf, "master", br)
-	nstest.Run(t, p.Client, "ip", "tuntap", "add", "dev", tap, "mode", "tap")
-	nstest.Run(t, p.Client, "ip", "link", "set", tap, "master", br)
-	nstest.Run(t, p.Client, "ip", "link", "set", tap, "up")
-	nstest.Run(t, p.Client, "ip", "link", "set", br, "up")
+	br, tap := guestBridge(t, p)
 
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
@@ -191,6 +184,20 @@ hosts:
 	if !regexp.MustCompile(fmt.Sprintf(`msg=fetch proto=http .*file=/?img64 bytes=%d .*outcome=ok .*client_mac=%s`, imageSize, guestMAC)).MatchString(log) {
 		t.Errorf("pxeperf log has no complete HTTP fetch of img64 put on the guest's MAC:\n%s", tail(log, 30))
 	}
+}
+
+// guestBridge builds the guest side of a pair: a bridge in the client
+// namespace holding the veth end and a tap for QEMU.
+func guestBridge(t *testing.T, p *nstest.Pair) (br, tap string) {
+	t.Helper()
+	br, tap = "br"+p.ClientIf, "tp"+p.ClientIf
+	nstest.Run(t, p.Client, "ip", "link", "add", br, "type", "bridge")
+	nstest.Run(t, p.Client, "ip", "link", "set", p.ClientIf, "master", br)
+	nstest.Run(t, p.Client, "ip", "tuntap", "add", "dev", tap, "mode", "tap")
+	nstest.Run(t, p.Client, "ip", "link", "set", tap, "master", br)
+	nstest.Run(t, p.Client, "ip", "link", "set", tap, "up")
+	nstest.Run(t, p.Client, "ip", "link", "set", br, "up")
+	return br, tap
 }
 
 // startDnsmasq puts the lab's "existing DHCP server" in a namespace of its
