@@ -65,7 +65,12 @@ type DHCP struct {
 	// LeaseTime in full mode. Default 1h.
 	LeaseTime time.Duration `yaml:"lease_time"`
 	// BootFiles maps a client architecture name (see ArchNames) to the boot
-	// file sent to it. Missing names take the defaults.
+	// file sent to it. Missing names take the defaults; an HTTP boot
+	// architecture takes its PXE sibling's file (http-arm64 that of
+	// efi-arm64). Two keys are not architectures: "uboot" is for U-Boot
+	// clients (option 60 "U-Boot...") no architecture entry covers, and
+	// "default" for clients that send neither option 93 nor a known class;
+	// both default to boot.scr.uimg.
 	BootFiles map[string]string `yaml:"boot_files"`
 	// IPXEScript is the HTTP path handed to iPXE clients. Default /boot.ipxe.
 	IPXEScript string `yaml:"ipxe_script"`
@@ -203,9 +208,13 @@ func (c *Config) Validate() error {
 			add("dhcp.netmask", "%s is not a netmask; use e.g. 255.255.255.0", d.Netmask)
 		}
 	}
-	for name := range d.BootFiles {
-		if _, ok := ArchByName(name); !ok {
-			add("dhcp.boot_files."+name, "%q is not an architecture name; use one of %s", name, strings.Join(ArchNames(), ", "))
+	for name, file := range d.BootFiles {
+		if _, ok := ArchByName(name); !ok && name != BootUBoot && name != BootDefault {
+			add("dhcp.boot_files."+name, "%q is not an architecture name; use one of %s", name, strings.Join(BootFileKeys(), ", "))
+			continue
+		}
+		if strings.TrimSpace(file) == "" {
+			add("dhcp.boot_files."+name, "is empty; name a file in the root (or a URL), or remove the key for the default")
 		}
 	}
 	if !strings.HasPrefix(d.IPXEScript, "/") {

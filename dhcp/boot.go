@@ -24,8 +24,9 @@ const (
 
 // Client classes from option 60.
 const (
-	classPXE  = "PXEClient"
-	classHTTP = "HTTPClient"
+	classPXE   = "PXEClient"
+	classHTTP  = "HTTPClient"
+	classUBoot = "U-Boot" // U-Boot's CONFIG_BOOTP_VCI_STRING: "U-Boot.armv8", "U-Boot.armv7", ...
 )
 
 // client is what a request says about its sender.
@@ -35,7 +36,11 @@ type client struct {
 	Vendor string // option 60 as sent
 	PXE    bool   // option 60 starts with "PXEClient"
 	HTTP   bool   // option 60 starts with "HTTPClient"
+	UBoot  bool   // option 60 starts with "U-Boot"
 	IPXE   bool   // user class "iPXE" (option 77) or option 175 present
+	// TFTPName is true when the client lists option 66 (TFTP server name)
+	// in its parameter request list (option 55).
+	TFTPName bool
 }
 
 // classify reads the boot-relevant options of a request.
@@ -47,6 +52,8 @@ func classify(req *dhcpv4.DHCPv4) client {
 	c.Vendor = string(req.Options.Get(dhcpv4.OptionClassIdentifier))
 	c.PXE = strings.HasPrefix(c.Vendor, classPXE)
 	c.HTTP = strings.HasPrefix(c.Vendor, classHTTP)
+	c.UBoot = strings.HasPrefix(c.Vendor, classUBoot)
+	c.TFTPName = req.IsOptionRequested(dhcpv4.OptionTFTPServerName)
 	c.IPXE = req.Options.Has(dhcpv4.GenericOptionCode(optIPXEEncap)) ||
 		isIPXEUserClass(req.Options.Get(dhcpv4.GenericOptionCode(optUserClass)))
 	return c
@@ -119,23 +126,19 @@ func (b booter) scriptURL() string {
 }
 
 // decide picks the boot reply for a client. ok is false for clients that get
-// no boot information: in proxy mode anything without option 60
-// PXEClient/HTTPClient; in full mode, clients that neither say they boot
-// (option 60, 93, iPXE) nor have a host entry with a boot file.
+// no boot information, which happens only in proxy mode: there anything
+// without option 60 PXEClient/HTTPClient is left to the network's DHCP
+// server. In full mode every client gets a boot file, never an empty one.
 //
 // iPXE always gets the HTTP script URL (never a boot file it would chainload
 // again); UEFI HTTP boot gets a URL and "HTTPClient"; PXE ROMs get the file
 // for their architecture (no option 93: BIOS) with option 43 so they skip
-// PXE boot-server discovery. A host entry's boot_file overrides the arch map.
+// PXE boot-server discovery. U-Boot (option 60 "U-Boot...") gets the file
+// configured for its option 93 architecture, else dhcp.boot_files.uboot;
+// a client that sends neither option 93 nor a class pxeperf knows gets
+// dhcp.boot_files.default. A host entry's boot_file overrides all of these.
 func (b booter) decide(c client, host *configs.Host, proxy bool) (bootReply, bool) {
 	if proxy && !c.PXE && !c.HTTP {
-		return bootReply{}, false
-	}
-	hostFile := ""
-	if host != nil {
-		hostFile = host.BootFile
-	}
-	if !proxy && !c.PXE && !c.HTTP && !c.IPXE && c.Arch == configs.ArchUnknown && hostFile == "" {
 		return bootReply{}, false
 	}
 	var r bootReply
@@ -150,15 +153,15 @@ func (b booter) decide(c client, host *configs.Host, proxy bool) (bootReply, boo
 		r.IPXE = true
 		return r, true
 	}
-	file := hostFile
-	if file == "" {
-		arch, ok := configs.ArchByCode(c.Arch)
-		if !ok {
-			arch, _ = configs.ArchByCode(0) // PXE 2.1: no option 93 means BIOS
-		}
-		file = b.dhcp.BootFile(arch)
+	file := ""
+	if host != nil {
+		file = host.BootFile
 	}
-	if c.HTTP {
+	arch, known := configs.ArchByCode(c.Arch)
+	if file == "" {
+		file = b.archFile(c, arch, known)
+	}
+	if c.HTTP || (known && arch.HTTP && !c.PXE) {
 		r.File = b.url(file)
 		return r, true
 	}
@@ -167,13 +170,39 @@ func (b booter) decide(c client, host *configs.Host, proxy bool) (bootReply, boo
 	return r, true
 }
 
-// applyBoot writes the boot reply into a DHCP reply.
-func applyBoot(r *dhcpv4.DHCPv4, req *dhcpv4.DHCPv4, b bootReply, server netip.Addr) {
-	r.ServerIPAddr = net.IP(server.AsSlice())
+// archFile is the boot file for a client without a host boot_file.
+func (b booter) archFile(c client, arch configs.Arch, known bool) string {
+	switch {
+	case c.UBoot:
+		if known {
+			if f, ok := b.dhcp.Configured(arch); ok {
+				return f
+			}
+		}
+		return b.dhcp.UBootFile()
+	case known:
+		return b.dhcp.BootFile(arch)
+	case c.PXE || c.HTTP:
+		// PXE 2.1: no option 93 (or a code pxeperf does not know) means BIOS.
+		bios, _ := configs.ArchByCode(0)
+		return b.dhcp.BootFile(bios)
+	default:
+		return b.dhcp.DefaultFile()
+	}
+}
+
+// applyBoot writes the boot information into a DHCP reply: siaddr
+// (next-server) is the TFTP server, which U-Boot, pxelinux and many PXE ROMs
+// take as the server to load from; option 66 names it too when the client
+// asks for it; the file field and option 67 carry the boot file.
+func applyBoot(r *dhcpv4.DHCPv4, req *dhcpv4.DHCPv4, c client, b bootReply, tftpServer netip.Addr) {
+	r.ServerIPAddr = net.IP(tftpServer.AsSlice())
 	if len(b.File) < 128 {
 		r.BootFileName = b.File
 	}
-	r.UpdateOption(dhcpv4.OptTFTPServerName(server.String()))
+	if c.TFTPName {
+		r.UpdateOption(dhcpv4.OptTFTPServerName(tftpServer.String()))
+	}
 	r.UpdateOption(dhcpv4.OptBootFileName(b.File))
 	if b.Class != "" {
 		r.UpdateOption(dhcpv4.OptClassIdentifier(b.Class))
@@ -187,4 +216,21 @@ func applyBoot(r *dhcpv4.DHCPv4, req *dhcpv4.DHCPv4, b bootReply, server netip.A
 	if uuid := req.Options.Get(dhcpv4.GenericOptionCode(optClientUUID)); uuid != nil && b.Class == classPXE {
 		r.UpdateOption(dhcpv4.OptGeneric(dhcpv4.GenericOptionCode(optClientUUID), uuid))
 	}
+}
+
+// tftpServerAddr is the address boot replies name as next-server: the
+// address TFTP listens on when tftp.listen names one, else the server's.
+func tftpServerAddr(cfg *configs.Config, addr netip.Addr) netip.Addr {
+	if !cfg.TFTP.Enabled {
+		return addr
+	}
+	host, _, err := net.SplitHostPort(cfg.TFTP.Listen)
+	if err != nil {
+		return addr
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil || !a.Is4() || a.IsUnspecified() {
+		return addr
+	}
+	return a
 }

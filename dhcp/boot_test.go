@@ -99,12 +99,28 @@ func TestDecide(t *testing.T) {
 			bootReply{File: "http://10.0.0.1:8080/custom/board7.efi", Class: classHTTP}, true},
 		"host url kept as is": {"HTTPClient", 16, "", hostURL, false,
 			bootReply{File: "http://10.0.0.9/x.efi", Class: classHTTP}, true},
-		"proxy silent to plain client":             {"", -1, "", nil, true, bootReply{}, false},
-		"proxy silent to other vendor class":       {"udhcp 1.36.1", 0, "", hostFile, true, bootReply{}, false},
-		"full mode plain client gets no boot info": {"", -1, "", nil, false, bootReply{}, false},
-		"full mode u-boot with option 93 only": {"U-Boot.armv8", 22, "", nil, false,
+		"proxy silent to plain client":                 {"", -1, "", nil, true, bootReply{}, false},
+		"proxy silent to other vendor class":           {"udhcp 1.36.1", 0, "", hostFile, true, bootReply{}, false},
+		"full mode plain client gets the default file": {"", -1, "", nil, false, bootReply{File: "boot.scr.uimg"}, true},
+		"full mode other vendor class gets the default file": {"udhcp 1.36.1", -1, "", nil, false,
 			bootReply{File: "boot.scr.uimg"}, true},
+		"full mode option 93 without class": {"", 7, "", nil, false, bootReply{File: "ipxe.efi"}, true},
+		"u-boot armv8 with option 93 22": {"U-Boot.armv8", 22, "", nil, false,
+			bootReply{File: "boot.scr.uimg"}, true},
+		"u-boot armv7 with option 93 21": {"U-Boot.armv7", 21, "", nil, false,
+			bootReply{File: "boot.scr.uimg"}, true},
+		"u-boot without option 93": {"U-Boot", -1, "", nil, false,
+			bootReply{File: "boot.scr.uimg"}, true},
+		"u-boot with option 93 0 is not bios": {"U-Boot.x86_64", 0, "", nil, false,
+			bootReply{File: "boot.scr.uimg"}, true},
+		"u-boot with a configured arch entry": {"U-Boot.armv8", 11, "", nil, false,
+			bootReply{File: "arm/grubaa64.efi"}, true},
+		"u-boot in proxy mode is left to the dhcp server": {"U-Boot.armv8", 22, "", nil, true, bootReply{}, false},
+		"http arm64 takes efi-arm64's file": {"HTTPClient:Arch:00019:UNDI:003000", 19, "", nil, false,
+			bootReply{File: "http://10.0.0.1:8080/arm/grubaa64.efi", Class: classHTTP}, true},
 		"full mode host entry with boot file": {"", -1, "", hostFile, false,
+			bootReply{File: "custom/board7.efi"}, true},
+		"u-boot host entry with boot file": {"U-Boot.armv7", 21, "", hostFile, false,
 			bootReply{File: "custom/board7.efi"}, true},
 	}
 	for name, tc := range tests {
@@ -137,5 +153,80 @@ func TestClassifyArch(t *testing.T) {
 				t.Errorf("arch = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestDecideConfiguredUBootAndDefault(t *testing.T) {
+	cfg := configs.Default().DHCP
+	cfg.BootFiles = map[string]string{"uboot": "uboot/boot.scr", "default": "fallback.bin", "uboot-arm32": "zynq/boot.scr"}
+	b := newBooter(&cfg, netip.MustParseAddr("10.0.0.1"), ":80")
+	tests := map[string]struct {
+		vendor string
+		arch   int
+		want   string
+	}{
+		"u-boot arm64 takes boot_files.uboot":        {"U-Boot.armv8", 22, "uboot/boot.scr"},
+		"u-boot arm32 takes its own entry":           {"U-Boot.armv7", 21, "zynq/boot.scr"},
+		"u-boot without option 93":                   {"U-Boot", -1, "uboot/boot.scr"},
+		"no class no option 93 takes default":        {"", -1, "fallback.bin"},
+		"pxe client without option 93 is still bios": {"PXEClient", -1, "undionly.kpxe"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, ok := b.decide(classify(request(t, tc.vendor, tc.arch, "")), nil, false)
+			if !ok || got.File != tc.want {
+				t.Errorf("decide = %q, %v; want %q", got.File, ok, tc.want)
+			}
+		})
+	}
+}
+
+// TestApplyBoot: siaddr is always the TFTP server; option 66 only when the
+// client asks for it (option 55, or no option 55 at all: RFC 2131 3.5), and
+// then it names the same address.
+func TestApplyBoot(t *testing.T) {
+	tftp := netip.MustParseAddr("10.0.0.5")
+	for name, tc := range map[string]struct {
+		prl []dhcpv4.OptionCode
+		ask bool
+	}{
+		"asks for 66":           {[]dhcpv4.OptionCode{dhcpv4.OptionTFTPServerName, dhcpv4.OptionBootfileName}, true},
+		"asks for others":       {[]dhcpv4.OptionCode{dhcpv4.OptionSubnetMask, dhcpv4.OptionBootfileName}, false},
+		"sends no request list": {nil, true},
+	} {
+		ask := tc.ask
+		t.Run(name, func(t *testing.T) {
+			mods := []dhcpv4.Modifier{dhcpv4.WithOption(dhcpv4.OptClassIdentifier("U-Boot.armv8"))}
+			if tc.prl != nil {
+				mods = append(mods, dhcpv4.WithOption(dhcpv4.OptParameterRequestList(tc.prl...)))
+			}
+			req, err := dhcpv4.New(append(mods, dhcpv4.WithHwAddr(net.HardwareAddr{0x52, 0x54, 0, 0, 0, 9}), dhcpv4.WithMessageType(dhcpv4.MessageTypeDiscover))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := dhcpv4.NewReplyFromRequest(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := classify(req)
+			applyBoot(r, req, c, bootReply{File: "boot.scr.uimg"}, tftp)
+			if r.ServerIPAddr.String() != "10.0.0.5" || r.BootFileName != "boot.scr.uimg" {
+				t.Errorf("siaddr %s file %q, want 10.0.0.5 boot.scr.uimg", r.ServerIPAddr, r.BootFileName)
+			}
+			if got := r.Options.Get(dhcpv4.OptionTFTPServerName); ask != (string(got) == "10.0.0.5") || (!ask && got != nil) {
+				t.Errorf("option 66 = %q with ask=%v", got, ask)
+			}
+		})
+	}
+}
+
+func TestTFTPServerAddr(t *testing.T) {
+	addr := netip.MustParseAddr("10.0.0.1")
+	for listen, want := range map[string]string{":69": "10.0.0.1", "0.0.0.0:69": "10.0.0.1", "10.0.0.7:69": "10.0.0.7", "bad": "10.0.0.1"} {
+		cfg := configs.Default()
+		cfg.TFTP.Listen = listen
+		if got := tftpServerAddr(cfg, addr); got.String() != want {
+			t.Errorf("tftp.listen %q: next-server %s, want %s", listen, got, want)
+		}
 	}
 }

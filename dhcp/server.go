@@ -76,7 +76,8 @@ type Server struct {
 	mode     string
 	cfg      *configs.DHCP
 	addr     netip.Addr
-	ip       net.IP // addr as net.IP
+	tftpAddr netip.Addr // next-server in boot replies
+	ip       net.IP     // addr as net.IP
 	mask     net.IPMask
 	boot     booter
 	hosts    *hosts.Table
@@ -119,16 +120,17 @@ func newServer(o Options) (*Server, error) {
 		return nil, fmt.Errorf("server address %v is not IPv4; set --addr", o.Addr)
 	}
 	s := &Server{
-		mode:    cfg.Mode,
-		cfg:     cfg,
-		addr:    o.Addr,
-		ip:      net.IP(o.Addr.AsSlice()),
-		boot:    newBooter(cfg, o.Addr, o.Config.HTTP.Listen),
-		hosts:   o.Hosts,
-		sink:    o.Sink,
-		log:     o.Logger,
-		workers: o.Workers,
-		port:    uint16(cfg.Port),
+		mode:     cfg.Mode,
+		cfg:      cfg,
+		addr:     o.Addr,
+		tftpAddr: tftpServerAddr(o.Config, o.Addr),
+		ip:       net.IP(o.Addr.AsSlice()),
+		boot:     newBooter(cfg, o.Addr, o.Config.HTTP.Listen),
+		hosts:    o.Hosts,
+		sink:     o.Sink,
+		log:      o.Logger,
+		workers:  o.Workers,
+		port:     uint16(cfg.Port),
 	}
 	if s.sink == nil {
 		s.sink = event.Discard{}
@@ -526,7 +528,7 @@ func (s *Server) count(err error, c *atomic.Uint64, ok bool) {
 func (s *Server) addBoot(r, req *dhcpv4.DHCPv4, c client, host *configs.Host, proxy bool) bootReply {
 	b, ok := s.boot.decide(c, host, proxy)
 	if ok {
-		applyBoot(r, req, b, s.addr)
+		applyBoot(r, req, c, b, s.tftpAddr)
 	}
 	return b
 }
@@ -556,7 +558,7 @@ func (s *Server) handleProxy(req *dhcpv4.DHCPv4, src netip.AddrPort, onProxy boo
 		return nil, netip.AddrPort{}
 	}
 	r := s.reply(req, replyType)
-	applyBoot(r, req, b, s.addr)
+	applyBoot(r, req, c, b, s.tftpAddr)
 	// A proxy OFFER must carry option 60 even for iPXE (PXE spec), which
 	// decide already echoes from the request's class.
 	var addr netip.Addr // unknown unless the client says (ciaddr on 4011)

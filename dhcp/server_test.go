@@ -144,10 +144,13 @@ func TestFullModeExchange(t *testing.T) {
 	if offer == nil || offer.YourIPAddr.String() != "10.0.0.77" {
 		t.Fatalf("reserved host offer = %v", offer)
 	}
-	// A plain client (no option 60/93): lease, no boot information.
-	offer, _ = e.send(t, pkt(t, dhcpv4.MessageTypeDiscover, mac(2)), src68, false, t0)
-	if offer == nil || offer.BootFileName != "" || offer.Options.Has(dhcpv4.OptionBootfileName) || offer.Options.Has(dhcpv4.OptionClassIdentifier) {
-		t.Errorf("plain client offer carries boot info: %v", offer)
+	// A client with no option 60/93 (many U-Boot builds): the default boot
+	// file and next-server, never an empty file; no PXE class echoed, and
+	// no option 66 since its parameter request list leaves it out.
+	offer, _ = e.send(t, pkt(t, dhcpv4.MessageTypeDiscover, mac(2), dhcpv4.WithRequestedOptions(dhcpv4.OptionSubnetMask, dhcpv4.OptionRouter)), src68, false, t0)
+	if offer == nil || offer.BootFileName != "boot.scr.uimg" || offer.ServerIPAddr.String() != "10.0.0.1" ||
+		offer.Options.Has(dhcpv4.OptionClassIdentifier) || offer.Options.Has(dhcpv4.OptionTFTPServerName) {
+		t.Errorf("plain client offer: want boot.scr.uimg from siaddr 10.0.0.1 without options 60 and 66, got %v", offer)
 	}
 	if offer.YourIPAddr.String() != "10.0.0.11" {
 		t.Errorf("second client offered %s, want 10.0.0.11", offer.YourIPAddr)

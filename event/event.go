@@ -27,6 +27,11 @@ const (
 	OutcomeError    = "error"     // anything else; see Fetch.Err
 )
 
+// KindConfig marks a Fetch of a boot config or script pxeperf generated for
+// the client (pxelinux.cfg, grub.cfg, boot.scr.uimg, the iPXE script), not
+// a file from the root.
+const KindConfig = "config"
+
 // Fetch is one file transfer to one client, as seen by the server.
 type Fetch struct {
 	Start     time.Time
@@ -35,6 +40,7 @@ type Fetch struct {
 	MAC       net.HardwareAddr // from the lease table when known
 	Host      string           // host entry name when known
 	File      string           // the name the client asked for
+	Kind      string           // KindConfig for a generated config or script; "" for a file from the root
 	Bytes     int64            // payload bytes delivered
 	Size      int64            // file size, -1 when unknown
 	Duration  time.Duration
@@ -150,6 +156,9 @@ func (l Log) Fetch(f *Fetch) {
 	}
 	if f.Host != "" {
 		attrs = append(attrs, "host", f.Host)
+	}
+	if f.Kind != "" {
+		attrs = append(attrs, "kind", f.Kind)
 	}
 	if f.Err != "" {
 		attrs = append(attrs, "err", f.Err)

@@ -27,19 +27,23 @@ type Record struct {
 	Proto  string    `json:"proto"`  // "http", "tftp", later "tcp", "udp"
 	// Direction is "tx" or "rx" as seen from the board (client) side; a
 	// served fetch is "rx" (the board receives).
-	Direction string            `json:"direction"`
-	ClientMAC string            `json:"client_mac,omitempty"`
-	ClientIP  string            `json:"client_ip"`
-	Host      string            `json:"host,omitempty"`
-	Arch      string            `json:"arch,omitempty"`
-	File      string            `json:"file"`
-	Bytes     int64             `json:"bytes"`
-	Size      int64             `json:"size"`
-	Duration  time.Duration     `json:"duration_ns"`
-	Mbps      float64           `json:"mbps"`
-	Outcome   string            `json:"outcome"`
-	Err       string            `json:"err,omitempty"`
-	Labels    map[string]string `json:"labels,omitempty"`
+	Direction string `json:"direction"`
+	ClientMAC string `json:"client_mac,omitempty"`
+	ClientIP  string `json:"client_ip"`
+	Host      string `json:"host,omitempty"`
+	Arch      string `json:"arch,omitempty"`
+	File      string `json:"file"`
+	// Kind is "config" for a boot config or script pxeperf generated for
+	// the client (pxelinux.cfg, grub.cfg, boot.scr.uimg, the iPXE script);
+	// "" for files served from the root.
+	Kind     string            `json:"kind,omitempty"`
+	Bytes    int64             `json:"bytes"`
+	Size     int64             `json:"size"`
+	Duration time.Duration     `json:"duration_ns"`
+	Mbps     float64           `json:"mbps"`
+	Outcome  string            `json:"outcome"`
+	Err      string            `json:"err,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
 
 	// HTTP / TCP, from TCP_INFO sampled during the fetch.
 	WndMax        uint32        `json:"wnd_max,omitempty"`       // largest window the client advertised

@@ -385,7 +385,7 @@ func (s *Sink) convert(f *event.Fetch) (*Record, []Interval) {
 	r := &Record{
 		Time: f.Start.UTC(), Source: s.opt.Source, Proto: f.Proto, Direction: "rx",
 		Host: f.Host, File: f.File, Bytes: f.Bytes, Size: f.Size, Duration: f.Duration, Mbps: f.Mbps(),
-		Outcome: f.Outcome, Err: f.Err, Kernel: s.opt.Kernel,
+		Outcome: f.Outcome, Err: f.Err, Kernel: s.opt.Kernel, Kind: f.Kind,
 	}
 	if a := f.Client.Addr(); a.IsValid() {
 		r.ClientIP = a.Unmap().String()

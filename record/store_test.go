@@ -23,7 +23,7 @@ func fullRecord() Record {
 	return Record{
 		Time: time.Date(2026, 11, 30, 1, 2, 3, 456789000, time.UTC), Source: "serve", Proto: "http",
 		Direction: "rx", ClientMAC: "52:54:00:12:34:56", ClientIP: "10.0.0.7", Host: "board1", Arch: "efi-x64",
-		File: "images/vmlinuz", Bytes: 123456789, Size: 123456789, Duration: 1234567 * time.Microsecond,
+		File: "images/vmlinuz", Kind: "config", Bytes: 123456789, Size: 123456789, Duration: 1234567 * time.Microsecond,
 		Mbps: 800.25, Outcome: "ok", Err: "none really",
 		Labels: map[string]string{"rxcsum": "off", "fw": "ipxe-1.21"},
 		WndMax: 65535, WndMedian: 32768, WndRequested: 16384, RTT: 250 * time.Microsecond,
@@ -379,5 +379,51 @@ func TestReadWhileWriting(t *testing.T) {
 	}
 	if _, err := OpenReadOnly(t.TempDir()); err == nil || !strings.Contains(err.Error(), "--data") {
 		t.Errorf("OpenReadOnly of an empty folder: %v, want an error naming --data", err)
+	}
+}
+
+// TestMigrateV1 opens a store written at schema 1 (before records.kind):
+// its records stay, read back with an empty kind, and new ones keep theirs.
+func TestMigrateV1(t *testing.T) {
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{migrations[0].sql,
+		`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_ns INTEGER NOT NULL)`,
+		`INSERT INTO schema_migrations VALUES (1, 'v1', 0)`,
+		`INSERT INTO records (uid, time_ns, source, proto, direction, client_mac, client_ip, host, arch, file, bytes, size,
+		duration_us, mbps, outcome, err, labels, wnd_max, wnd_median, wnd_requested, rtt_us, min_rtt_us,
+		retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize,
+		tsize, datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso,
+		gso, gro, kernel) VALUES ('old', 1, 'serve', 'tftp', 'rx', '', '10.0.0.9', '', '', 'vmlinuz', 10, 10,
+		1, 0.08, 'ok', '', '{}', 0,0,0,0,0,0,0,0,0,0,0,512,1,0,1,1,0,'',0,0,0,'','','','','','')`,
+		`PRAGMA user_version = 1`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Add(context.Background(), &Record{Time: time.Unix(2, 0), Source: "serve", Proto: "tftp",
+		Direction: "rx", File: "pxelinux.cfg/default", Kind: "config", Outcome: "ok"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Query(context.Background(), Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rs {
+		got = append(got, r.File+":"+r.Kind)
+	}
+	if d := cmp.Diff([]string{"vmlinuz:", "pxelinux.cfg/default:config"}, got); d != "" {
+		t.Errorf("records after migration (-want +got):\n%s", d)
 	}
 }
