@@ -114,6 +114,7 @@ type ubootFigure struct {
 	wall                time.Duration // tftpboot command, prompt to prompt
 	server              time.Duration // pxeperf's fetch duration
 	serverMbps          float64
+	resends, timeouts   string // pxeperf's retransmitted DATA packets and timeouts
 	ubootRate           string // U-Boot's own rate line, "" if none
 }
 
@@ -150,10 +151,10 @@ func TestUBoot(t *testing.T) {
 func ubootTable(figs []ubootFigure) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "arch\tblksize\twindowsize\tbytes\tpxeperf Mbit/s\tpxeperf time\ttftpboot time\tU-Boot rate\t")
+	fmt.Fprintln(w, "arch\tblksize\twindowsize\tbytes\tpxeperf Mbit/s\tpxeperf time\tresends\ttimeouts\ttftpboot time\tU-Boot rate\t")
 	for _, f := range figs {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%.2f\t%s\t%s\t%s\t\n", f.arch, f.blksize, f.windowsize, f.bytes,
-			f.serverMbps, f.server.Round(time.Millisecond), f.wall.Round(time.Millisecond), f.ubootRate)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%.2f\t%s\t%s\t%s\t%s\t%s\t\n", f.arch, f.blksize, f.windowsize, f.bytes,
+			f.serverMbps, f.server.Round(time.Millisecond), f.resends, f.timeouts, f.wall.Round(time.Millisecond), f.ubootRate)
 	}
 	_ = w.Flush()
 	return b.String()
@@ -249,7 +250,7 @@ hosts:
 	for _, tr := range ubootTransfers {
 		c.run(fmt.Sprintf("setenv tftpblocksize %d; setenv tftpwindowsize %d", tr.blksize, tr.windowsize), 10*time.Second)
 		t0 := time.Now()
-		tout := c.run("tftpboot ${loadaddr} "+img, 10*time.Minute)
+		tout := c.run("tftpboot ${loadaddr} "+img, 5*time.Minute)
 		wall := time.Since(t0)
 		m := regexp.MustCompile(`Bytes transferred = (\d+)`).FindStringSubmatch(tout)
 		if m == nil || m[1] != fmt.Sprint(size) {
@@ -272,6 +273,7 @@ hosts:
 		}
 		f.serverMbps, _ = strconv.ParseFloat(fe["mbps"], 64)
 		f.server, _ = time.ParseDuration(fe["duration"])
+		f.resends, f.timeouts = fe["retransmits"], fe["timeouts"]
 		t.Logf("%s: %s blksize %d windowsize %d: %d bytes, crc32 %08x ok; pxeperf %.2f Mbit/s in %s, tftpboot %s, U-Boot says %s",
 			b.name, img, tr.blksize, tr.windowsize, size, wantCRC, f.serverMbps, f.server, wall.Round(time.Millisecond), f.ubootRate)
 		figs = append(figs, f)
@@ -369,6 +371,17 @@ func waitFetch(t *testing.T, srv *nstest.Proc, file string, match func(map[strin
 // served.
 func ubootCheckFetches(t *testing.T, log string, b ubootBoard, host, kernel string) {
 	t.Helper()
+	leases := logRecords(log, "lease")
+	for _, l := range leases {
+		if l["client_mac"] != b.mac || l["host"] != host {
+			t.Errorf("lease carries client_mac=%q host=%q, want %s %s", l["client_mac"], l["host"], b.mac, host)
+		}
+	}
+	if len(leases) == 0 {
+		t.Errorf("pxeperf logged no lease for %s", b.mac)
+	} else {
+		t.Logf("%s: pxeperf lease: arch=%s boot_file=%s", b.name, leases[0]["arch"], leases[0]["boot_file"])
+	}
 	fetches := logRecords(log, "fetch")
 	got := map[string]int{}
 	for _, f := range fetches {
