@@ -61,7 +61,8 @@ type ubootBoard struct {
 	ethact string // U-Boot's name for that device
 	// exitArgs let the crafted kernel end QEMU with a status.
 	exitArgs []string
-	arch93   int // option 93 the build sends, -1 for none
+	arch93   int    // option 93 the build sends, -1 for none
+	vendor   string // option 60 it sends (CONFIG_BOOTP_VCI_STRING)
 	kernel   func() []byte
 	cmdline  string
 	// env is set after the prompt, for variables a build lacks.
@@ -75,7 +76,7 @@ var ubootBoards = []ubootBoard{
 		machine: []string{"-M", "virt", "-cpu", "cortex-a57"},
 		nic:     "e1000", ethact: "e1000#0",
 		exitArgs: []string{"-semihosting-config", "enable=on,target=native"},
-		arch93:   22, kernel: arm64Kernel, cmdline: "console=ttyAMA0",
+		arch93:   22, vendor: "U-Boot.armv8", kernel: arm64Kernel, cmdline: "console=ttyAMA0",
 	},
 	{
 		name: "arm", qemu: "qemu-system-arm", qemuPkg: "qemu-system-arm",
@@ -83,7 +84,7 @@ var ubootBoards = []ubootBoard{
 		machine: []string{"-M", "virt", "-cpu", "cortex-a15"},
 		nic:     "e1000", ethact: "e1000#0",
 		exitArgs: []string{"-semihosting-config", "enable=on,target=native"},
-		arch93:   21, kernel: armKernel, cmdline: "console=ttyAMA0",
+		arch93:   21, vendor: "U-Boot.armv7", kernel: armKernel, cmdline: "console=ttyAMA0",
 	},
 	{
 		name: "x86_64", qemu: "qemu-system-x86_64", qemuPkg: "qemu-system-x86",
@@ -91,7 +92,7 @@ var ubootBoards = []ubootBoard{
 		machine: []string{"-M", "pc"},
 		nic:     "e1000", ethact: "e1000#0",
 		exitArgs: []string{"-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"},
-		arch93:   -1, kernel: x86Kernel, cmdline: "console=ttyS0",
+		arch93:   -1, vendor: "U-Boot", kernel: x86Kernel, cmdline: "console=ttyS0",
 		// The x86 build has no pxefile_addr_r, which `pxe get` needs; above
 		// scriptaddr (0x7000000), clear of loadaddr + 64 MiB.
 		env: []string{"setenv pxefile_addr_r 0x7800000"},
@@ -102,7 +103,7 @@ var ubootBoards = []ubootBoard{
 		machine: []string{"-M", "virt"},
 		// The riscv64 build has no e1000 driver; virtio-mmio gets the MAC right.
 		nic: "virtio-net-device", ethact: "virtio-net#0",
-		arch93: -1, kernel: riscv64Kernel, cmdline: "console=ttyS0",
+		arch93: -1, vendor: "U-Boot", kernel: riscv64Kernel, cmdline: "console=ttyS0",
 	},
 }
 
@@ -239,8 +240,8 @@ hosts:
 		c.fatalf("dhcp did not bind:\n%s", out)
 	}
 	t.Logf("%s DHCP request: %s", b.name, sniff)
-	if _, arch, ok := sniff.last(); ok && arch != b.arch93 {
-		t.Errorf("%s sent option 93 = %d, want %d (sniffer: %s)", b.name, arch, b.arch93, sniff)
+	if vendor, arch, ok := sniff.last(); ok && (arch != b.arch93 || vendor != b.vendor) {
+		t.Errorf("%s sent %s, want option 60 %q and option 93 %d (-1: none)", b.name, sniff, b.vendor, b.arch93)
 	}
 	if got := strings.TrimSpace(c.run("printenv serverip", 10*time.Second)); got != "serverip="+p.ServerIP.String() {
 		c.fatalf("after dhcp, %q; want serverip=%s: pxeperf's reply had no siaddr for this client (%s)", got, p.ServerIP, sniff)
