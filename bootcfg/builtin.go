@@ -1,0 +1,166 @@
+package bootcfg
+
+// Builtin returns the built-in template text for a loader, "" for an
+// unknown one. Every built-in names the host on its first line; without a
+// kernel each says so and how to fix it, and boots nothing.
+func Builtin(l Loader) string {
+	switch l {
+	case PXELinux:
+		return builtinPXELinux
+	case GRUB:
+		return builtinGRUB
+	case UBoot:
+		return builtinUBoot
+	}
+	return ""
+}
+
+// noKernel is the hint every built-in gives for a client without a kernel.
+const noKernel = `pxeperf: no kernel is set for {{.Who}}; add a hosts entry with kernel/initrd/cmdline (see pxeperf README)`
+
+// builtinPXELinux is read by syslinux's pxelinux and by U-Boot's `pxe`
+// (boot/pxe_utils.c). Names are left as given: both resolve them against
+// the bootfile's folder. U-Boot expands ${var} in append; syslinux does
+// not. fdt/fdtdir are U-Boot keywords. Without a kernel: `say` (syslinux
+// prints it, U-Boot prints it as an ignored command) and a label
+// `localboot -1`, which makes syslinux return to the firmware and U-Boot's
+// pxe boot give up, so the next boot target runs.
+const builtinPXELinux = `# pxeperf: pxelinux config for {{.Who}}
+{{- if .Kernel}}
+default pxeperf
+prompt 0
+timeout 10
+
+label pxeperf
+  kernel {{.Kernel}}
+{{- if .Initrd}}
+  initrd {{.Initrd}}
+{{- end}}
+{{- if .FDT}}
+  fdt {{.FDT}}
+{{- else if .FDTDir}}
+  fdtdir {{.FDTDir}}
+{{- end}}
+{{- with oneline .Cmdline}}
+  append {{.}}
+{{- end}}
+{{- else}}
+say ` + noKernel + `
+default pxeperf-none
+prompt 0
+timeout 10
+
+label pxeperf-none
+  localboot -1
+{{- end}}
+`
+
+// builtinGRUB is read by GRUB's network boot; its root is (tftp,SERVER),
+// so names are used as given. The command line goes through grubargs so
+// the kernel sees it as pxelinux would pass it. GRUB has no fdtdir.
+// Without a kernel there is no menu entry, so GRUB stops at its prompt
+// under the message.
+const builtinGRUB = `# pxeperf: GRUB config for {{.Who}}
+{{- if .Kernel}}
+echo {{grubword (printf "pxeperf: GRUB config for %s" .Who)}}
+set default=0
+set timeout=1
+
+menuentry {{grubword (printf "pxeperf: %s" .Kernel)}} {
+  echo {{grubword (printf "pxeperf: loading %s" .Kernel)}}
+  linux {{grubword .Kernel}}{{with grubargs .Cmdline}} {{.}}{{end}}
+{{- if .Initrd}}
+  initrd {{grubword .Initrd}}
+{{- end}}
+{{- if .FDT}}
+  devicetree {{grubword .FDT}}
+{{- end}}
+}
+{{- else}}
+echo {{grubword (printf "pxeperf: no kernel is set for %s; add a hosts entry with kernel/initrd/cmdline (see pxeperf README)" .Who)}}
+{{- end}}
+`
+
+// builtinUBoot is the script distro boot's bootcmd_dhcp sources after
+// `dhcp ${scriptaddr} boot.scr.uimg`. It loads over TFTP from ${serverip}
+// to the board's standard addresses (kernel_addr_r, ramdisk_addr_r,
+// fdt_addr_r) and passes the initrd as ADDR:SIZE. The device tree is the
+// one U-Boot's pxe would pick (boot/pxe_utils.c label_boot): FDT, or
+// FDTDir/${fdtfile}, loaded to ${fdt_addr_r}; else ${fdt_addr} when set;
+// else ${fdtcontroladdr}, the board's own (QEMU's). A board without
+// fdt_addr_r (QEMU's qemu_arm64) loads no device tree, as pxe does. A
+// failed FDT load stops the boot, a failed FDTDir load does not (pxe
+// again). Then booti (arm64, riscv64 Image), bootz (arm zImage), zboot
+// (x86 bzImage) and bootm (uImage, FIT) in turn: a command that is not
+// built in prints "Unknown command" and returns 1 (common/command.c
+// cmd_process), a kernel of the wrong format makes the command return 1,
+// and hush goes on with the next line (common/cli_hush.c run_list_real
+// stops only below -1); a boot that works never returns. U-Boot 2023.01's
+// `exit` does not stop a script (cmd/exit.c returns 0), so each step
+// checks pxeperf_failed, and the last line says what failed.
+const builtinUBoot = `{{if .Kernel -}}
+echo {{quote (printf "pxeperf: boot script for %s: kernel %s" .Who .Kernel)}}
+{{- with oneline .Cmdline}}
+setenv bootargs {{quote .}}
+printenv bootargs
+{{- else}}
+setenv bootargs
+{{- end}}
+setenv pxeperf_failed
+setenv pxeperf_initrd -
+setenv pxeperf_initrd_size 0
+setenv pxeperf_fdt ${fdtcontroladdr}
+if test -n "${fdt_addr}"; then setenv pxeperf_fdt ${fdt_addr}; fi
+tftpboot ${kernel_addr_r} {{quote .Kernel}} || setenv pxeperf_failed {{quote (printf "could not load %s" .Kernel)}}
+{{- if .Initrd}}
+if test -z "${pxeperf_failed}"; then
+  if tftpboot ${ramdisk_addr_r} {{quote .Initrd}}; then
+    setenv pxeperf_initrd ${ramdisk_addr_r}:${filesize}
+    setenv pxeperf_initrd_size ${filesize}
+  else
+    setenv pxeperf_failed {{quote (printf "could not load %s" .Initrd)}}
+  fi
+fi
+{{- end}}
+{{- if .FDT}}
+if test -z "${pxeperf_failed}"; then
+  if test -z "${fdt_addr_r}"; then
+    echo pxeperf: fdt_addr_r is not set, {{quote .FDT}} is not loaded
+  else
+    if tftpboot ${fdt_addr_r} {{quote .FDT}}; then
+      setenv pxeperf_fdt ${fdt_addr_r}
+    else
+      setenv pxeperf_failed {{quote (printf "could not load %s" .FDT)}}
+    fi
+  fi
+fi
+{{- else if .FDTDir}}
+if test -z "${pxeperf_failed}"; then
+  if test -z "${fdt_addr_r}"; then
+    echo pxeperf: fdt_addr_r is not set, no device tree is loaded from {{quote (trimslash .FDTDir)}}
+  else
+    if tftpboot ${fdt_addr_r} {{quote (trimslash .FDTDir)}}/${fdtfile}; then
+      setenv pxeperf_fdt ${fdt_addr_r}
+    else
+      echo pxeperf: no device tree {{quote (trimslash .FDTDir)}}/${fdtfile}, booting with ${pxeperf_fdt}
+    fi
+  fi
+fi
+{{- end}}
+if test -z "${pxeperf_failed}"; then
+  setenv pxeperf_failed {{quote (printf "%s did not boot with booti, bootz, zboot or bootm" .Kernel)}}
+  echo pxeperf: booting ${kernel_addr_r} ${pxeperf_initrd} ${pxeperf_fdt}
+  booti ${kernel_addr_r} ${pxeperf_initrd} ${pxeperf_fdt}
+  bootz ${kernel_addr_r} ${pxeperf_initrd} ${pxeperf_fdt}
+{{- if .Initrd}}
+  zboot ${kernel_addr_r} 0 ${ramdisk_addr_r} ${pxeperf_initrd_size}
+{{- else}}
+  zboot ${kernel_addr_r}
+{{- end}}
+  bootm ${kernel_addr_r} ${pxeperf_initrd} ${pxeperf_fdt}
+fi
+echo {{quote (printf "pxeperf: boot failed for %s:" .Who)}} ${pxeperf_failed}
+{{- else -}}
+echo {{quote (printf "pxeperf: no kernel is set for %s; add a hosts entry with kernel/initrd/cmdline (see pxeperf README)" .Who)}}
+{{- end}}
+`
