@@ -84,13 +84,14 @@ echo {{grubword (printf "pxeperf: no kernel is set for %s; add a hosts entry wit
 // builtinUBoot is the script distro boot's bootcmd_dhcp sources after
 // `dhcp ${scriptaddr} boot.scr.uimg`. It loads over TFTP from ${serverip}
 // to the board's standard addresses (kernel_addr_r, ramdisk_addr_r,
-// fdt_addr_r) and passes the initrd as ADDR:SIZE. The device tree is the
-// one U-Boot's pxe would pick (boot/pxe_utils.c label_boot): FDT, or
-// FDTDir/${fdtfile}, loaded to ${fdt_addr_r}; else ${fdt_addr} when set;
-// else ${fdtcontroladdr}, the board's own (QEMU's). A board without
-// fdt_addr_r (QEMU's qemu_arm64) loads no device tree, as pxe does. A
-// failed FDT load stops the boot, a failed FDTDir load does not (pxe
-// again). Then booti (arm64, riscv64 Image), bootz (arm zImage), zboot
+// fdt_addr_r) and passes the initrd as ADDR:SIZE. The device tree is FDT,
+// or FDTDir/${fdtfile}, loaded to ${fdt_addr_r}, else ${fdtcontroladdr},
+// U-Boot's own copy of the board's (QEMU's) tree. Unlike U-Boot's pxe
+// (boot/pxe_utils.c label_boot) it skips ${fdt_addr}: on qemu_arm64 that
+// is QEMU's tree at the start of RAM, where booti moves an Image whose
+// header does not allow placement anywhere. A board without fdt_addr_r
+// (qemu_arm64) loads no device tree, as pxe does. A failed FDT load stops
+// the boot, a failed FDTDir load does not (as in pxe). Then booti (arm64, riscv64 Image), bootz (arm zImage), zboot
 // (x86 bzImage) and bootm (uImage, FIT) in turn: a command that is not
 // built in prints "Unknown command" and returns 1 (common/command.c
 // cmd_process), a kernel of the wrong format makes the command return 1,
@@ -110,7 +111,6 @@ setenv pxeperf_failed
 setenv pxeperf_initrd -
 setenv pxeperf_initrd_size 0
 setenv pxeperf_fdt ${fdtcontroladdr}
-if test -n "${fdt_addr}"; then setenv pxeperf_fdt ${fdt_addr}; fi
 tftpboot ${kernel_addr_r} {{quote .Kernel}} || setenv pxeperf_failed {{quote (printf "could not load %s" .Kernel)}}
 {{- if .Initrd}}
 if test -z "${pxeperf_failed}"; then
