@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/bench/tftpclient"
+	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/images"
 	"github.com/pxeperf/pxeperf/netlab"
@@ -40,7 +41,7 @@ func runTFTP(ctx context.Context, opt Options, log *slog.Logger, tb *netlab.Test
 		MTU:           slices.Max(opt.Spec.MTUs),
 		MaxWindowSize: tftpclient.MaxWindowSize,
 		ShutdownGrace: time.Second,
-		Files:         store,
+		Files:         bootcfg.RootOnly(store),
 		Sink:          sink,
 		Logger:        log.With("svc", "tftp"),
 		// Transfer sockets open in the server namespace too.

@@ -15,7 +15,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-var hosts = map[string]Data{
+var sampleHosts = map[string]Data{
 	"fdt": {
 		MAC: "52:54:00:12:34:56", IP: "192.168.50.10", Hostname: "board1", Arch: "arm64",
 		Server: "192.168.50.1", ServerURL: "http://192.168.50.1",
@@ -43,7 +43,7 @@ func TestRenderBuiltin(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Parse(%s built-in): %v", l, err)
 		}
-		for name, d := range hosts {
+		for name, d := range sampleHosts {
 			t.Run(string(l)+"/"+name, func(t *testing.T) {
 				b, err := Render(l, tmpl, d, time.Unix(1764000000, 0))
 				if err != nil {

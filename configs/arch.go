@@ -79,6 +79,10 @@ func Archs() []Arch {
 	return out
 }
 
+// AllArchs returns every option 93 code pxeperf knows, in code order
+// (several codes may share a config name).
+func AllArchs() []Arch { return append([]Arch(nil), archs...) }
+
 // ArchByCode returns the architecture for an option 93 code.
 func ArchByCode(code uint16) (Arch, bool) {
 	for _, a := range archs {
@@ -139,6 +143,24 @@ func (d *DHCP) BootFile(a Arch) string {
 		return d.UBootFile()
 	}
 	return a.DefaultFile
+}
+
+// BootFileKey is the dhcp.boot_files key that decides an architecture's
+// boot file, and so the one to set to change it: its own name when set,
+// else its sibling's when set, else "uboot" for U-Boot's codes, else the
+// sibling's (one line for PXE and HTTP boot), else its own name.
+func (d *DHCP) BootFileKey(a Arch) string {
+	switch {
+	case d.BootFiles[a.Name] != "":
+		return a.Name
+	case a.Sibling != "" && d.BootFiles[a.Sibling] != "":
+		return a.Sibling
+	case a.UBoot:
+		return BootUBoot
+	case a.Sibling != "":
+		return a.Sibling
+	}
+	return a.Name
 }
 
 // UBootFile is dhcp.boot_files.uboot, default boot.scr.uimg.

@@ -11,8 +11,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 //go:embed default.yaml examples/*.yaml
@@ -41,12 +44,57 @@ type Config struct {
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string `yaml:"log_level"`
 
-	DHCP  DHCP   `yaml:"dhcp"`
-	TFTP  TFTP   `yaml:"tftp"`
-	HTTP  HTTP   `yaml:"http"`
-	Bench Bench  `yaml:"bench"`
-	Hosts []Host `yaml:"hosts"`
+	DHCP  DHCP  `yaml:"dhcp"`
+	TFTP  TFTP  `yaml:"tftp"`
+	HTTP  HTTP  `yaml:"http"`
+	Bench Bench `yaml:"bench"`
+	// Templates override the built-in boot config templates of pxelinux,
+	// GRUB and U-Boot for every host (a host's own templates win). Each is
+	// inline text or "@file" read from the root; see package bootcfg.
+	Templates Templates `yaml:"templates"`
+	Hosts     []Host    `yaml:"hosts"`
+
+	// File is the config file this came from ("" for the embedded default),
+	// for messages that point into it.
+	File string `yaml:"-"`
 }
+
+// Templates are Go text/template sources for the generated boot configs of
+// each loader family: pxelinux.cfg/* (syslinux and U-Boot's `pxe`), GRUB's
+// grub.cfg* and U-Boot's boot.scr.uimg. Empty: the built-in template.
+type Templates struct {
+	PXELinux Template `yaml:"pxelinux,omitempty"`
+	GRUB     Template `yaml:"grub,omitempty"`
+	UBoot    Template `yaml:"uboot,omitempty"`
+}
+
+// Template is a template's text, or "@file" naming a file in the root, with
+// the config line its text starts on (for errors that point into the file).
+type Template struct {
+	Text string
+	Line int
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (t *Template) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return &Error{Line: n.Line, Msg: "a template is text: inline (use a | block) or @file from the root"}
+	}
+	t.Text, t.Line = n.Value, n.Line
+	if t.Text == "" {
+		t.Line = 0
+	}
+	if t.Line > 0 && n.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
+		t.Line++ // a block scalar's text starts on the line after its indicator
+	}
+	return nil
+}
+
+// MarshalYAML implements yaml.Marshaler.
+func (t Template) MarshalYAML() (any, error) { return t.Text, nil }
+
+// IsZero reports whether the template is unset (for omitempty).
+func (t Template) IsZero() bool { return t.Text == "" }
 
 // DHCP configures the DHCP server.
 type DHCP struct {
@@ -114,8 +162,9 @@ type HTTP struct {
 	// lines in reports). Default (0) 1s.
 	Interval time.Duration `yaml:"interval"`
 	// Script is the iPXE script template served at /boot.ipxe for clients
-	// without a host-specific script (Go text/template; see README).
-	Script string `yaml:"script"`
+	// without a host-specific script (Go text/template; see README), inline
+	// or "@file" from the root.
+	Script Template `yaml:"script,omitempty"`
 }
 
 // Bench configures the stream server (package bench/stream) that
@@ -136,11 +185,30 @@ type Host struct {
 	BootFile string `yaml:"boot_file"` // overrides the arch map
 	// Script is an iPXE script template for this host (inline text), or
 	// "@file" to read a template from the root.
-	Script  string            `yaml:"script"`
-	Kernel  string            `yaml:"kernel"`
-	Initrd  string            `yaml:"initrd"`
-	Cmdline string            `yaml:"cmdline"`
-	Labels  map[string]string `yaml:"labels"`
+	Script  Template `yaml:"script,omitempty"`
+	Kernel  string   `yaml:"kernel"`
+	Initrd  string   `yaml:"initrd"`
+	Cmdline string   `yaml:"cmdline"`
+	// FDT is a device tree file for the kernel (pxelinux "fdt", GRUB
+	// "devicetree", loaded to ${fdt_addr_r} by the U-Boot script); FDTDir a
+	// folder of them, from which U-Boot picks ${fdtfile}.
+	FDT    string `yaml:"fdt"`
+	FDTDir string `yaml:"fdtdir"`
+	// Templates override the generated boot configs for this host.
+	Templates Templates         `yaml:"templates"`
+	Labels    map[string]string `yaml:"labels"`
+}
+
+// HTTPBase is the base of the URLs pxeperf hands out for its HTTP server
+// at addr: "http://ADDR", with ":PORT" unless http.listen is on port 80.
+func (c *Config) HTTPBase(addr netip.Addr) string {
+	base := "http://" + addr.String()
+	if _, port, err := net.SplitHostPort(c.HTTP.Listen); err == nil && port != "" && port != "80" {
+		if _, err := strconv.Atoi(port); err == nil {
+			base += ":" + port
+		}
+	}
+	return base
 }
 
 // Default returns the embedded default configuration.

@@ -75,7 +75,11 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading config: %w (check the --config path)", err)
 	}
-	return Parse(path, data, Default())
+	c, err := Parse(path, data, Default())
+	if c != nil {
+		c.File = path
+	}
+	return c, err
 }
 
 // Parse decodes YAML over base (nil: a zero Config), strictly, then validates.

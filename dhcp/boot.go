@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
-	"strconv"
 	"strings"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -96,13 +95,8 @@ type booter struct {
 // newBooter derives the URL base from the server address and the HTTP listen
 // address (":80" gives no port in URLs).
 func newBooter(d *configs.DHCP, addr netip.Addr, httpListen string) booter {
-	base := "http://" + addr.String()
-	if _, port, err := net.SplitHostPort(httpListen); err == nil && port != "" && port != "80" {
-		if _, err := strconv.Atoi(port); err == nil {
-			base += ":" + port
-		}
-	}
-	return booter{dhcp: d, httpBase: base}
+	c := configs.Config{HTTP: configs.HTTP{Listen: httpListen}}
+	return booter{dhcp: d, httpBase: c.HTTPBase(addr)}
 }
 
 // url makes a boot file name into a full http:// URL unless it is one.

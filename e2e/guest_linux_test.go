@@ -32,18 +32,24 @@ func exitCode(v byte) []byte { return []byte{0xb0, v, 0xe6, 0xf4, 0xfa, 0xf4, 0x
 // pxeExitImage is a raw PXE image (loaded at 0:7c00, run in real mode).
 func pxeExitImage(v byte) []byte { return exitCode(v) }
 
-// efiExitImage is a minimal PE32+ EFI application (x86-64, no relocations:
-// the code is position independent) whose entry point runs exitCode(v).
-func efiExitImage(v byte) []byte {
+// efiExitImage is a minimal PE32+ EFI application (x86-64) whose entry point
+// runs exitCode(v).
+func efiExitImage(v byte) []byte { return efiApp(0x8664, exitCode(v)) }
+
+// efiApp is a minimal PE32+ EFI application for a machine type (0x8664
+// x86-64, 0xaa64 AArch64): one 4 KiB-aligned .text section holding code (at
+// most 512 bytes, position independent: there are no relocations), entered at
+// its first byte.
+func efiApp(machine uint16, code []byte) []byte {
 	b := make([]byte, 0x400)
 	le := binary.LittleEndian
 	copy(b, "MZ")
 	le.PutUint32(b[0x3c:], 0x40) // e_lfanew
 	copy(b[0x40:], "PE\x00\x00")
 	coff := b[0x44:]
-	le.PutUint16(coff[0:], 0x8664) // AMD64
-	le.PutUint16(coff[2:], 1)      // one section
-	le.PutUint16(coff[16:], 240)   // SizeOfOptionalHeader (PE32+, 16 dirs)
+	le.PutUint16(coff[0:], machine)
+	le.PutUint16(coff[2:], 1)    // one section
+	le.PutUint16(coff[16:], 240) // SizeOfOptionalHeader (PE32+, 16 dirs)
 	le.PutUint16(coff[18:], 0x0022)
 	opt := b[0x58:]
 	le.PutUint16(opt[0:], 0x20b)       // PE32+
@@ -68,7 +74,10 @@ func efiExitImage(v byte) []byte {
 	le.PutUint32(sec[16:], 0x200)      // SizeOfRawData
 	le.PutUint32(sec[20:], 0x200)      // PointerToRawData
 	le.PutUint32(sec[36:], 0x60000020) // code, execute, read
-	copy(b[0x200:], exitCode(v))
+	if len(code) > 0x200 {
+		panic("efiApp: code larger than its section")
+	}
+	copy(b[0x200:], code)
 	return b
 }
 

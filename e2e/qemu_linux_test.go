@@ -5,7 +5,10 @@
 // on a bridge and tap in one network namespace, `pxeperf serve --dhcp full`
 // in another. Each guest proves success itself: its iPXE script fetches a
 // 64 MiB image and then chains a few bytes that write to QEMU's isa-debug-exit
-// port, so QEMU's exit status says whether the fetch worked.
+// port, so QEMU's exit status says whether the fetch worked. AAVMF guests
+// (aavmf_linux_test.go) boot an AArch64 EFI app that exits through Arm
+// semihosting; the Linux guest (linux_linux_test.go) boots Debian's kernel
+// and reports from user space through the same isa-debug-exit port.
 package e2e
 
 import (
@@ -15,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,9 +100,7 @@ func bootGuest(t *testing.T, fw firmware, mode string) {
 		}
 	}
 	bin := nstest.Binary(t)
-	p := nstest.NewPair(t, nstest.Options{NoClientIP: true})
-
-	br, tap := guestBridge(t, p)
+	p, br, tap := guestLAN(t)
 
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
@@ -114,7 +116,7 @@ func bootGuest(t *testing.T, fw firmware, mode string) {
 	}
 
 	prefix := strings.TrimSuffix(p.ServerIP.String(), ".1")
-	dhcpCfg := fmt.Sprintf("mode: full\n  pool: %s.100-%s.150\n  netmask: 255.255.255.0\n  router: %s\n  lease_time: 1h", prefix, prefix, p.ServerIP)
+	dhcpCfg := fullDHCP(p)
 	if mode == "proxy" {
 		nstest.RequireTool(t, "dnsmasq")
 		dhcpCfg = "mode: proxy"
@@ -139,10 +141,7 @@ hosts:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	srv := nstest.Start(t, p.Server, bin, "serve", "--config", cfgPath, "--iface", p.ServerIf, "--addr", p.ServerIP.String())
-	if !nstest.WaitFor(10*time.Second, func() bool { return strings.Contains(srv.Out.String(), "pxeperf serving") }) {
-		t.Fatalf("pxeperf did not start:\n%s", srv.Out.String())
-	}
+	srv := startServe(t, bin, p, cfgPath)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -186,10 +185,12 @@ hosts:
 	}
 }
 
-// guestBridge builds the guest side of a pair: a bridge in the client
-// namespace holding the veth end and a tap for QEMU.
-func guestBridge(t *testing.T, p *nstest.Pair) (br, tap string) {
+// guestLAN makes the network every guest boots on: pxeperf's namespace
+// (p.Server) and, in p.Client, a bridge holding the veth end and the tap QEMU
+// opens.
+func guestLAN(t *testing.T) (p *nstest.Pair, br, tap string) {
 	t.Helper()
+	p = nstest.NewPair(t, nstest.Options{NoClientIP: true})
 	br, tap = "br"+p.ClientIf, "tp"+p.ClientIf
 	nstest.Run(t, p.Client, "ip", "link", "add", br, "type", "bridge")
 	nstest.Run(t, p.Client, "ip", "link", "set", p.ClientIf, "master", br)
@@ -197,7 +198,25 @@ func guestBridge(t *testing.T, p *nstest.Pair) (br, tap string) {
 	nstest.Run(t, p.Client, "ip", "link", "set", tap, "master", br)
 	nstest.Run(t, p.Client, "ip", "link", "set", tap, "up")
 	nstest.Run(t, p.Client, "ip", "link", "set", br, "up")
-	return br, tap
+	return p, br, tap
+}
+
+// fullDHCP is the body of the dhcp: section (indented for two spaces) that
+// makes pxeperf the only DHCP server on the guest LAN.
+func fullDHCP(p *nstest.Pair) string {
+	prefix := strings.TrimSuffix(p.ServerIP.String(), ".1")
+	return fmt.Sprintf("mode: full\n  pool: %s.100-%s.150\n  netmask: 255.255.255.0\n  router: %s\n  lease_time: 1h", prefix, prefix, p.ServerIP)
+}
+
+// startServe runs `pxeperf serve --config cfgPath` in p.Server and waits
+// until it serves; it is killed at cleanup.
+func startServe(t *testing.T, bin string, p *nstest.Pair, cfgPath string) *nstest.Proc {
+	t.Helper()
+	srv := nstest.Start(t, p.Server, bin, "serve", "--config", cfgPath, "--iface", p.ServerIf, "--addr", p.ServerIP.String())
+	if !nstest.WaitFor(10*time.Second, func() bool { return strings.Contains(srv.Out.String(), "pxeperf serving") }) {
+		t.Fatalf("pxeperf did not start:\n%s", srv.Out.String())
+	}
+	return srv
 }
 
 // startDnsmasq puts the lab's "existing DHCP server" in a namespace of its
@@ -219,6 +238,41 @@ func startDnsmasq(t *testing.T, p *nstest.Pair, br, prefix, dir string) {
 	nstest.Start(t, ns, "dnsmasq", "-d", "-C", "/dev/null", "--port=0", "--interface="+in, "--bind-interfaces",
 		"--dhcp-range="+prefix+".50,"+prefix+".90,1h", "--dhcp-leasefile="+filepath.Join(dir, "dnsmasq.leases"),
 		"--no-ping", "--log-dhcp")
+}
+
+// stopAt ends a guest early: it polls the guest's console until ctx ends and
+// calls cancel (which kills QEMU) once one of the markers appears, e.g. the
+// firmware giving up and starting its shell, so a failed boot fails in
+// seconds, not at the timeout. The returned func tells which marker was seen.
+func stopAt(ctx context.Context, cancel context.CancelFunc, console *nstest.SyncBuffer, markers ...string) func() string {
+	var mu sync.Mutex
+	seen := ""
+	go func() {
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			s := console.String()
+			for _, m := range markers {
+				if strings.Contains(s, m) {
+					mu.Lock()
+					seen = m
+					mu.Unlock()
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen
+	}
 }
 
 var ansi = regexp.MustCompile(`\x1b\[[0-9;?=]*[a-zA-Z]`)

@@ -29,12 +29,11 @@ func putWords(b []byte, off int, words ...uint32) {
 }
 
 // arm64Kernel is an arm64 "Image" (Documentation/arm64/booting.rst) for
-// booti: code0 branches past the 64-byte header to code that calls
-// semihosting SYS_EXIT (hlt #0xf000, QEMU -semihosting-config
-// enable=on,target=native) with ADP_Stopped_ApplicationExit and subcode 85,
-// which QEMU turns into its exit status. flags bit 3 says the image may sit
-// anywhere in RAM, so booti runs it where it was loaded (no move over the
-// device tree at the start of RAM).
+// booti: code0 branches past the 64-byte header to semihostExit (semihosting
+// SYS_EXIT; QEMU needs -semihosting-config enable=on,target=native). flags
+// bit 3 says the image may sit anywhere in RAM, so booti runs it where it
+// was loaded instead of moving it over QEMU's device tree at the start of
+// RAM, where `pxe boot` points it (label_boot passes ${fdt_addr}).
 func arm64Kernel() []byte {
 	b := make([]byte, 0x1000)
 	putWords(b, 0x00, 0x14000010) // b 0x40
@@ -42,14 +41,7 @@ func arm64Kernel() []byte {
 	le.PutUint64(b[0x10:], uint64(len(b)))
 	le.PutUint64(b[0x18:], 1<<3) // flags: little endian, any 2 MiB-aligned base
 	copy(b[0x38:], "ARM\x64")
-	putWords(b, 0x40,
-		0x10000081, // adr x1, .+16 (the parameter block)
-		0x52800300, // mov w0, #0x18 (SYS_EXIT)
-		0xd45e0000, // hlt #0xf000
-		0x14000000, // b .
-	)
-	le.PutUint64(b[0x50:], 0x20026) // ADP_Stopped_ApplicationExit
-	le.PutUint64(b[0x58:], ubootKernelStatus)
+	copy(b[0x40:], semihostExit(ubootKernelStatus))
 	return b
 }
 

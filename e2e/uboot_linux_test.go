@@ -171,8 +171,7 @@ func ubootBoot(t *testing.T, b ubootBoard) ([]ubootFigure, string) {
 		t.Skipf("needs %s: apt-get install u-boot-qemu", b.firmware)
 	}
 	bin := nstest.Binary(t)
-	p := nstest.NewPair(t, nstest.Options{NoClientIP: true})
-	_, tap := guestBridge(t, p)
+	p, _, tap := guestLAN(t)
 
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
@@ -192,18 +191,13 @@ func ubootBoot(t *testing.T, b ubootBoard) ([]ubootFigure, string) {
 		t.Fatal(err)
 	}
 	host := "uboot-" + b.name
-	ubootHandWritten(t, root, host, b, kernel)
 
-	prefix := strings.TrimSuffix(p.ServerIP.String(), ".1")
+	// One host entry; pxelinux.cfg/01-MAC and boot.scr.uimg are pxeperf's.
 	cfg := fmt.Sprintf(`root: %s
 data: %s
 log_level: debug
 dhcp:
-  mode: full
-  pool: %s.100-%s.150
-  netmask: 255.255.255.0
-  router: %s
-  lease_time: 1h
+  %s
 http:
   listen: %s:8080
 tftp:
@@ -213,15 +207,12 @@ hosts:
     name: %s
     kernel: %s
     cmdline: %q
-`, root, filepath.Join(dir, "data"), prefix, prefix, p.ServerIP, p.ServerIP, p.ServerIP, b.mac, host, kernel, b.cmdline)
+`, root, filepath.Join(dir, "data"), fullDHCP(p), p.ServerIP, p.ServerIP, b.mac, host, kernel, b.cmdline)
 	cfgPath := filepath.Join(dir, "pxeperf.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	srv := nstest.Start(t, p.Server, bin, "serve", "--config", cfgPath, "--iface", p.ServerIf, "--addr", p.ServerIP.String())
-	if !nstest.WaitFor(10*time.Second, func() bool { return strings.Contains(srv.Out.String(), "pxeperf serving") }) {
-		t.Fatalf("pxeperf did not start:\n%s", srv.Out.String())
-	}
+	srv := startServe(t, bin, p, cfgPath)
 	sniff := sniffDHCP(t, p.Client, tap)
 
 	args := append([]string{"-accel", "tcg", "-m", "512", "-no-reboot",
@@ -281,8 +272,8 @@ hosts:
 	}
 
 	out = c.run("pxe get", 2*time.Minute)
-	if !strings.Contains(out, "Config file '") {
-		c.fatalf("pxe get found no config:\n%s", out)
+	if !strings.Contains(out, "Config file '"+ubootPXEConfig(b.mac)+"' found") {
+		c.fatalf("pxe get did not find pxeperf's %s:\n%s", ubootPXEConfig(b.mac), out)
 	}
 	from := c.send("pxe boot")
 	c.waitFor(from, 2*time.Minute, `"Starting kernel"`, func(s string) bool { return strings.Contains(s, "Starting kernel") })
@@ -368,8 +359,8 @@ func waitFetch(t *testing.T, srv *nstest.Proc, file string, match func(map[strin
 }
 
 // ubootCheckFetches checks every fetch pxeperf logged for the guest: each
-// carries its MAC and host name, and the config, script and kernel were all
-// served.
+// carries its MAC and host name; the pxelinux config and the boot script
+// were generated (kind=config), the kernel and image came from the root.
 func ubootCheckFetches(t *testing.T, log string, b ubootBoard, host, kernel string) {
 	t.Helper()
 	leases := logRecords(log, "lease")
@@ -385,49 +376,41 @@ func ubootCheckFetches(t *testing.T, log string, b ubootBoard, host, kernel stri
 	}
 	fetches := logRecords(log, "fetch")
 	got := map[string]int{}
+	kind := map[string]string{}
 	for _, f := range fetches {
 		if f["client_mac"] != b.mac || f["host"] != host {
 			t.Errorf("fetch of %s carries client_mac=%q host=%q, want %s %s", f["file"], f["client_mac"], f["host"], b.mac, host)
 		}
 		if f["outcome"] == "ok" {
-			got[strings.TrimPrefix(f["file"], "/")]++
+			name := strings.TrimPrefix(f["file"], "/")
+			got[name]++
+			kind[name] = f["kind"]
 		}
 	}
-	cfg := "pxelinux.cfg/01-" + strings.ReplaceAll(b.mac, ":", "-")
-	for _, want := range []string{cfg, "boot.scr.uimg", kernel} {
-		if got[want] == 0 {
-			t.Errorf("pxeperf logged no complete fetch of %s", want)
+	for name, want := range map[string]string{
+		ubootPXEConfig(b.mac): "config", "boot.scr.uimg": "config",
+		kernel: "", fmt.Sprintf("img%dm", ubootImageBytes()>>20): "",
+	} {
+		switch {
+		case got[name] == 0:
+			t.Errorf("pxeperf logged no complete fetch of %s", name)
+		case kind[name] != want:
+			t.Errorf("fetch of %s has kind=%q, want %q", name, kind[name], want)
 		}
 	}
 	var names []string
 	for n, k := range got {
+		if kind[n] != "" {
+			n += " (kind=" + kind[n] + ")"
+		}
 		names = append(names, fmt.Sprintf("%s x%d", n, k))
 	}
 	sort.Strings(names)
 	t.Logf("%s: pxeperf fetches (all with client_mac=%s host=%s): %s", b.name, b.mac, host, strings.Join(names, ", "))
 }
 
-// ubootHandWritten writes the pxelinux.cfg file and boot.scr.uimg by hand,
-// until pxeperf generates them for a host entry with a kernel.
-func ubootHandWritten(t *testing.T, root, host string, b ubootBoard, kernel string) {
-	t.Helper()
-	nstest.RequireTool(t, "mkimage")
-	cfgDir := filepath.Join(root, "pxelinux.cfg")
-	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	pxe := fmt.Sprintf("default %s\nprompt 0\nlabel %s\n  kernel %s\n  append %s\n", host, host, kernel, b.cmdline)
-	if err := os.WriteFile(filepath.Join(cfgDir, "01-"+strings.ReplaceAll(b.mac, ":", "-")), []byte(pxe), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	script := fmt.Sprintf(`echo pxeperf: host %s mac ${ethaddr}
-setenv bootargs %s
-tftpboot ${kernel_addr_r} %s
-booti ${kernel_addr_r} - ${fdtcontroladdr} || bootz ${kernel_addr_r} - ${fdtcontroladdr} || zboot ${kernel_addr_r}
-`, host, b.cmdline, kernel)
-	src := filepath.Join(t.TempDir(), "boot.cmd")
-	if err := os.WriteFile(src, []byte(script), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	nstest.Run(t, "", "mkimage", "-A", "arm", "-O", "linux", "-T", "script", "-C", "none", "-d", src, filepath.Join(root, "boot.scr.uimg"))
+// ubootPXEConfig is the first name U-Boot's `pxe get` asks for (without a
+// pxeuuid): pxelinux.cfg/01-MAC with dashes.
+func ubootPXEConfig(mac string) string {
+	return "pxelinux.cfg/01-" + strings.ReplaceAll(mac, ":", "-")
 }

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
@@ -62,11 +63,13 @@ func contentType(name string) string {
 	return "application/octet-stream"
 }
 
-// serveFile serves one file of the root. It returns -1 (the promised length
-// is read from Content-Length by the caller) or 0 when it already set the
-// outcome.
+// serveFile serves one file of the root, or a loader config generated for
+// the client (bootcfg: a file in the root always wins). It returns -1 (the
+// promised length is read from Content-Length by the caller) or 0 when it
+// already set the outcome.
 func (s *Server) serveFile(w *countingWriter, r *http.Request, rec *event.Fetch) int64 {
-	f, size, err := s.opt.Images.Open(r.URL.Path)
+	peer := bootcfg.Peer{Client: rec.Client.Addr(), Local: s.localAddr(r), ServerURL: s.serverURL(r)}
+	c, err := s.opt.Files.Open(r.URL.Path, peer)
 	if err != nil {
 		switch {
 		case errors.Is(err, images.ErrOutsideRoot) || errors.Is(err, fs.ErrPermission):
@@ -83,16 +86,29 @@ func (s *Server) serveFile(w *countingWriter, r *http.Request, rec *event.Fetch)
 		rec.Err = err.Error()
 		return 0
 	}
-	defer f.Close()
-	rec.Size = size
+	defer c.Close()
+	rec.Size = c.Size
 	var mod time.Time
-	if st, err := f.Stat(); err == nil {
+	ctype := contentType(r.URL.Path)
+	if c.Generated() {
+		rec.Kind = event.KindConfig
+		if rec.MAC == nil && c.MAC != nil {
+			rec.MAC = c.MAC
+		}
+		if rec.Host == "" && c.Host != nil {
+			rec.Host = c.Host.Name
+		}
+		if c.Loader != bootcfg.UBoot {
+			ctype = "text/plain; charset=utf-8"
+		}
+		w.Header().Set("Cache-Control", "no-store")
+	} else if st, err := c.File.Stat(); err == nil {
 		mod = st.ModTime()
 	}
-	w.Header().Set("Content-Type", contentType(r.URL.Path))
+	w.Header().Set("Content-Type", ctype)
 	// ServeContent sets Content-Length, answers Range and HEAD, and copies
 	// with io.CopyN(w, f, n): w keeps io.ReaderFrom, so that becomes sendfile.
-	http.ServeContent(w, r, path.Base(r.URL.Path), mod, f)
+	http.ServeContent(w, r, path.Base(r.URL.Path), mod, c.Reader())
 	return -1
 }
 

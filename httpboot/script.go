@@ -2,15 +2,19 @@ package httpboot
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"text/template"
 
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
+	"github.com/pxeperf/pxeperf/images"
 )
 
 // DefaultScript is the built-in iPXE script template: it boots the host
@@ -53,12 +57,12 @@ func scriptFuncs(base string) template.FuncMap {
 // serveScript renders the client's iPXE script. It returns the promised
 // body length, or 0 when it already set the outcome.
 func (s *Server) serveScript(w *countingWriter, r *http.Request, rec *event.Fetch, c hosts.Client) int64 {
-	src, text, err := s.scriptSource(c.Host)
+	src, tmpl, err := s.scriptSource(c.Host)
 	if err != nil {
 		return s.scriptFailed(w, rec, src, err)
 	}
 	base := s.serverURL(r)
-	t, err := template.New(src).Option("missingkey=error").Funcs(scriptFuncs(base)).Parse(text)
+	t, err := parseScript(src, tmpl, base)
 	if err != nil {
 		return s.scriptFailed(w, rec, src, err)
 	}
@@ -70,41 +74,104 @@ func (s *Server) serveScript(w *countingWriter, r *http.Request, rec *event.Fetc
 	return -1
 }
 
+// scriptFix is the advice on every script template error.
+const scriptFix = "fix the template: known variables are .MAC .IP .Arch .Hostname .Server .ServerURL .ImageURL .Kernel .Initrd .Cmdline .Labels .Query and the query parameters"
+
 func (s *Server) scriptFailed(w http.ResponseWriter, rec *event.Fetch, src string, err error) int64 {
-	msg := fmt.Sprintf("iPXE script template %s: %v (fix the template: known variables are .MAC .IP .Arch .Hostname .Server .ServerURL .ImageURL .Kernel .Initrd .Cmdline .Labels .Query and the query parameters)", src, err)
+	msg := fmt.Sprintf("iPXE script template %s: %v (%s)", src, err, scriptFix)
 	s.opt.Logger.Error("http boot: "+msg, "client", rec.Client.String(), "host", rec.Host)
 	rec.Outcome, rec.Err = event.OutcomeError, msg
 	http.Error(w, "pxeperf: "+msg, http.StatusInternalServerError)
 	return 0
 }
 
+// scriptText is a template's text and where it starts: the config file
+// and line for inline text, or the root file for "@file".
+type scriptText struct {
+	text string
+	file string
+	line int // line of file the text starts on; 1 for a file of its own
+}
+
 // scriptSource picks the template: the host entry's script, else
 // http.script, else DefaultScript. A script "@file" is read from the root.
 // src names it for error messages.
-func (s *Server) scriptSource(h *configs.Host) (src, text string, err error) {
+func (s *Server) scriptSource(h *configs.Host) (src string, t scriptText, err error) {
+	return readScript(s.opt.Images, s.opt.ConfigFile, h, s.opt.HTTP.Script)
+}
+
+func readScript(store *images.Store, configFile string, h *configs.Host, global configs.Template) (string, scriptText, error) {
+	var src string
+	var tmpl configs.Template
 	switch {
-	case h != nil && h.Script != "":
-		src, text = "hosts["+h.Name+"].script", h.Script
-	case s.opt.HTTP.Script != "":
-		src, text = "http.script", s.opt.HTTP.Script
+	case h != nil && h.Script.Text != "":
+		src, tmpl = "hosts["+h.Name+"].script", h.Script
+	case global.Text != "":
+		src, tmpl = "http.script", global
 	default:
-		return "built-in", DefaultScript, nil
+		return "built-in", scriptText{text: DefaultScript, line: 1}, nil
 	}
-	name, ok := strings.CutPrefix(text, "@")
+	name, ok := strings.CutPrefix(strings.TrimSpace(tmpl.Text), "@")
 	if !ok {
-		return src, text, nil
+		return src, scriptText{text: tmpl.Text, file: configFile, line: tmpl.Line}, nil
 	}
-	src = name
-	f, _, err := s.opt.Images.Open(name)
+	src += " (@" + name + ")"
+	f, _, err := store.Open(name)
 	if err != nil {
-		return src, "", fmt.Errorf("reading the template from the image root: %w", err)
+		return src, scriptText{}, fmt.Errorf("reading the template from the image root: %w (put %s in the root, or write the script inline)", err, name)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
 	if err != nil {
-		return src, "", fmt.Errorf("reading the template from the image root: %w", err)
+		return src, scriptText{}, fmt.Errorf("reading the template from the image root: %w", err)
 	}
-	return src, string(b), nil
+	return src, scriptText{text: string(b), file: name, line: 1}, nil
+}
+
+// templateLine finds text/template's "NAME:LINE:" position in an error.
+var templateLine = regexp.MustCompile(`^template: [^:]*:(\d+):(\d+:)? ?`)
+
+// parseScript parses an iPXE script template. An error names the file and
+// the line in it (config line + template line - 1 for inline text).
+func parseScript(src string, st scriptText, base string) (*template.Template, error) {
+	t, err := template.New(src).Option("missingkey=error").Funcs(scriptFuncs(base)).Parse(st.text)
+	if err == nil {
+		return t, nil
+	}
+	msg := err.Error()
+	if m := templateLine.FindStringSubmatch(msg); m != nil && st.line > 0 {
+		n, _ := strconv.Atoi(m[1])
+		where := fmt.Sprintf("line %d", st.line+n-1)
+		if st.file != "" {
+			where = fmt.Sprintf("%s:%d", st.file, st.line+n-1)
+		}
+		msg = where + ": " + msg[len(m[0]):]
+	}
+	return nil, errors.New(msg)
+}
+
+// CheckScripts parses every iPXE script template of a config (http.script
+// and each host's script; "@file" ones from the root), so a broken one
+// fails `config check` and serve's start, not a board's boot. Errors name
+// the key, the file and line, and the fix.
+func CheckScripts(cfg *configs.Config, store *images.Store) error {
+	var errs []error
+	check := func(h *configs.Host) {
+		src, st, err := readScript(store, cfg.File, h, cfg.HTTP.Script)
+		if err == nil {
+			_, err = parseScript(src, st, "http://check")
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("iPXE script template %s: %v; %s", src, err, scriptFix))
+		}
+	}
+	check(nil)
+	for i := range cfg.Hosts {
+		if cfg.Hosts[i].Script.Text != "" {
+			check(&cfg.Hosts[i])
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // scriptData is what a template sees. Query parameters whose names are Go

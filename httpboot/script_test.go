@@ -29,9 +29,9 @@ labels={{range $k, $v := .Labels}}{{$k}}={{$v}};{{end}} q={{.Query.x}} x={{.x}} 
 
 func TestScripts(t *testing.T) {
 	macA, macB, macC := mustMAC("52:54:00:00:00:0a"), mustMAC("52:54:00:00:00:0b"), mustMAC("52:54:00:00:00:0c")
-	hostA := configs.Host{MAC: macA, Name: "board-a", Script: varsTemplate, Kernel: "a/vmlinuz",
+	hostA := configs.Host{MAC: macA, Name: "board-a", Script: configs.Template{Text: varsTemplate}, Kernel: "a/vmlinuz",
 		Initrd: "a/initrd", Cmdline: "console=ttyS0", Labels: map[string]string{"rack": "r1"}}
-	hostB := configs.Host{MAC: macB, Name: "board-b", Script: "@tmpl/b.ipxe"}
+	hostB := configs.Host{MAC: macB, Name: "board-b", Script: configs.Template{Text: "@tmpl/b.ipxe"}}
 	hostC := configs.Host{MAC: macC, Name: "board-c", Kernel: "c/vmlinuz", Initrd: "c/initrd.img",
 		Cmdline: "console=ttyS0 quiet"}
 	lo := netip.MustParseAddr("127.0.0.1")
@@ -118,7 +118,7 @@ func TestScripts(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			h := defaultHTTP()
-			h.Script = tc.script
+			h.Script = configs.Template{Text: tc.script}
 			e := newTestEnv(t, envOpts{http: h, hosts: tc.hosts, observe: tc.observe, files: map[string][]byte{
 				"tmpl/b.ipxe": []byte("#!ipxe\necho {{.Hostname}} {{.Arch}} {{.MAC}}\n"),
 			}})
@@ -172,7 +172,7 @@ func TestScriptLabelsOnImageFetch(t *testing.T) {
 // (see TestFiles "image is never compressed").
 func TestTextCompression(t *testing.T) {
 	h := defaultHTTP()
-	h.Script = "#!ipxe\n" + strings.Repeat("echo pxeperf {{.IP}} compresses text responses\n", 20)
+	h.Script = configs.Template{Text: "#!ipxe\n" + strings.Repeat("echo pxeperf {{.IP}} compresses text responses\n", 20)}
 	e := newTestEnv(t, envOpts{http: h})
 	plain := func(t *testing.T) []byte {
 		resp, err := rawClient().Get(e.url + "/boot.ipxe")
@@ -293,7 +293,7 @@ func FuzzPickEncoding(f *testing.F) {
 // forwards), else at the server address and listen port.
 func TestServerURL(t *testing.T) {
 	h := defaultHTTP()
-	h.Script = "{{.ServerURL}} {{.ImageURL}} {{.Server}}"
+	h.Script = configs.Template{Text: "{{.ServerURL}} {{.ImageURL}} {{.Server}}"}
 	e := newTestEnv(t, envOpts{http: h})
 	_, body := rawGet(t, e.srv.Addr().String(), "/boot.ipxe")
 	if got, want := string(body), "http://pxeperf http://pxeperf 127.0.0.1"; got != want {

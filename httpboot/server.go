@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
@@ -36,6 +37,8 @@ type Options struct {
 	// HTTP is the http section of the config: listen address, timeouts and
 	// the default script template.
 	HTTP configs.HTTP
+	// ConfigFile is the config file's name, for template errors.
+	ConfigFile string
 	// ScriptPath is where the per-client iPXE script is served
 	// (dhcp.ipxe_script). Default /boot.ipxe.
 	ScriptPath string
@@ -46,6 +49,10 @@ type Options struct {
 	// Interface is the serving interface's name, put on every fetch.
 	Interface string
 	Images    *images.Store
+	// Files serves every path that is not the script or /healthz: a file
+	// in the root, else a loader config generated for the client. nil:
+	// the root only.
+	Files *bootcfg.Source
 	// Hosts maps a MAC or a leased address to a host entry; nil: none.
 	Hosts *hosts.Table
 	// Sink receives one event.Fetch per request; nil: discarded.
@@ -88,6 +95,9 @@ func New(opt Options) (*Server, error) {
 	}
 	if opt.Sink == nil {
 		opt.Sink = event.Discard{}
+	}
+	if opt.Files == nil {
+		opt.Files = bootcfg.RootOnly(opt.Images)
 	}
 	if opt.Hosts == nil {
 		opt.Hosts = hosts.New(nil)
@@ -196,7 +206,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		emit(1)
 		mon.arm()
 	}
-	if r.URL.Path == s.opt.ScriptPath {
+	if r.URL.Path == s.opt.ScriptPath && !s.scriptInRoot() {
+		rec.Kind = event.KindConfig
 		expect = s.serveScript(cw, r, rec, client)
 	} else {
 		expect = s.serveFile(cw, r, rec)
@@ -272,17 +283,29 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	s.writeText(w, r, "application/json", append(b, '\n'))
 }
 
-// serverAddr is the address scripts name as .Server.
-func (s *Server) serverAddr(r *http.Request) netip.Addr {
-	if s.opt.ServerAddr.IsValid() && !s.opt.ServerAddr.IsUnspecified() {
-		return s.opt.ServerAddr
-	}
+// scriptInRoot reports whether the root holds a file at the script path:
+// a file in the root always wins over the generated script.
+func (s *Server) scriptInRoot() bool {
+	from, err := s.opt.Images.Source(s.opt.ScriptPath)
+	return err == nil && from == "root"
+}
+
+// localAddr is the address the request came in on.
+func (s *Server) localAddr(r *http.Request) netip.Addr {
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		if ap, err := netip.ParseAddrPort(a.String()); err == nil {
 			return ap.Addr().Unmap()
 		}
 	}
 	return netip.Addr{}
+}
+
+// serverAddr is the address scripts name as .Server.
+func (s *Server) serverAddr(r *http.Request) netip.Addr {
+	if s.opt.ServerAddr.IsValid() && !s.opt.ServerAddr.IsUnspecified() {
+		return s.opt.ServerAddr
+	}
+	return s.localAddr(r)
 }
 
 // serverURL is the base URL scripts use for this server: the Host the

@@ -222,3 +222,22 @@ const sampleScript = `#!ipxe
 echo pxeperf sample: ${net0/mac} got ${net0/ip} from ${next-server}
 shell
 `
+
+// Source says where Open would serve name from: "root" (the file, or its
+// .zst/.gz unpacked), "fallback" (Debian's iPXE folder), or "" with the
+// reason when nothing serves it.
+func (s *Store) Source(name string) (string, error) {
+	n, err := Clean(name)
+	if err != nil {
+		return "", err
+	}
+	for _, ext := range []string{"", ".zst", ".gz"} {
+		if st, err := s.root.Stat(n + ext); err == nil && st.Mode().IsRegular() {
+			return "root", nil
+		}
+	}
+	if s.FallbackPath(n) != "" {
+		return "fallback", nil
+	}
+	return "", fmt.Errorf("%s: not in %s (nor %s.zst or %s.gz): %w", n, s.dir, n, n, fs.ErrNotExist)
+}

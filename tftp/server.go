@@ -34,22 +34,23 @@ import (
 	"maps"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/images"
 	"golang.org/x/net/ipv4"
 )
 
-// Files opens a requested name inside the served root. *images.Store is one;
-// its errors wrap fs.ErrNotExist for a missing file and images.ErrOutsideRoot
-// (or fs.ErrPermission) for a refused one.
+// Files opens what a client asked for: *bootcfg.Source is one (a file in
+// the root, else a loader config generated for the client). Errors wrap
+// fs.ErrNotExist for a missing file and images.ErrOutsideRoot (or
+// fs.ErrPermission) for a refused one.
 type Files interface {
-	Open(name string) (*os.File, int64, error)
+	Open(name string, peer bootcfg.Peer) (*bootcfg.Content, error)
 }
 
 // Config builds a Server.
@@ -391,7 +392,7 @@ func (s *Server) handle(ctx context.Context, req request, raw []byte, peer netip
 			fmt.Errorf("unsupported mode %q", req.mode))
 		return
 	}
-	file, size, err := s.cfg.Files.Open(req.file)
+	file, err := s.cfg.Files.Open(req.file, bootcfg.Peer{Client: peer.Addr(), Local: local})
 	switch {
 	case errors.Is(err, images.ErrOutsideRoot) || errors.Is(err, fs.ErrPermission):
 		refuse(event.OutcomeDenied, errAccess, "Access violation", err)
@@ -404,7 +405,17 @@ func (s *Server) handle(ctx context.Context, req request, raw []byte, peer netip
 		return
 	}
 	defer file.Close()
+	size := file.Size
 	f.Size = size
+	if file.Generated() {
+		f.Kind = event.KindConfig
+		if f.MAC == nil && file.MAC != nil {
+			f.MAC = file.MAC
+		}
+		if f.Host == "" && file.Host != nil {
+			f.Host = file.Host.Name
+		}
+	}
 
 	neg := negotiate(&req, limits{maxBlock: s.maxBlk, maxWindow: s.cfg.MaxWindowSize}, size)
 	if neg.timeout == 0 {

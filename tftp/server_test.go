@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	pin "github.com/pin/tftp/v3"
+	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
@@ -46,7 +47,7 @@ func startServer(t *testing.T, cfg Config) *testServer {
 	if cfg.MTU == 0 {
 		cfg.MTU = 1500
 	}
-	cfg.Files, cfg.Sink = store, rec
+	cfg.Files, cfg.Sink = bootcfg.RootOnly(store), rec
 	if cfg.Timeout == 0 {
 		cfg.Timeout = time.Second
 	}
@@ -680,7 +681,7 @@ func TestBusyPortFailsInNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	_, err = New(Config{Listen: c.LocalAddr().String(), Files: store})
+	_, err = New(Config{Listen: c.LocalAddr().String(), Files: bootcfg.RootOnly(store)})
 	if err == nil || !strings.Contains(err.Error(), "address already in use") {
 		t.Errorf("New on a busy port: %v; want address already in use", err)
 	}
@@ -694,7 +695,7 @@ func TestServeReturnsWhenContextEnds(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer store.Close()
-			s, err := New(Config{Listen: "127.0.0.1:0", Files: store, SinglePort: single})
+			s, err := New(Config{Listen: "127.0.0.1:0", Files: bootcfg.RootOnly(store), SinglePort: single})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -759,7 +760,7 @@ func TestShutdownLetsTransfersFinish(t *testing.T) {
 	for _, stall := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stall=%v", stall), func(t *testing.T) {
 			rec := &event.Recorder{}
-			s, err := New(Config{Listen: "127.0.0.1:0", Files: store, Sink: rec, ShutdownGrace: 2 * time.Second})
+			s, err := New(Config{Listen: "127.0.0.1:0", Files: bootcfg.RootOnly(store), Sink: rec, ShutdownGrace: 2 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

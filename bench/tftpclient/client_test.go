@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/images"
 	"github.com/pxeperf/pxeperf/tftp"
@@ -36,7 +37,7 @@ func startServer(t testing.TB, cfg tftp.Config) *server {
 	}
 	t.Cleanup(func() { store.Close() })
 	rec := &event.Recorder{}
-	cfg.Listen, cfg.Files, cfg.Sink = "127.0.0.1:0", store, rec
+	cfg.Listen, cfg.Files, cfg.Sink = "127.0.0.1:0", bootcfg.RootOnly(store), rec
 	if cfg.MTU == 0 {
 		cfg.MTU = 1500
 	}

@@ -2,6 +2,11 @@ package main
 
 import (
 	"fmt"
+	"os"
+
+	"github.com/pxeperf/pxeperf/bootcfg"
+	"github.com/pxeperf/pxeperf/httpboot"
+	"github.com/pxeperf/pxeperf/images"
 
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/spf13/cobra"
@@ -12,12 +17,27 @@ func newConfigCmd() *cobra.Command {
 		Use:   "config",
 		Short: "Check and show configuration files",
 	}
-	cmd.AddCommand(&cobra.Command{
+	var root string
+	check := &cobra.Command{
 		Use:   "check FILE",
-		Short: "Validate a config file and print the effective configuration",
-		Args:  cobra.ExactArgs(1),
+		Short: "Validate a config file, its boot config templates and boot files, and print the effective configuration",
+		Long: `Validate a config file and print the effective configuration.
+
+Every boot config template (templates.*, hosts[].templates.*, iPXE scripts)
+is parsed; one that does not parse fails the check with its key, line and fix.
+Every architecture's boot file is resolved against the root (--root, default
+the config's root) and Debian's iPXE fallback: what nothing serves is listed
+with the config key to set or the package to install.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := configs.Load(args[0])
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("root") {
+				c.Root = root
+			}
+			notes, err := checkBoot(c)
 			if err != nil {
 				return err
 			}
@@ -25,10 +45,20 @@ func newConfigCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "# %s is valid; effective configuration:\n%s", args[0], b)
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "# %s is valid; effective configuration:\n%s", args[0], b)
+			if len(notes) > 0 {
+				fmt.Fprintf(out, "\n# boot files and configs (root %s):\n", c.Root)
+				for _, n := range notes {
+					fmt.Fprintf(out, "# %s\n", n)
+				}
+			}
 			return nil
 		},
-	}, &cobra.Command{
+	}
+	check.Flags().StringVar(&root, "root", "", "folder to resolve boot files and @file templates in (default: the config's root)")
+	_ = check.MarkFlagDirname("root")
+	cmd.AddCommand(check, &cobra.Command{
 		Use:   "default",
 		Short: "Print the embedded default configuration (a starting point for your own)",
 		Args:  cobra.NoArgs,
@@ -51,4 +81,48 @@ func newConfigCmd() *cobra.Command {
 		},
 	})
 	return cmd
+}
+
+// checkBoot parses every boot config template against the root and
+// resolves every architecture's boot file. A template error is an error;
+// missing boot files and root files that replace generated configs are
+// notes.
+func checkBoot(c *configs.Config) ([]string, error) {
+	var notes []string
+	root := c.Root
+	if st, err := os.Stat(root); err != nil || !st.IsDir() {
+		notes = append(notes, fmt.Sprintf("WARNING root %s is not a folder: boot files and @file templates are not checked (pass --root DIR)", root))
+		root = ""
+	}
+	cache, err := os.MkdirTemp("", "pxeperf-check-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(cache)
+	if root == "" {
+		root = cache
+	}
+	store, err := images.Open(root, cache, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	src, err := bootcfg.New(bootcfg.Options{Config: c, Images: store})
+	if err != nil {
+		return nil, fmt.Errorf("boot config templates:\n%w", err)
+	}
+	if err := httpboot.CheckScripts(c, store); err != nil {
+		return nil, err
+	}
+	if root == cache {
+		return notes, nil
+	}
+	for _, r := range src.CheckBootFiles(c) {
+		if r.Missing() {
+			notes = append(notes, "WARNING "+r.Warning(c.Root))
+		} else {
+			notes = append(notes, fmt.Sprintf("dhcp.boot_files.%s: %s (%s)", r.Key, r.File, r.From))
+		}
+	}
+	return append(notes, bootSummary(c, src)...), nil
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
@@ -36,6 +37,9 @@ type serveEnv struct {
 	sink   event.Sink
 	hosts  *hosts.Table
 	images *images.Store
+	// boot serves the root and the loader configs generated per host,
+	// for TFTP and HTTP alike.
+	boot *bootcfg.Source
 }
 
 // service is a started server: New* has bound its sockets; Serve returns nil
@@ -190,6 +194,10 @@ func runServe(ctx context.Context, cfg *configs.Config) error {
 		// as possible after its last byte, before the log line is written.
 		sink = event.Multi{rec.sink, sink}
 	}
+	boot, err := newBootSource(cfg, ni.Addr, store, table, logger)
+	if err != nil {
+		return err
+	}
 	env := &serveEnv{
 		cfg:    cfg,
 		net:    ni,
@@ -197,6 +205,7 @@ func runServe(ctx context.Context, cfg *configs.Config) error {
 		sink:   sink,
 		hosts:  table,
 		images: store,
+		boot:   boot,
 	}
 	var services []service
 	for _, build := range []func(*serveEnv) (service, error){newDHCPService, newTFTPService, newHTTPService, newStreamService} {

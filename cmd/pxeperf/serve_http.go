@@ -22,10 +22,15 @@ func newHTTPService(env *serveEnv) (service, error) {
 	// opened on first use: the store may not exist before the first fetch,
 	// and until it does /api/ answers 503 with the reason.
 	records := api.NewLazy(func() (api.Source, error) { return record.OpenReadOnly(env.cfg.Data) })
+	if err := httpboot.CheckScripts(env.cfg, env.images); err != nil {
+		return nil, err
+	}
 	opt := httpboot.Options{
 		HTTP:       env.cfg.HTTP,
+		ConfigFile: env.cfg.File,
 		ScriptPath: scriptPath,
 		Images:     env.images,
+		Files:      env.boot,
 		Hosts:      env.hosts,
 		Sink:       env.sink,
 		Logger:     env.logger.With("svc", "http"),

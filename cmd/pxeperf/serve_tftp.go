@@ -20,7 +20,7 @@ func newTFTPService(env *serveEnv) (service, error) {
 		Timeout:       c.Timeout,
 		Retries:       c.Retries,
 		SinglePort:    c.SinglePort,
-		Files:         env.images,
+		Files:         env.boot,
 		Hosts:         env.hosts,
 		Sink:          env.sink,
 		Logger:        env.logger,

@@ -1,0 +1,532 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/pxeperf/pxeperf/internal/nstest"
+)
+
+// A real Linux guest: SeaBIOS + iPXE boots Debian's kernel with a busybox
+// initramfs built here, through pxeperf's built-in iPXE script for the host
+// entry; Linux loads e1000, takes a lease from pxeperf with udhcpc and
+// fetches the 64 MiB image with busybox wget. The fetch's record must carry
+// the guest's MAC and host name, which pxeperf only knows from the lease.
+
+const (
+	linuxHost   = "linux-guest"
+	linuxSetup  = "sh e2e/linux_setup.sh"
+	linuxOK     = "PXEPERF-LINUX-FETCH-OK"
+	linuxFail   = "PXEPERF-LINUX-FETCH-FAIL"
+	linuxUp     = "pxeperf-init: user space up"
+	linuxFetch  = "img64?label.fetcher=linux-wget"
+	linuxKernel = "Linux version "
+)
+
+// kernelDir is where linux_setup.sh unpacks the kernel and busybox-static.
+func kernelDir() string {
+	if d := os.Getenv("PXEPERF_E2E_KERNEL_DIR"); d != "" {
+		return d
+	}
+	return "/tmp/pxeperf-e2e-kernel"
+}
+
+func TestLinuxKernelFetch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a Linux guest takes minutes under TCG; skipped with -short")
+	}
+	nstest.RequireRoot(t)
+	nstest.RequireTool(t, "qemu-system-x86_64")
+	kdir := kernelDir()
+	kernels, _ := filepath.Glob(filepath.Join(kdir, "boot", "vmlinuz-*"))
+	if len(kernels) == 0 {
+		t.Skipf("no Debian kernel in %s (PXEPERF_E2E_KERNEL_DIR): run %s (apt-get download linux-image-*-amd64 busybox-static; dpkg -x)", kdir, linuxSetup)
+	}
+	kernel := kernels[len(kernels)-1]
+	release := strings.TrimPrefix(filepath.Base(kernel), "vmlinuz-")
+	busybox := staticBusybox(t, kdir)
+
+	bin := nstest.Binary(t)
+	p, _, tap := guestLAN(t)
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(kernel, filepath.Join(root, "vmlinuz")); err != nil {
+		copyFile(t, kernel, filepath.Join(root, "vmlinuz"))
+	}
+	mods := moduleClosure(t, filepath.Join(kdir, "lib", "modules", release), "e1000")
+	initrd := linuxInitramfs(t, busybox, mods)
+	if err := os.WriteFile(filepath.Join(root, "initrd.cpio.gz"), initrd, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nstest.Run(t, "", bin, "images", "generate", "img64", "--size", "64MiB", "--root", root)
+
+	server := fmt.Sprintf("%s:8080", p.ServerIP)
+	cfg := fmt.Sprintf(`root: %s
+data: %s
+log_level: debug
+dhcp:
+  %s
+http:
+  listen: %s
+tftp:
+  listen: %s:69
+hosts:
+  - mac: %s
+    name: %s
+    labels: {firmware: seabios-ipxe-linux}
+    kernel: vmlinuz
+    initrd: initrd.cpio.gz
+    cmdline: console=ttyS0 panic=-1 pxeperf_server=%s
+`, root, data, fullDHCP(p), server, p.ServerIP, guestMAC, linuxHost, server)
+	cfgPath := filepath.Join(dir, "pxeperf.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServe(t, bin, p, cfgPath)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	sendRouterAdverts(t, ctx, p.Server, p.ServerIf)
+	args := []string{"-accel", "tcg", "-m", "512", "-nographic", "-no-reboot", "-boot", "n",
+		"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no",
+		"-device", "e1000,netdev=n0,mac=" + guestMAC,
+		"-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"}
+	cmd := nstest.Command(ctx, p.Client, "qemu-system-x86_64", args...)
+	var serial nstest.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &serial, &serial
+	cmd.WaitDelay = 5 * time.Second
+	deadEnd := stopAt(ctx, cancel, &serial, "Kernel panic", "pxeperf: booting vmlinuz failed")
+	start := time.Now()
+	seen := firstSeen(ctx, &serial, start, linuxKernel, linuxUp, linuxOK)
+	err := cmd.Run()
+	status := cmd.ProcessState.ExitCode()
+	total := time.Since(start)
+	console := cleanConsole(serial.String())
+	log := srv.Out.String()
+	t.Logf("QEMU exit status %d after %s", status, total.Round(time.Second))
+	if m := deadEnd(); m != "" {
+		t.Logf("stopped QEMU: the console shows %q", m)
+	}
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "msg=fetch") || strings.Contains(l, "msg=lease") {
+			t.Log(l)
+		}
+	}
+	if status != qemuStatus(guestOK) || !strings.Contains(console, linuxOK) {
+		t.Fatalf("Linux did not report a complete fetch (QEMU status %d, want %d; %d = fetch failed; err %v)\nguest console (tail):\n%s\npxeperf log (tail):\n%s",
+			status, qemuStatus(guestOK), qemuStatus(guestFail), err, tail(console, 50), tail(log, 30))
+	}
+	at := seen()
+	t.Logf("boot: kernel started %s, user space up %s, fetch done %s after QEMU start",
+		at[linuxKernel].Round(100*time.Millisecond), at[linuxUp].Round(100*time.Millisecond), at[linuxOK].Round(100*time.Millisecond))
+	for _, l := range strings.Split(console, "\n") {
+		if strings.HasPrefix(l, "pxeperf-init:") {
+			t.Log("guest: " + l)
+		}
+	}
+
+	// The record, read back through the real binary: the 64 MiB fetch Linux
+	// made (the label comes from its URL; iPXE fetched only kernel and
+	// initrd) carries the MAC and host name pxeperf learnt from udhcpc's lease.
+	var rec *fetchRecord
+	nstest.WaitFor(15*time.Second, func() bool {
+		rec = findRecord(t, bin, data, "img64")
+		return rec != nil
+	})
+	if rec == nil {
+		t.Fatalf("no record of img64 in the store after 15 s:\n%s", nstest.Run(t, "", bin, "report", "--data", data, "--table", "fetches"))
+	}
+	t.Logf("record %d: %s %s %d bytes in %s = %.1f Mbit/s, client %s %s host %q, labels %v",
+		rec.ID, rec.Proto, rec.File, rec.Bytes, time.Duration(rec.Duration).Round(time.Millisecond), rec.Mbps,
+		rec.ClientMAC, rec.ClientIP, rec.Host, rec.Labels)
+	if rec.Proto != "http" || rec.Bytes != imageSize || rec.Outcome != "ok" {
+		t.Errorf("record %d: %s %d bytes, outcome %q; want http, %d bytes, ok", rec.ID, rec.Proto, rec.Bytes, rec.Outcome, imageSize)
+	}
+	if rec.ClientMAC != guestMAC || rec.Host != linuxHost {
+		t.Errorf("record %d is on client %q host %q; want %s, %s (from the lease udhcpc took)", rec.ID, rec.ClientMAC, rec.Host, guestMAC, linuxHost)
+	}
+	if rec.Labels["fetcher"] != "linux-wget" {
+		t.Errorf("record %d labels %v lack fetcher=linux-wget from Linux's URL", rec.ID, rec.Labels)
+	}
+	if !regexp.MustCompile(fmt.Sprintf(`msg=lease .*client_mac=%s .*arch=65535 host=%s`, guestMAC, linuxHost)).MatchString(log) {
+		t.Errorf("pxeperf log has no lease for udhcpc (no option 93) on %s", guestMAC)
+	}
+}
+
+// fetchRecord is the part of `pxeperf report --table fetches --format json`
+// rows (record.Record) the test reads.
+type fetchRecord struct {
+	ID        int64             `json:"id"`
+	Proto     string            `json:"proto"`
+	ClientMAC string            `json:"client_mac"`
+	ClientIP  string            `json:"client_ip"`
+	Host      string            `json:"host"`
+	File      string            `json:"file"`
+	Bytes     int64             `json:"bytes"`
+	Duration  int64             `json:"duration_ns"`
+	Mbps      float64           `json:"mbps"`
+	Outcome   string            `json:"outcome"`
+	Labels    map[string]string `json:"labels"`
+}
+
+// findRecord returns the newest record of file, or nil.
+func findRecord(t *testing.T, bin, data, file string) *fetchRecord {
+	t.Helper()
+	out, err := exec.Command(bin, "report", "--data", data, "--table", "fetches", "--format", "json", "--file", file).Output()
+	if err != nil {
+		t.Logf("pxeperf report: %v", err)
+		return nil
+	}
+	var tbl struct {
+		Rows []fetchRecord `json:"rows"`
+	}
+	if err := json.Unmarshal(out, &tbl); err != nil {
+		t.Fatalf("pxeperf report --format json: %v\n%s", err, out)
+	}
+	if len(tbl.Rows) == 0 {
+		return nil
+	}
+	return &tbl.Rows[0]
+}
+
+// firstSeen notes when each marker first shows on the console, as a
+// duration since start; the returned func reads the notes.
+func firstSeen(ctx context.Context, console *nstest.SyncBuffer, start time.Time, markers ...string) func() map[string]time.Duration {
+	at := make(chan map[string]time.Duration, 1)
+	at <- map[string]time.Duration{}
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			s := console.String()
+			m := <-at
+			for _, k := range markers {
+				if _, ok := m[k]; !ok && strings.Contains(s, k) {
+					m[k] = time.Since(start)
+				}
+			}
+			at <- m
+		}
+	}()
+	return func() map[string]time.Duration {
+		m := <-at
+		defer func() { at <- m }()
+		c := make(map[string]time.Duration, len(m))
+		for k, v := range m {
+			c[k] = v
+		}
+		return c
+	}
+}
+
+// staticBusybox returns a statically linked busybox: the one linux_setup.sh
+// unpacked from busybox-static, else /bin/busybox when it is static. A
+// static binary needs nothing else in the initramfs; Debian's default
+// busybox is dynamic and would need libc and the loader copied beside it.
+func staticBusybox(t *testing.T, kdir string) string {
+	t.Helper()
+	for _, p := range []string{filepath.Join(kdir, "bin", "busybox"), "/bin/busybox"} {
+		f, err := elf.Open(p)
+		if err != nil {
+			continue
+		}
+		static := true
+		for _, prog := range f.Progs {
+			if prog.Type == elf.PT_INTERP {
+				static = false
+			}
+		}
+		f.Close()
+		if static {
+			return p
+		}
+	}
+	t.Skipf("no static busybox in %s/bin or /bin: run %s (apt-get download busybox-static; dpkg -x)", kdir, linuxSetup)
+	return ""
+}
+
+// kmod is a kernel module ready for the initramfs: its name and the
+// uncompressed .ko.
+type kmod struct {
+	name string
+	ko   []byte
+}
+
+// moduleClosure returns module name and everything it depends on,
+// dependencies first, read from modDir (lib/modules/RELEASE). dpkg -x leaves
+// no modules.dep (depmod runs in the package's postinst), so dependencies
+// come from each module's own .modinfo "depends=", which modpost wrote from
+// the same symbols depmod would resolve. Modules may be plain (bookworm) or
+// compressed .ko.xz (trixie), .ko.zst or .ko.gz.
+func moduleClosure(t *testing.T, modDir, name string) []kmod {
+	t.Helper()
+	paths := map[string]string{} // module name ("-" as "_") -> file
+	err := filepath.WalkDir(filepath.Join(modDir, "kernel"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		base := d.Name()
+		if i := strings.Index(base, ".ko"); i > 0 && !d.IsDir() {
+			paths[strings.ReplaceAll(base[:i], "-", "_")] = p
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("modules of the kernel in %s: %v (re-run %s)", modDir, err, linuxSetup)
+	}
+	var out []kmod
+	done := map[string]bool{}
+	var add func(n string, depth int)
+	add = func(n string, depth int) {
+		n = strings.ReplaceAll(n, "-", "_")
+		if done[n] {
+			return
+		}
+		if depth > 20 {
+			t.Fatalf("module dependencies of %s do not end", name)
+		}
+		done[n] = true
+		p, ok := paths[n]
+		if !ok {
+			t.Fatalf("module %s not under %s (is it built in? see boot/config-*)", n, modDir)
+		}
+		ko := readModule(t, p)
+		for _, dep := range modinfo(t, p, ko)["depends"] {
+			if dep != "" {
+				add(dep, depth+1)
+			}
+		}
+		out = append(out, kmod{name: n, ko: ko})
+	}
+	add(name, 0)
+	return out
+}
+
+// readModule returns a module file uncompressed.
+func readModule(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case strings.HasSuffix(p, ".ko"):
+		return b
+	case strings.HasSuffix(p, ".ko.gz"):
+		r, err := gzip.NewReader(bytes.NewReader(b))
+		if err == nil {
+			b, err = io.ReadAll(r)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		return b
+	case strings.HasSuffix(p, ".ko.zst"):
+		d, err := zstd.NewReader(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		b, err = d.DecodeAll(b, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		return b
+	case strings.HasSuffix(p, ".ko.xz"):
+		nstest.RequireTool(t, "xz")
+		out, err := exec.Command("xz", "-dc", p).Output()
+		if err != nil {
+			t.Fatalf("xz -dc %s: %v", p, err)
+		}
+		return out
+	}
+	t.Fatalf("%s: unknown module compression", p)
+	return nil
+}
+
+// modinfo reads a module's .modinfo section: NUL-separated key=value
+// strings; "depends" is comma-separated.
+func modinfo(t *testing.T, p string, ko []byte) map[string][]string {
+	t.Helper()
+	f, err := elf.NewFile(bytes.NewReader(ko))
+	if err != nil {
+		t.Fatalf("%s: %v", p, err)
+	}
+	sec := f.Section(".modinfo")
+	if sec == nil {
+		t.Fatalf("%s has no .modinfo", p)
+	}
+	b, err := sec.Data()
+	if err != nil {
+		t.Fatalf("%s: %v", p, err)
+	}
+	info := map[string][]string{}
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		k, v, ok := strings.Cut(string(kv), "=")
+		if ok {
+			info[k] = append(info[k], strings.Split(v, ",")...)
+		}
+	}
+	return info
+}
+
+// linuxInit is the initramfs's /init. It reports through the console marker
+// and QEMU's isa-debug-exit port (the x86 guests' exit codes), then powers
+// off in case the port is missing.
+const linuxInit = `#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /sys /dev /tmp
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+echo "pxeperf-init: user space up at uptime $(cut -d' ' -f1 /proc/uptime) s"
+result() {
+	echo "$1"
+	printf "$2" | dd of=/dev/port bs=1 seek=244 2>/dev/null
+	poweroff -f
+}
+server=
+for a in $(cat /proc/cmdline); do
+	case "$a" in pxeperf_server=*) server=${a#pxeperf_server=} ;; esac
+done
+[ -n "$server" ] || { echo "pxeperf-init: no pxeperf_server= on the kernel command line"; result %[1]s '\0%[3]o'; }
+for m in %[4]s; do
+	insmod /lib/modules/$m.ko || { echo "pxeperf-init: insmod $m failed"; result %[1]s '\0%[3]o'; }
+done
+ip link set eth0 up
+udhcpc -i eth0 -f -q -n -t 20 -T 1 -s /udhcpc.sh || { echo "pxeperf-init: no lease"; result %[1]s '\0%[3]o'; }
+t0=$(cut -d' ' -f1 /proc/uptime)
+if wget -O /dev/null "http://$server/%[5]s"; then
+	echo "pxeperf-init: fetched in $t0 .. $(cut -d' ' -f1 /proc/uptime) s uptime"
+	result %[2]s '\0%[6]o'
+fi
+result %[1]s '\0%[3]o'
+`
+
+// udhcpcScript configures the address udhcpc got.
+const udhcpcScript = `#!/bin/busybox sh
+case "$1" in
+bound|renew)
+	ifconfig "$interface" "$ip" netmask "$subnet" up
+	echo "pxeperf-init: lease $ip/$subnet on $interface from $serverid"
+	;;
+esac
+`
+
+// linuxInitramfs builds the gzipped newc initramfs: static busybox, /init,
+// the udhcpc script, /dev/console (so init has a console before devtmpfs is
+// mounted) and the modules in load order.
+func linuxInitramfs(t *testing.T, busybox string, mods []kmod) []byte {
+	t.Helper()
+	bb, err := os.ReadFile(busybox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range mods {
+		names = append(names, m.name)
+	}
+	initScript := fmt.Sprintf(linuxInit, linuxFail, linuxOK, guestFail, strings.Join(names, " "), linuxFetch, guestOK)
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	c := &cpioWriter{w: gz}
+	c.dir("bin")
+	c.dir("dev")
+	c.node("dev/console", 0o020600, 5, 1)
+	c.dir("lib")
+	c.dir("lib/modules")
+	c.file("bin/busybox", 0o755, bb)
+	c.file("init", 0o755, []byte(initScript))
+	c.file("udhcpc.sh", 0o755, []byte(udhcpcScript))
+	for _, m := range mods {
+		c.file("lib/modules/"+m.name+".ko", 0o644, m.ko)
+	}
+	if err := c.close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// cpioWriter writes the "newc" cpio format the kernel unpacks as an
+// initramfs (Documentation/driver-api/early-userspace/buffer-format.rst):
+// a 110-byte ASCII header, the NUL-terminated name and the data, each padded
+// to 4 bytes; "TRAILER!!!" ends the archive.
+type cpioWriter struct {
+	w   io.Writer
+	ino int
+	err error
+}
+
+func (c *cpioWriter) entry(name string, mode uint32, rdevMajor, rdevMinor int, data []byte) {
+	if c.err != nil {
+		return
+	}
+	c.ino++
+	nlink := 1
+	if mode&0o170000 == 0o040000 {
+		nlink = 2
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "070701%08x%08x%08x%08x%08x%08x%08x%08x%08x%08x%08x%08x%08x",
+		c.ino, mode, 0, 0, nlink, 0, len(data), 0, 0, rdevMajor, rdevMinor, len(name)+1, 0)
+	b.WriteString(name)
+	b.WriteByte(0)
+	for b.Len()%4 != 0 {
+		b.WriteByte(0)
+	}
+	b.Write(data)
+	for b.Len()%4 != 0 {
+		b.WriteByte(0)
+	}
+	_, c.err = c.w.Write(b.Bytes())
+}
+
+func (c *cpioWriter) dir(name string)                         { c.entry(name, 0o040755, 0, 0, nil) }
+func (c *cpioWriter) file(name string, perm uint32, b []byte) { c.entry(name, 0o100000|perm, 0, 0, b) }
+func (c *cpioWriter) node(name string, mode uint32, major, minor int) {
+	c.entry(name, mode, major, minor, nil)
+}
+func (c *cpioWriter) close() error {
+	c.entry("TRAILER!!!", 0, 0, 0, nil)
+	return c.err
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err == nil {
+		err = os.WriteFile(to, b, 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
