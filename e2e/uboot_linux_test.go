@@ -272,8 +272,10 @@ hosts:
 	}
 
 	out = c.run("pxe get", 2*time.Minute)
-	if !strings.Contains(out, "Config file '"+ubootPXEConfig(b.mac)+"' found") {
-		c.fatalf("pxe get did not find pxeperf's %s:\n%s", ubootPXEConfig(b.mac), out)
+	// cmd/pxe.c names ${bootfile} in "Config file '...' found", not the
+	// file it loaded; the name is on the "Retrieving file:" line before it.
+	if !regexp.MustCompile(`(?s)Retrieving file: ` + regexp.QuoteMeta(ubootPXEConfig(b.mac)) + `\n.*Config file '.*' found`).MatchString(out) {
+		c.fatalf("pxe get did not load pxeperf's %s:\n%s", ubootPXEConfig(b.mac), out)
 	}
 	from := c.send("pxe boot")
 	c.waitFor(from, 2*time.Minute, `"Starting kernel"`, func(s string) bool { return strings.Contains(s, "Starting kernel") })
