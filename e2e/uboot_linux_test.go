@@ -287,6 +287,7 @@ hosts:
 	// Boot 2: the distro boot path, bootcmd_dhcp sourcing boot.scr.uimg.
 	c2 := startUBoot(t, b.name+" boot 2", p.Client, srv.Out.String, b.qemu, args...)
 	c2.stopAutoboot(90 * time.Second)
+	// No autoload=no here: bootcmd_dhcp's `dhcp ADDR FILE` loads nothing with it.
 	ubootEnv(c2, b)
 	distro := "run bootcmd_dhcp"
 	if out := c2.run("printenv bootcmd_dhcp", 10*time.Second); !strings.HasPrefix(strings.TrimSpace(out), "bootcmd_dhcp=") {

@@ -8,7 +8,6 @@ import (
 	"net"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/pxeperf/pxeperf/internal/nstest"
@@ -126,9 +125,4 @@ func (s *dhcpSniffer) String() string {
 		o60 = "absent"
 	}
 	return fmt.Sprintf("option 60 %s, option 93 %s", o60, o93)
-}
-
-// waitSeen waits up to timeout for a request.
-func (s *dhcpSniffer) waitSeen(timeout time.Duration) bool {
-	return nstest.WaitFor(timeout, func() bool { _, _, ok := s.last(); return ok })
 }
