@@ -34,7 +34,7 @@ type testServer struct {
 
 // startServer serves dir (a fresh root when "") with cfg's tunables until
 // the test ends.
-func startServer(t *testing.T, cfg Config) *testServer {
+func startServer(t testing.TB, cfg Config) *testServer {
 	t.Helper()
 	root := t.TempDir()
 	store, err := images.Open(root, t.TempDir(), nil)
@@ -73,7 +73,7 @@ func startServer(t *testing.T, cfg Config) *testServer {
 }
 
 // file writes a pseudo-random file of n bytes into the root.
-func (ts *testServer) file(t *testing.T, name string, n int) []byte {
+func (ts *testServer) file(t testing.TB, name string, n int) []byte {
 	t.Helper()
 	b := make([]byte, n)
 	x := uint64(n) | 1
