@@ -143,6 +143,21 @@ type TFTP struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// Retries before a transfer is given up. Default 5.
 	Retries int `yaml:"retries"`
+	// MaxTransfers bounds concurrent transfers of the whole server.
+	// Default 1024: two each for 500 boards booting at once.
+	MaxTransfers int `yaml:"max_transfers"`
+	// MaxTransfersPerClient bounds the concurrent transfers of one client
+	// address. Default 64; raise it when many boards share one address (NAT).
+	MaxTransfersPerClient int `yaml:"max_transfers_per_client"`
+	// MaxClientTimeout is the longest RFC 2349 timeout option accepted;
+	// longer ones are left out of the OACK. Default 10s (U-Boot asks for 5).
+	MaxClientTimeout time.Duration `yaml:"max_client_timeout"`
+	// MaxTransferTime bounds one transfer's life. Default 30m.
+	MaxTransferTime time.Duration `yaml:"max_transfer_time"`
+	// SinglePortBudgetKiB is how many KiB per minute one client address may
+	// be sent in single-port mode by windowed transfers that have not yet
+	// proved the client reads them. Default 4096.
+	SinglePortBudgetKiB int `yaml:"single_port_budget_kib"`
 }
 
 // HTTP configures HTTP boot and the iPXE script endpoint.
@@ -237,6 +252,29 @@ func mustRead(name string) []byte {
 	return b
 }
 
+// validateTFTPBudgets checks the tftp keys that bound what clients may
+// hold (issue 9).
+func validateTFTPBudgets(t *TFTP, add func(key, format string, a ...any)) {
+	if t.MaxTransfers < 1 {
+		add("tftp.max_transfers", "%d must be at least 1; use e.g. 1024", t.MaxTransfers)
+	}
+	if t.MaxTransfersPerClient < 1 {
+		add("tftp.max_transfers_per_client", "%d must be at least 1; use e.g. 64", t.MaxTransfersPerClient)
+	} else if t.MaxTransfers >= 1 && t.MaxTransfersPerClient > t.MaxTransfers {
+		add("tftp.max_transfers_per_client", "%d is over tftp.max_transfers (%d); lower it or raise tftp.max_transfers",
+			t.MaxTransfersPerClient, t.MaxTransfers)
+	}
+	if t.MaxClientTimeout < time.Second || t.MaxClientTimeout > 255*time.Second || t.MaxClientTimeout%time.Second != 0 {
+		add("tftp.max_client_timeout", "%s is not whole seconds in 1s..255s (RFC 2349); use e.g. 10s", t.MaxClientTimeout)
+	}
+	if t.MaxTransferTime < time.Second {
+		add("tftp.max_transfer_time", "%s is too short for a transfer; use e.g. 30m", t.MaxTransferTime)
+	}
+	if t.SinglePortBudgetKiB < 256 {
+		add("tftp.single_port_budget_kib", "%d is under 256 KiB, less than a few clients need to prove they read; use e.g. 4096", t.SinglePortBudgetKiB)
+	}
+}
+
 // Validate checks the configuration as a whole. Errors name the key and say
 // how to fix it.
 func (c *Config) Validate() error {
@@ -295,6 +333,7 @@ func (c *Config) Validate() error {
 		add("dhcp.proxy_port", "%d is not a port; use 4011", d.ProxyPort)
 	}
 	t := &c.TFTP
+	validateTFTPBudgets(t, add)
 	if _, err := netip.ParseAddrPort(fixHostPort(t.Listen)); err != nil {
 		add("tftp.listen", "%q is not HOST:PORT; use e.g. :69 or 0.0.0.0:69", t.Listen)
 	}

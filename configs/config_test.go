@@ -23,6 +23,11 @@ func TestDefaultIsSafe(t *testing.T) {
 	if !c.TFTP.Enabled || !c.HTTP.Enabled || c.Root != "./images" {
 		t.Errorf("default should serve ./images over TFTP and HTTP: %+v %+v %q", c.TFTP, c.HTTP, c.Root)
 	}
+	// Budgets a lab of 500 boards never reaches (issue 9).
+	if tf := c.TFTP; tf.SinglePort || tf.MaxTransfers != 1024 || tf.MaxTransfersPerClient != 64 ||
+		tf.MaxClientTimeout != 10*time.Second || tf.MaxTransferTime != 30*time.Minute || tf.SinglePortBudgetKiB != 4096 {
+		t.Errorf("default tftp budgets = %+v", tf)
+	}
 	// The stream server sends as fast as a client asks: a lab turns it on.
 	if c.Bench.Enabled || c.Bench.Listen != ":5211" {
 		t.Errorf("default bench = %+v, want off, listen :5211", c.Bench)
@@ -68,6 +73,12 @@ func TestErrors(t *testing.T) {
 		{"bad bench listen", "bench:\n  enabled: true\n  listen: 5211\n", []string{"bench.listen", "HOST:PORT", ":5211"}},
 		{"bench typo", "bench:\n  enable: true\n", []string{"t.yaml:2", "bench.enable", `did you mean "enabled"`}},
 		{"blksize range", "tftp:\n  max_blksize: 70000\n", []string{"tftp.max_blksize", "8..65464"}},
+		{"no transfers", "tftp:\n  max_transfers: 0\n", []string{"tftp.max_transfers", "at least 1", "1024"}},
+		{"per client over all", "tftp:\n  max_transfers: 10\n  max_transfers_per_client: 20\n", []string{"tftp.max_transfers_per_client", "over tftp.max_transfers"}},
+		{"client timeout over 255s", "tftp:\n  max_client_timeout: 5m\n", []string{"tftp.max_client_timeout", "1s..255s", "10s"}},
+		{"client timeout not whole seconds", "tftp:\n  max_client_timeout: 1500ms\n", []string{"tftp.max_client_timeout", "whole seconds"}},
+		{"transfer time", "tftp:\n  max_transfer_time: 10ms\n", []string{"tftp.max_transfer_time", "30m"}},
+		{"single-port budget", "tftp:\n  single_port_budget_kib: 10\n", []string{"tftp.single_port_budget_kib", "4096"}},
 		{"bad yaml", "dhcp: [\n", []string{"t.yaml", "not valid YAML"}},
 		{"log level", "log_level: loud\n", []string{"log_level", "debug, info, warn or error"}},
 		{"list for map", "dhcp: [1, 2]\n", []string{"t.yaml:1", "cannot use a list"}},

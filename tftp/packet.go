@@ -123,8 +123,9 @@ const (
 
 // limits is what the server allows for the options of one request.
 type limits struct {
-	maxBlock  int // largest blksize, from the MTU and config
-	maxWindow int // largest windowsize, from config
+	maxBlock   int           // largest blksize, from the MTU and config
+	maxWindow  int           // largest windowsize, from config
+	maxTimeout time.Duration // longest timeout option accepted; 0: 255 s
 }
 
 // negotiated is what the server agreed to for one read transfer.
@@ -134,12 +135,17 @@ type negotiated struct {
 	timeout    time.Duration // the client's timeout option; 0 when not asked
 	tsize      bool          // the client asked for tsize
 	oack       []option      // options to acknowledge; empty: plain RFC 1350, no OACK
+	// timeoutRefused is a valid timeout option over lim.maxTimeout, left
+	// out of the OACK ("" when none).
+	timeoutRefused string
 }
 
 // negotiate picks the options of an RRQ the server accepts: blksize (capped
 // at lim.maxBlock), windowsize (RFC 7440, capped at lim.maxWindow and so
 // that a window holds at most maxWindowBytes), timeout (RFC 2349, 1..255 s,
-// taken as asked) and tsize (answered with size). Only options the client
+// taken as asked up to lim.maxTimeout, else left out: RFC 2349 has the
+// server echo the value or ignore the option, not lower it) and tsize
+// (answered with size). Only options the client
 // asked for are acknowledged (EFI clients reject others); unknown or bad
 // ones are left out, which RFC 2347 allows. A request with no accepted
 // option gets no OACK at all.
@@ -172,6 +178,10 @@ func negotiate(r *request, lim limits, size int64) negotiated {
 		case "timeout":
 			v, err := strconv.Atoi(o.value)
 			if err != nil || v < 1 || v > 255 {
+				continue
+			}
+			if lim.maxTimeout > 0 && time.Duration(v)*time.Second > lim.maxTimeout {
+				n.timeoutRefused = o.value
 				continue
 			}
 			n.timeout = time.Duration(v) * time.Second

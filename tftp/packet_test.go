@@ -80,7 +80,7 @@ func TestParseRequest(t *testing.T) {
 }
 
 func TestNegotiate(t *testing.T) {
-	lim := limits{maxBlock: 1468, maxWindow: 64}
+	lim := limits{maxBlock: 1468, maxWindow: 64, maxTimeout: 10 * time.Second}
 	tests := map[string]struct {
 		opts []option
 		lim  limits // lim when zero
@@ -157,6 +157,14 @@ func TestNegotiate(t *testing.T) {
 		"timeout over 255 ignored": {
 			opts: []option{{"timeout", "256"}},
 			want: negotiated{blockSize: 512, windowSize: 1},
+		},
+		"timeout at the cap taken": {
+			opts: []option{{"timeout", "10"}},
+			want: negotiated{blockSize: 512, windowSize: 1, timeout: 10 * time.Second, oack: []option{{"timeout", "10"}}},
+		},
+		"timeout over the cap left out, not lowered (RFC 2349)": {
+			opts: []option{{"timeout", "255"}, {"blksize", "1468"}},
+			want: negotiated{blockSize: 1468, windowSize: 1, oack: []option{{"blksize", "1468"}}, timeoutRefused: "255"},
 		},
 	}
 	for name, tc := range tests {
@@ -241,7 +249,7 @@ func FuzzParseRequest(f *testing.F) {
 		if r.op != opRRQ && r.op != opWRQ || r.file == "" {
 			t.Fatalf("accepted a bad request: %+v", r)
 		}
-		for _, lim := range []limits{{1468, 64}, {65464, 65535}, {8, 1}} {
+		for _, lim := range []limits{{1468, 64, 10 * time.Second}, {65464, 65535, 0}, {8, 1, time.Second}} {
 			n := negotiate(&r, lim, 1000)
 			if n.blockSize != defaultBlockSize && (n.blockSize < minBlockSize || n.blockSize > lim.maxBlock) {
 				t.Fatalf("block size %d out of bounds %+v", n.blockSize, lim)
@@ -250,7 +258,8 @@ func FuzzParseRequest(f *testing.F) {
 				n.windowSize > 1 && n.windowSize*n.blockSize > maxWindowBytes {
 				t.Fatalf("window size %d out of bounds %+v (blksize %d)", n.windowSize, lim, n.blockSize)
 			}
-			if n.timeout != 0 && (n.timeout < time.Second || n.timeout > 255*time.Second) {
+			if n.timeout != 0 && (n.timeout < time.Second || n.timeout > 255*time.Second ||
+				lim.maxTimeout > 0 && n.timeout > lim.maxTimeout) {
 				t.Fatalf("timeout %s out of bounds", n.timeout)
 			}
 			if len(n.oack) > 4 {

@@ -42,6 +42,7 @@ import (
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/refuse"
 	"golang.org/x/net/ipv4"
 )
 
@@ -80,8 +81,27 @@ type Config struct {
 	// context ends. Default 30s.
 	ShutdownGrace time.Duration
 	// MaxTransfers bounds concurrent transfers; requests beyond it are
-	// dropped (the client will retry). Default 512.
+	// dropped (the client will retry). Default 1024: two each for a lab of
+	// 500 boards booting at once.
 	MaxTransfers int
+	// MaxTransfersPerClient bounds the concurrent transfers of one client
+	// address (all its ports), so one address cannot take the whole of
+	// MaxTransfers. Default 64; raise it when many boards share an address
+	// (NAT).
+	MaxTransfersPerClient int
+	// MaxClientTimeout is the longest RFC 2349 timeout option accepted; a
+	// longer one is left out of the OACK (RFC 2349 lets a server only
+	// accept the value as asked or ignore it), so the client keeps its own
+	// and the server uses Timeout. Default 10s: U-Boot asks for 5.
+	MaxClientTimeout time.Duration
+	// MaxTransferTime bounds one transfer's life, however slowly the client
+	// acknowledges. Default 30m.
+	MaxTransferTime time.Duration
+	// SinglePortBudget is how many bytes (headers included) one client
+	// address may be sent per minute, in SinglePort mode, by windowed
+	// transfers that have not yet proved the client reads them (see
+	// proof.go). Default 4 MiB; a proof costs about 90 KiB at blksize 1468.
+	SinglePortBudget int64
 
 	// OpenIn, when set, runs fn, which opens one transfer's socket, where
 	// the listening socket lives: a goroutine's new socket opens in the
@@ -101,9 +121,22 @@ type Stats struct {
 	Requests   int64 // RRQs and WRQs accepted for handling
 	Malformed  int64 // packets on the listening port that were not a valid request
 	Duplicates int64 // a request from a client address already in a transfer
-	Busy       int64 // requests dropped at MaxTransfers
+	Busy       int64 // requests dropped at MaxTransfers or MaxTransfersPerClient
+	Replaced   int64 // running transfers ended by a new request from the same address and port
 	Stray      int64 // packets to a transfer that were not an ACK or ERROR
+	// Refused counts refusals by reason (the Refuse* constants), each also
+	// logged once per client per minute.
+	Refused map[string]uint64
 }
+
+// Refusal reasons, as counted in Stats.Refused and logged.
+const (
+	RefuseBusy          = "tftp: too many transfers"
+	RefuseClientBusy    = "tftp: too many transfers from one client"
+	RefuseClientTimeout = "tftp: client timeout option over tftp.max_client_timeout"
+	RefuseTransferTime  = "tftp: transfer over tftp.max_transfer_time"
+	RefuseUnproven      = "tftp: single-port client did not prove it reads"
+)
 
 // Server is a read-only TFTP server. Build it with New.
 type Server struct {
@@ -114,12 +147,19 @@ type Server struct {
 	log    *slog.Logger
 
 	mu sync.Mutex
-	// active maps a client address to its running transfer.
-	active   map[netip.AddrPort]*entry
+	// active maps a client address and port to its running transfer.
+	active map[netip.AddrPort]*entry
+	// running counts transfers until their sockets are closed, in all and
+	// by client address: a replaced transfer counts until it has ended.
+	running  int
+	byClient map[netip.Addr]int
 	draining bool
 	wg       sync.WaitGroup
 
-	requests, malformed, duplicates, busy, stray atomic.Int64
+	refused *refuse.Log
+	budget  *budget // SinglePort only
+
+	requests, malformed, duplicates, busy, replaced, stray atomic.Int64
 }
 
 // New checks cfg and binds the listening socket, so a busy port fails here.
@@ -137,7 +177,19 @@ func New(cfg Config) (*Server, error) {
 		cfg.ShutdownGrace = 30 * time.Second
 	}
 	if cfg.MaxTransfers <= 0 {
-		cfg.MaxTransfers = 512
+		cfg.MaxTransfers = 1024
+	}
+	if cfg.MaxTransfersPerClient <= 0 {
+		cfg.MaxTransfersPerClient = 64
+	}
+	if cfg.MaxClientTimeout <= 0 {
+		cfg.MaxClientTimeout = 10 * time.Second
+	}
+	if cfg.MaxTransferTime <= 0 {
+		cfg.MaxTransferTime = 30 * time.Minute
+	}
+	if cfg.SinglePortBudget <= 0 {
+		cfg.SinglePortBudget = 4 << 20
 	}
 	if cfg.MaxBlockSize != 0 && (cfg.MaxBlockSize < minBlockSize || cfg.MaxBlockSize > maxBlockSize) {
 		return nil, fmt.Errorf("tftp: max block size %d is outside %d..%d (RFC 2348); use 0 for the MTU's limit",
@@ -181,14 +233,21 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("tftp: single-port mode on %s: %w", cfg.Listen, err)
 		}
 	}
-	return &Server{
-		cfg:    cfg,
-		maxBlk: blockLimit(cfg.MTU, cfg.MaxBlockSize),
-		conn:   conn,
-		pc:     pc,
-		log:    log.With("service", "tftp"),
-		active: make(map[netip.AddrPort]*entry),
-	}, nil
+	log = log.With("service", "tftp")
+	s := &Server{
+		cfg:      cfg,
+		maxBlk:   blockLimit(cfg.MTU, cfg.MaxBlockSize),
+		conn:     conn,
+		pc:       pc,
+		log:      log,
+		active:   make(map[netip.AddrPort]*entry),
+		byClient: make(map[netip.Addr]int),
+		refused:  refuse.New(log, 0),
+	}
+	if cfg.SinglePort {
+		s.budget = newBudget(cfg.SinglePortBudget, time.Minute)
+	}
+	return s, nil
 }
 
 // blockLimit is the largest blksize for an MTU and an optional cap.
@@ -218,7 +277,9 @@ func (s *Server) Stats() Stats {
 		Malformed:  s.malformed.Load(),
 		Duplicates: s.duplicates.Load(),
 		Busy:       s.busy.Load(),
+		Replaced:   s.replaced.Load(),
 		Stray:      s.stray.Load(),
+		Refused:    s.refused.Counts(),
 	}
 }
 
@@ -295,11 +356,28 @@ func (s *Server) readLoop(ctx context.Context) error {
 
 // entry is one running transfer in Server.active.
 type entry struct {
-	req []byte // the request as received, to spot the client's resends
+	req  []byte                  // the request as received, to spot the client's resends
+	stop context.CancelCauseFunc // ends the transfer (its socket closes)
 }
+
+// errReplaced ends a transfer whose client sent a new request from the
+// same address and port: the client gave up on it (U-Boot and EDK2 do this
+// after an abort), so only the new one runs.
+var errReplaced = errors.New("replaced by a new request from the same client port")
+
+// errTransferTime ends a transfer at MaxTransferTime.
+var errTransferTime = errors.New("transfer time limit reached")
 
 // dispatch hands a packet to its transfer (single-port mode) or starts a
 // new transfer for a request.
+//
+// One client address and port runs one transfer: a different request from
+// it ends the running one (the client moved on) before the new one starts.
+// A client address runs at most MaxTransfersPerClient transfers and the
+// server MaxTransfers; a request beyond either is dropped (the client
+// sends it again), counted and logged once per client per minute. A
+// replaced transfer counts until its socket is closed, so sockets stay
+// within the caps whatever the request rate.
 func (s *Server) dispatch(ctx context.Context, pkt []byte, peer netip.AddrPort, local netip.Addr) {
 	req, err := parseRequest(pkt)
 	if err != nil {
@@ -320,33 +398,58 @@ func (s *Server) dispatch(ctx context.Context, pkt []byte, peer netip.AddrPort, 
 		s.duplicates.Add(1)
 		s.log.Debug("dropped a repeated request for a running transfer", "client", peer, "file", req.file)
 		return
-	case len(s.active) >= s.cfg.MaxTransfers:
+	}
+	if old != nil {
+		// A different request from a running client's port means it moved
+		// on (it got its last block, or gave up): end the old transfer.
+		old.stop(errReplaced)
+		delete(s.active, peer)
+		s.replaced.Add(1)
+	}
+	switch {
+	case s.running >= s.cfg.MaxTransfers:
 		s.mu.Unlock()
 		s.busy.Add(1)
-		s.log.Debug("dropped a request: too many transfers", "client", peer, "file", req.file, "max", s.cfg.MaxTransfers)
+		s.refused.Refuse(RefuseBusy, peer.Addr().String(), "file", req.file, "max", s.cfg.MaxTransfers,
+			"fix", "raise tftp.max_transfers")
+		return
+	case s.byClient[peer.Addr()] >= s.cfg.MaxTransfersPerClient:
+		s.mu.Unlock()
+		s.busy.Add(1)
+		s.refused.Refuse(RefuseClientBusy, peer.Addr().String(), "file", req.file, "max", s.cfg.MaxTransfersPerClient,
+			"fix", "raise tftp.max_transfers_per_client if many boards share this address")
 		return
 	}
-	// A different request from a running client's address means it moved
-	// on (it got its last block, or gave up); the old transfer ends alone.
-	e := &entry{req: append([]byte(nil), pkt...)}
+	tctx, stop := context.WithCancelCause(ctx)
+	tctx, stopTimer := context.WithTimeoutCause(tctx, s.cfg.MaxTransferTime, errTransferTime)
+	e := &entry{req: append([]byte(nil), pkt...), stop: stop}
 	s.active[peer] = e
+	s.running++
+	s.byClient[peer.Addr()]++
 	s.wg.Add(1)
 	s.mu.Unlock()
 	s.requests.Add(1)
 	go func() {
 		defer s.wg.Done()
-		release := func() { s.forget(peer, e) }
+		var once sync.Once
+		release := func() { once.Do(func() { s.forget(peer, e) }) }
 		defer release()
-		s.handle(ctx, req, e.req, peer, local, release)
+		defer stop(nil)
+		defer stopTimer()
+		s.handle(ctx, tctx, req, e.req, peer, local, release)
 	}()
 }
 
-// forget removes e from the running transfers, unless a newer request from
-// the same client replaced it.
+// forget removes e from the running transfers; its client may send its
+// next request now.
 func (s *Server) forget(peer netip.AddrPort, e *entry) {
 	s.mu.Lock()
 	if s.active[peer] == e {
 		delete(s.active, peer)
+	}
+	s.running--
+	if s.byClient[peer.Addr()]--; s.byClient[peer.Addr()] <= 0 {
+		delete(s.byClient, peer.Addr())
 	}
 	s.mu.Unlock()
 }
@@ -355,8 +458,9 @@ func (s *Server) forget(peer netip.AddrPort, e *entry) {
 //
 // release is called as soon as the client may send its next request (before
 // the final error, after the last ACK), so that request is not mistaken for
-// a resend of this one.
-func (s *Server) handle(ctx context.Context, req request, raw []byte, peer netip.AddrPort, local netip.Addr, release func()) {
+// a resend of this one. ctx is the transfer's (it ends when the transfer is
+// replaced or runs out of time), base the server's.
+func (s *Server) handle(base, ctx context.Context, req request, raw []byte, peer netip.AddrPort, local netip.Addr, release func()) {
 	f := &event.Fetch{
 		Start:     time.Now(),
 		Proto:     event.ProtoTFTP,
@@ -417,7 +521,11 @@ func (s *Server) handle(ctx context.Context, req request, raw []byte, peer netip
 		}
 	}
 
-	neg := negotiate(&req, limits{maxBlock: s.maxBlk, maxWindow: s.cfg.MaxWindowSize}, size)
+	neg := negotiate(&req, limits{maxBlock: s.maxBlk, maxWindow: s.cfg.MaxWindowSize, maxTimeout: s.cfg.MaxClientTimeout}, size)
+	if neg.timeoutRefused != "" {
+		s.refused.Refuse(RefuseClientTimeout, peer.Addr().String(), "timeout", neg.timeoutRefused,
+			"max", s.cfg.MaxClientTimeout, "fix", "raise tftp.max_client_timeout")
+	}
 	if neg.timeout == 0 {
 		neg.timeout = s.cfg.Timeout
 	}
@@ -429,12 +537,27 @@ func (s *Server) handle(ctx context.Context, req request, raw []byte, peer netip
 		return
 	}
 	t := &transfer{link: l, timeout: neg.timeout, retries: s.cfg.Retries, info: f.TFTP, req: raw}
+	if s.budget != nil && neg.windowSize > 2 {
+		t.proof = newProof(neg.windowSize, func(n int64) bool { return s.budget.spend(peer.Addr(), n) })
+	}
 	err = t.run(req.mode, file, neg)
 	f.Duration = time.Since(f.Start)
 	l.close()
 	release()
+	if err != nil && ctx.Err() != nil {
+		// The socket was closed under the transfer: say why.
+		err = fmt.Errorf("%w (%v)", context.Cause(ctx), err)
+	}
+	switch {
+	case errors.Is(err, errTransferTime):
+		s.refused.Refuse(RefuseTransferTime, peer.Addr().String(), "file", req.file,
+			"max", s.cfg.MaxTransferTime, "fix", "raise tftp.max_transfer_time for very large images")
+	case errors.Is(err, errUnproven), errors.Is(err, errBudget):
+		s.refused.Refuse(RefuseUnproven, peer.Addr().String(), "file", req.file, "err", err,
+			"fix", "turn tftp.single_port off, or raise tftp.single_port_budget_kib")
+	}
 	if nr, ok := errors.AsType[*newRequestError](err); ok {
-		s.dispatch(ctx, nr.pkt, peer, local)
+		s.dispatch(base, nr.pkt, peer, local)
 	}
 	f.Bytes = t.acked
 	f.Outcome = outcomeOf(err)

@@ -34,7 +34,7 @@ type testServer struct {
 
 // startServer serves dir (a fresh root when "") with cfg's tunables until
 // the test ends.
-func startServer(t *testing.T, cfg Config) *testServer {
+func startServer(t testing.TB, cfg Config) *testServer {
 	t.Helper()
 	root := t.TempDir()
 	store, err := images.Open(root, t.TempDir(), nil)
@@ -73,7 +73,7 @@ func startServer(t *testing.T, cfg Config) *testServer {
 }
 
 // file writes a pseudo-random file of n bytes into the root.
-func (ts *testServer) file(t *testing.T, name string, n int) []byte {
+func (ts *testServer) file(t testing.TB, name string, n int) []byte {
 	t.Helper()
 	b := make([]byte, n)
 	x := uint64(n) | 1
@@ -475,27 +475,48 @@ func TestAbortAfterOACK(t *testing.T) {
 	}
 }
 
-// TestRetransmitCounting leaves DATA 1 unacknowledged: the server resends
-// it Retries times, then gives up, and the event counts every send.
+// TestRetransmitCounting leaves DATA 2 unacknowledged: the server resends
+// it Retries times, then gives up, and the event counts every send. DATA 1,
+// before the client acknowledged anything, is resent firstResends times
+// only (a forged request must not draw Retries resends to its victim).
 func TestRetransmitCounting(t *testing.T) {
 	ts := startServer(t, Config{Timeout: 50 * time.Millisecond, Retries: 2})
 	ts.file(t, "f", 3000)
 	c := newRawClient(t, ts.Addr())
 	c.send(ts.Addr(), rq(opRRQ, "f", "octet"))
-	for range 3 {
-		b, _ := c.recv()
+	var from netip.AddrPort
+	for range 1 + firstResends {
+		var b []byte
+		b, from = c.recv()
 		if binary.BigEndian.Uint16(b) != opDATA || binary.BigEndian.Uint16(b[2:]) != 1 {
 			t.Fatalf("want DATA 1, got % x", b[:4])
 		}
 	}
+	c.send(from, ack(1))
+	for range 3 {
+		b, _ := c.recv()
+		if binary.BigEndian.Uint16(b) != opDATA || binary.BigEndian.Uint16(b[2:]) != 2 {
+			t.Fatalf("want DATA 2, got % x", b[:4])
+		}
+	}
 	ev := ts.fetches(t, 1)[0]
 	want := &event.TFTPInfo{BlockSize: 512, WindowSize: 1, Timeout: 50 * time.Millisecond,
-		Datagrams: 3, Retransmits: 2, Timeouts: 3}
+		Datagrams: 5, Retransmits: 3, Timeouts: 4}
 	if diff := cmp.Diff(want, ev.TFTP); diff != "" {
 		t.Errorf("TFTP info (-want +got):\n%s", diff)
 	}
-	if ev.Outcome != event.OutcomeError || ev.Bytes != 0 {
-		t.Errorf("outcome %q bytes %d; want error, 0", ev.Outcome, ev.Bytes)
+	if ev.Outcome != event.OutcomeError || ev.Bytes != 512 {
+		t.Errorf("outcome %q bytes %d; want error, 512", ev.Outcome, ev.Bytes)
+	}
+	// Nothing acknowledged: DATA 1 goes 1+firstResends times, then the
+	// transfer ends.
+	c2 := newRawClient(t, ts.Addr())
+	c2.send(ts.Addr(), rq(opRRQ, "f", "octet"))
+	for range 1 + firstResends {
+		c2.recv()
+	}
+	if !c2.quiet(300 * time.Millisecond) {
+		t.Error("DATA 1 was resent more than firstResends times")
 	}
 }
 

@@ -118,7 +118,8 @@ func outcomeOf(err error) string {
 	switch {
 	case err == nil:
 		return event.OutcomeOK
-	case errors.As(err, &ce), errors.Is(err, errClientGone), errors.As(err, new(*newRequestError)):
+	case errors.As(err, &ce), errors.Is(err, errClientGone), errors.As(err, new(*newRequestError)),
+		errors.Is(err, errReplaced):
 		return event.OutcomeAborted
 	default:
 		return event.OutcomeError
@@ -133,10 +134,27 @@ type transfer struct {
 	retries int
 	info    *event.TFTPInfo // counters are written here
 	req     []byte          // the request this transfer answers
+	proof   *proof          // single-port windowed transfers: see proof.go
+	heard   bool            // the client has acknowledged something
 
 	acked int64 // payload bytes the client acknowledged
 	stray int64 // packets that were neither an ACK nor an ERROR
 	rbuf  [maxRequestLen]byte
+}
+
+// firstResends is how often the first reply (OACK or DATA 1) is sent again
+// before the client acknowledged anything. A forged request draws the reply
+// to a victim, so each resend multiplies the gain; a real client whose reply
+// was lost sends its request again, which starts a new transfer once this
+// one has given up.
+const firstResends = 1
+
+// maxRetries is how many resends in a row are allowed now.
+func (t *transfer) maxRetries() int {
+	if t.heard {
+		return t.retries
+	}
+	return min(t.retries, firstResends)
 }
 
 // run sends the OACK (when options were accepted) and the file.
@@ -220,6 +238,13 @@ func (t *transfer) sendFile(w *window) error {
 	for attempt := 0; ; {
 		batch = batch[:0]
 		end := base + size - 1
+		gated := t.proof != nil && !t.proof.proven
+		if gated {
+			if attempt == 0 {
+				t.proof.pick()
+			}
+			end = base + t.proof.c - 1
+		}
 		for seq := base; seq <= end; seq++ {
 			p, err := w.packet(seq)
 			if err != nil {
@@ -229,6 +254,35 @@ func (t *transfer) sendFile(w *window) error {
 			batch = append(batch, p)
 			if seq == w.last {
 				end = seq
+			}
+		}
+		hi := end // the highest block an ACK may name
+		if gated && end != w.last {
+			// The round ends in a gap: block end+2, so the client
+			// acknowledges end at once (proof.go). c <= window-2 keeps it
+			// in the window.
+			p, err := w.packet(end + 2)
+			if err != nil {
+				_ = t.link.send(appendError(nil, errNotDefined, "server read error"))
+				return fmt.Errorf("reading the file: %w", err)
+			}
+			if w.last == end+1 {
+				// No block after next: send the last one, no gap needed.
+				end++
+				hi = end
+				p = w.pkts[end%size]
+			} else {
+				hi = end + 2
+			}
+			batch = append(batch, p)
+		}
+		if gated {
+			var n int64
+			for _, p := range batch {
+				n += int64(len(p) + 28)
+			}
+			if !t.proof.spend(n) {
+				return errBudget
 			}
 		}
 		var (
@@ -250,21 +304,36 @@ func (t *transfer) sendFile(w *window) error {
 				t.info.Retransmits += min(sentMax, end) - base + 1
 			}
 			sentMax = max(sentMax, end)
-			if acked, why, err = t.awaitAck(base, end, repeatOK, false); err != nil {
+			if acked, why, err = t.awaitAck(base, hi, repeatOK, false); err != nil {
 				return err
 			}
 		}
 		switch why {
 		case ackTimeout:
 			t.info.Timeouts++
-			if attempt >= t.retries {
+			if attempt >= t.maxRetries() {
 				return fmt.Errorf("blocks %d-%d: %w after %d sends %s apart",
 					uint16(base), uint16(end), errNoAck, attempt+1, t.timeout)
 			}
 			attempt++
 		case ackRepeat:
+			t.heard = true
 			repeatOK = false
+			if gated {
+				t.proof.miss()
+			}
 		case ackProgress:
+			t.heard = true
+			if gated {
+				switch {
+				case acked > end:
+					return fmt.Errorf("%w: block %d", errUnproven, uint16(acked))
+				case acked == end:
+					t.proof.hit()
+				default:
+					t.proof.miss()
+				}
+			}
 			for seq := base; seq <= acked; seq++ {
 				t.acked += int64(len(w.pkts[seq%size]) - 4)
 			}
@@ -376,12 +445,13 @@ func (t *transfer) exchange(pkt []byte, block uint16) error {
 				return &clientError{code: rep.code, msg: rep.msg}
 			}
 			if rep.block == block {
+				t.heard = true
 				return nil
 			}
 			// A duplicate ACK of an earlier block: keep waiting.
 		}
 		t.info.Timeouts++
-		if attempt >= t.retries {
+		if attempt >= t.maxRetries() {
 			return fmt.Errorf("%w after %d sends %s apart", errNoAck, attempt+1, t.timeout)
 		}
 	}

@@ -199,7 +199,7 @@ func btoi(b bool) int {
 	return 0
 }
 
-func loopbackConn(t *testing.T) *net.UDPConn {
+func loopbackConn(t testing.TB) *net.UDPConn {
 	t.Helper()
 	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {

@@ -12,18 +12,23 @@ func newTFTPService(env *serveEnv) (service, error) {
 		return nil, nil
 	}
 	s, err := tftp.New(tftp.Config{
-		Listen:        c.Listen,
-		Interface:     env.net.Iface.Name,
-		MTU:           env.net.Iface.MTU,
-		MaxBlockSize:  c.MaxBlockSize,
-		MaxWindowSize: c.MaxWindowSize,
-		Timeout:       c.Timeout,
-		Retries:       c.Retries,
-		SinglePort:    c.SinglePort,
-		Files:         env.boot,
-		Hosts:         env.hosts,
-		Sink:          env.sink,
-		Logger:        env.logger,
+		Listen:                c.Listen,
+		Interface:             env.net.Iface.Name,
+		MTU:                   env.net.Iface.MTU,
+		MaxBlockSize:          c.MaxBlockSize,
+		MaxWindowSize:         c.MaxWindowSize,
+		Timeout:               c.Timeout,
+		Retries:               c.Retries,
+		SinglePort:            c.SinglePort,
+		MaxTransfers:          c.MaxTransfers,
+		MaxTransfersPerClient: c.MaxTransfersPerClient,
+		MaxClientTimeout:      c.MaxClientTimeout,
+		MaxTransferTime:       c.MaxTransferTime,
+		SinglePortBudget:      int64(c.SinglePortBudgetKiB) << 10,
+		Files:                 env.boot,
+		Hosts:                 env.hosts,
+		Sink:                  env.sink,
+		Logger:                env.logger,
 	})
 	if err != nil {
 		return nil, err
