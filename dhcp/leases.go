@@ -200,7 +200,7 @@ func (s *leaseStore) Bind(mac net.HardwareAddr, addr netip.Addr, selecting bool,
 	b := s.assign(mac, key, addr)
 	b.bound, b.expiry, b.offerUntil = true, now.Add(s.leaseTime), time.Time{}
 	expiry := b.expiry
-	gen := s.enqueue(recBind, b)
+	gen := s.enqueue(formatRecord(recBind, b), now)
 	s.mu.Unlock()
 	if err := s.wait(gen); err != nil {
 		return time.Time{}, err
@@ -220,7 +220,7 @@ func (s *leaseStore) Release(mac net.HardwareAddr, addr netip.Addr, now time.Tim
 	if b.expiry.After(now) {
 		b.expiry = now
 	}
-	gen := s.enqueue(recFree, b)
+	gen := s.enqueue(formatRecord(recFree, b), now)
 	s.mu.Unlock()
 	return true, s.wait(gen)
 }
@@ -238,7 +238,8 @@ func (s *leaseStore) Decline(mac net.HardwareAddr, addr netip.Addr, now time.Tim
 	delete(s.byMAC, key)
 	delete(s.byAddr, addr)
 	s.declined[addr] = now.Add(declineHold)
-	gen := s.enqueue(recFree, b)
+	s.enqueue(formatRecord(recFree, b), now)
+	gen := s.enqueue(fmt.Appendf(nil, "%s %s %d\n", recHold, addr, now.Add(declineHold).Unix()), now)
 	s.mu.Unlock()
 	return true, s.wait(gen)
 }
@@ -275,15 +276,19 @@ func (s *leaseStore) Lookup(mac net.HardwareAddr) (Lease, bool) {
 }
 
 // enqueue journals a record; the caller holds s.mu. When renewals have made
-// the file much longer than the bindings it describes, it is rewritten.
-func (s *leaseStore) enqueue(kind string, b *binding) uint64 {
+// the file much longer than the bindings it describes, or records were
+// dropped while the disk failed, it is rewritten.
+func (s *leaseStore) enqueue(line []byte, now time.Time) uint64 {
 	if s.j == nil {
 		return 0
 	}
-	gen := s.j.enqueue(formatRecord(kind, b))
-	if s.j.records > compactAt(len(s.byMAC)) {
-		snap, lines := s.snapshot()
-		_ = s.j.compact(snap, lines) // a failure is sticky: wait reports it
+	gen := s.j.enqueue(line)
+	s.j.mu.Lock()
+	must := s.j.mustCompact
+	s.j.mu.Unlock()
+	if must || s.j.records > compactAt(len(s.byMAC)) {
+		snap, lines := s.snapshot(now)
+		_ = s.j.compact(snap, lines) // on failure, wait reports it or the next write retries
 	}
 	return gen
 }
