@@ -193,7 +193,7 @@ func runServe(ctx context.Context, cfg *configs.Config) error {
 	defer store.Close()
 	table := hosts.New(cfg.Hosts)
 	sink := event.Sink(event.Log{Logger: logger})
-	if rec := openRecording(cfg.Data, ni.Iface.Name, table, logger); rec != nil {
+	if rec := openRecording(cfg, ni.Iface.Name, table, logger); rec != nil {
 		defer rec.close(logger)
 		// The record sink first: a fetch is committed (journaled) as soon
 		// as possible after its last byte, before the log line is written.
@@ -249,7 +249,8 @@ type recording struct {
 // only to the journal, imported at the next start. Without a journal either
 // (it cannot be opened), nothing is recorded. (Another serve on the same
 // data folder never gets here: runServe refuses it first.)
-func openRecording(data, iface string, table *hosts.Table, logger *slog.Logger) *recording {
+func openRecording(cfg *configs.Config, iface string, table *hosts.Table, logger *slog.Logger) *recording {
+	data := cfg.Data
 	j, jerr := record.OpenJournal(data)
 	if jerr != nil {
 		logger.Error("RECORDING IS OFF: fetches are logged but not stored; serving goes on", "err", jerr)
@@ -269,6 +270,7 @@ func openRecording(data, iface string, table *hosts.Table, logger *slog.Logger) 
 	}
 	rec.sink = record.NewSink(st, logger, record.SinkOptions{
 		Journal: j, Interface: iface, Net: ns, Hosts: table,
+		MaxPending: cfg.Records.QueueEntries, MaxPendingBytes: int64(cfg.Records.QueueMiB) << 20,
 	})
 	if st != nil {
 		logger.Info("recording fetches", "store", st.Path(), "journal", j.Path())
