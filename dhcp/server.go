@@ -13,6 +13,9 @@
 // HTTP boot a full URL, PXE ROMs the file for their option 93 architecture.
 //
 // Bad packets are dropped, counted (Server.Stats) and logged at debug.
+// Budgets (budget.go) keep a flood of clients from starving the pool or
+// growing the tables; what they turn away is counted in Stats.Refused and
+// logged once per client per minute.
 package dhcp
 
 import (
