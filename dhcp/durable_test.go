@@ -253,3 +253,26 @@ func FuzzReplay(f *testing.F) {
 		}
 	})
 }
+
+// A start-up compaction that cannot be written (here the temp name is
+// taken by a folder; a full disk does the same) does not keep the server
+// from starting: it appends to the journal as it is.
+func TestJournalStartsWhenCompactionFails(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	journal := "bind 52:54:00:00:00:01 10.0.0.10 " + itoa(now.Add(time.Hour).Unix()) + "\nbind 52:54:00:00:00:02 10.0" // torn
+	if err := os.WriteFile(filepath.Join(dir, JournalName), []byte(journal), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, JournalName+".tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := openAt(t, dir, slog.New(slog.DiscardHandler))
+	a := mustOffer(t, s, mac(3), now)
+	mustBind(t, s, mac(3), a, now)
+	crash(s)
+	s = openAt(t, dir, slog.New(slog.DiscardHandler))
+	if got := sortLeases(s.Active(now)); len(got) != 2 {
+		t.Errorf("after restart: %v, want the old and the new lease", got)
+	}
+}

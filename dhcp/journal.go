@@ -270,16 +270,22 @@ func loadJournal(dir, path string, s *leaseStore, noSync bool, log *slog.Logger,
 	if compact {
 		snap, lines := s.snapshot(now)
 		tmp := path + ".tmp"
-		if err := writeSync(tmp, snap, noSync); err != nil {
+		err := writeSync(tmp, snap, noSync)
+		if err == nil {
+			err = os.Rename(tmp, path)
+		}
+		if err != nil {
+			// Serve from the journal as it is; the next compaction retries.
 			os.Remove(tmp)
-			return nil, fmt.Errorf("compacting lease journal: %w (check the data folder %s)", err, dir)
+			log.Error("dhcp: compacting the lease journal failed; appending to it as it is (check free space in the data folder)",
+				"file", path, "err", err)
+			compact = false
+		} else {
+			syncDir(dir)
+			j.records = lines
 		}
-		if err := os.Rename(tmp, path); err != nil {
-			return nil, fmt.Errorf("compacting lease journal: %w", err)
-		}
-		syncDir(dir)
-		j.records = lines
-	} else {
+	}
+	if !compact {
 		j.records = bytes.Count(data, []byte{'\n'}) + 1
 		j.dirty = len(data) > 0 && data[len(data)-1] != '\n'
 	}
