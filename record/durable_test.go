@@ -128,10 +128,18 @@ func TestSinkImportsLargeJournalInSlices(t *testing.T) {
 	if err := s1.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	// A damaged line near the end, past what fits in memory at start, is
+	// kept aside too.
+	if err := j.append([]byte("{damaged\n")); err != nil {
+		t.Fatal(err)
+	}
 	j.Close()
 	j2 := openJournal(t, dir)
 	store := openTest(t, dir)
 	sink := NewSink(store, quiet, SinkOptions{Journal: j2, MaxPending: 7, BatchSize: 3})
+	if b, err := os.ReadFile(j2.Path() + DamagedSuffix); err != nil || !bytes.Contains(b, []byte("{damaged")) {
+		t.Errorf("damaged line past the memory bound not kept aside at start: %v", err)
+	}
 	if st := sink.Stats(); st.Pending > 7 {
 		t.Errorf("%d entries in memory at start, bound 7", st.Pending)
 	}

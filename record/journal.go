@@ -91,12 +91,12 @@ const maxLine = 16 << 20
 
 // scan reads the entries in bytes [off, end) of the journal (end < 0: to
 // its end) through a descriptor of its own, so appends may go on meanwhile.
-// keep is called with each entry and the length of its line; when it
-// returns false, scanning stops and next is where that entry's line
-// begins, for the next scan to start at. Lines that do not parse or are
+// keep is called with each entry, the length of its line and where the
+// line begins; when it returns false, scanning stops and next is where
+// that entry's line begins, for the next scan to start at. Lines that do not parse or are
 // longer than maxLine are counted in bad and, when aside is not nil,
 // copied there. Memory stays bounded by maxLine whatever the file holds.
-func (j *Journal) scan(off, end int64, aside *aside, keep func(e *entry, size int) bool) (next int64, bad int, err error) {
+func (j *Journal) scan(off, end int64, aside *aside, keep func(e *entry, size int, at int64) bool) (next int64, bad int, err error) {
 	f, err := os.Open(j.path)
 	if err != nil {
 		return off, 0, fmt.Errorf("reading record journal %s: %w", j.path, err)
@@ -138,7 +138,7 @@ func (j *Journal) scan(off, end int64, aside *aside, keep func(e *entry, size in
 				bad++
 				aside.write(line)
 				aside.endLine(complete)
-			} else if !keep(e, len(line)) {
+			} else if !keep(e, len(line), pos) {
 				return pos, bad, nil
 			}
 		}

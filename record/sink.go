@@ -159,13 +159,17 @@ func (s *Sink) importJournal(j *Journal) {
 	var es []*entry
 	var size int64
 	found := 0
-	next, bad, err := j.scan(0, -1, aside, func(e *entry, n int) bool {
+	full := false // past the memory bounds: the rest is read back later
+	next, bad, err := j.scan(0, -1, aside, func(e *entry, n int, at int64) bool {
 		found++
-		if s.store == nil {
-			return true // nothing is queued; just look
+		// The whole file is read, so that every damaged line is kept aside
+		// now; entries past the bounds are only looked at.
+		if s.store == nil || full {
+			return true
 		}
 		if !s.fits(len(es), size, n) {
-			return false
+			full, s.readOff = true, at
+			return true
 		}
 		e.size = n
 		es = append(es, e)
@@ -192,9 +196,12 @@ func (s *Sink) importJournal(j *Journal) {
 		s.journalOnly = found > 0
 		return
 	}
-	s.queue, s.pendingBytes, s.readOff = es, size, next
-	// The rest is read back from readOff as the queue drains.
-	s.journalOnly = len(es) < found
+	s.queue, s.pendingBytes = es, size
+	if full {
+		s.journalOnly = true // the rest is read back from readOff as the queue drains
+	} else {
+		s.readOff = next
+	}
 }
 
 // DefaultMaxPendingBytes is SinkOptions.MaxPendingBytes by default.
@@ -481,7 +488,7 @@ func (s *Sink) recover() {
 	}
 	var es []*entry
 	var bytes int64
-	next, bad, err := j.scan(from, size, nil, func(e *entry, n int) bool {
+	next, bad, err := j.scan(from, size, nil, func(e *entry, n int, _ int64) bool {
 		if !s.fits(len(es), bytes, n) {
 			return false
 		}
