@@ -48,6 +48,8 @@ type Config struct {
 	TFTP  TFTP  `yaml:"tftp"`
 	HTTP  HTTP  `yaml:"http"`
 	Bench Bench `yaml:"bench"`
+	// Records bounds the memory the record queue may take.
+	Records Records `yaml:"records"`
 	// Templates override the built-in boot config templates of pxelinux,
 	// GRUB and U-Boot for every host (a host's own templates win). Each is
 	// inline text or "@file" read from the root; see package bootcfg.
@@ -125,6 +127,34 @@ type DHCP struct {
 	// Port for DHCP (67) and PXE/proxy (4011); tests change them.
 	Port      int `yaml:"port"`
 	ProxyPort int `yaml:"proxy_port"`
+
+	// Budgets against a flood of clients (spoofed MACs); see dhcp/budget.go.
+	// Defaults are far above what a lab of 500 boards needs.
+	//
+	// MaxOffers caps the offers outstanding at once in full mode (held for
+	// a client that has not REQUESTed yet); configured hosts are exempt.
+	// Default 1024.
+	MaxOffers int `yaml:"max_offers"`
+	// NewClientsPerSecond is the rate at which clients pxeperf has not seen
+	// before are given an address (full mode) or remembered and recorded
+	// (proxy mode), per relay (giaddr; clients on the segment share one),
+	// with a burst of ten seconds' worth. Default 100 (burst 1000).
+	NewClientsPerSecond int `yaml:"new_clients_per_second"`
+	// MaxSightings caps the clients remembered for the hosts table and
+	// proxy lease records; the least recently seen are forgotten first.
+	// Default 4096.
+	MaxSightings int `yaml:"max_sightings"`
+}
+
+// Records configures the record sink between the servers and the store.
+type Records struct {
+	// QueueEntries caps the records held in memory while the store is slow
+	// or failing. Default 65536.
+	QueueEntries int `yaml:"queue_entries"`
+	// QueueMiB caps their size in MiB (a record counts as its journal
+	// line). Past either cap records wait in <data>/records.journal and are
+	// imported once the store catches up. Default 64.
+	QueueMiB int `yaml:"queue_mib"`
 }
 
 // TFTP configures the TFTP server.
@@ -364,6 +394,7 @@ func (c *Config) Validate() error {
 	if _, err := netip.ParseAddrPort(fixHostPort(c.Bench.Listen)); err != nil {
 		add("bench.listen", "%q is not HOST:PORT; use e.g. :5211 or 0.0.0.0:5211", c.Bench.Listen)
 	}
+	validateBudgets(c, add)
 	seenMAC := map[string]int{}
 	seenAddr := map[netip.Addr]int{}
 	for i, host := range c.Hosts {
@@ -387,6 +418,25 @@ func (c *Config) Validate() error {
 		}
 	}
 	return joinErrors(errs)
+}
+
+// validateBudgets checks the resource budgets of dhcp and records.
+func validateBudgets(c *Config, add func(key, format string, a ...any)) {
+	for _, b := range []struct {
+		key       string
+		v, lo, hi int
+		eg        string
+	}{
+		{"dhcp.max_offers", c.DHCP.MaxOffers, 1, 1 << 20, "1024"},
+		{"dhcp.new_clients_per_second", c.DHCP.NewClientsPerSecond, 1, 1 << 20, "100"},
+		{"dhcp.max_sightings", c.DHCP.MaxSightings, 16, 1 << 22, "4096"},
+		{"records.queue_entries", c.Records.QueueEntries, 16, 1 << 24, "65536"},
+		{"records.queue_mib", c.Records.QueueMiB, 1, 1 << 16, "64"},
+	} {
+		if b.v < b.lo || b.v > b.hi {
+			add(b.key, "%d is outside %d..%d; the default %s is far above what a lab of 500 boards needs", b.v, b.lo, b.hi, b.eg)
+		}
+	}
 }
 
 // fixHostPort accepts ":69" as "0.0.0.0:69" for parsing.

@@ -15,6 +15,8 @@ import (
 var (
 	// ErrPoolExhausted: every pool address is leased, offered or declined.
 	ErrPoolExhausted = errors.New("address pool exhausted: every address is leased, offered or declined; widen dhcp.pool or shorten dhcp.lease_time")
+	// ErrTooManyOffers: dhcp.max_offers offers are outstanding.
+	ErrTooManyOffers = errors.New("too many outstanding offers (dhcp.max_offers); a flood of DISCOVERs from clients that never REQUEST?")
 	// errNotYours: the address asked for cannot go to this client (NAK).
 	errNotYours = errors.New("address not available to this client")
 )
@@ -36,6 +38,7 @@ type binding struct {
 	bound      bool      // ACKed (and journaled)
 	expiry     time.Time // of the lease when bound
 	offerUntil time.Time // address held for an OFFER until then
+	offeredAt  time.Time // when that OFFER went out
 }
 
 func (b *binding) active(now time.Time) bool { return b.bound && now.Before(b.expiry) }
@@ -57,6 +60,11 @@ type leaseStore struct {
 	declined  map[netip.Addr]time.Time
 	cursor    int
 	j         *journal // nil: memory only
+	// offers are the MACs with an outstanding offer (held, not REQUESTed),
+	// bounded by maxOffers; reclaimed counts offers taken back early.
+	offers    map[string]struct{}
+	maxOffers int
+	reclaimed uint64
 }
 
 func newLeaseStore(pool configs.Pool, server netip.Addr, leaseTime time.Duration, hostEntries []configs.Host) *leaseStore {
@@ -69,6 +77,8 @@ func newLeaseStore(pool configs.Pool, server netip.Addr, leaseTime time.Duration
 		byMAC:     map[string]*binding{},
 		byAddr:    map[netip.Addr]*binding{},
 		declined:  map[netip.Addr]time.Time{},
+		offers:    map[string]struct{}{},
+		maxOffers: defaultMaxOffers,
 	}
 	for _, h := range hostEntries {
 		if h.Address.IsValid() && len(h.MAC.HardwareAddr) > 0 {
@@ -111,6 +121,7 @@ func (s *leaseStore) assign(mac net.HardwareAddr, key string, addr netip.Addr) *
 	}
 	if b := s.byAddr[addr]; b != nil {
 		delete(s.byMAC, b.key)
+		delete(s.offers, b.key)
 	}
 	b := &binding{mac: append(net.HardwareAddr(nil), mac...), key: key, addr: addr}
 	s.byMAC[key] = b
@@ -118,18 +129,56 @@ func (s *leaseStore) assign(mac net.HardwareAddr, key string, addr netip.Addr) *
 	return b
 }
 
-// Offer picks an address for a DISCOVER and holds it for offerHold.
-func (s *leaseStore) Offer(mac net.HardwareAddr, requested netip.Addr, now time.Time) (netip.Addr, error) {
+// Offer picks an address for a DISCOVER and holds it for offerHold. A
+// client without an offer already held gets one only while fewer than
+// maxOffers are outstanding, unless exempt (a configured host).
+func (s *leaseStore) Offer(mac net.HardwareAddr, requested netip.Addr, now time.Time, exempt bool) (netip.Addr, error) {
 	key := mac.String()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if b := s.byMAC[key]; !exempt && (b == nil || !b.held(now)) && s.outstanding(now) >= s.maxOffers {
+		return netip.Addr{}, ErrTooManyOffers
+	}
 	addr, err := s.pick(key, requested, now)
 	if err != nil {
 		return netip.Addr{}, err
 	}
 	b := s.assign(mac, key, addr)
-	b.offerUntil = now.Add(offerHold)
+	b.offerUntil, b.offeredAt = now.Add(offerHold), now
+	if !exempt {
+		s.offers[key] = struct{}{}
+	}
 	return addr, nil
+}
+
+// outstanding counts the offers still held, forgetting lapsed ones.
+func (s *leaseStore) outstanding(now time.Time) int {
+	if len(s.offers) < s.maxOffers {
+		return len(s.offers)
+	}
+	for k := range s.offers {
+		if b := s.byMAC[k]; b == nil || !b.held(now) {
+			delete(s.offers, k)
+		}
+	}
+	return len(s.offers)
+}
+
+// Known reports whether mac has a binding (leased, offered, or history)
+// or a reservation: it takes no new address from the pool.
+func (s *leaseStore) Known(mac net.HardwareAddr) bool {
+	key := mac.String()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, fixed := s.fixed[key]
+	return fixed || s.byMAC[key] != nil
+}
+
+// Reclaimed is how many unanswered offers were taken back early.
+func (s *leaseStore) Reclaimed() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reclaimed
 }
 
 func (s *leaseStore) pick(key string, requested netip.Addr, now time.Time) (netip.Addr, error) {
@@ -161,10 +210,30 @@ func (s *leaseStore) pick(key string, requested netip.Addr, now time.Time) (neti
 			oldest = b
 		}
 	}
-	if oldest == nil {
+	if oldest != nil {
+		return oldest.addr, nil
+	}
+	// None at all: take back the offer nobody REQUESTed for longest, once
+	// it is offerMinHold old (a real client REQUESTs well within that; a
+	// spoofed one never does). Its client, if real, is NAKed and starts over.
+	var victim *binding
+	for _, b := range s.byAddr {
+		if b.key == key || b.active(now) || !b.held(now) || now.Sub(b.offeredAt) < offerMinHold ||
+			s.reserved[b.addr] != "" || !s.pool.Contains(b.addr) {
+			continue
+		}
+		if until, ok := s.declined[b.addr]; ok && now.Before(until) {
+			continue
+		}
+		if victim == nil || b.offeredAt.Before(victim.offeredAt) {
+			victim = b
+		}
+	}
+	if victim == nil {
 		return netip.Addr{}, ErrPoolExhausted
 	}
-	return oldest.addr, nil
+	s.reclaimed++
+	return victim.addr, nil
 }
 
 // DropOffer forgets an offer the client declined by choosing another server.
@@ -174,6 +243,7 @@ func (s *leaseStore) DropOffer(mac net.HardwareAddr) {
 	if b := s.byMAC[mac.String()]; b != nil {
 		b.offerUntil = time.Time{}
 	}
+	delete(s.offers, mac.String())
 }
 
 // Bind leases addr to mac (REQUEST) and makes it durable before returning,
@@ -199,8 +269,9 @@ func (s *leaseStore) Bind(mac net.HardwareAddr, addr netip.Addr, selecting bool,
 	}
 	b := s.assign(mac, key, addr)
 	b.bound, b.expiry, b.offerUntil = true, now.Add(s.leaseTime), time.Time{}
+	delete(s.offers, key)
 	expiry := b.expiry
-	gen := s.enqueue(recBind, b)
+	gen := s.enqueue(formatRecord(recBind, b), now)
 	s.mu.Unlock()
 	if err := s.wait(gen); err != nil {
 		return time.Time{}, err
@@ -220,7 +291,7 @@ func (s *leaseStore) Release(mac net.HardwareAddr, addr netip.Addr, now time.Tim
 	if b.expiry.After(now) {
 		b.expiry = now
 	}
-	gen := s.enqueue(recFree, b)
+	gen := s.enqueue(formatRecord(recFree, b), now)
 	s.mu.Unlock()
 	return true, s.wait(gen)
 }
@@ -237,8 +308,10 @@ func (s *leaseStore) Decline(mac net.HardwareAddr, addr netip.Addr, now time.Tim
 	}
 	delete(s.byMAC, key)
 	delete(s.byAddr, addr)
+	delete(s.offers, key)
 	s.declined[addr] = now.Add(declineHold)
-	gen := s.enqueue(recFree, b)
+	s.enqueue(formatRecord(recFree, b), now)
+	gen := s.enqueue(fmt.Appendf(nil, "%s %s %d\n", recHold, addr, now.Add(declineHold).Unix()), now)
 	s.mu.Unlock()
 	return true, s.wait(gen)
 }
@@ -275,15 +348,19 @@ func (s *leaseStore) Lookup(mac net.HardwareAddr) (Lease, bool) {
 }
 
 // enqueue journals a record; the caller holds s.mu. When renewals have made
-// the file much longer than the bindings it describes, it is rewritten.
-func (s *leaseStore) enqueue(kind string, b *binding) uint64 {
+// the file much longer than the bindings it describes, or records were
+// dropped while the disk failed, it is rewritten.
+func (s *leaseStore) enqueue(line []byte, now time.Time) uint64 {
 	if s.j == nil {
 		return 0
 	}
-	gen := s.j.enqueue(formatRecord(kind, b))
-	if s.j.records > compactAt(len(s.byMAC)) {
-		snap, lines := s.snapshot()
-		_ = s.j.compact(snap, lines) // a failure is sticky: wait reports it
+	gen := s.j.enqueue(line)
+	s.j.mu.Lock()
+	must := s.j.mustCompact
+	s.j.mu.Unlock()
+	if must || s.j.records > compactAt(len(s.byMAC)) {
+		snap, lines := s.snapshot(now)
+		_ = s.j.compact(snap, lines) // on failure, wait reports it or the next write retries
 	}
 	return gen
 }

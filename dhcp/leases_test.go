@@ -37,7 +37,7 @@ func host(m net.HardwareAddr, a string) configs.Host {
 
 func mustOffer(t *testing.T, s *leaseStore, m net.HardwareAddr, now time.Time) netip.Addr {
 	t.Helper()
-	a, err := s.Offer(m, netip.Addr{}, now)
+	a, err := s.Offer(m, netip.Addr{}, now, false)
 	if err != nil {
 		t.Fatalf("Offer(%s): %v", m, err)
 	}
@@ -66,11 +66,11 @@ func TestOfferDistinctAndStable(t *testing.T) {
 		t.Errorf("second offer to mac 2 = %s, want 10.0.0.11", a)
 	}
 	// The pool is held by the offers: a fourth client gets nothing.
-	if _, err := s.Offer(mac(4), netip.Addr{}, t0.Add(time.Second)); !errors.Is(err, ErrPoolExhausted) {
+	if _, err := s.Offer(mac(4), netip.Addr{}, t0.Add(time.Second), false); !errors.Is(err, ErrPoolExhausted) {
 		t.Errorf("offer to 4th client: err = %v, want ErrPoolExhausted", err)
 	}
 	// Offers lapse: after offerHold the 4th client gets one of them.
-	if _, err := s.Offer(mac(4), netip.Addr{}, t0.Add(offerHold+2*time.Second)); err != nil {
+	if _, err := s.Offer(mac(4), netip.Addr{}, t0.Add(offerHold+2*time.Second), false); err != nil {
 		t.Errorf("offer after holds lapsed: %v", err)
 	}
 }
@@ -80,7 +80,7 @@ func TestReservations(t *testing.T) {
 	if a := mustOffer(t, s, mac(1), t0); a != addr("10.0.0.11") {
 		t.Errorf("unreserved client got %s, want 10.0.0.11 (10.0.0.10 is reserved)", a)
 	}
-	if _, err := s.Offer(mac(2), netip.Addr{}, t0); !errors.Is(err, ErrPoolExhausted) {
+	if _, err := s.Offer(mac(2), netip.Addr{}, t0, false); !errors.Is(err, ErrPoolExhausted) {
 		t.Errorf("offer with only a reserved address left: err = %v, want ErrPoolExhausted", err)
 	}
 	if a := mustOffer(t, s, mac(9), t0); a != addr("10.0.0.10") {
@@ -134,7 +134,7 @@ func TestExpiryAndReturningClient(t *testing.T) {
 	mustBind(t, s, mac(1), a1, t0)
 	a2 := mustOffer(t, s, mac(2), t0)
 	mustBind(t, s, mac(2), a2, t0)
-	if _, err := s.Offer(mac(3), netip.Addr{}, t0.Add(time.Minute)); !errors.Is(err, ErrPoolExhausted) {
+	if _, err := s.Offer(mac(3), netip.Addr{}, t0.Add(time.Minute), false); !errors.Is(err, ErrPoolExhausted) {
 		t.Fatalf("full pool: err = %v, want ErrPoolExhausted", err)
 	}
 	later := t0.Add(2 * time.Hour) // both leases expired
@@ -298,7 +298,7 @@ func TestJournalConcurrentBinds(t *testing.T) {
 			var err error
 			for i := 0; i < 20 && err == nil; i++ {
 				var a netip.Addr
-				if a, err = s.Offer(m, netip.Addr{}, t0); err == nil {
+				if a, err = s.Offer(m, netip.Addr{}, t0, false); err == nil {
 					_, err = s.Bind(m, a, true, t0.Add(time.Duration(i)*time.Second))
 				}
 			}

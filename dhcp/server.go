@@ -13,6 +13,9 @@
 // HTTP boot a full URL, PXE ROMs the file for their option 93 architecture.
 //
 // Bad packets are dropped, counted (Server.Stats) and logged at debug.
+// Budgets (budget.go) keep a flood of clients from starving the pool or
+// growing the tables; what they turn away is counted in Stats.Refused and
+// logged once per client per minute.
 package dhcp
 
 import (
@@ -30,6 +33,7 @@ import (
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
+	"github.com/pxeperf/pxeperf/internal/refuse"
 )
 
 // ClientPort is the port DHCP clients listen on.
@@ -65,6 +69,13 @@ type Stats struct {
 	Declines  uint64
 	Informs   uint64
 	Errors    uint64 // pool exhausted, journal or send failures
+	// Reclaimed counts offers nobody REQUESTed that were taken back early
+	// for a new client because the pool had no free address.
+	Reclaimed uint64
+	// Refused counts what the budgets turned away, by reason (the reason*
+	// constants in budget.go); each is also logged once per client per
+	// minute.
+	Refused map[string]uint64
 }
 
 type counters struct {
@@ -90,6 +101,10 @@ type Server struct {
 	port     uint16
 	stats    counters
 	closeOne sync.Once
+
+	refuse     *refuse.Log
+	newClients *rateBuckets // per relay
+	sightings  *sightings
 }
 
 // New validates the options, loads the lease journal (full mode) and binds
@@ -138,6 +153,9 @@ func newServer(o Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.refuse = refuse.New(s.log, 0)
+	s.newClients = newRateBuckets(orDefault(cfg.NewClientsPerSecond, defaultNewPerSecond))
+	s.sightings = newSightings(orDefault(cfg.MaxSightings, defaultMaxSightings))
 	if s.workers <= 0 {
 		s.workers = 64
 	}
@@ -157,6 +175,7 @@ func newServer(o Options) (*Server, error) {
 			return nil, errors.New("dhcp full mode needs dhcp.pool (e.g. --pool 192.168.50.100-192.168.50.200)")
 		}
 		s.leases = newLeaseStore(cfg.Pool, o.Addr, cfg.LeaseTime, o.Config.Hosts)
+		s.leases.maxOffers = orDefault(cfg.MaxOffers, defaultMaxOffers)
 		j, err := openJournal(o.Config.Data, s.leases, o.noSync, s.log)
 		if err != nil {
 			return nil, err
@@ -164,6 +183,13 @@ func newServer(o Options) (*Server, error) {
 		s.leases.j = j
 	}
 	return s, nil
+}
+
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // listen binds port 67 (dhcp.port) and, in proxy mode, 4011 (dhcp.proxy_port).
@@ -190,11 +216,16 @@ func (s *Server) listen(ctx context.Context, iface string) error {
 // Stats returns the packet counters.
 func (s *Server) Stats() Stats {
 	c := &s.stats
-	return Stats{
+	st := Stats{
 		Received: c.received.Load(), Malformed: c.malformed.Load(), Ignored: c.ignored.Load(),
 		Offers: c.offers.Load(), Acks: c.acks.Load(), Naks: c.naks.Load(), Releases: c.releases.Load(),
 		Declines: c.declines.Load(), Informs: c.informs.Load(), Errors: c.errors.Load(),
+		Refused: s.refuse.Counts(),
 	}
+	if s.leases != nil {
+		st.Reclaimed = s.leases.Reclaimed()
+	}
+	return st
 }
 
 // Leases lists the active leases (full mode; nil in proxy mode).
@@ -234,7 +265,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.closeAll()
 	st := s.Stats()
 	s.log.Info("dhcp stopped", "received", st.Received, "offers", st.Offers, "acks", st.Acks, "naks", st.Naks,
-		"malformed", st.Malformed, "ignored", st.Ignored, "errors", st.Errors)
+		"malformed", st.Malformed, "ignored", st.Ignored, "errors", st.Errors, "reclaimed", st.Reclaimed, "refused", st.Refused)
 	return nil
 }
 
@@ -430,8 +461,23 @@ func (s *Server) handleFull(req *dhcpv4.DHCPv4, now time.Time) (*dhcpv4.DHCPv4, 
 	log := clientLog{s.log, c.MAC, req.TransactionID}
 	switch req.MessageType() {
 	case dhcpv4.MessageTypeDiscover:
-		addr, err := s.leases.Offer(c.MAC, ip4(req.RequestedIPAddress()), now)
-		if err != nil {
+		had := s.leases.Known(c.MAC)
+		if host == nil && !had && !s.newClients.allow(relayKey(req), now) {
+			s.refuse.Refuse(reasonNewClients, c.MAC.String(), "relay", relayKey(req), "per_second", s.newClients.rate,
+				"fix", "raise dhcp.new_clients_per_second, or find what floods DISCOVERs")
+			return nil, netip.AddrPort{}
+		}
+		addr, err := s.leases.Offer(c.MAC, ip4(req.RequestedIPAddress()), now, host != nil)
+		switch {
+		case errors.Is(err, ErrTooManyOffers):
+			s.refuse.Refuse(reasonMaxOffers, c.MAC.String(), "max_offers", s.leases.maxOffers,
+				"fix", "raise dhcp.max_offers, or find what floods DISCOVERs")
+			return nil, netip.AddrPort{}
+		case errors.Is(err, ErrPoolExhausted):
+			s.stats.errors.Add(1)
+			s.refuse.Refuse(reasonPoolExhausted, c.MAC.String(), "err", err)
+			return nil, netip.AddrPort{}
+		case err != nil:
 			s.stats.errors.Add(1)
 			log.Warn("dhcp: no address to offer", "err", err)
 			return nil, netip.AddrPort{}
@@ -442,7 +488,11 @@ func (s *Server) handleFull(req *dhcpv4.DHCPv4, now time.Time) (*dhcpv4.DHCPv4, 
 		s.leaseTimes(r, s.cfg.LeaseTime)
 		s.addBoot(r, req, c, host, false)
 		s.stats.offers.Add(1)
-		s.hosts.Observe(hosts.Client{MAC: c.MAC, Arch: c.Arch, IPXE: c.IPXE, Host: host})
+		if host != nil || had {
+			// New clients are remembered once ACKed: a DISCOVER flood must
+			// not grow the hosts table.
+			s.hosts.Observe(hosts.Client{MAC: c.MAC, Arch: c.Arch, IPXE: c.IPXE, Host: host})
+		}
 		log.Debug("dhcp: offer", "ip", addr, "arch", c.Arch, "ipxe", c.IPXE)
 		return r, s.dest(req, r, false)
 
@@ -472,7 +522,8 @@ func (s *Server) handleFull(req *dhcpv4.DHCPv4, now time.Time) (*dhcpv4.DHCPv4, 
 		}
 		if err != nil {
 			s.stats.errors.Add(1)
-			log.Error("dhcp: lease not saved, not acknowledged", "ip", want, "err", err)
+			s.refuse.Refuse(reasonJournal, c.MAC.String(), "ip", want, "err", err,
+				"then", "not acknowledged; the client retries and is ACKed once the disk takes writes again")
 			return nil, netip.AddrPort{}
 		}
 		r := s.reply(req, dhcpv4.MessageTypeAck)
@@ -482,6 +533,8 @@ func (s *Server) handleFull(req *dhcpv4.DHCPv4, now time.Time) (*dhcpv4.DHCPv4, 
 		s.leaseTimes(r, expiry.Sub(now))
 		b := s.addBoot(r, req, c, host, false)
 		s.stats.acks.Add(1)
+		_, _, evicted := s.sightings.see(c.MAC, want.String(), now, func() bool { return true })
+		s.forget(evicted)
 		s.hosts.Observe(hosts.Client{MAC: c.MAC, Addr: want, Arch: c.Arch, IPXE: c.IPXE, Host: host, Seen: now})
 		s.sink.Lease(&event.Lease{Time: now, MAC: c.MAC, Addr: want, Arch: c.Arch, Host: hostName(host),
 			BootFile: b.File, Expiry: expiry})
@@ -565,8 +618,22 @@ func (s *Server) handleProxy(req *dhcpv4.DHCPv4, src netip.AddrPort, onProxy boo
 	if a := ip4(req.ClientIPAddr); set(a) {
 		addr = a
 	}
-	s.hosts.Observe(hosts.Client{MAC: c.MAC, Addr: addr, Arch: c.Arch, IPXE: c.IPXE, Host: host, Proxy: true, Seen: now})
-	s.sink.Lease(&event.Lease{Time: now, MAC: c.MAC, Arch: c.Arch, Host: hostName(host), BootFile: b.File, Proxy: true})
+	// Remember and record the client only when that says something new
+	// (see sightings): a flood of spoofed DISCOVERs must grow neither the
+	// hosts table nor the lease rows.
+	told := fmt.Sprintf("%s|%d|%t|%s", b.File, c.Arch, c.IPXE, addr)
+	record, admitted, evicted := s.sightings.see(c.MAC, told, now, func() bool {
+		return host != nil || s.newClients.allow(relayKey(req), now)
+	})
+	s.forget(evicted)
+	if !admitted {
+		s.refuse.Refuse(reasonNotRecorded, c.MAC.String(), "relay", relayKey(req), "per_second", s.newClients.rate,
+			"then", "answered, but not in the hosts table or the lease records")
+	}
+	if record {
+		s.hosts.Observe(hosts.Client{MAC: c.MAC, Addr: addr, Arch: c.Arch, IPXE: c.IPXE, Host: host, Proxy: true, Seen: now})
+		s.sink.Lease(&event.Lease{Time: now, MAC: c.MAC, Arch: c.Arch, Host: hostName(host), BootFile: b.File, Proxy: true})
+	}
 	s.log.Debug("dhcp: proxy answer", "client_mac", c.MAC.String(), "type", replyType.String(), "boot_file", b.File)
 	if replyType == dhcpv4.MessageTypeOffer {
 		s.stats.offers.Add(1)
@@ -579,6 +646,22 @@ func (s *Server) handleProxy(req *dhcpv4.DHCPv4, src netip.AddrPort, onProxy boo
 		dst = s.dest(req, r, false)
 	}
 	return r, dst
+}
+
+// forget drops a client the sightings let go from the hosts table.
+func (s *Server) forget(mac net.HardwareAddr) {
+	if mac != nil {
+		s.hosts.Forget(mac)
+	}
+}
+
+// relayKey is what new-client budgets are kept per: the relay (giaddr),
+// or the zero address for clients on the served segment.
+func relayKey(req *dhcpv4.DHCPv4) netip.Addr {
+	if a := ip4(req.GatewayIPAddr); set(a) {
+		return a
+	}
+	return netip.Addr{}
 }
 
 // clientLog adds client_mac and xid to a log line only when it is written

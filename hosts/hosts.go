@@ -103,3 +103,24 @@ func (t *Table) ByMAC(mac net.HardwareAddr) (Client, bool) {
 	}
 	return Client{}, false
 }
+
+// Forget drops what DHCP saw of mac (its host entry stays), so the caller
+// can bound the sightings it keeps (dhcp evicts the least recently seen).
+func (t *Table) Forget(mac net.HardwareAddr) {
+	key := mac.String()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.seen[key]; ok {
+		if c.Addr.IsValid() && t.byAddr[c.Addr] == key {
+			delete(t.byAddr, c.Addr)
+		}
+		delete(t.seen, key)
+	}
+}
+
+// Seen is how many clients DHCP sightings are kept for.
+func (t *Table) Seen() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.seen)
+}

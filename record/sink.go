@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
+	"github.com/pxeperf/pxeperf/internal/refuse"
 	"github.com/pxeperf/pxeperf/netstate"
 )
 
@@ -30,9 +32,13 @@ type SinkOptions struct {
 	// Source of the records; default "serve".
 	Source string
 	// MaxPending bounds the events held in memory while the store is slow
-	// or failing (default 65536). Past it, journaled events wait in the
-	// journal for the next start; others are dropped, counted and logged.
-	MaxPending int
+	// or failing (default 65536), and MaxPendingBytes their size (default
+	// 64 MiB; an event counts as its journal line). Past either, journaled
+	// events wait in the journal and are read back, a bounded slice at a
+	// time, once the store has caught up; events without a journal are
+	// dropped. Both are counted and logged (once per client per minute).
+	MaxPending      int
+	MaxPendingBytes int64
 	// BatchSize is how many events one transaction writes (default 256).
 	BatchSize int
 	// Retry is the first wait after a store error, doubling up to 10 s
@@ -46,13 +52,32 @@ type SinkOptions struct {
 
 // SinkStats counts what a Sink did.
 type SinkStats struct {
-	Written     int64 // entries committed to the store
-	Pending     int   // entries waiting in memory
-	JournalOnly int64 // entries that went to the journal only (memory bound hit, or no store)
-	Recovered   int64 // entries read back from the journal while running
-	Dropped     int64 // entries lost: neither journaled nor kept
-	StoreErrors int64 // failed store writes (retried)
+	Written int64 // entries committed to the store
+	Pending int   // entries waiting in memory
+	// PendingBytes is their size, as counted against MaxPendingBytes.
+	PendingBytes int64
+	JournalOnly  int64 // entries that went to the journal only (memory bound hit, or no store)
+	Recovered    int64 // entries read back from the journal while running
+	Dropped      int64 // entries lost: neither journaled nor kept
+	StoreErrors  int64 // failed store writes (retried)
+	// Refused counts entries turned away from memory or the journal, by
+	// reason (see the refusal constants).
+	Refused map[string]uint64
 }
+
+// Reasons the sink refuses an entry a place, as counted in
+// SinkStats.Refused and logged through internal/refuse.
+const (
+	// RefuseQueueFull: the memory queue is at MaxPending or
+	// MaxPendingBytes; the entry waits in the journal.
+	RefuseQueueFull = "record: queue full"
+	// RefuseLost: the memory queue is full and there is no journal (or
+	// its write failed): the entry is lost.
+	RefuseLost = "record: lost"
+	// RefuseTrimmed: the entry's journal line would pass maxLine; its
+	// intervals (then labels) were left out, as its labels say.
+	RefuseTrimmed = "record: trimmed to fit the journal"
+)
 
 // Sink turns events into records and writes them to a Store without
 // blocking serving: Fetch converts the event, appends it to the journal
@@ -64,10 +89,18 @@ type Sink struct {
 	opt   SinkOptions
 	log   *slog.Logger
 
-	mu          sync.Mutex
-	queue       []*entry // in journal order
-	journalOnly bool     // some journaled entries are not queued: keep the journal
+	mu           sync.Mutex
+	queue        []*entry // in journal order
+	pendingBytes int64    // sum of the queued entries' sizes
+	journalOnly  bool     // some journaled entries are not queued: keep the journal
+	// readOff is where in the journal reading back deferred entries goes
+	// on; everything before it was queued (or read and found damaged).
+	readOff int64
+	// keepJournal: damaged lines could not be kept aside, so the journal
+	// is never emptied in this run.
+	keepJournal bool
 	closed      bool
+	refuse      *refuse.Log
 
 	wake    chan struct{}
 	closing chan struct{}
@@ -83,6 +116,9 @@ type Sink struct {
 func NewSink(store *Store, logger *slog.Logger, opt SinkOptions) *Sink {
 	if opt.MaxPending <= 0 {
 		opt.MaxPending = 65536
+	}
+	if opt.MaxPendingBytes <= 0 {
+		opt.MaxPendingBytes = DefaultMaxPendingBytes
 	}
 	if opt.BatchSize <= 0 {
 		opt.BatchSize = 256
@@ -100,26 +136,11 @@ func NewSink(store *Store, logger *slog.Logger, opt SinkOptions) *Sink {
 		opt.Source = "serve"
 	}
 	s := &Sink{
-		store: store, opt: opt, log: logger,
+		store: store, opt: opt, log: logger, refuse: refuse.New(logger, 0),
 		wake: make(chan struct{}, 1), closing: make(chan struct{}), abort: make(chan struct{}), done: make(chan struct{}),
 	}
 	if j := opt.Journal; j != nil {
-		es, bad, err := j.read()
-		if err != nil {
-			logger.Error("record journal unreadable; its entries stay in the file", "err", err)
-			s.journalOnly = true
-		}
-		if bad > 0 {
-			logger.Warn("record journal: skipped unreadable lines (torn by a crash?)", "file", j.Path(), "lines", bad)
-		}
-		if len(es) > 0 {
-			logger.Info("record journal: importing entries from the last run", "file", j.Path(), "entries", len(es))
-		}
-		if store == nil {
-			s.journalOnly = s.journalOnly || len(es) > 0
-		} else {
-			s.queue = es
-		}
+		s.importJournal(j)
 	}
 	if store == nil {
 		logger.Error("RECORDING TO THE STORE IS OFF: fetches are kept only in the journal and imported at the next start",
@@ -128,6 +149,69 @@ func NewSink(store *Store, logger *slog.Logger, opt SinkOptions) *Sink {
 	go s.run()
 	s.signal()
 	return s
+}
+
+// importJournal queues what an earlier run left in the journal, up to the
+// memory bounds (the rest is read back as the queue drains), and keeps its
+// damaged lines aside.
+func (s *Sink) importJournal(j *Journal) {
+	aside := &aside{path: j.Path() + DamagedSuffix, from: JournalName}
+	var es []*entry
+	var size int64
+	found := 0
+	full := false // past the memory bounds: the rest is read back later
+	next, bad, err := j.scan(0, -1, aside, func(e *entry, n int, at int64) bool {
+		found++
+		// The whole file is read, so that every damaged line is kept aside
+		// now; entries past the bounds are only looked at.
+		if s.store == nil || full {
+			return true
+		}
+		if !s.fits(len(es), size, n) {
+			full, s.readOff = true, at
+			return true
+		}
+		e.size = n
+		es = append(es, e)
+		size += int64(n)
+		return true
+	})
+	if aerr := aside.close(); aerr != nil {
+		s.keepJournal = true
+		s.log.Error("record journal: damaged lines could not be kept aside; the journal is kept whole", "file", j.Path(),
+			"damaged_file", aside.path, "err", aerr)
+	}
+	if err != nil {
+		s.log.Error("record journal unreadable; its entries stay in the file", "err", err)
+		s.keepJournal = true
+	}
+	if bad > 0 {
+		s.log.Warn("record journal: skipped damaged lines and kept them aside (a torn last line after a crash is normal)",
+			"file", j.Path(), "lines", bad, "damaged_file", aside.path)
+	}
+	if found > 0 {
+		s.log.Info("record journal: importing entries from the last run", "file", j.Path(), "entries", found)
+	}
+	if s.store == nil {
+		s.journalOnly = found > 0
+		return
+	}
+	s.queue, s.pendingBytes = es, size
+	if full {
+		s.journalOnly = true // the rest is read back from readOff as the queue drains
+	} else {
+		s.readOff = next
+	}
+}
+
+// DefaultMaxPendingBytes is SinkOptions.MaxPendingBytes by default.
+const DefaultMaxPendingBytes = 64 << 20
+
+// fits reports whether an entry of n bytes may join a queue of count
+// entries and size bytes. An empty queue takes any entry, so reading back
+// always progresses.
+func (s *Sink) fits(count int, size int64, n int) bool {
+	return count == 0 || count < s.opt.MaxPending && size+int64(n) <= s.opt.MaxPendingBytes
 }
 
 func journalPath(j *Journal) string {
@@ -142,8 +226,12 @@ func (s *Sink) Stats() SinkStats {
 	s.mu.Lock()
 	n := len(s.queue)
 	s.mu.Unlock()
-	return SinkStats{Written: s.written.Load(), Pending: n, JournalOnly: s.journalOnlyN.Load(),
-		Recovered: s.recovered.Load(), Dropped: s.dropped.Load(), StoreErrors: s.storeErrs.Load()}
+	s.mu.Lock()
+	b := s.pendingBytes
+	s.mu.Unlock()
+	return SinkStats{Written: s.written.Load(), Pending: n, PendingBytes: b, JournalOnly: s.journalOnlyN.Load(),
+		Recovered: s.recovered.Load(), Dropped: s.dropped.Load(), StoreErrors: s.storeErrs.Load(),
+		Refused: s.refuse.Counts()}
 }
 
 // Fetch records one fetch.
@@ -171,13 +259,13 @@ func (s *Sink) Lease(l *event.Lease) {
 func (s *Sink) put(e *entry) {
 	var line []byte
 	if s.opt.Journal != nil {
-		b, err := json.Marshal(e)
-		if err != nil {
-			s.log.Error("record: cannot encode entry; dropped", "err", err)
-			s.dropped.Add(1)
+		var ok bool
+		if line, ok = s.encode(e); !ok {
 			return
 		}
-		line = append(b, '\n')
+		e.size = len(line)
+	} else {
+		e.size = approxSize(e)
 	}
 	s.mu.Lock()
 	journaled := false
@@ -189,21 +277,85 @@ func (s *Sink) put(e *entry) {
 		}
 	}
 	switch {
-	case s.store != nil && !s.closed && len(s.queue) < s.opt.MaxPending:
+	case s.store != nil && !s.closed && s.fits(len(s.queue), s.pendingBytes, e.size):
 		s.queue = append(s.queue, e)
+		s.pendingBytes += int64(e.size)
 	case journaled:
 		s.journalOnly = true
-		if s.journalOnlyN.Add(1) == 1 && s.store != nil {
-			s.log.Error("record queue full or closed: entries wait in the journal for the next start",
-				"pending", len(s.queue), "journal", s.opt.Journal.Path())
+		s.journalOnlyN.Add(1)
+		if s.store != nil && !s.closed {
+			s.refuse.Refuse(RefuseQueueFull, e.client(), "pending", len(s.queue), "pending_bytes", s.pendingBytes,
+				"journal", s.opt.Journal.Path(), "then", "it waits in the journal and is imported once the store catches up")
 		}
 	default:
-		if n := s.dropped.Add(1); n == 1 || n%1000 == 0 {
-			s.log.Error("record LOST: store behind and no journal", "dropped_total", n, "pending", len(s.queue))
-		}
+		s.dropped.Add(1)
+		s.refuse.Refuse(RefuseLost, e.client(), "pending", len(s.queue), "pending_bytes", s.pendingBytes,
+			"why", "store behind and no journal")
 	}
 	s.mu.Unlock()
 	s.signal()
+}
+
+// encode returns e's journal line. A line too long to be read back
+// (maxLine) loses the entry's intervals, then its labels, which a label
+// "pxeperf_trimmed" then says; ok is false when the entry cannot be
+// encoded at all (counted as lost).
+func (s *Sink) encode(e *entry) (line []byte, ok bool) {
+	b, err := json.Marshal(e)
+	for err == nil && len(b) >= maxLine && e.Record != nil {
+		what := "intervals"
+		switch {
+		case len(e.Intervals) > 0:
+			e.Intervals = nil
+		case len(e.Record.Labels) > 1 || e.Record.Labels["pxeperf_trimmed"] == "":
+			what = "intervals,labels"
+			e.Record.Labels = nil
+		default:
+			err = fmt.Errorf("%d bytes without intervals and labels", len(b))
+			continue
+		}
+		if e.Record.Labels == nil {
+			e.Record.Labels = map[string]string{}
+		}
+		e.Record.Labels["pxeperf_trimmed"] = what
+		s.refuse.Refuse(RefuseTrimmed, e.client(), "bytes", len(b), "left_out", what)
+		b, err = json.Marshal(e)
+	}
+	if err == nil && len(b) >= maxLine {
+		err = fmt.Errorf("%d bytes", len(b))
+	}
+	if err != nil {
+		s.dropped.Add(1)
+		s.refuse.Refuse(RefuseLost, e.client(), "why", "cannot encode the entry", "err", err)
+		return nil, false
+	}
+	return append(b, '\n'), true
+}
+
+// approxSize is what an entry counts against MaxPendingBytes when there is
+// no journal line to measure.
+func approxSize(e *entry) int {
+	n := 512 + 64*len(e.Intervals)
+	if e.Record != nil {
+		n += len(e.Record.File) + len(e.Record.Err)
+		for k, v := range e.Record.Labels {
+			n += len(k) + len(v) + 8
+		}
+	}
+	return n
+}
+
+// client names the entry's client for refusal logs.
+func (e *entry) client() string {
+	switch {
+	case e.Record != nil && e.Record.ClientMAC != "":
+		return e.Record.ClientMAC
+	case e.Record != nil:
+		return e.Record.ClientIP
+	case e.Lease != nil:
+		return e.Lease.MAC
+	}
+	return ""
 }
 
 func (s *Sink) signal() {
@@ -282,14 +434,21 @@ func (s *Sink) run() {
 				failing, wait = false, s.opt.Retry
 			}
 			s.written.Add(int64(n))
+			var freed int64
+			for _, e := range batch {
+				freed += int64(e.size)
+			}
 			s.mu.Lock()
 			s.queue = s.queue[n:]
+			s.pendingBytes -= freed
 			empty, recover := len(s.queue) == 0, s.journalOnly && s.opt.Journal != nil
 			if empty {
 				s.queue = nil
-				if s.opt.Journal != nil && !s.journalOnly {
+				if s.opt.Journal != nil && !s.journalOnly && !s.keepJournal {
 					if err := s.opt.Journal.truncate(); err != nil {
 						s.log.Warn("record journal not emptied; it is replayed idempotently", "err", err)
+					} else {
+						s.readOff = 0
 					}
 				}
 			}
@@ -309,44 +468,51 @@ func (s *Sink) run() {
 	}
 }
 
-// recover queues again what went to the journal only (the memory bound was
+// recover queues again what went to the journal only (a memory bound was
 // hit while the store was slow or failing), now that the store has caught
-// up, so those records show up without a restart. The journal is read up to
-// its size at the start through its own descriptor, without holding the
-// lock; entries read that are already stored are skipped by uid.
+// up, so those records show up without a restart. It reads on from where
+// the last pass stopped, through the journal's own descriptor and without
+// holding the lock, as many entries as the memory bounds allow; the queue
+// draining calls it again for the rest. Entries read that are already
+// stored are skipped by uid.
 func (s *Sink) recover() {
 	j := s.opt.Journal
 	s.mu.Lock()
 	gen := s.journalOnlyN.Load()
 	size, err := j.size()
+	from := s.readOff
 	s.mu.Unlock()
 	if err != nil {
 		s.log.Warn("record journal: cannot read back deferred entries; they are imported at the next start", "err", err)
 		return
 	}
-	if size > maxRecover {
-		s.log.Warn("record journal too large to read back while serving; it is imported at the next start",
-			"journal", j.Path(), "bytes", size)
-		return
-	}
-	es, bad, err := j.readUpTo(size)
+	var es []*entry
+	var bytes int64
+	next, bad, err := j.scan(from, size, nil, func(e *entry, n int, _ int64) bool {
+		if !s.fits(len(es), bytes, n) {
+			return false
+		}
+		e.size = n
+		es = append(es, e)
+		bytes += int64(n)
+		return true
+	})
 	if err != nil {
 		s.log.Warn("record journal: cannot read back deferred entries; they are imported at the next start", "err", err)
 		return
 	}
 	s.mu.Lock()
 	s.queue = append(s.queue, es...)
-	if s.journalOnlyN.Load() == gen {
+	s.pendingBytes += bytes
+	s.readOff = next
+	if next >= size && s.journalOnlyN.Load() == gen {
 		s.journalOnly = false
 	}
 	s.mu.Unlock()
 	s.recovered.Add(int64(len(es)))
-	s.log.Info("record journal: deferred entries queued again", "entries", len(es), "unreadable_lines", bad)
+	s.log.Info("record journal: deferred entries queued again", "entries", len(es), "unreadable_lines", bad,
+		"done", next >= size)
 }
-
-// maxRecover bounds the journal read back while serving (larger ones wait
-// for the next start).
-const maxRecover = 256 << 20
 
 // Close writes what is queued, waiting until ctx ends, then stops the
 // writer. Entries still queued then stay in the journal for the next start.

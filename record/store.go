@@ -261,6 +261,8 @@ type entry struct {
 	Record    *Record    `json:"record,omitempty"`
 	Intervals []Interval `json:"intervals,omitempty"`
 	Lease     *Lease     `json:"lease,omitempty"`
+
+	size int // bytes it counts against the sink's memory bound
 }
 
 // Add stores one record with its intervals in one transaction and returns

@@ -17,6 +17,7 @@ import (
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/datalock"
 	"github.com/pxeperf/pxeperf/internal/netif"
 	"github.com/pxeperf/pxeperf/netstate"
 	"github.com/pxeperf/pxeperf/record"
@@ -175,9 +176,13 @@ func runServe(ctx context.Context, cfg *configs.Config) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
-		return fmt.Errorf("creating data folder %s: %w (set --data to a writable folder)", cfg.Data, err)
+	// The data folder is single-owner: a second serve is refused here,
+	// before it touches the journals or the image cache and its temp files.
+	lock, err := datalock.Acquire(cfg.Data)
+	if err != nil {
+		return err
 	}
+	defer lock.Release()
 	if err := images.EnsureRoot(cfg.Root, logger); err != nil {
 		return err
 	}
@@ -188,7 +193,7 @@ func runServe(ctx context.Context, cfg *configs.Config) error {
 	defer store.Close()
 	table := hosts.New(cfg.Hosts)
 	sink := event.Sink(event.Log{Logger: logger})
-	if rec := openRecording(cfg.Data, ni.Iface.Name, table, logger); rec != nil {
+	if rec := openRecording(cfg, ni.Iface.Name, table, logger); rec != nil {
 		defer rec.close(logger)
 		// The record sink first: a fetch is committed (journaled) as soon
 		// as possible after its last byte, before the log line is written.
@@ -242,8 +247,10 @@ type recording struct {
 // Serving never depends on them: a store that cannot be opened (locked by
 // another process, corrupt, disk full) is a loud error, and fetches then go
 // only to the journal, imported at the next start. Without a journal either
-// (another serve holds the data folder), nothing is recorded.
-func openRecording(data, iface string, table *hosts.Table, logger *slog.Logger) *recording {
+// (it cannot be opened), nothing is recorded. (Another serve on the same
+// data folder never gets here: runServe refuses it first.)
+func openRecording(cfg *configs.Config, iface string, table *hosts.Table, logger *slog.Logger) *recording {
+	data := cfg.Data
 	j, jerr := record.OpenJournal(data)
 	if jerr != nil {
 		logger.Error("RECORDING IS OFF: fetches are logged but not stored; serving goes on", "err", jerr)
@@ -263,6 +270,7 @@ func openRecording(data, iface string, table *hosts.Table, logger *slog.Logger) 
 	}
 	rec.sink = record.NewSink(st, logger, record.SinkOptions{
 		Journal: j, Interface: iface, Net: ns, Hosts: table,
+		MaxPending: cfg.Records.QueueEntries, MaxPendingBytes: int64(cfg.Records.QueueMiB) << 20,
 	})
 	if st != nil {
 		logger.Info("recording fetches", "store", st.Path(), "journal", j.Path())
