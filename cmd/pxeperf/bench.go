@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/bench"
-	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
@@ -21,8 +20,8 @@ import (
 
 // benchFlags are the flags of `pxeperf bench`.
 type benchFlags struct {
-	sweep          bench.Flags
-	data, format   string
+	sweep                bench.Flags
+	data, format, config string
 	verbose, quiet bool
 	stream         streamFlags // bench_stream.go
 }
@@ -67,7 +66,8 @@ replace its values.` + streamHelp,
 	fl.IntVar(&f.sweep.Repeat, "repeat", 0, "fetches per point (default 1)")
 	fl.Uint64Var(&f.sweep.Seed, "seed", 0, "seed of the generated image's bytes (default 1)")
 	addStreamFlags(cmd, &f)
-	fl.StringVar(&f.data, "data", configs.Default().Data, "state folder holding the record store (as for serve)")
+	fl.StringVar(&f.data, "data", "", "state folder holding the record store (default: the config's data, as serve's)")
+	addConfigFlag(cmd, &f.config)
 	fl.StringVar(&f.format, "format", string(report.Text), "table format: text, markdown, csv or json")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print iperf3-style interval lines for every fetch")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
@@ -78,15 +78,22 @@ replace its values.` + streamHelp,
 }
 
 func runBench(cmd *cobra.Command, f *benchFlags) error {
+	if cmd.Flags().Changed("repeat") && f.sweep.Repeat < 1 {
+		return usageErrorf("--repeat %d: every point needs at least one fetch; use --repeat 1 (up to %d)",
+			f.sweep.Repeat, bench.MaxRepeat)
+	}
 	spec, err := bench.ParseSpec(f.sweep)
 	if err != nil {
-		return err
+		return usageError(err)
 	}
 	format, err := report.ParseFormat(f.format)
 	if err != nil {
-		return fmt.Errorf("--format: %w", err)
+		return usageErrorf("--format: %w", err)
 	}
 	if err := checkStreamFlags(cmd, f, spec); err != nil {
+		return usageError(err)
+	}
+	if f.data, err = dataFolder(cmd, f.config, f.data); err != nil {
 		return err
 	}
 	if f.stream.server != "" {
