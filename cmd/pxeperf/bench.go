@@ -22,8 +22,8 @@ import (
 type benchFlags struct {
 	sweep                bench.Flags
 	data, format, config string
-	verbose, quiet bool
-	stream         streamFlags // bench_stream.go
+	verbose, quiet       bool
+	stream               streamFlags // bench_stream.go
 }
 
 func newBenchCmd() *cobra.Command {
