@@ -36,11 +36,13 @@ HTTP boot server on one side and a client on the other, and fetch an image at
 every point of a sweep. Records go to the store under --data (Source "bench"),
 so pxeperf report prints them too. Needs root. Ctrl-C tears the testbed down.
 
-  pxeperf bench --preset gpxe                      the 2010 gPXE study: window 4096..65532 x RX csum on/off, 1gbit, 500MiB x3
+  pxeperf bench --preset gpxe           the 2010 gPXE study: window 4096..65532 x RX csum on/off,
+                                        1gbit, 500MiB x3
   pxeperf bench --preset gpxe --size 64MiB --repeat 1   the same, quicker
-  pxeperf bench --window 4K..64K/4K --offload on,off --mtu 1500,9000 --rate 1gbit --size 500MiB --repeat 3
+  pxeperf bench --window 4K..64K/4K --offload on,off --mtu 1500,9000 --rate 1gbit \
+                --size 500MiB --repeat 3
   pxeperf bench --window 4K,16K,64K,auto --rate 100mbit,10mbit --size 16MiB
-  pxeperf bench --preset tftp                      TFTP blksize 512,1468 x windowsize 1..64, 1gbit, 64MiB x3
+  pxeperf bench --preset tftp           TFTP blksize 512,1468 x windowsize 1..64, 1gbit, 64MiB x3
   pxeperf bench --proto tftp --blksize 1468 --windowsize 1..64 --rate 100mbit --size 16MiB
 
 --window is the client's SO_RCVBUF, set before connect (auto: not set, the
@@ -48,7 +50,8 @@ kernel autotunes); --offload the client's RX checksum offload (the board's
 knob in the gPXE study); --rate a tbf on the server's egress, what the board
 receives (none: unlimited). --proto tftp fetches with pxeperf's TFTP client
 instead and sweeps --blksize x --windowsize (RFC 2348, RFC 7440) in place of
---window; 1..64 doubles, 512..1468/478 steps. One protocol per run. Presets: ` + strings.Join(bench.PresetNames(), ", ") + `; flags given with a preset
+--window; 1..64 doubles, 512..1468/478 steps. One protocol per run.
+Presets: ` + strings.Join(bench.PresetNames(), ", ") + `; flags given with a preset
 replace its values.` + streamHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, &f) },

@@ -27,7 +27,7 @@ func newReportCmd() *cobra.Command {
 	var f reportFlags
 	cmd := &cobra.Command{
 		Use:   "report",
-		Short: "Tables of the measured fetches: by window and offload, direction and MTU, client, link speed",
+		Short: "Tables of the measured fetches: window x offload, direction x MTU, clients, link speed",
 		Long: `Print the measurements pxeperf serve recorded, as the tables labs publish.
 It reads the store under --data (default: the data folder of the config serve
 reads: --config, ./pxeperf.yaml, /etc/pxeperf/pxeperf.yaml; the default's is
@@ -42,7 +42,7 @@ reads: --config, ./pxeperf.yaml, /etc/pxeperf/pxeperf.yaml; the default's is
   pxeperf report --intervals 42                    one fetch, iperf3-style interval lines
   pxeperf report --netperf 42                      one fetch, netperf TCP_STREAM summary
   pxeperf report --table window-offload --label fw=gpxe-1.0.1 --since 2h --format markdown
-  pxeperf report --chart window.svg                Mbit/s against window, one line per offload (.svg or .png)
+  pxeperf report --chart window.svg                Mbit/s by window, a line per offload (.svg, .png)
 
 A board's RX checksum offload is invisible to the server: give it as the label
 rx_offload=on|off on the host entry or the script URL.`,
