@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -353,7 +354,7 @@ func TestHelpText(t *testing.T) {
 					t.Errorf("--%s shows the type %q", f.Name, name)
 				}
 				numeric := numericFlag.MatchString(f.Usage)
-				if _, err := fmt.Sscanf(f.DefValue, "%d", new(int)); err == nil && f.Value.Type() != "bool" {
+				if _, err := strconv.Atoi(f.DefValue); err == nil && f.Value.Type() != "bool" {
 					numeric = true
 				}
 				if numeric && !strings.Contains(f.Value.Type(), "int") {

@@ -53,7 +53,8 @@ Exit status: 0 done, 1 the work failed, 2 the command line is wrong.`,
 	root.SetVersionTemplate("pxeperf {{.Version}}\n")
 	root.SetFlagErrorFunc(flagError)
 	root.SetUsageFunc(usage)
-	root.AddCommand(newServeCmd(), newConfigCmd(), newVersionCmd(), newImagesCmd(), newReportCmd(), newBenchCmd())
+	root.AddCommand(newServeCmd(), newConfigCmd(), newVersionCmd(), newImagesCmd(), newReportCmd(), newBenchCmd(),
+		newHealthcheckCmd())
 	usageArgs(root)
 	return root
 }
