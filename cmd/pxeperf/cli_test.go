@@ -367,3 +367,18 @@ func TestHelpText(t *testing.T) {
 		})
 	}
 }
+
+// TestGoSourceFolder: serve warns when its root is the images/ Go package
+// of a checkout (serve run in the repository with the default root).
+func TestGoSourceFolder(t *testing.T) {
+	if !goSourceFolder(filepath.Join("..", "..", "images")) {
+		t.Error("the images package of this checkout is not recognised")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "boot.ipxe"), []byte("#!ipxe\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if goSourceFolder(dir) {
+		t.Error("a plain image folder is taken for Go sources")
+	}
+}

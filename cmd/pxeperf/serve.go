@@ -212,6 +212,10 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 	if err := images.EnsureRoot(root, logger); err != nil {
 		return err
 	}
+	if goSourceFolder(root) {
+		logger.Warn("the root is a Go source folder (serve runs in a checkout of pxeperf, whose images/ package "+
+			"shares the default root's name): run serve from a folder of its own, or set --root", "root", root)
+	}
 	store, err := images.Open(cfg.Root, filepath.Join(cfg.Data, "cache"), logger)
 	if err != nil {
 		return err

@@ -135,3 +135,13 @@ func bindHint(err error) error {
 	}
 	return &permError{what: what, err: err}
 }
+
+// goSourceFolder reports whether dir holds Go files of a module (go.mod
+// beside or above it): the default root ./images in a pxeperf checkout.
+func goSourceFolder(dir string) bool {
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.go")); len(m) == 0 {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(filepath.Dir(dir), "go.mod"))
+	return err == nil
+}
