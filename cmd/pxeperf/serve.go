@@ -201,11 +201,11 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 	if err := checkNetSettings(cfg, ni); err != nil {
 		return err
 	}
-	data, err := ensureFolder("data", "--data", cfg.Data, logger)
+	root, err := folderFor("root", "--root", cfg.Root)
 	if err != nil {
 		return err
 	}
-	root, err := folderFor("root", "--root", cfg.Root)
+	data, err := ensureFolder("data", "--data", cfg.Data, logger)
 	if err != nil {
 		return err
 	}
