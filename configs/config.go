@@ -80,7 +80,7 @@ type Template struct {
 // UnmarshalYAML implements yaml.Unmarshaler.
 func (t *Template) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return &Error{Line: n.Line, Msg: "a template is text: inline (use a | block) or @file from the root"}
+		return typeError(n.Line, "a template is text: inline (use a | block) or @file from the root")
 	}
 	t.Text, t.Line = n.Value, n.Line
 	if t.Text == "" {
@@ -269,6 +269,34 @@ func Default() *Config {
 // ("lab-proxy", "isolated-full").
 func Example(name string) ([]byte, error) {
 	return files.ReadFile("examples/" + name + ".yaml")
+}
+
+// ExampleNames lists the embedded examples by base name, each with the
+// first phrase of its leading comment.
+func ExampleNames() (names, about []string) {
+	ents, _ := files.ReadDir("examples")
+	for _, e := range ents {
+		n, ok := strings.CutSuffix(e.Name(), ".yaml")
+		if !ok {
+			continue
+		}
+		b, _ := files.ReadFile("examples/" + e.Name())
+		var comment []string
+		for _, line := range strings.Split(string(b), "\n") {
+			text, ok := strings.CutPrefix(line, "#")
+			if !ok {
+				break
+			}
+			comment = append(comment, strings.TrimSpace(text))
+		}
+		first := strings.Join(comment, " ")
+		if i := strings.IndexAny(first, ".:"); i > 0 {
+			first = first[:i]
+		}
+		names = append(names, n)
+		about = append(about, first)
+	}
+	return names, about
 }
 
 // DefaultYAML is the embedded default file's text.

@@ -197,7 +197,11 @@ func (s *Server) listen(ctx context.Context, iface string) error {
 	cfg := s.cfg
 	c, err := listenUDP(ctx, iface, cfg.Port)
 	if err != nil {
-		return fmt.Errorf("dhcp: listening on port %d: %w (another DHCP server running? stop it, use --dhcp proxy, or --dhcp off)", cfg.Port, err)
+		hint := "another DHCP server running? stop it, use --dhcp proxy, or --dhcp off"
+		if cfg.Mode == configs.ModeProxy {
+			hint = "another DHCP or proxyDHCP server (dnsmasq?) on this interface? stop it, or use --dhcp off"
+		}
+		return fmt.Errorf("dhcp: listening on port %d: %w (%s)", cfg.Port, err, hint)
 	}
 	// Absorb bursts (a rack powering on) while workers wait on fsync.
 	_ = c.SetReadBuffer(4 << 20)

@@ -172,9 +172,15 @@ func (l Log) Fetch(f *Fetch) {
 	l.Logger.Info("fetch", attrs...)
 }
 
+// Lease logs a binding; a proxy answer has no address, so it has no ip
+// (not ip="invalid IP").
 func (l Log) Lease(e *Lease) {
-	l.Logger.Info("lease", "client_mac", e.MAC.String(), "ip", e.Addr.String(), "arch", e.Arch,
-		"host", e.Host, "boot_file", e.BootFile, "proxy", e.Proxy)
+	attrs := []any{"client_mac", e.MAC.String()}
+	if e.Addr.IsValid() {
+		attrs = append(attrs, "ip", e.Addr.String())
+	}
+	attrs = append(attrs, "arch", e.Arch, "host", e.Host, "boot_file", e.BootFile, "proxy", e.Proxy)
+	l.Logger.Info("lease", attrs...)
 }
 
 func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }

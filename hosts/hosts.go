@@ -46,6 +46,24 @@ func New(entries []configs.Host) *Table {
 	return t
 }
 
+// Replace puts a new set of host entries in place of the old one, at once
+// (SIGHUP reloads the config this way). What DHCP saw is kept; each
+// sighting now carries its MAC's new entry, or none.
+func (t *Table) Replace(entries []configs.Host) {
+	byMAC := make(map[string]*configs.Host, len(entries))
+	for i := range entries {
+		h := &entries[i]
+		byMAC[h.MAC.String()] = h
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.byMAC = byMAC
+	for key, c := range t.seen {
+		c.Host = byMAC[key]
+		t.seen[key] = c
+	}
+}
+
 // Host returns the host entry for a MAC.
 func (t *Table) Host(mac net.HardwareAddr) (*configs.Host, bool) {
 	t.mu.RLock()
