@@ -424,10 +424,10 @@ func (c *Config) validateBudgets() []error {
 	}{
 		{"http.max_conns", h.MaxConns, 1, "2048"},
 		{"http.max_conns_per_client", h.MaxConnsPerClient, 1, "32"},
-		{"http.max_labels", h.MaxLabels, 0, "32"},
+		{"http.max_labels", h.MaxLabels, 1, "32"},
 		{"http.max_label_key", h.MaxLabelKey, 1, "64"},
-		{"http.max_label_value", h.MaxLabelValue, 0, "256"},
-		{"http.error_records_per_minute", h.ErrorRecordsPerMinute, 0, "120"},
+		{"http.max_label_value", h.MaxLabelValue, 1, "256"},
+		{"http.error_records_per_minute", h.ErrorRecordsPerMinute, 1, "120"},
 		{"admin.max_page", c.Admin.MaxPage, 1, "1000"},
 		{"admin.max_report_records", c.Admin.MaxReportRecords, 1, "50000"},
 	} {

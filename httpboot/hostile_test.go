@@ -197,7 +197,7 @@ func TestMACClaimAllowed(t *testing.T) {
 		"proxyDHCP saw it just now": {host: host, observe: []hosts.Client{{MAC: mac.HardwareAddr, Proxy: true, Seen: now.Add(-5 * time.Second)}}},
 		"proxyDHCP saw it, address stale from an earlier boot": {host: host,
 			observe: []hosts.Client{{MAC: mac.HardwareAddr, Addr: netip.MustParseAddr("10.9.9.1"), Proxy: true, Seen: now.Add(-5 * time.Second)}}},
-		"leased to this address": {host: host, observe: []hosts.Client{{MAC: mac.HardwareAddr, Addr: lo, Seen: now}}},
+		"leased to this address":        {host: host, observe: []hosts.Client{{MAC: mac.HardwareAddr, Addr: lo, Seen: now}}},
 		"host entry names this address": {host: withAddr},
 	} {
 		t.Run(name, func(t *testing.T) {

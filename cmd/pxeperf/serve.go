@@ -26,7 +26,7 @@ import (
 
 // serveFlags are the flags of `pxeperf serve`; set ones override the file.
 type serveFlags struct {
-	config, iface, addr, dhcpMode, pool, root, httpAddr, tftpAddr, benchAddr, data, logLevel string
+	config, iface, addr, dhcpMode, pool, root, httpAddr, tftpAddr, benchAddr, adminAddr, data, logLevel string
 }
 
 // serveEnv is what every service is built from.
@@ -79,6 +79,7 @@ PXE and HTTP-boot clients, never hands out addresses), TFTP on :69 and HTTP on
 	fl.StringVar(&f.httpAddr, "http-addr", "", "HTTP listen address HOST:PORT (default :80); \"off\" disables HTTP")
 	fl.StringVar(&f.tftpAddr, "tftp-addr", "", "TFTP listen address HOST:PORT (default :69); \"off\" disables TFTP")
 	fl.StringVar(&f.benchAddr, "bench-addr", "", "bench stream server HOST:PORT for `pxeperf bench --server` (default off; :5211 turns it on); \"off\" disables it")
+	fl.StringVar(&f.adminAddr, "admin-addr", "", "admin listener HOST:PORT serving the record API /api/ (default 127.0.0.1:9069); \"off\" disables it")
 	fl.StringVar(&f.data, "data", "", "state folder: leases, records, cache (default ./pxeperf-data)")
 	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
 	_ = cmd.RegisterFlagCompletionFunc("dhcp", cobra.FixedCompletions([]string{"full", "proxy", "off"}, cobra.ShellCompDirectiveNoFileComp))
@@ -141,6 +142,9 @@ func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error)
 		if cfg.Bench.Enabled {
 			cfg.Bench.Listen = f.benchAddr
 		}
+	}
+	if set("admin-addr") {
+		cfg.Admin.Listen = f.adminAddr
 	}
 	if set("tftp-addr") {
 		cfg.TFTP.Enabled = f.tftpAddr != "off"
@@ -208,7 +212,8 @@ func runServe(ctx context.Context, cfg *configs.Config) error {
 		boot:   boot,
 	}
 	var services []service
-	for _, build := range []func(*serveEnv) (service, error){newDHCPService, newTFTPService, newHTTPService, newStreamService} {
+	boards := 0 // DHCP, TFTP and HTTP: the admin listener alone serves no board
+	for i, build := range []func(*serveEnv) (service, error){newDHCPService, newTFTPService, newHTTPService, newStreamService, newAdminService} {
 		s, err := build(env)
 		if err != nil {
 			releaseAll(services)
@@ -216,9 +221,13 @@ func runServe(ctx context.Context, cfg *configs.Config) error {
 		}
 		if s != nil {
 			services = append(services, s)
+			if i < 3 {
+				boards++
+			}
 		}
 	}
-	if len(services) == 0 {
+	if boards == 0 {
+		releaseAll(services)
 		return errors.New("nothing to serve: DHCP, TFTP and HTTP are all off")
 	}
 	logger.Info("pxeperf serving", "iface", ni.Iface.Name, "addr", ni.Addr, "dhcp", cfg.DHCP.Mode,
