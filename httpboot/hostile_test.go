@@ -318,3 +318,56 @@ func TestConnsPerClient(t *testing.T) {
 		t.Errorf("%d of %d idle connections closed, want 8 (cap %d)", closed, len(conns), DefaultMaxConnsPerClient)
 	}
 }
+
+// TestConnsGlobal: http.max_conns caps connections from all clients; the
+// refusals are counted in /healthz.
+func TestConnsGlobal(t *testing.T) {
+	h := defaultHTTP()
+	h.MaxConns, h.MaxConnsPerClient = 4, 4
+	e := newTestEnv(t, envOpts{http: h})
+	addr := strings.TrimPrefix(e.url, "http://")
+	var conns []net.Conn
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	for i := range 6 {
+		d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i%2))}}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	closed := 0
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); err == io.EOF {
+			closed++
+		}
+	}
+	if closed != 2 {
+		t.Errorf("%d of 6 connections closed, want 2 (cap 4 in all)", closed)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+	// The closed ones are released: /healthz gets through, and counts.
+	var status int
+	var body string
+	for range 100 {
+		resp, err := rawClient().Get(e.url + "/healthz")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			status, body = resp.StatusCode, string(b)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if status != 200 || !strings.Contains(body, `"http: too many connections":`) {
+		t.Errorf("/healthz: %d %s", status, body)
+	}
+}
