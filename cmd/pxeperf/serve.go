@@ -57,7 +57,8 @@ func newServeCmd() *cobra.Command {
 
 With no config file pxeperf runs the embedded default: proxyDHCP (answers only
 PXE and HTTP-boot clients, never hands out addresses), TFTP on :69 and HTTP on
-:80 serving ./images (created with a sample iPXE script when missing).`,
+:80 serving ./images (created with a sample iPXE script when missing), and the
+record API (/api/) on the admin listener 127.0.0.1:9069, away from the boards.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadServeConfig(cmd, &f)
