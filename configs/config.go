@@ -47,6 +47,7 @@ type Config struct {
 	DHCP  DHCP  `yaml:"dhcp"`
 	TFTP  TFTP  `yaml:"tftp"`
 	HTTP  HTTP  `yaml:"http"`
+	Admin Admin `yaml:"admin"`
 	Bench Bench `yaml:"bench"`
 	// Records bounds the memory the record queue may take.
 	Records Records `yaml:"records"`
@@ -210,7 +211,65 @@ type HTTP struct {
 	// without a host-specific script (Go text/template; see README), inline
 	// or "@file" from the root.
 	Script Template `yaml:"script,omitempty"`
+
+	// Budgets. A lab network is a hostile network: every board can reach
+	// the boot port, so what one client can make pxeperf hold or write is
+	// bounded. The defaults are far above what a lab of 500 boards needs.
+	// A refusal is logged once per client and reason a minute and counted
+	// (GET /healthz, "refused").
+
+	// MaxConns caps open connections to the boot port; more are closed at
+	// once. Default 2048.
+	MaxConns int `yaml:"max_conns"`
+	// MaxConnsPerClient caps open connections from one address (iPXE and
+	// UEFI use one or two). Default 32.
+	MaxConnsPerClient int `yaml:"max_conns_per_client"`
+	// MaxLabels caps ?label.KEY=VALUE parameters on one request; more are
+	// refused with 400. Default 32.
+	MaxLabels int `yaml:"max_labels"`
+	// MaxLabelKey and MaxLabelValue cap a label's key and value in bytes.
+	// Defaults 64 and 256.
+	MaxLabelKey   int `yaml:"max_label_key"`
+	MaxLabelValue int `yaml:"max_label_value"`
+	// ErrorRecordsPerMinute is how many failed fetches (404, 400, 403, ...)
+	// one client may put on record per minute (a burst of as many, refilled
+	// evenly); past it they are still answered and counted, not recorded.
+	// Default 120.
+	ErrorRecordsPerMinute int `yaml:"error_records_per_minute"`
+	// TrustMACParam lets any client claim any MAC with ?mac= (the lab
+	// trusts every machine on it). Default false: a claim binds the MAC to
+	// the source address only where pxeperf's DHCP (lease or recent
+	// proxyDHCP sighting) or the host entry's address agrees; see README.
+	TrustMACParam bool `yaml:"trust_mac_param"`
+	// API also serves the record API (/api/) on the boot port, for labs
+	// that want it there; default false: only on admin.listen.
+	API bool `yaml:"api"`
 }
+
+// Admin configures the admin listener: the record API (/api/...) on an
+// address of its own, loopback by default, so boards cannot read what
+// other boards fetched.
+type Admin struct {
+	// Listen address HOST:PORT, or "off". Default 127.0.0.1:9069.
+	Listen string `yaml:"listen"`
+	// TokenFile names a file holding a bearer token; when set, every request
+	// needs "Authorization: Bearer TOKEN". Default "": no token.
+	TokenFile string `yaml:"token_file"`
+	// MaxPage caps /api/fetches?limit= (records per page; next pages by
+	// the cursor in the Link header). Default 1000.
+	MaxPage int `yaml:"max_page"`
+	// MaxReportRecords caps the records one /api/report table is built
+	// from; more are refused with advice to narrow the filter. Default 50000.
+	MaxReportRecords int `yaml:"max_report_records"`
+	// StallTimeout drops an answer whose client reads nothing for this
+	// long. Default 10s.
+	StallTimeout time.Duration `yaml:"stall_timeout"`
+	// WriteTimeout bounds one whole answer. Default 60s.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+}
+
+// AdminOff is the admin.listen value that turns the admin listener off.
+const AdminOff = "off"
 
 // Bench configures the stream server (package bench/stream) that
 // `pxeperf bench --server HOST` runs its TCP and UDP tests against. It is
@@ -419,6 +478,7 @@ func (c *Config) Validate() error {
 			add(key, "%s must be positive; e.g. 30s", v)
 		}
 	}
+	errs = append(errs, c.validateHTTPBudgets()...)
 	if _, err := netip.ParseAddrPort(fixHostPort(c.Bench.Listen)); err != nil {
 		add("bench.listen", "%q is not HOST:PORT; use e.g. :5211 or 0.0.0.0:5211", c.Bench.Listen)
 	}
@@ -465,6 +525,52 @@ func validateBudgets(c *Config, add func(key, format string, a ...any)) {
 			add(b.key, "%d is outside %d..%d; the default %s is far above what a lab of 500 boards needs", b.v, b.lo, b.hi, b.eg)
 		}
 	}
+}
+
+// validateHTTPBudgets checks the http budgets and the admin section.
+func (c *Config) validateHTTPBudgets() []error {
+	var errs []error
+	add := func(key, format string, a ...any) {
+		errs = append(errs, &Error{Key: key, Msg: fmt.Sprintf(format, a...)})
+	}
+	h := &c.HTTP
+	for _, b := range []struct {
+		key      string
+		v, min   int
+		suggests string
+	}{
+		{"http.max_conns", h.MaxConns, 1, "2048"},
+		{"http.max_conns_per_client", h.MaxConnsPerClient, 1, "32"},
+		{"http.max_labels", h.MaxLabels, 1, "32"},
+		{"http.max_label_key", h.MaxLabelKey, 1, "64"},
+		{"http.max_label_value", h.MaxLabelValue, 1, "256"},
+		{"http.error_records_per_minute", h.ErrorRecordsPerMinute, 1, "120"},
+		{"admin.max_page", c.Admin.MaxPage, 1, "1000"},
+		{"admin.max_report_records", c.Admin.MaxReportRecords, 1, "50000"},
+	} {
+		if b.v < b.min {
+			add(b.key, "%d must be at least %d; the default is %s", b.v, b.min, b.suggests)
+		}
+	}
+	if h.MaxConnsPerClient > h.MaxConns && h.MaxConns > 0 {
+		add("http.max_conns_per_client", "%d is more than http.max_conns (%d); lower it or raise max_conns", h.MaxConnsPerClient, h.MaxConns)
+	}
+	a := &c.Admin
+	if a.Listen != AdminOff {
+		if _, err := netip.ParseAddrPort(fixHostPort(a.Listen)); err != nil {
+			add("admin.listen", "%q is not HOST:PORT; use e.g. 127.0.0.1:9069, or off to turn the admin listener off", a.Listen)
+		}
+	}
+	if a.StallTimeout <= 0 {
+		add("admin.stall_timeout", "%s must be positive; e.g. 10s", a.StallTimeout)
+	}
+	if a.WriteTimeout < a.StallTimeout {
+		add("admin.write_timeout", "%s must be at least admin.stall_timeout (%s); e.g. 60s", a.WriteTimeout, a.StallTimeout)
+	}
+	if a.TokenFile != "" && strings.TrimSpace(a.TokenFile) != a.TokenFile {
+		add("admin.token_file", "%q has leading or trailing spaces; write the path alone", a.TokenFile)
+	}
+	return errs
 }
 
 // fixHostPort accepts ":69" as "0.0.0.0:69" for parsing.

@@ -109,4 +109,16 @@ type Filter struct {
 	Source string
 	Proto  string
 	Limit  int // 0: no limit; newest first when set
+	// Before, when set, keeps only records older than this position in
+	// the newest-first order (time, then id): the cursor of a paged read.
+	Before Position
 }
+
+// Position is a record's place in the newest-first order: its time and id.
+type Position struct {
+	Time time.Time
+	ID   int64
+}
+
+// IsZero reports whether p is unset.
+func (p Position) IsZero() bool { return p.Time.IsZero() && p.ID == 0 }

@@ -478,6 +478,11 @@ func (s *Store) Query(ctx context.Context, f Filter) ([]Record, error) {
 		where = append(where, "proto = ?")
 		args = append(args, f.Proto)
 	}
+	if !f.Before.IsZero() {
+		where = append(where, "(time_ns < ? OR (time_ns = ? AND id < ?))")
+		ns := f.Before.Time.UnixNano()
+		args = append(args, ns, ns, f.Before.ID)
+	}
 	q := "SELECT " + recordColumns + " FROM records"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")

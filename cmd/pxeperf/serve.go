@@ -33,7 +33,7 @@ import (
 
 // serveFlags are the flags of `pxeperf serve`; set ones override the file.
 type serveFlags struct {
-	config, iface, addr, dhcpMode, pool, root, httpAddr, tftpAddr, benchAddr, data, logLevel string
+	config, iface, addr, dhcpMode, pool, root, httpAddr, tftpAddr, benchAddr, adminAddr, data, logLevel string
 }
 
 // serveEnv is what every service is built from.
@@ -65,7 +65,8 @@ func newServeCmd() *cobra.Command {
 With no config file (--config, ./pxeperf.yaml or /etc/pxeperf/pxeperf.yaml)
 pxeperf runs the embedded default: proxyDHCP (answers only PXE and HTTP-boot
 clients, never hands out addresses), TFTP on :69 and HTTP on :80 serving
-./images (created with a sample iPXE script when missing).
+./images (created with a sample iPXE script when missing), and the record API
+(/api/) on the admin listener 127.0.0.1:9069, away from the boards.
 
 Signals: SIGINT and SIGTERM stop serving (running HTTP downloads get
 http.shutdown_grace to finish). SIGHUP reloads hosts[] and templates.* from
@@ -97,6 +98,8 @@ log says why. Other keys (interface, ports, pool, ...) need a restart.`,
 	fl.StringVar(&f.tftpAddr, "tftp-addr", "", "TFTP listen address HOST:PORT (default :69); \"off\" disables TFTP")
 	fl.StringVar(&f.benchAddr, "bench-addr", "", "stream server HOST:PORT for pxeperf bench --server "+
 		"(default off; :5211 turns it on); \"off\" disables it")
+	fl.StringVar(&f.adminAddr, "admin-addr", "", "admin listener HOST:PORT serving the record API /api/ "+
+		"(default 127.0.0.1:9069); \"off\" disables it")
 	fl.StringVar(&f.data, "data", "", "state folder: leases, records, cache (default ./pxeperf-data)")
 	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
 	_ = cmd.RegisterFlagCompletionFunc("dhcp", cobra.FixedCompletions([]string{"full", "proxy", "off"}, cobra.ShellCompDirectiveNoFileComp))
@@ -158,6 +161,9 @@ func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error)
 		if cfg.Bench.Enabled {
 			cfg.Bench.Listen = f.benchAddr
 		}
+	}
+	if set("admin-addr") {
+		cfg.Admin.Listen = f.adminAddr
 	}
 	if set("tftp-addr") {
 		cfg.TFTP.Enabled = f.tftpAddr != "off"
@@ -252,10 +258,11 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 	}
 	var services []namedService
 	var names []string
-	for _, b := range []struct {
+	boards := 0 // DHCP, TFTP and HTTP: the admin listener alone serves no board
+	for i, b := range []struct {
 		name  string
 		build func(*serveEnv) (service, error)
-	}{{"dhcp", newDHCPService}, {"tftp", newTFTPService}, {"http", newHTTPService}, {"bench", newStreamService}} {
+	}{{"dhcp", newDHCPService}, {"tftp", newTFTPService}, {"http", newHTTPService}, {"bench", newStreamService}, {"admin", newAdminService}} {
 		s, err := b.build(env)
 		if err != nil {
 			releaseAll(services)
@@ -264,9 +271,13 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 		if s != nil {
 			services = append(services, namedService{b.name, s})
 			names = append(names, b.name)
+			if i < 3 {
+				boards++
+			}
 		}
 	}
-	if len(services) == 0 {
+	if boards == 0 {
+		releaseAll(services)
 		return errors.New("nothing to serve: DHCP, TFTP and HTTP are all off")
 	}
 	logger.Info("pxeperf serving", "iface", ni.Iface.Name, "addr", ni.Addr, "dhcp", cfg.DHCP.Mode,

@@ -22,7 +22,7 @@ import (
 // serves; it is killed at cleanup.
 func startServe(t *testing.T, dir string, args ...string) (*exec.Cmd, *nstest.SyncBuffer, chan error) {
 	t.Helper()
-	cmd := exec.Command(nstest.Binary(t), append([]string{"serve"}, args...)...)
+	cmd := exec.Command(nstest.Binary(t), append([]string{"serve", "--admin-addr", "off"}, args...)...)
 	cmd.Dir = dir
 	out := &nstest.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -167,7 +167,7 @@ func TestServeNoPrivilege(t *testing.T) {
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "serve", "--iface", "lo", "--dhcp", "off", "--tftp-addr", "off",
+	cmd := exec.Command(bin, "serve", "--admin-addr", "off", "--iface", "lo", "--dhcp", "off", "--tftp-addr", "off",
 		"--http-addr", "127.0.0.1:80", "--root", filepath.Join(dir, "images"), "--data", filepath.Join(dir, "data"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	got, err := cmd.CombinedOutput()
