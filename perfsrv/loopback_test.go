@@ -153,3 +153,57 @@ func TestIperf3Loopback(t *testing.T) {
 	t.Logf("pxeperf: %d bytes %.1f Mbit/s %d intervals; client sent %d (%.1f), received %d (%.1f), %d intervals",
 		f.Bytes, f.Mbps(), len(f.Intervals), sent.Bytes, sent.BPS/1e6, recv.Bytes, recv.BPS/1e6, len(cj.Intervals))
 }
+
+func TestIperf3LoopbackModes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs iperf3 for seconds")
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		dirs []string
+	}{
+		{"reverse", []string{"-R"}, []string{"rx"}},
+		{"bidir", []string{"--bidir"}, []string{"tx", "rx"}},
+		{"parallel", []string{"-P", "4"}, []string{"tx"}},
+		{"udp", []string{"-u", "-b", "100M"}, []string{"tx"}},
+		{"udp reverse", []string{"-u", "-b", "100M", "-R"}, []string{"rx"}},
+		{"udp bidir", []string{"-u", "-b", "50M", "--bidir", "-P", "2"}, []string{"tx", "rx"}},
+		{"window", []string{"-w", "16K"}, []string{"tx"}},
+		{"bytes", []string{"-n", "200M"}, []string{"tx"}},
+		{"bytes reverse", []string{"-n", "200M", "-R"}, []string{"rx"}},
+		{"omit", []string{"-O", "1"}, []string{"tx"}},
+		{"zerocopy", []string{"-Z", "-R", "-l", "64K"}, []string{"rx"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, rec, _ := startIperf3(t, Limits{})
+			port := strconv.Itoa(int(addrPort(s.Addr()).Port()))
+			args := append([]string{"-c", "127.0.0.1", "-p", port, "--get-server-output"}, tc.args...)
+			if !strings.Contains(strings.Join(tc.args, " "), "-n") {
+				args = append(args, "-t", "2")
+			}
+			cj, out := runIperf3(t, "", args...)
+			fs, _ := rec.Snapshot()
+			if len(fs) != len(tc.dirs) {
+				t.Fatalf("%d events, want %d", len(fs), len(tc.dirs))
+			}
+			for i, f := range fs {
+				if f.Direction != tc.dirs[i] {
+					t.Errorf("event %d direction %q, want %q", i, f.Direction, tc.dirs[i])
+				}
+				t.Logf("%s: %d bytes %.1f Mbit/s %d intervals labels %v", f.Direction, f.Bytes, f.Mbps(), len(f.Intervals), f.Labels)
+			}
+			keys := []string{}
+			for k := range cj.End {
+				keys = append(keys, k)
+			}
+			for _, k := range keys {
+				if s, ok := cj.sum(k); ok && s.Bytes > 0 {
+					t.Logf("client %s: %d bytes %.1f Mbit/s lost %.2f%%", k, s.Bytes, s.BPS/1e6, s.LostPercent)
+				}
+			}
+			t.Logf("client intervals %d", len(cj.Intervals))
+			_ = out
+		})
+	}
+}

@@ -248,13 +248,36 @@ type results struct {
 }
 
 // parseResults reads the client's results. Unknown keys are ignored.
+// Numbers are read as floats: 3.12 clients write -1 through an unsigned
+// format (18446744073709551615) for sender_has_retransmits and retransmits.
 func parseResults(b []byte) (results, error) {
+	var raw struct {
+		SenderHasRetransmit float64 `json:"sender_has_retransmits"`
+		Congestion          string  `json:"congestion_used"`
+		Streams             []struct {
+			ID, Bytes, Retransmits, Jitter, Errors, Packets float64
+			StartTime                                       float64 `json:"start_time"`
+			EndTime                                         float64 `json:"end_time"`
+		} `json:"streams"`
+	}
 	var r results
-	if err := json.Unmarshal(b, &r); err != nil {
+	if err := json.Unmarshal(b, &raw); err != nil {
 		return r, fmt.Errorf("client results: %w", err)
 	}
-	if len(r.Streams) > 1024 {
-		return r, fmt.Errorf("client results: %d streams", len(r.Streams))
+	if len(raw.Streams) > 1024 {
+		return r, fmt.Errorf("client results: %d streams", len(raw.Streams))
+	}
+	i64 := func(f float64) int64 {
+		if f < 0 || f >= 1<<62 || math.IsNaN(f) {
+			return -1
+		}
+		return int64(f)
+	}
+	r.SenderHasRetransmit = int(i64(raw.SenderHasRetransmit))
+	r.Congestion = raw.Congestion
+	for _, s := range raw.Streams {
+		r.Streams = append(r.Streams, streamResult{ID: int(i64(s.ID)), Bytes: i64(s.Bytes), Retransmits: i64(s.Retransmits),
+			Jitter: s.Jitter, Errors: i64(s.Errors), Packets: i64(s.Packets), StartTime: s.StartTime, EndTime: s.EndTime})
 	}
 	return r, nil
 }
