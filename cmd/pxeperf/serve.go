@@ -26,7 +26,7 @@ import (
 
 // serveFlags are the flags of `pxeperf serve`; set ones override the file.
 type serveFlags struct {
-	config, iface, addr, dhcpMode, pool, root, httpAddr, tftpAddr, benchAddr, data, logLevel string
+	config, iface, addr, dhcpMode, pool, root, httpAddr, tftpAddr, benchAddr, iperf3Addr, iperf2Addr, data, logLevel string
 }
 
 // serveEnv is what every service is built from.
@@ -79,6 +79,8 @@ PXE and HTTP-boot clients, never hands out addresses), TFTP on :69 and HTTP on
 	fl.StringVar(&f.httpAddr, "http-addr", "", "HTTP listen address HOST:PORT (default :80); \"off\" disables HTTP")
 	fl.StringVar(&f.tftpAddr, "tftp-addr", "", "TFTP listen address HOST:PORT (default :69); \"off\" disables TFTP")
 	fl.StringVar(&f.benchAddr, "bench-addr", "", "bench stream server HOST:PORT for `pxeperf bench --server` (default off; :5211 turns it on); \"off\" disables it")
+	fl.StringVar(&f.iperf3Addr, "iperf3-addr", "", "iperf3-compatible server HOST:PORT (default off; :5201 turns it on); \"off\" disables it")
+	fl.StringVar(&f.iperf2Addr, "iperf2-addr", "", "iperf 2 server HOST:PORT (default off; :5001 turns it on); \"off\" disables it")
 	fl.StringVar(&f.data, "data", "", "state folder: leases, records, cache (default ./pxeperf-data)")
 	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
 	_ = cmd.RegisterFlagCompletionFunc("dhcp", cobra.FixedCompletions([]string{"full", "proxy", "off"}, cobra.ShellCompDirectiveNoFileComp))
@@ -140,6 +142,17 @@ func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error)
 		cfg.Bench.Enabled = f.benchAddr != "off"
 		if cfg.Bench.Enabled {
 			cfg.Bench.Listen = f.benchAddr
+		}
+	}
+	for _, a := range []struct {
+		flag, val string
+		c         *configs.Iperf
+	}{{"iperf3-addr", f.iperf3Addr, &cfg.Iperf3}, {"iperf2-addr", f.iperf2Addr, &cfg.Iperf2}} {
+		if set(a.flag) {
+			a.c.Enabled = a.val != "off"
+			if a.c.Enabled {
+				a.c.Listen = a.val
+			}
 		}
 	}
 	if set("tftp-addr") {
@@ -208,7 +221,7 @@ func runServe(ctx context.Context, cfg *configs.Config) error {
 		boot:   boot,
 	}
 	var services []service
-	for _, build := range []func(*serveEnv) (service, error){newDHCPService, newTFTPService, newHTTPService, newStreamService} {
+	for _, build := range []func(*serveEnv) (service, error){newDHCPService, newTFTPService, newHTTPService, newStreamService, newIperf3Service, newIperf2Service} {
 		s, err := build(env)
 		if err != nil {
 			releaseAll(services)
