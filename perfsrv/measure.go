@@ -479,7 +479,11 @@ func (m *measure) events(client *results, outcome, why string) []*event.Fetch {
 			}
 			udpLabels(f, lost, pk, jit/float64(len(mine)))
 		}
-		m.clientSide(f, client, mine, sending)
+		if cb := m.clientSide(f, client, mine, sending); sending && p.UDP && cb >= 0 {
+			// UDP the board received: only the board knows what arrived.
+			f.Labels["server_sent"] = strconv.FormatInt(f.Bytes, 10)
+			f.Bytes = cb
+		}
 		out = append(out, f)
 	}
 	return out
@@ -495,10 +499,11 @@ func udpLabels(f *event.Fetch, lost, packets int64, jitter float64) {
 }
 
 // clientSide puts the client's own figures from the result exchange
-// beside the server's: the client's streams matching this direction.
-func (m *measure) clientSide(f *event.Fetch, client *results, mine []*stream3, sending bool) {
+// beside the server's: the client's streams matching this direction. It
+// returns the client's bytes, -1 when it sent none.
+func (m *measure) clientSide(f *event.Fetch, client *results, mine []*stream3, sending bool) int64 {
 	if client == nil {
-		return
+		return -1
 	}
 	ids := map[int]bool{}
 	for _, st := range mine {
@@ -520,7 +525,7 @@ func (m *measure) clientSide(f *event.Fetch, client *results, mine []*stream3, s
 		secs = math.Max(secs, cs.EndTime-cs.StartTime)
 	}
 	if n == 0 {
-		return
+		return -1
 	}
 	f.Labels["client_bytes"] = strconv.FormatInt(bytes, 10)
 	if secs > 0 {
@@ -536,6 +541,7 @@ func (m *measure) clientSide(f *event.Fetch, client *results, mine []*stream3, s
 		// The board received: its loss and jitter are the measure.
 		udpLabels(f, lost, pk, jit/float64(n))
 	}
+	return bytes
 }
 
 func (m *measure) labels(f *event.Fetch) {
