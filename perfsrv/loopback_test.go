@@ -143,7 +143,8 @@ func TestIperf3Loopback(t *testing.T) {
 	s, rec, _ := startIperf3(t, Limits{})
 	port := strconv.Itoa(int(addrPort(s.Addr()).Port()))
 	cj, _ := runIperf3(t, "", "-c", "127.0.0.1", "-p", port, "-t", "2", "--get-server-output")
-	fs, _ := rec.Snapshot()
+	var fs []event.Fetch
+	nsWait(5*time.Second, func() bool { fs, _ = rec.Snapshot(); return len(fs) >= 1 })
 	if len(fs) != 1 {
 		t.Fatalf("%d events, want 1", len(fs))
 	}
@@ -183,7 +184,8 @@ func TestIperf3LoopbackModes(t *testing.T) {
 				args = append(args, "-t", "2")
 			}
 			cj, out := runIperf3(t, "", args...)
-			fs, _ := rec.Snapshot()
+			var fs []event.Fetch
+			nsWait(5*time.Second, func() bool { fs, _ = rec.Snapshot(); return len(fs) >= len(tc.dirs) })
 			if len(fs) != len(tc.dirs) {
 				t.Fatalf("%d events, want %d", len(fs), len(tc.dirs))
 			}

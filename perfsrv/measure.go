@@ -22,7 +22,8 @@ type stream3 struct {
 	udp    bool
 	c      net.Conn
 
-	bytes atomic.Int64 // payload bytes read, or written
+	bytes    atomic.Int64 // payload bytes read, or written
+	lastRead atomic.Int64 // UnixNano of the last read with data
 	base  int64        // bytes at the measured start (after -O)
 
 	// UDP receiver (iperf_udp_recv), owned by the reading goroutine until
@@ -50,6 +51,8 @@ type measure struct {
 	wg      sync.WaitGroup
 	total   atomic.Int64 // bytes the server sent, all streams (-n)
 	blocks  atomic.Int64 // blocks the server sent (-k)
+
+	congestion string // TCP congestion control of the streams
 
 	mu         sync.Mutex
 	baseTx     sample // at t0, the direction the board sends (server receives)
@@ -170,10 +173,18 @@ func (m *measure) stop(ok bool) {
 			_ = st.c.SetReadDeadline(m.end.Add(d))
 		}
 	}
+	if len(m.ss) > 0 {
+		m.congestion = congestion(m.ss[0].c)
+	}
 	m.stopped.Store(true)
 	close(m.ended)
 	m.wg.Wait()
 	<-m.sampleDone
+	// iperf3 closes the streams at TEST_END, before the result exchange:
+	// a 3.12 client may sit in a blocking read of a stream until then.
+	for _, st := range m.ss {
+		st.c.Close()
+	}
 	at := m.end.Sub(m.t0)
 	m.mu.Lock()
 	tx := m.snap(false, at)
@@ -304,7 +315,10 @@ func (m *measure) recvTCP(st *stream3) {
 	buf := make([]byte, 256<<10)
 	for {
 		n, err := st.c.Read(buf)
-		st.bytes.Add(int64(n))
+		if n > 0 {
+			st.bytes.Add(int64(n))
+			st.lastRead.Store(time.Now().UnixNano())
+		}
 		if err != nil {
 			return
 		}
@@ -325,6 +339,7 @@ func (m *measure) recvUDP(st *stream3) {
 			continue
 		}
 		st.bytes.Add(int64(n))
+		st.lastRead.Store(time.Now().UnixNano())
 		sec, usec := binary.BigEndian.Uint32(buf[0:]), binary.BigEndian.Uint32(buf[4:])
 		var seq int64
 		if wide {
@@ -372,10 +387,8 @@ func (m *measure) results() results {
 			r.SenderHasRetransmit = 1
 		}
 	}
-	if len(m.ss) > 0 {
-		if tc, ok := m.ss[0].c.(*net.TCPConn); ok {
-			r.Congestion = congestion(tc)
-		}
+	if m.t.p.TCP {
+		r.Congestion = m.congestion
 	}
 	secs := m.measured().Seconds()
 	for _, st := range m.ss {
@@ -454,6 +467,17 @@ func (m *measure) events(client *results, outcome, why string) []*event.Fetch {
 		}
 		if p.UDP {
 			f.Proto = event.ProtoUDP
+		}
+		if !sending && outcome == event.OutcomeOK {
+			// The board sent: it stopped at its last byte, which the
+			// server saw; TEST_END may arrive later on a busy host.
+			var last int64
+			for _, st := range mine {
+				last = max(last, st.lastRead.Load())
+			}
+			if d := time.Unix(0, last).Sub(m.t0); last > 0 && d > 0 && d < f.Duration {
+				f.Duration = d
+			}
 		}
 		m.labels(f)
 		var written int64
