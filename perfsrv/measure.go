@@ -24,7 +24,7 @@ type stream3 struct {
 
 	bytes    atomic.Int64 // payload bytes read, or written
 	lastRead atomic.Int64 // UnixNano of the last read with data
-	base  int64        // bytes at the measured start (after -O)
+	base     int64        // bytes at the measured start (after -O)
 
 	// UDP receiver (iperf_udp_recv), owned by the reading goroutine until
 	// it ends.
