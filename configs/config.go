@@ -51,6 +51,10 @@ type Config struct {
 	Bench Bench `yaml:"bench"`
 	// Records bounds the memory the record queue may take.
 	Records Records `yaml:"records"`
+	// Iperf3 and Iperf2 are the servers boards measure against with their
+	// own iperf3 / iperf (package perfsrv).
+	Iperf3 Iperf `yaml:"iperf3"`
+	Iperf2 Iperf `yaml:"iperf2"`
 	// Templates override the built-in boot config templates of pxelinux,
 	// GRUB and U-Boot for every host (a host's own templates win). Each is
 	// inline text or "@file" read from the root; see package bootcfg.
@@ -281,6 +285,27 @@ type Bench struct {
 	Listen string `yaml:"listen"`
 }
 
+// Iperf configures an iperf3- or iperf 2-compatible server (package
+// perfsrv). Off by default, like the bench stream server: it sends as fast
+// as a board asks, within the caps. Every test is recorded (source iperf3 or
+// iperf2, one record per direction).
+type Iperf struct {
+	Enabled bool `yaml:"enabled"`
+	// Listen address, TCP and UDP. Default ":5201" (iperf3), ":5001" (iperf2).
+	Listen string `yaml:"listen"`
+	// MaxTests running at once over all boards. Default 16.
+	MaxTests int `yaml:"max_tests"`
+	// MaxPerClient tests at once from one board address. Default 4.
+	MaxPerClient int `yaml:"max_per_client"`
+	// MaxDuration of one test (-t plus -O). Default 60s.
+	MaxDuration time.Duration `yaml:"max_duration"`
+	// MaxRateMbps is the largest -b a test may ask for, Mbit/s over all its
+	// streams and directions. Default 10000.
+	MaxRateMbps int64 `yaml:"max_rate_mbps"`
+	// MaxStreams per test (-P). Default 16.
+	MaxStreams int `yaml:"max_streams"`
+}
+
 // Host is a per-MAC entry.
 type Host struct {
 	MAC      MAC    `yaml:"mac"`
@@ -483,6 +508,17 @@ func (c *Config) Validate() error {
 		add("bench.listen", "%q is not HOST:PORT; use e.g. :5211 or 0.0.0.0:5211", c.Bench.Listen)
 	}
 	validateBudgets(c, add)
+	for key, ip := range map[string]*Iperf{"iperf3": &c.Iperf3, "iperf2": &c.Iperf2} {
+		if _, err := netip.ParseAddrPort(fixHostPort(ip.Listen)); err != nil {
+			add(key+".listen", "%q is not HOST:PORT; use e.g. :5201 (iperf3) or :5001 (iperf2)", ip.Listen)
+		}
+		if ip.MaxTests < 1 || ip.MaxPerClient < 1 || ip.MaxStreams < 1 {
+			add(key, "max_tests, max_per_client and max_streams must be at least 1 (defaults 16, 4, 16)")
+		}
+		if ip.MaxDuration < time.Second || ip.MaxRateMbps < 1 {
+			add(key, "max_duration must be at least 1s and max_rate_mbps at least 1 (defaults 60s, 10000)")
+		}
+	}
 	seenMAC := map[string]int{}
 	seenAddr := map[netip.Addr]int{}
 	for i, host := range c.Hosts {

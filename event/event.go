@@ -16,6 +16,8 @@ import (
 const (
 	ProtoTFTP = "tftp"
 	ProtoHTTP = "http"
+	ProtoTCP  = "tcp" // a TCP throughput test (perfsrv)
+	ProtoUDP  = "udp" // a UDP throughput test (perfsrv)
 )
 
 // Outcomes used in Fetch.Outcome.
@@ -53,6 +55,13 @@ type Fetch struct {
 	// Intervals are per-period samples (default 1 s) of an HTTP fetch, for
 	// iperf3-style interval lines; the last one may be shorter.
 	Intervals []Interval
+	// Source names who measured when it is not the serving sink's default
+	// (perfsrv: "iperf3", "iperf2"); "" keeps the sink's.
+	Source string
+	// Direction as seen from the board: "rx" (the board received; every
+	// served fetch) or "tx" (the board sent, e.g. iperf3 without -R). ""
+	// means "rx".
+	Direction string
 }
 
 // Interval is one sampling period of a fetch, as iperf3 prints it.

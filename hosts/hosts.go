@@ -30,6 +30,7 @@ type Table struct {
 	byMAC  map[string]*configs.Host
 	seen   map[string]Client     // by MAC string
 	byAddr map[netip.Addr]string // address -> MAC string
+	fixed  map[netip.Addr]string // host entry address -> MAC string
 }
 
 // New builds a table from the configured host entries.
@@ -38,10 +39,14 @@ func New(entries []configs.Host) *Table {
 		byMAC:  make(map[string]*configs.Host, len(entries)),
 		seen:   make(map[string]Client),
 		byAddr: make(map[netip.Addr]string),
+		fixed:  make(map[netip.Addr]string),
 	}
 	for i := range entries {
 		h := &entries[i]
 		t.byMAC[h.MAC.String()] = h
+		if h.Address.IsValid() {
+			t.fixed[h.Address.Unmap()] = h.MAC.String()
+		}
 	}
 	return t
 }
@@ -96,12 +101,18 @@ func (t *Table) Observe(c Client) {
 	}
 }
 
-// ByAddr returns the client last seen with that address.
+// ByAddr returns the client last seen with that address, else the host
+// entry with that fixed address (a board with a static address, measured
+// before DHCP has seen it).
 func (t *Table) ByAddr(a netip.Addr) (Client, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	key, ok := t.byAddr[a.Unmap()]
 	if !ok {
+		if mac, fixed := t.fixed[a.Unmap()]; fixed {
+			h := t.byMAC[mac]
+			return Client{MAC: h.MAC.HardwareAddr, Addr: a.Unmap(), Host: h, Arch: configs.ArchUnknown}, true
+		}
 		return Client{}, false
 	}
 	c, ok := t.seen[key]

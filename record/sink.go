@@ -553,6 +553,12 @@ func (s *Sink) convert(f *event.Fetch) (*Record, []Interval) {
 		Host: f.Host, File: f.File, Bytes: f.Bytes, Size: f.Size, Duration: f.Duration, Mbps: f.Mbps(),
 		Outcome: f.Outcome, Err: f.Err, Kernel: s.opt.Kernel, Kind: f.Kind,
 	}
+	if f.Source != "" {
+		r.Source = f.Source
+	}
+	if f.Direction != "" {
+		r.Direction = f.Direction
+	}
 	if a := f.Client.Addr(); a.IsValid() {
 		r.ClientIP = a.Unmap().String()
 	}

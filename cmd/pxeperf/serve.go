@@ -33,7 +33,7 @@ import (
 
 // serveFlags are the flags of `pxeperf serve`; set ones override the file.
 type serveFlags struct {
-	config, iface, addr, dhcpMode, pool, root, httpAddr, tftpAddr, benchAddr, adminAddr, data, logLevel string
+	config, iface, addr, dhcpMode, pool, root, httpAddr, tftpAddr, benchAddr, adminAddr, iperf3Addr, iperf2Addr, data, logLevel string
 }
 
 // serveEnv is what every service is built from.
@@ -100,6 +100,10 @@ log says why. Other keys (interface, ports, pool, ...) need a restart.`,
 		"(default off; :5211 turns it on); \"off\" disables it")
 	fl.StringVar(&f.adminAddr, "admin-addr", "", "admin listener HOST:PORT serving the record API /api/ "+
 		"(default 127.0.0.1:9069); \"off\" disables it")
+	fl.StringVar(&f.iperf3Addr, "iperf3-addr", "", "iperf3-compatible server HOST:PORT "+
+		"(default off; :5201 turns it on); \"off\" disables it")
+	fl.StringVar(&f.iperf2Addr, "iperf2-addr", "", "iperf 2 server HOST:PORT "+
+		"(default off; :5001 turns it on); \"off\" disables it")
 	fl.StringVar(&f.data, "data", "", "state folder: leases, records, cache (default ./pxeperf-data)")
 	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
 	_ = cmd.RegisterFlagCompletionFunc("dhcp", cobra.FixedCompletions([]string{"full", "proxy", "off"}, cobra.ShellCompDirectiveNoFileComp))
@@ -160,6 +164,17 @@ func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error)
 		cfg.Bench.Enabled = f.benchAddr != "off"
 		if cfg.Bench.Enabled {
 			cfg.Bench.Listen = f.benchAddr
+		}
+	}
+	for _, a := range []struct {
+		flag, val string
+		c         *configs.Iperf
+	}{{"iperf3-addr", f.iperf3Addr, &cfg.Iperf3}, {"iperf2-addr", f.iperf2Addr, &cfg.Iperf2}} {
+		if set(a.flag) {
+			a.c.Enabled = a.val != "off"
+			if a.c.Enabled {
+				a.c.Listen = a.val
+			}
 		}
 	}
 	if set("admin-addr") {
@@ -262,7 +277,7 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 	for i, b := range []struct {
 		name  string
 		build func(*serveEnv) (service, error)
-	}{{"dhcp", newDHCPService}, {"tftp", newTFTPService}, {"http", newHTTPService}, {"bench", newStreamService}, {"admin", newAdminService}} {
+	}{{"dhcp", newDHCPService}, {"tftp", newTFTPService}, {"http", newHTTPService}, {"bench", newStreamService}, {"admin", newAdminService}, {"iperf3", newIperf3Service}, {"iperf2", newIperf2Service}} {
 		s, err := b.build(env)
 		if err != nil {
 			releaseAll(services)
