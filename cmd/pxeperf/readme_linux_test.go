@@ -100,6 +100,16 @@ func TestReadmeQuickStart(t *testing.T) {
 			t.Error("TFTP undionly.kpxe differs from Debian's")
 		}
 	}
+	// Boot as a PXE ROM does: its DHCP DISCOVER (option 60 PXEClient) meets
+	// pxeperf's proxyDHCP, which is how pxeperf learns the MAC it then
+	// lets /boot.ipxe?mac= claim (see README, "Who may claim a MAC").
+	// There is no lab DHCP server here, so udhcpc gets no address and
+	// gives up; the sighting is what counts.
+	nstest.Run(t, p.Client, "ip", "link", "set", "dev", p.ClientIf, "address", mac)
+	if hasTool("busybox") {
+		_, _ = nstest.Output(p.Client, 20*time.Second, "busybox", "udhcpc", "-i", p.ClientIf, "-n", "-q",
+			"-t", "2", "-T", "1", "-V", "PXEClient:Arch:00000:UNDI:002001", "-s", "/bin/true")
+	}
 	script := nstest.Run(t, p.Client, "curl", "-sSf", "http://"+server+"/boot.ipxe?mac="+mac)
 	if !strings.HasPrefix(script, "#!ipxe") {
 		t.Errorf("boot.ipxe = %q, want an iPXE script", script)
