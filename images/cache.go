@@ -208,17 +208,93 @@ func (s *Store) ensureCached(key, n, srcName string, c codec, src *os.File, st f
 			return cr, nil
 		}
 	}
+	if err := s.knownFailure(key, srcName, src, st); err != nil {
+		return nil, err
+	}
 	m, err = s.unpack(cr, key, n, srcName, c, src, st)
 	if err != nil {
+		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrTooLarge) {
+			s.rememberFailure(key, srcName, src, st, err)
+		}
 		return nil, err
 	}
 	return cr, s.saveMeta(cr, key, m)
+}
+
+// failure is a compressed source that did not unpack (ErrCorrupt,
+// ErrTooLarge): it is not tried again until it changes, so a broken image
+// costs one unpack, not one per request. Kept in memory only: a restart
+// tries once more.
+type failure struct {
+	source  string
+	size    int64
+	mtimeNS int64
+	sha256  string
+	checked time.Time // when the source was last compared
+	err     error
+}
+
+// racyWindow: a source modified this close to when it was looked at may
+// change again without its mtime moving (coarse file system clocks), so
+// its contents are compared, as git does for "racily clean" files.
+const racyWindow = 2 * time.Second
+
+// knownFailure returns the remembered error when src is the source that
+// failed before: same name and size, and the same mtime (unless racily
+// recent) or else the same contents.
+func (s *Store) knownFailure(key, srcName string, src *os.File, st fs.FileInfo) error {
+	s.mu.Lock()
+	f, ok := s.failures[key]
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	forget := func() {
+		s.mu.Lock()
+		delete(s.failures, key)
+		s.mu.Unlock()
+	}
+	if f.source != srcName || f.size != st.Size() {
+		forget()
+		return nil
+	}
+	mtime := st.ModTime().UnixNano()
+	if mtime == f.mtimeNS && f.checked.Sub(st.ModTime()) > racyWindow {
+		return f.err
+	}
+	sum, err := hashReader(src)
+	if err != nil || sum != f.sha256 {
+		forget()
+		return nil
+	}
+	s.mu.Lock()
+	f.mtimeNS, f.checked = mtime, time.Now()
+	s.failures[key] = f
+	s.mu.Unlock()
+	return f.err
+}
+
+// rememberFailure records that src did not unpack, and logs it once.
+func (s *Store) rememberFailure(key, srcName string, src *os.File, st fs.FileInfo, err error) {
+	sum, herr := hashReader(src)
+	if herr != nil {
+		return // cannot tell it again: try again next time
+	}
+	s.mu.Lock()
+	s.failures[key] = failure{
+		source: srcName, size: st.Size(), mtimeNS: st.ModTime().UnixNano(), sha256: sum,
+		checked: time.Now(), err: fmt.Errorf("%w (not unpacked again until %s changes)", err, srcName),
+	}
+	s.mu.Unlock()
+	s.logger.Warn("compressed image does not unpack; refusing it until the file changes",
+		"source", srcName, "source_bytes", st.Size(), "err", err)
 }
 
 // unpack decompresses src into KEY.img through a temp file and a rename, so
 // a reader never sees a partial image.
 func (s *Store) unpack(cr *os.Root, key, n, srcName string, c codec, src *os.File, st fs.FileInfo) (cacheMeta, error) {
 	start := time.Now()
+	s.attempts.Add(1)
 	if _, err := src.Seek(0, io.SeekStart); err != nil {
 		return cacheMeta{}, err
 	}

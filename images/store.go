@@ -36,6 +36,8 @@ var ErrNotRegular = fmt.Errorf("not a regular file (a FIFO, device or socket), p
 // Refusal reasons counted by Refusals.
 const (
 	ReasonNotRegular = "not a regular file"
+	ReasonCorrupt    = "corrupt compressed image"
+	ReasonTooLarge   = "compressed image too large"
 )
 
 // DefaultFallbackDir is where Debian's ipxe package installs its binaries.
@@ -56,13 +58,15 @@ type Store struct {
 	fallbackDir string
 	maxUnpacked int64
 
-	flights singleflight.Group
-	mu      sync.Mutex
-	cache   *os.Root             // opened on first unpack; guarded by mu
-	metas   map[string]cacheMeta // by cache key; guarded by mu
-	logged  sync.Map             // fallback names already logged
-	unpacks atomic.Int64         // decompressions done, for tests and logs
-	refused *refuse.Log
+	flights  singleflight.Group
+	mu       sync.Mutex
+	cache    *os.Root             // opened on first unpack; guarded by mu
+	metas    map[string]cacheMeta // by cache key; guarded by mu
+	failures map[string]failure   // by cache key: sources that did not unpack; guarded by mu
+	logged   sync.Map             // fallback names already logged
+	unpacks  atomic.Int64         // decompressions done, for tests and logs
+	attempts atomic.Int64         // decompressions started, failed ones included
+	refused  *refuse.Log
 }
 
 // Option changes a Store's defaults.
@@ -103,6 +107,7 @@ func Open(rootDir, dataDir string, logger *slog.Logger, opts ...Option) (*Store,
 		fallbackDir: DefaultFallbackDir,
 		maxUnpacked: DefaultMaxUnpacked,
 		metas:       map[string]cacheMeta{},
+		failures:    map[string]failure{},
 		refused:     refuse.New(logger, 0),
 	}
 	for _, o := range opts {
@@ -201,6 +206,10 @@ func refusalReason(err error) string {
 	switch {
 	case errors.Is(err, ErrNotRegular):
 		return ReasonNotRegular
+	case errors.Is(err, ErrCorrupt):
+		return ReasonCorrupt
+	case errors.Is(err, ErrTooLarge):
+		return ReasonTooLarge
 	}
 	return ""
 }
