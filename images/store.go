@@ -38,6 +38,8 @@ const (
 	ReasonNotRegular = "not a regular file"
 	ReasonCorrupt    = "corrupt compressed image"
 	ReasonTooLarge   = "compressed image too large"
+	ReasonCacheFull  = "image cache full"
+	ReasonLowSpace   = "data filesystem low on space"
 )
 
 // DefaultFallbackDir is where Debian's ipxe package installs its binaries.
@@ -57,6 +59,8 @@ type Store struct {
 
 	fallbackDir string
 	maxUnpacked int64
+	cacheMax    int64
+	minFree     int64
 
 	flights  singleflight.Group
 	mu       sync.Mutex
@@ -67,6 +71,11 @@ type Store struct {
 	unpacks  atomic.Int64         // decompressions done, for tests and logs
 	attempts atomic.Int64         // decompressions started, failed ones included
 	refused  *refuse.Log
+	// The cache's entries and bytes (unpacked images plus reservations of
+	// unpacks under way); guarded by mu.
+	entries    map[string]*cacheEntry
+	cacheBytes int64
+	freeSpace  func(dir string) (int64, error) // statfs; tests fake it
 }
 
 // Option changes a Store's defaults.
@@ -82,6 +91,22 @@ func WithMaxUnpacked(n int64) Option {
 	return func(s *Store) {
 		if n > 0 {
 			s.maxUnpacked = n
+		}
+	}
+}
+
+// WithCacheLimits bounds the decompression cache: at most maxBytes of
+// unpacked images in all (least recently used entries no client has open are
+// evicted to make room; default DefaultCacheMaxBytes), and no unpack while
+// the data filesystem has less than minFree bytes free (default
+// DefaultMinFreeBytes). 0 keeps a default.
+func WithCacheLimits(maxBytes, minFree int64) Option {
+	return func(s *Store) {
+		if maxBytes > 0 {
+			s.cacheMax = maxBytes
+		}
+		if minFree > 0 {
+			s.minFree = minFree
 		}
 	}
 }
@@ -108,6 +133,10 @@ func Open(rootDir, dataDir string, logger *slog.Logger, opts ...Option) (*Store,
 		maxUnpacked: DefaultMaxUnpacked,
 		metas:       map[string]cacheMeta{},
 		failures:    map[string]failure{},
+		entries:     map[string]*cacheEntry{},
+		cacheMax:    DefaultCacheMaxBytes,
+		minFree:     DefaultMinFreeBytes,
+		freeSpace:   freeBytes,
 		refused:     refuse.New(logger, 0),
 	}
 	for _, o := range opts {
@@ -210,6 +239,10 @@ func refusalReason(err error) string {
 		return ReasonCorrupt
 	case errors.Is(err, ErrTooLarge):
 		return ReasonTooLarge
+	case errors.Is(err, ErrCacheFull):
+		return ReasonCacheFull
+	case errors.Is(err, ErrLowSpace):
+		return ReasonLowSpace
 	}
 	return ""
 }

@@ -19,3 +19,5 @@ func freeBytes(string) (int64, error) { return 0, errors.ErrUnsupported }
 func tryLockExclusive(*os.File) bool { return false }
 
 func lockShared(*os.File) {}
+
+func unlinked(os.FileInfo) bool { return false }

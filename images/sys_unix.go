@@ -54,3 +54,9 @@ func lockShared(f *os.File) {
 		})
 	}
 }
+
+// unlinked reports whether an open file's name is gone (evicted).
+func unlinked(st os.FileInfo) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && sys.Nlink == 0
+}
