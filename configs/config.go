@@ -48,6 +48,8 @@ type Config struct {
 	TFTP  TFTP  `yaml:"tftp"`
 	HTTP  HTTP  `yaml:"http"`
 	Bench Bench `yaml:"bench"`
+	// Images bounds the decompression cache (see Images).
+	Images Images `yaml:"images"`
 	// Templates override the built-in boot config templates of pxelinux,
 	// GRUB and U-Boot for every host (a host's own templates win). Each is
 	// inline text or "@file" read from the root; see package bootcfg.
@@ -325,6 +327,7 @@ func (c *Config) Validate() error {
 	if _, err := netip.ParseAddrPort(fixHostPort(c.Bench.Listen)); err != nil {
 		add("bench.listen", "%q is not HOST:PORT; use e.g. :5211 or 0.0.0.0:5211", c.Bench.Listen)
 	}
+	c.validateImages(add)
 	seenMAC := map[string]int{}
 	seenAddr := map[netip.Addr]int{}
 	for i, host := range c.Hosts {

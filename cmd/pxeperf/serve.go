@@ -181,7 +181,9 @@ func runServe(ctx context.Context, cfg *configs.Config) error {
 	if err := images.EnsureRoot(cfg.Root, logger); err != nil {
 		return err
 	}
-	store, err := images.Open(cfg.Root, filepath.Join(cfg.Data, "cache"), logger)
+	store, err := images.Open(cfg.Root, filepath.Join(cfg.Data, "cache"), logger,
+		images.WithCacheLimits(int64(cfg.Images.CacheMaxBytes), int64(cfg.Images.MinFreeBytes)),
+		images.WithMaxUnpacked(int64(cfg.Images.MaxUnpackedBytes)))
 	if err != nil {
 		return err
 	}
