@@ -71,3 +71,21 @@ func TestByteSizeRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseByteSize: sizes come from the config file; any text gives a
+// size that prints back to itself or an error, never a panic or overflow.
+func FuzzParseByteSize(f *testing.F) {
+	for _, s := range []string{"0", "64GiB", "500MB", "1kB", " 7 TiB ", "-1", "+5", "9223372036854775807", "8589934592GiB", "GiB", "1.5GiB"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, err := ParseByteSize(s)
+		if err != nil {
+			return
+		}
+		back, err := ParseByteSize(b.String())
+		if err != nil || back != b {
+			t.Fatalf("ParseByteSize(%q) = %d, printed %q, parsed back %d, %v", s, b, b.String(), back, err)
+		}
+	})
+}
