@@ -254,7 +254,11 @@ type Peer struct {
 // says what to configure). Anything else is fs.ErrNotExist, so a loader
 // moves on to the next name of its chain.
 func (s *Source) Open(name string, peer Peer) (*Content, error) {
-	f, size, err := s.images.Open(name)
+	client := ""
+	if peer.Client.IsValid() {
+		client = peer.Client.String()
+	}
+	f, size, err := s.images.OpenFor(name, client)
 	if err == nil {
 		return &Content{File: f, Size: size}, nil
 	}

@@ -55,6 +55,8 @@ type Config struct {
 	// own iperf3 / iperf (package perfsrv).
 	Iperf3 Iperf `yaml:"iperf3"`
 	Iperf2 Iperf `yaml:"iperf2"`
+	// Images bounds the decompression cache (see Images).
+	Images Images `yaml:"images"`
 	// Templates override the built-in boot config templates of pxelinux,
 	// GRUB and U-Boot for every host (a host's own templates win). Each is
 	// inline text or "@file" read from the root; see package bootcfg.
@@ -519,6 +521,7 @@ func (c *Config) Validate() error {
 			add(key, "max_duration must be at least 1s and max_rate_mbps at least 1 (defaults 60s, 10000)")
 		}
 	}
+	c.validateImages(add)
 	seenMAC := map[string]int{}
 	seenAddr := map[netip.Addr]int{}
 	for i, host := range c.Hosts {

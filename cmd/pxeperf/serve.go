@@ -245,7 +245,9 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 		logger.Warn("the root is a Go source folder (serve runs in a checkout of pxeperf, whose images/ package "+
 			"shares the default root's name): run serve from a folder of its own, or set --root", "root", root)
 	}
-	store, err := images.Open(cfg.Root, filepath.Join(cfg.Data, "cache"), logger)
+	store, err := images.Open(cfg.Root, filepath.Join(cfg.Data, "cache"), logger,
+		images.WithCacheLimits(int64(cfg.Images.CacheMaxBytes), int64(cfg.Images.MinFreeBytes)),
+		images.WithMaxUnpacked(int64(cfg.Images.MaxUnpackedBytes)))
 	if err != nil {
 		return err
 	}
