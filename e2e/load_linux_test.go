@@ -102,9 +102,16 @@ dhcp:
 tftp:
   listen: 127.0.0.1:%d
   max_blksize: 1468
+  max_transfers_per_client: 1024
 http:
   listen: 127.0.0.1:%d
+  max_conns_per_client: 2048
+admin:
+  listen: "off"
 `, root, data, tftpPort, httpPort)
+	// All 400 clients share 127.0.0.1, where a lab's boards each have an
+	// address of their own: the per-client caps are lifted to the global
+	// ones so this test measures the server, not the budget for one board.
 	cfgPath := filepath.Join(dir, "pxeperf.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
