@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"net/http/httptest"
+
 	"github.com/google/go-cmp/cmp"
+	"github.com/pxeperf/pxeperf/api"
 	"github.com/pxeperf/pxeperf/internal/pgtest"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
@@ -138,6 +141,32 @@ func TestReportPostgresMatchesSQLite(t *testing.T) {
 	}
 	if d := cmp.Diff(string(want), golden.String()); d != "" {
 		t.Errorf("%s (-want +got):\n%s", path, d)
+	}
+
+	// The record API answers the same from both stores, filtered by site
+	// and server.
+	var bodies []string
+	for _, open := range []func() (*record.Store, error){
+		func() (*record.Store, error) { return record.OpenReadOnly(data) },
+		func() (*record.Store, error) { return openStoreReadOnly(context.Background(), url, "") },
+	} {
+		st, err := open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := api.New(st, nil, api.Limits{})
+		var b strings.Builder
+		for _, q := range []string{"/api/fetches?site=north&limit=4", "/api/fetches?server=pxe-south&file=undi*",
+			"/api/report?table=servers", "/api/fetches/5/intervals"} {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", q, nil))
+			fmt.Fprintf(&b, "%s %d %s %s\n", q, rec.Code, rec.Header().Get("Link"), rec.Body.String())
+		}
+		st.Close()
+		bodies = append(bodies, b.String())
+	}
+	if d := cmp.Diff(bodies[0], bodies[1]); d != "" || !strings.Contains(bodies[1], `"site": "north"`) {
+		t.Errorf("API: sqlite -> postgres (-+):\n%s\n%s", d, bodies[1])
 	}
 
 	// A newer schema is refused by report, with the reason.
