@@ -7,11 +7,12 @@
 //	GET /api/fetches/{id}               one record
 //	GET /api/fetches/{id}/intervals     its interval samples
 //	GET /api/report?table=NAME          a report table: window-offload, direction-mtu,
-//	                                    clients, linkspeed, tftp, fetches; intervals or netperf with &id=N
+//	                                    clients, linkspeed, tftp, fetches, servers; intervals or netperf with &id=N
 //
 // Filters, as query parameters, are those of pxeperf report: client (MAC,
 // IP or host), file (name or glob), since (2h, 7d or an RFC 3339 time),
-// label=k=v (repeatable). /api/fetches answers pages: limit (default 100,
+// label=k=v (repeatable), server and site (server.name and server.site of
+// the pxeperf that measured it, in a store many share). /api/fetches answers pages: limit (default 100,
 // at most Limits.MaxPage; 0 asks for a whole page), and when more records
 // match, a Link header rel="next" (and X-Next-Cursor) whose before=CURSOR
 // reads the next page. A report reads at most Limits.MaxReportRecords
@@ -131,6 +132,7 @@ func (h *Handler) filter(r *http.Request, defLimit string) (record.Filter, error
 	}
 	return report.ParseFilter(report.FilterArgs{
 		Client: q.Get("client"), File: q.Get("file"), Since: q.Get("since"), Labels: q["label"], Limit: limit,
+		Server: q.Get("server"), Site: q.Get("site"),
 	}, h.now())
 }
 
@@ -274,7 +276,7 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request) {
 		t = report.Intervals(rec, ivs)
 	default:
 		if name == "" {
-			h.fail(w, r, http.StatusBadRequest, errors.New("missing table: use table=window-offload, direction-mtu, clients, linkspeed, tftp, fetches, intervals&id=N or netperf&id=N"))
+			h.fail(w, r, http.StatusBadRequest, errors.New("missing table: use table=window-offload, direction-mtu, clients, linkspeed, tftp, fetches, servers, intervals&id=N or netperf&id=N"))
 			return
 		}
 		if _, err := report.Build(name, nil); err != nil {

@@ -57,6 +57,11 @@ type Config struct {
 	Iperf2 Iperf `yaml:"iperf2"`
 	// Images bounds the decompression cache (see Images).
 	Images Images `yaml:"images"`
+	// Store is where records go: SQLite in the data folder (default) or a
+	// shared PostgreSQL database.
+	Store Store `yaml:"store"`
+	// Server names this pxeperf on its records.
+	Server Server `yaml:"server"`
 	// Templates override the built-in boot config templates of pxelinux,
 	// GRUB and U-Boot for every host (a host's own templates win). Each is
 	// inline text or "@file" read from the root; see package bootcfg.
@@ -506,6 +511,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.validateHTTPBudgets()...)
+	errs = append(errs, c.validateStore()...)
 	if _, err := netip.ParseAddrPort(fixHostPort(c.Bench.Listen)); err != nil {
 		add("bench.listen", "%q is not HOST:PORT; use e.g. :5211 or 0.0.0.0:5211", c.Bench.Listen)
 	}

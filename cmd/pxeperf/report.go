@@ -17,10 +17,10 @@ import (
 
 // reportFlags are the flags of `pxeperf report`.
 type reportFlags struct {
-	table, format, data, chart, config string
-	intervals, netperf                 int64
-	limit                              int
-	filter                             report.FilterArgs
+	table, format, data, chart, config, store string
+	intervals, netperf                        int64
+	limit                                     int
+	filter                                    report.FilterArgs
 }
 
 func newReportCmd() *cobra.Command {
@@ -31,7 +31,8 @@ func newReportCmd() *cobra.Command {
 		Long: `Print the measurements pxeperf serve recorded, as the tables labs publish.
 It reads the store under --data (default: the data folder of the config serve
 reads: --config, ./pxeperf.yaml, /etc/pxeperf/pxeperf.yaml; the default's is
-./pxeperf-data), also while serve is running.
+./pxeperf-data), also while serve is running, or the PostgreSQL database
+many servers share (--store postgres://..., default the config's store.url).
 
   pxeperf report                                   fetches per client
   pxeperf report --table window-offload            Mbit/s by client window x RX checksum offload
@@ -43,6 +44,8 @@ reads: --config, ./pxeperf.yaml, /etc/pxeperf/pxeperf.yaml; the default's is
   pxeperf report --netperf 42                      one fetch, netperf TCP_STREAM summary
   pxeperf report --table window-offload --label fw=gpxe-1.0.1 --since 2h --format markdown
   pxeperf report --chart window.svg                Mbit/s by window, a line per offload (.svg, .png)
+  pxeperf report --store postgres://pxeperf@db.lab/pxeperf --table servers  per server and site
+  pxeperf report --store postgres://pxeperf@db.lab/pxeperf --site north      one site only
 
 A board's RX checksum offload is invisible to the server: give it as the label
 rx_offload=on|off on the host entry or the script URL.`,
@@ -60,6 +63,9 @@ rx_offload=on|off on the host entry or the script URL.`,
 	fl.IntVar(&f.limit, "limit", 0, "only the newest N fetches (0: all)")
 	fl.StringVar(&f.format, "format", string(report.Text), "output format: text, markdown, csv or json")
 	fl.StringVar(&f.data, "data", "", "state folder holding the record store (default: the config's data, as serve's)")
+	fl.StringVar(&f.store, "store", "", "record store: postgres://USER@HOST/DB or sqlite:PATH (default: the config's store.url, else --data)")
+	fl.StringVar(&f.filter.Server, "server", "", "only fetches measured by this server (server.name)")
+	fl.StringVar(&f.filter.Site, "site", "", "only fetches of this site (server.site)")
 	addConfigFlag(cmd, &f.config)
 	fl.StringVar(&f.chart, "chart", "", "also draw Mbit/s against client window to FILE.svg or FILE.png")
 	_ = cmd.RegisterFlagCompletionFunc("table", cobra.FixedCompletions(report.TableNames, cobra.ShellCompDirectiveNoFileComp))
@@ -111,12 +117,21 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 	if f.chart != "" && (set("intervals") || set("netperf")) {
 		return usageError(errors.New("--chart draws the window-offload chart of many fetches: use it without --intervals or --netperf"))
 	}
-	data, err := dataFolder(cmd, f.config, f.data)
-	if err != nil {
-		return err
+	var loc record.Location
+	if set("store") {
+		if loc, err = record.ParseLocation(f.store, ""); err != nil {
+			return usageErrorf("--store: %w", err)
+		}
+	} else {
+		data, err := dataFolder(cmd, f.config, f.data)
+		if err != nil {
+			return err
+		}
+		if loc, err = storeLocation(cmd, f.config, "", data); err != nil {
+			return err
+		}
 	}
-
-	st, err := record.OpenReadOnly(data)
+	st, err := record.OpenURLReadOnly(cmd.Context(), loc)
 	if err != nil {
 		return err
 	}

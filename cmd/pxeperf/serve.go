@@ -34,6 +34,7 @@ import (
 // serveFlags are the flags of `pxeperf serve`; set ones override the file.
 type serveFlags struct {
 	config, iface, addr, dhcpMode, pool, root, httpAddr, tftpAddr, benchAddr, adminAddr, iperf3Addr, iperf2Addr, data, logLevel string
+	store                                                                                                                       string
 }
 
 // serveEnv is what every service is built from.
@@ -105,6 +106,8 @@ log says why. Other keys (interface, ports, pool, ...) need a restart.`,
 	fl.StringVar(&f.iperf2Addr, "iperf2-addr", "", "iperf 2 server HOST:PORT "+
 		"(default off; :5001 turns it on); \"off\" disables it")
 	fl.StringVar(&f.data, "data", "", "state folder: leases, records, cache (default ./pxeperf-data)")
+	fl.StringVar(&f.store, "store", "", "record store: postgres://USER@HOST/DB shared by many servers, or sqlite:PATH "+
+		"(default store.url, else <data>/pxeperf.db); the journal in --data stays the commit point")
 	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
 	_ = cmd.RegisterFlagCompletionFunc("dhcp", cobra.FixedCompletions([]string{"full", "proxy", "off"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("root")
@@ -153,6 +156,9 @@ func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error)
 	}
 	if set("log-level") {
 		cfg.LogLevel = f.logLevel
+	}
+	if set("store") {
+		cfg.Store.URL = f.store
 	}
 	if set("http-addr") {
 		cfg.HTTP.Enabled = f.httpAddr != "off"
@@ -427,8 +433,13 @@ func openRecording(cfg *configs.Config, iface string, table *hosts.Table, logger
 		logger.Error("RECORDING IS OFF: fetches are logged but not stored; serving goes on", "err", jerr)
 		return nil
 	}
-	st, err := record.Open(data)
-	if err != nil {
+	st, err := openStore(cfg)
+	switch {
+	case errors.Is(err, record.ErrUnreachable) && st != nil:
+		// PostgreSQL is away: the sink keeps records in the journal and
+		// ships them when it is back.
+		logger.Warn("record database unreachable; records wait in the journal and are shipped when it is back", "err", err)
+	case err != nil:
 		logger.Error("record store unavailable; serving goes on", "err", err)
 		st = nil
 	}
@@ -442,9 +453,11 @@ func openRecording(cfg *configs.Config, iface string, table *hosts.Table, logger
 	rec.sink = record.NewSink(st, logger, record.SinkOptions{
 		Journal: j, Interface: iface, Net: ns, Hosts: table,
 		MaxPending: cfg.Records.QueueEntries, MaxPendingBytes: int64(cfg.Records.QueueMiB) << 20,
+		BatchSize: cfg.Store.Batch, Server: cfg.ServerName(), Site: cfg.Server.Site,
 	})
 	if st != nil {
-		logger.Info("recording fetches", "store", st.Path(), "journal", j.Path())
+		logger.Info("recording fetches", "store", st.String(), "journal", j.Path(), "server", cfg.ServerName(),
+			"site", cfg.Server.Site)
 	}
 	return rec
 }

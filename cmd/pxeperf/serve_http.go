@@ -6,7 +6,6 @@ import (
 
 	"github.com/pxeperf/pxeperf/api"
 	"github.com/pxeperf/pxeperf/httpboot"
-	"github.com/pxeperf/pxeperf/record"
 )
 
 // newHTTPService builds the HTTP boot server (image files, per-client iPXE
@@ -54,7 +53,9 @@ func newHTTPService(env *serveEnv) (service, error) {
 // own, opened on first use: the store may not exist before the first
 // fetch, and until it does /api/ answers 503 with the reason.
 func newAPI(env *serveEnv) (*api.Handler, *api.Lazy) {
-	records := api.NewLazy(func() (api.Source, error) { return record.OpenReadOnly(env.cfg.Data) })
+	records := api.NewLazy(func() (api.Source, error) {
+		return openStoreReadOnly(context.Background(), env.cfg.Store.URL, env.cfg.Data)
+	})
 	a := &env.cfg.Admin
 	return api.New(records, env.logger.With("svc", "api"), api.Limits{
 		MaxPage: a.MaxPage, MaxReportRecords: a.MaxReportRecords,
