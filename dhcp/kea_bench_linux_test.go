@@ -35,7 +35,9 @@ import (
 // 5000 6000 8000 12000"), PXEPERF_BENCH_ROUNDS (3) and PXEPERF_BENCH_PERIOD
 // (seconds per perfdhcp run, 6) shape it; PXEPERF_BENCH_PERF=DIR records
 // `perf record -g` of each server's 1000/s run there, and
-// PXEPERF_BENCH_SERVERS="pxeperf" runs one server only.
+// PXEPERF_BENCH_SERVERS="pxeperf" runs one server only;
+// PXEPERF_BENCH_BEFORE=BINARY adds another pxeperf binary (built from
+// main, say) to the same alternating run, as "before".
 //
 // perfdhcp acts as a relay (giaddr = its address), so replies are unicast
 // to it on port 67: this measures the servers, not broadcast handling.
@@ -66,6 +68,20 @@ func TestVersusKea(t *testing.T) {
 		return r
 	}
 
+	startPxeperf := func(bin string) *nstest.Proc {
+		data, root := t.TempDir(), t.TempDir()
+		proc := nstest.Start(t, p.Server, bin, "serve", "--dhcp", "full", "--pool", pool, "--iface", p.ServerIf,
+			"--addr", srvIP, "--root", root, "--data", data, "--http-addr", "off", "--tftp-addr", "off",
+			"--log-level", "warn")
+		if !nstest.WaitFor(20*time.Second, func() bool {
+			_, err := os.Stat(filepath.Join(data, JournalName))
+			return err == nil
+		}) {
+			t.Fatalf("pxeperf did not start:\n%s", proc.Out.String())
+		}
+		return proc
+	}
+
 	type result struct {
 		maxOK   int     // highest offered rate with < 1% loss
 		peak    float64 // completed exchanges/s
@@ -74,19 +90,7 @@ func TestVersusKea(t *testing.T) {
 		perRate map[int]perfResult
 	}
 	start := map[string]func() *nstest.Proc{
-		"pxeperf": func() *nstest.Proc {
-			data, root := t.TempDir(), t.TempDir()
-			proc := nstest.Start(t, p.Server, bin, "serve", "--dhcp", "full", "--pool", pool, "--iface", p.ServerIf,
-				"--addr", srvIP, "--root", root, "--data", data, "--http-addr", "off", "--tftp-addr", "off",
-				"--log-level", "warn")
-			if !nstest.WaitFor(20*time.Second, func() bool {
-				_, err := os.Stat(filepath.Join(data, JournalName))
-				return err == nil
-			}) {
-				t.Fatalf("pxeperf did not start:\n%s", proc.Out.String())
-			}
-			return proc
-		},
+		"pxeperf": func() *nstest.Proc { return startPxeperf(bin) },
 		"kea": func() *nstest.Proc {
 			dir := t.TempDir()
 			cfg := fmt.Sprintf(`{"Dhcp4": {
@@ -107,6 +111,11 @@ func TestVersusKea(t *testing.T) {
 		},
 	}
 	names := []string{"pxeperf", "kea"}
+	if before := os.Getenv("PXEPERF_BENCH_BEFORE"); before != "" {
+		// Another pxeperf binary (say, built from main) in the same run.
+		start["before"] = func() *nstest.Proc { return startPxeperf(before) }
+		names = []string{"pxeperf", "before", "kea"}
+	}
 	if only := os.Getenv("PXEPERF_BENCH_SERVERS"); only != "" {
 		names = strings.Fields(only) // for profiling one of them
 	}
@@ -164,20 +173,40 @@ func TestVersusKea(t *testing.T) {
 		}
 		return median(v)
 	}
-	ratio := func(f func(result) float64) float64 {
+	ratio := func(f func(result) float64, name string) float64 {
 		var v []float64
 		for i := range results["kea"] {
-			if k := f(results["kea"][i]); k > 0 {
-				v = append(v, f(results["pxeperf"][i])/k)
+			if k := f(results["kea"][i]); k > 0 && i < len(results[name]) {
+				v = append(v, f(results[name][i])/k)
 			}
 		}
 		return median(v)
 	}
+	var others []string // the pxeperf binaries, in table order
+	for _, n := range []string{"pxeperf", "before"} {
+		if len(results[n]) > 0 {
+			others = append(others, n)
+		}
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "pxeperf vs kea-dhcp4 (memfile), perfdhcp -R 1000, %d rounds alternating, %ds per run; medians, ratio = median of same-round pxeperf/kea\n", rounds, period)
-	fmt.Fprintf(&b, "%-44s %10s %10s %8s\n", "", "pxeperf", "kea", "ratio")
+	fmt.Fprintf(&b, "pxeperf vs kea-dhcp4 %s (memfile), perfdhcp -R 1000, %d rounds alternating, %ds per run; medians; X/kea = median of same-round ratios\n", keaVersion(), rounds, period)
+	fmt.Fprintf(&b, "%-44s", "")
+	for _, n := range append(slices.Clone(others), "kea") {
+		fmt.Fprintf(&b, " %10s", n)
+	}
+	for _, n := range others {
+		fmt.Fprintf(&b, " %10s", n+"/kea")
+	}
+	b.WriteString("\n")
 	row := func(label string, f func(result) float64, format string) {
-		fmt.Fprintf(&b, "%-44s %10s %10s %7.2fx\n", label, fmt.Sprintf(format, med(f, "pxeperf")), fmt.Sprintf(format, med(f, "kea")), ratio(f))
+		fmt.Fprintf(&b, "%-44s", label)
+		for _, n := range append(slices.Clone(others), "kea") {
+			fmt.Fprintf(&b, " %10s", fmt.Sprintf(format, med(f, n)))
+		}
+		for _, n := range others {
+			fmt.Fprintf(&b, " %9.2fx", ratio(f, n))
+		}
+		b.WriteString("\n")
 	}
 	row("highest offered rate with < 1% loss (/s)", func(r result) float64 { return float64(r.maxOK) }, "%.0f")
 	row("peak completed exchanges/s (any loss)", func(r result) float64 { return r.peak }, "%.0f")
@@ -185,13 +214,15 @@ func TestVersusKea(t *testing.T) {
 	for _, sc := range []string{"write", "pwrite64", "writev", "fsync", "fdatasync", "ftruncate", "sendmsg", "sendto", "recvfrom", "recvmsg", "futex", "epoll_pwait", "nanosleep", "total"} {
 		row("syscalls per ACK at 100/s: "+sc, func(r result) float64 { return r.sys[sc] }, "%.2f")
 	}
-	fmt.Fprintf(&b, "loss by offered rate (median %%):\n")
+	fmt.Fprintf(&b, "by offered rate, medians: loss %% / completed exchanges/s\n")
 	for _, rate := range rates {
-		fmt.Fprintf(&b, "  %6d/s  pxeperf %6.2f%%  kea %6.2f%%   completed/s pxeperf %6.0f  kea %6.0f\n", rate,
-			med(func(r result) float64 { return 100 * r.perRate[rate].loss() }, "pxeperf"),
-			med(func(r result) float64 { return 100 * r.perRate[rate].loss() }, "kea"),
-			med(func(r result) float64 { return r.perRate[rate].rate }, "pxeperf"),
-			med(func(r result) float64 { return r.perRate[rate].rate }, "kea"))
+		fmt.Fprintf(&b, "  %6d/s", rate)
+		for _, n := range append(slices.Clone(others), "kea") {
+			fmt.Fprintf(&b, "   %s %5.2f%% %6.0f/s", n,
+				med(func(r result) float64 { return 100 * r.perRate[rate].loss() }, n),
+				med(func(r result) float64 { return r.perRate[rate].rate }, n))
+		}
+		b.WriteString("\n")
 	}
 	fmt.Print(b.String())
 }
@@ -279,6 +310,11 @@ func straceRun(t *testing.T, pid int, run func() int) map[string]float64 {
 		per[fs[len(fs)-1]] = float64(calls) / float64(max(1, acks))
 	}
 	return per
+}
+
+func keaVersion() string {
+	out, _ := exec.Command("kea-dhcp4", "-v").Output()
+	return strings.TrimSpace(string(out))
 }
 
 func intsEnv(t *testing.T, key, def string) []int {

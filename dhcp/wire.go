@@ -217,6 +217,9 @@ type ropt struct {
 // carries: server identifier, and the relay agent information (82) and
 // client identifier (61) echoed.
 func (r *reply) start(req *msg, mt dhcpv4.MessageType, server netip.Addr) {
+	if r.opts == nil {
+		r.opts, r.data = make([]ropt, 0, 24), make([]byte, 0, 512)
+	}
 	*r = reply{mt: mt, htype: req.htype, xid: req.xid, flags: req.flags, giaddr: req.giaddr, chaddr: req.chaddr,
 		opts: r.opts[:0], data: r.data[:0]}
 	r.setIP(optServerID, server)
