@@ -139,7 +139,7 @@ type transfer struct {
 
 	acked int64           // payload bytes the client acknowledged
 	live  *event.Transfer // the live view's entry; nil: none
-	stray int64 // packets that were neither an ACK nor an ERROR
+	stray int64           // packets that were neither an ACK nor an ERROR
 	rbuf  [maxRequestLen]byte
 }
 
