@@ -1,6 +1,7 @@
 // Package admin is pxeperf's admin listener: an HTTP server of its own,
 // apart from the boot port every board can reach, for what only the lab's
-// people should read (the record API at /api/, mounted by serve). It
+// people should read (the record API at /api/, the dashboard at /, the
+// Prometheus metrics at /metrics, all mounted by serve). It
 // listens on loopback by default (admin.listen 127.0.0.1:9069) and can
 // require a bearer token (admin.token_file), compared in constant time.
 //
@@ -149,10 +150,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 // authorized compares the bearer token in constant time (hashes of equal
 // length, so neither the token nor its length leaks through timing).
+//
+// A browser's EventSource and <img> cannot send the header, so the
+// dashboard passes the token as the access_token query parameter instead
+// (RFC 6750 section 2.3); the header wins when both are there.
 func (s *Server) authorized(r *http.Request) bool {
 	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
+		tok = r.URL.Query().Get("access_token")
+		if tok == "" {
+			return false
+		}
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
 	return subtle.ConstantTimeCompare(got[:], s.token[:]) == 1

@@ -43,6 +43,9 @@ type Config struct {
 	Data string `yaml:"data"`
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string `yaml:"log_level"`
+	// LogFormat is text (logfmt-style key=value) or json (one object per
+	// line). Default text.
+	LogFormat string `yaml:"log_format"`
 
 	DHCP  DHCP  `yaml:"dhcp"`
 	TFTP  TFTP  `yaml:"tftp"`
@@ -435,6 +438,11 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		add("log_level", "%q is not a log level; use debug, info, warn or error", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		add("log_format", "%q is not a log format; use text or json", c.LogFormat)
 	}
 	if c.Root == "" {
 		add("root", "must not be empty; set the folder to serve, e.g. ./images")

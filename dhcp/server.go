@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,10 +77,37 @@ type Stats struct {
 	// constants in budget.go); each is also logged once per client per
 	// minute.
 	Refused map[string]uint64
+	// Packets counts the requests that parsed, by their message type and
+	// the reply's (Reply "none": no answer), e.g. {discover offer}: 3.
+	Packets map[PacketKind]uint64
 }
+
+// PacketKind is a request's DHCP message type and its reply's, in lower
+// case ("discover", "offer"); "other" for a type outside RFC 2132's eight,
+// "none" for no reply.
+type PacketKind struct{ Type, Reply string }
 
 type counters struct {
 	received, malformed, ignored, offers, acks, naks, releases, declines, informs, errors atomic.Uint64
+	// byType counts handled requests by message type (1-8, 0 other) and
+	// reply type (0 none).
+	byType [9][9]atomic.Uint64
+}
+
+// typeIndex maps a message type to its byType index (0 other).
+func typeIndex(t dhcpv4.MessageType) int {
+	if t >= 1 && t <= 8 {
+		return int(t)
+	}
+	return 0
+}
+
+// typeName is a byType index's name.
+func typeName(i int, zero string) string {
+	if i == 0 {
+		return zero
+	}
+	return strings.ToLower(dhcpv4.MessageType(i).String())
 }
 
 // Server is a DHCP server bound to its sockets; New binds, Serve serves.
@@ -228,7 +256,14 @@ func (s *Server) Stats() Stats {
 		Received: c.received.Load(), Malformed: c.malformed.Load(), Ignored: c.ignored.Load(),
 		Offers: c.offers.Load(), Acks: c.acks.Load(), Naks: c.naks.Load(), Releases: c.releases.Load(),
 		Declines: c.declines.Load(), Informs: c.informs.Load(), Errors: c.errors.Load(),
-		Refused: s.refuse.Counts(),
+		Refused: s.refuse.Counts(), Packets: map[PacketKind]uint64{},
+	}
+	for i := range c.byType {
+		for j := range c.byType[i] {
+			if n := c.byType[i][j].Load(); n > 0 {
+				st.Packets[PacketKind{typeName(i, "other"), typeName(j, "none")}] = n
+			}
+		}
 	}
 	if s.leases != nil {
 		st.Reclaimed = s.leases.Reclaimed()
@@ -348,6 +383,11 @@ func (s *Server) handle(w *wire, pkt []byte, src netip.AddrPort, onProxy bool, n
 	} else {
 		ok, dst = s.handleFull(req, &w.rep, now)
 	}
+	reply := 0
+	if ok {
+		reply = typeIndex(w.rep.mt)
+	}
+	s.stats.byType[typeIndex(req.mt)][reply].Add(1)
 	if !ok {
 		return nil, netip.AddrPort{}
 	}

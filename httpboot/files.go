@@ -90,6 +90,7 @@ func (s *Server) serveFile(w *countingWriter, r *http.Request, rec *event.Fetch)
 	}
 	defer c.Close()
 	rec.Size = c.Size
+	w.live.SetSize(c.Size)
 	var mod time.Time
 	ctype := contentType(r.URL.Path)
 	if c.Generated() {
@@ -277,6 +278,9 @@ type countingWriter struct {
 	// beforeLast, when set, runs before the last byte of a file body is
 	// written (see ReadFrom).
 	beforeLast func()
+	// live is the fetch's entry in Options.Active (nil: none); the
+	// monitor updates its bytes.
+	live *event.Transfer
 }
 
 func (c *countingWriter) WriteHeader(code int) {

@@ -67,6 +67,10 @@ type Options struct {
 	// Refused counts and logs refusals (budgets, bad input); nil: a log of
 	// the server's own on Logger.
 	Refused *refuse.Log
+	// Active, when set, lists each fetch while it runs, with the bytes the
+	// client acknowledged so far (updated by the TCP_INFO sampler, not per
+	// write); nil: none.
+	Active *event.Active
 }
 
 // Budget defaults, used where Options.HTTP leaves them zero (tests, bench).
@@ -227,7 +231,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.active.Add(-1)
 	start := time.Now()
 	rec, client, refusal := s.newFetch(r, start)
-	cw := &countingWriter{ResponseWriter: w}
+	cw := &countingWriter{ResponseWriter: w, live: s.opt.Active.Begin(rec)}
+	defer cw.live.End()
 	mon := s.watch(r, cw)
 	var expect int64
 	emitted := false

@@ -54,7 +54,7 @@ Exit status: 0 done, 1 the work failed, 2 the command line is wrong.`,
 	root.SetFlagErrorFunc(flagError)
 	root.SetUsageFunc(usage)
 	root.AddCommand(newServeCmd(), newConfigCmd(), newVersionCmd(), newImagesCmd(), newReportCmd(), newBenchCmd(),
-		newHealthcheckCmd(), newStoreCmd())
+		newHealthcheckCmd(), newStoreCmd(), newStatusCmd(), newLeasesCmd())
 	usageArgs(root)
 	return root
 }

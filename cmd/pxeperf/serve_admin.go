@@ -32,6 +32,12 @@ func newAdminService(env *serveEnv) (service, error) {
 	}
 	h, records := newAPI(env)
 	s.Handle("/api/", h)
+	if env.live != nil {
+		if err := mountLive(env, s, records); err != nil {
+			_ = s.Serve(canceled())
+			return nil, err
+		}
+	}
 	return &adminService{Server: s, records: records}, nil
 }
 
@@ -60,4 +66,11 @@ type adminService struct {
 func (s *adminService) Serve(ctx context.Context) error {
 	defer s.records.Close()
 	return s.Server.Serve(ctx)
+}
+
+// canceled is an ended context: Serve on it releases a service's sockets.
+func canceled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
 }
