@@ -309,8 +309,8 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 	}
 	var services []namedService
 	var names []string
-	boards := 0 // DHCP, TFTP and HTTP: the admin listener alone serves no board
-	for i, b := range []struct {
+	boards := 0 // every service but the admin listener, which alone serves no board
+	for _, b := range []struct {
 		name  string
 		build func(*serveEnv) (service, error)
 	}{{"dhcp", newDHCPService}, {"tftp", newTFTPService}, {"http", newHTTPService}, {"bench", newStreamService}, {"admin", newAdminService}, {"iperf3", newIperf3Service}, {"iperf2", newIperf2Service}} {
@@ -323,14 +323,14 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 			env.built[b.name] = s
 			services = append(services, namedService{b.name, s})
 			names = append(names, b.name)
-			if i < 3 {
+			if b.name != "admin" {
 				boards++
 			}
 		}
 	}
 	if boards == 0 {
 		releaseAll(services)
-		return errors.New("nothing to serve: DHCP, TFTP and HTTP are all off")
+		return errors.New("nothing to serve: DHCP, TFTP, HTTP and the bench and iperf servers are all off")
 	}
 	logger.Info("pxeperf serving", "iface", ni.Iface.Name, "addr", ni.Addr, "dhcp", cfg.DHCP.Mode,
 		"root", cfg.Root, "data", data, "config", configName(cfg), "version", versionString())

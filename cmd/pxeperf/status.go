@@ -96,7 +96,7 @@ func newStatusCmd() *cobra.Command {
 	var f adminFlags
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show what a running pxeperf serve is doing now (transfers in progress, latest fetches, leases)",
+		Short: "Show what a running serve is doing: transfers in progress, latest fetches, leases",
 		Long: `Ask a running pxeperf serve, through its admin listener, what it is doing:
 transfers in progress with bytes so far and current Mbit/s, the latest
 fetches, and the leases in use. --format json prints the same as one object.`,
