@@ -33,9 +33,9 @@ type Record struct {
 	Host      string `json:"host,omitempty"`
 	Arch      string `json:"arch,omitempty"`
 	File      string `json:"file"`
-	// Kind is "config" for a boot config or script pxeperf generated for
-	// the client (pxelinux.cfg, grub.cfg, boot.scr.uimg, the iPXE script);
-	// "" for files served from the root.
+	// Kind is what was fetched: KindImage, KindBoot, KindConfig, KindAPI,
+	// KindError or KindStream, decided by Classify when the record is
+	// written (records of an older pxeperf are classified when read).
 	Kind     string            `json:"kind,omitempty"`
 	Bytes    int64             `json:"bytes"`
 	Size     int64             `json:"size"`
@@ -108,7 +108,12 @@ type Filter struct {
 	Labels map[string]string // every key must have that value
 	Source string
 	Proto  string
-	Limit  int // 0: no limit; newest first when set
+	// Kinds keeps records of these kinds (KindNames); nil: every kind.
+	Kinds []string
+	// MinSize keeps records of at least this many bytes (file size, or
+	// bytes moved when larger); 0: any size.
+	MinSize int64
+	Limit   int // 0: no limit; newest first when set
 	// Before, when set, keeps only records older than this position in
 	// the newest-first order (time, then id): the cursor of a paged read.
 	Before Position

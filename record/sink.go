@@ -619,6 +619,7 @@ func (s *Sink) convert(f *event.Fetch) (*Record, []Interval) {
 		r.RxCsum, r.TxCsum = Offload(st.RxCsum), Offload(st.TxCsum)
 		r.TSO, r.GSO, r.GRO = Offload(st.TSO), Offload(st.GSO), Offload(st.GRO)
 	}
+	r.Kind = Classify(r)
 	var ivs []Interval
 	if len(f.Intervals) > 0 {
 		ivs = make([]Interval, len(f.Intervals))

@@ -94,8 +94,11 @@ func niceStep(maxV float64, n int) float64 {
 // (log scale, WindowBucket rows), one line per RX offload setting (off, on,
 // and unknown when some fetch has it), with axes, ticks, a legend and a
 // title: the chart of the gPXE study's table.
-func WindowChart(recs []record.Record) (*Chart, error) {
-	rows, states, _ := windowOffload(recs)
+func WindowChart(recs []record.Record) (*Chart, error) { return WindowChartWith(recs, Options{}) }
+
+// WindowChartWith is WindowChart counting the kinds o names.
+func WindowChartWith(recs []record.Record, o Options) (*Chart, error) {
+	rows, states, _ := windowOffload(recs, newCounter(o, throughputKinds))
 	if len(rows) == 0 {
 		return nil, ErrNoChartData
 	}

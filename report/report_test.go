@@ -87,7 +87,7 @@ func TestGolden(t *testing.T) {
 // TestGPXEStudyCells checks the cells against the study's figures the
 // fixture was built from (16384: 528 vs 696; 65532: 536 vs 896 Mbit/s).
 func TestGPXEStudyCells(t *testing.T) {
-	rows, states, skipped := windowOffload(gpxeStudy())
+	rows, states, skipped := windowOffload(gpxeStudy(), newCounter(Options{}, throughputKinds))
 	if diff := cmp.Diff([]record.Offload{record.OffloadOff, record.OffloadOn}, states); diff != "" {
 		t.Errorf("states (-want +got):\n%s", diff)
 	}
@@ -311,6 +311,10 @@ func TestParseFilter(t *testing.T) {
 		"bad since":    {in: FilterArgs{Since: "yesterday"}, wantErr: `since "yesterday": write a duration back from now`},
 		"negative":     {in: FilterArgs{Since: "-2h"}, wantErr: "must not be negative"},
 		"bad limit":    {in: FilterArgs{Limit: "ten"}, wantErr: `limit "ten"`},
+		"kind":         {in: FilterArgs{Kind: "image,boot", MinSize: "64K"}, want: record.Filter{Kinds: []string{"image", "boot"}, MinSize: 64 << 10}},
+		"kind all":     {in: FilterArgs{Kind: "all", MinSize: "1MiB"}, want: record.Filter{MinSize: 1 << 20}},
+		"bad kind":     {in: FilterArgs{Kind: "script"}, wantErr: `kind "script"`},
+		"bad min size": {in: FilterArgs{MinSize: "1T"}, wantErr: `min-size: "1T"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -486,12 +490,12 @@ func BenchmarkTables(b *testing.B) {
 // when the window it then advertised lands in another power-of-two bucket.
 func TestBenchRowsByRequestedWindow(t *testing.T) {
 	recs := []record.Record{
-		{Outcome: "ok", Bytes: 1 << 20, Mbps: 500, WndRequested: 32768, WndMax: 52000, Labels: map[string]string{"rx_offload": "on"}},
-		{Outcome: "ok", Bytes: 1 << 20, Mbps: 520, WndRequested: 32768, WndMax: 44000, Labels: map[string]string{"rx_offload": "on"}},
-		{Outcome: "ok", Bytes: 1 << 20, Mbps: 900, WndRequested: 65532, WndMax: 65535, Labels: map[string]string{"rx_offload": "off"}},
-		{Outcome: "ok", Bytes: 1 << 20, Mbps: 800, WndMax: 47000, Labels: map[string]string{"rx_offload": "off"}}, // served: bucketed
+		{Outcome: "ok", File: "bench.img", Bytes: 1 << 20, Mbps: 500, WndRequested: 32768, WndMax: 52000, Labels: map[string]string{"rx_offload": "on"}},
+		{Outcome: "ok", File: "bench.img", Bytes: 1 << 20, Mbps: 520, WndRequested: 32768, WndMax: 44000, Labels: map[string]string{"rx_offload": "on"}},
+		{Outcome: "ok", File: "bench.img", Bytes: 1 << 20, Mbps: 900, WndRequested: 65532, WndMax: 65535, Labels: map[string]string{"rx_offload": "off"}},
+		{Outcome: "ok", File: "bench.img", Bytes: 1 << 20, Mbps: 800, WndMax: 47000, Labels: map[string]string{"rx_offload": "off"}}, // served: bucketed
 	}
-	rows, _, _ := windowOffload(recs)
+	rows, _, _ := windowOffload(recs, newCounter(Options{}, throughputKinds))
 	got := map[uint32]int{}
 	for _, r := range rows {
 		for _, c := range r.Cells {

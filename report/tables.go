@@ -25,21 +25,26 @@ const (
 // TableNames lists the tables Build makes.
 var TableNames = []string{TableWindowOffload, TableDirectionMTU, TableClients, TableLinkSpeed, TableTFTP, TableFetches}
 
-// Build makes the named table from recs.
+// Build makes the named table from recs with the default Options.
 func Build(name string, recs []record.Record) (Table, error) {
+	return BuildWith(name, recs, Options{})
+}
+
+// BuildWith makes the named table from recs.
+func BuildWith(name string, recs []record.Record, o Options) (Table, error) {
 	switch name {
 	case TableWindowOffload:
-		return WindowOffload(recs), nil
+		return windowOffloadTable(recs, o), nil
 	case TableDirectionMTU:
-		return DirectionMTU(recs), nil
+		return directionMTU(recs, o), nil
 	case TableClients:
-		return Clients(recs), nil
+		return clients(recs, o), nil
 	case TableLinkSpeed:
-		return LinkSpeed(recs), nil
+		return linkSpeed(recs, o), nil
 	case TableFetches:
 		return Fetches(recs), nil
 	case TableTFTP:
-		return TFTP(recs), nil
+		return tftpTable(recs, o), nil
 	}
 	return Table{}, fmt.Errorf("unknown table %q: use %s", name, strings.Join(TableNames, ", "))
 }
@@ -171,11 +176,12 @@ func rowWindow(r record.Record) uint32 {
 
 // windowOffload groups measured fetches with a known window by bucket and
 // offload; it is shared by the table and the chart.
-func windowOffload(recs []record.Record) (rows []WindowOffloadRow, states []record.Offload, skipped int) {
+func windowOffload(recs []record.Record, c *counter) (rows []WindowOffloadRow, states []record.Offload, skipped int) {
 	groups := map[uint32]map[record.Offload][]float64{}
 	seen := map[record.Offload]bool{}
-	for _, r := range recs {
-		if !measured(r) {
+	for i := range recs {
+		r := recs[i]
+		if !c.use(&r) {
 			continue
 		}
 		b := rowWindow(r)
@@ -214,8 +220,11 @@ func windowOffload(recs []record.Record) (rows []WindowOffloadRow, states []reco
 // HTTP imgfetch by TCP_MAX_WINDOW_SIZE, with and without RX checksum
 // offload). Fetches without a window (TFTP, no TCP_INFO) are left out and
 // counted in a note.
-func WindowOffload(recs []record.Record) Table {
-	rows, states, skipped := windowOffload(recs)
+func WindowOffload(recs []record.Record) Table { return windowOffloadTable(recs, Options{}) }
+
+func windowOffloadTable(recs []record.Record, o Options) Table {
+	c := newCounter(o, throughputKinds)
+	rows, states, skipped := windowOffload(recs, c)
 	t := Table{
 		Name:    TableWindowOffload,
 		Title:   "Throughput by client window and RX checksum offload (median Mbit/s, n fetches)",
@@ -245,6 +254,7 @@ func WindowOffload(recs []record.Record) Table {
 	if skipped > 0 {
 		t.Notes = append(t.Notes, fmt.Sprintf("%d completed fetch(es) without a window (TFTP, or no TCP_INFO) left out.", skipped))
 	}
+	c.addNote(&t)
 	return t
 }
 
@@ -272,16 +282,20 @@ func protoClass(p string) string {
 // Rx, UDP Tx, UDP Rx, as seen from the board: a served fetch is Rx) and MTU
 // (columns, whatever MTUs occur), median Mbit/s per cell: the form of the
 // Xilinx board tables. Counts are in the JSON rows.
-func DirectionMTU(recs []record.Record) Table {
+func DirectionMTU(recs []record.Record) Table { return directionMTU(recs, Options{}) }
+
+func directionMTU(recs []record.Record, o Options) Table {
 	type key struct {
 		row string
 		mtu int
 	}
 	groups := map[key][]float64{}
 	var mtus []int
-	for _, r := range recs {
+	c := newCounter(o, throughputKinds)
+	for i := range recs {
+		r := recs[i]
 		p := protoClass(r.Proto)
-		if !measured(r) || p == "" {
+		if p == "" || !c.use(&r) {
 			continue
 		}
 		d := "Rx"
@@ -312,6 +326,7 @@ func DirectionMTU(recs []record.Record) Table {
 		Empty:   noRecords,
 		Notes:   []string{"HTTP counts as TCP, TFTP as UDP; a served fetch is Rx. Counts per cell: --format json."},
 	}
+	c.addNote(&t)
 	for _, m := range mtus {
 		t.Columns = append(t.Columns, Column{Name: "MTU " + mtuName(m), Key: "mtu_" + mtuName(m) + "_mbps"})
 	}
@@ -353,10 +368,14 @@ type ClientRow struct {
 // Clients is one row per client (by MAC, else IP): fetches (all outcomes),
 // failed ones, the last fetch, median and best Mbit/s over completed
 // fetches. Newest client first.
-func Clients(recs []record.Record) Table {
+func Clients(recs []record.Record) Table { return clients(recs, Options{}) }
+
+func clients(recs []record.Record, o Options) Table {
 	byKey := map[string]*ClientRow{}
 	speeds := map[string][]float64{}
-	for _, r := range recs {
+	cnt := newCounter(o, throughputKinds)
+	for i := range recs {
+		r := recs[i]
 		k := strings.ToLower(r.ClientMAC)
 		if k == "" {
 			k = r.ClientIP
@@ -388,7 +407,7 @@ func Clients(recs []record.Record) Table {
 		if c.IP == "" {
 			c.IP = r.ClientIP
 		}
-		if measured(r) {
+		if cnt.use(&r) {
 			speeds[k] = append(speeds[k], r.Mbps)
 		}
 	}
@@ -407,7 +426,7 @@ func Clients(recs []record.Record) Table {
 	})
 	t := Table{
 		Name:  TableClients,
-		Title: "Fetches per client (median and best Mbit/s over completed fetches)",
+		Title: "Fetches per client (fetches of every kind; median and best Mbit/s over completed " + strings.Join(cnt.kinds, " and ") + " fetches)",
 		Columns: []Column{{Name: "Client", Key: "client", Left: true}, {Name: "Host", Key: "host", Left: true},
 			{Name: "IP", Key: "ip", Left: true}, {Name: "Fetches", Key: "fetches"}, {Name: "Failed", Key: "failed"},
 			{Name: "Last (UTC)", Key: "last_utc", Left: true}, {Name: "Median Mbit/s", Key: "median_mbps"},
@@ -423,6 +442,7 @@ func Clients(recs []record.Record) Table {
 		t.Rows = append(t.Rows, []string{c.Client, c.Host, c.IP, strconv.Itoa(c.Fetches), strconv.Itoa(c.Failed),
 			c.Last.Format("2006-01-02 15:04:05"), med, best})
 	}
+	cnt.addNote(&t)
 	return t
 }
 
@@ -462,15 +482,19 @@ func LinkName(bps int64) string {
 // LinkSpeed is throughput by link speed (rows, fastest first: the bench's
 // tbf rate, else the NIC's speed) and direction (client tx: board to
 // server; client rx: server to board), median Mbit/s and count.
-func LinkSpeed(recs []record.Record) Table {
+func LinkSpeed(recs []record.Record) Table { return linkSpeed(recs, Options{}) }
+
+func linkSpeed(recs []record.Record, o Options) Table {
 	type key struct {
 		bps int64
 		tx  bool
 	}
 	groups := map[key][]float64{}
 	var speeds []int64
-	for _, r := range recs {
-		if !measured(r) {
+	c := newCounter(o, throughputKinds)
+	for i := range recs {
+		r := recs[i]
+		if !c.use(&r) {
 			continue
 		}
 		b := linkBps(r)
@@ -508,6 +532,7 @@ func LinkSpeed(recs []record.Record) Table {
 	if rows != nil {
 		t.Data = rows
 	}
+	c.addNote(&t)
 	return t
 }
 
@@ -515,6 +540,9 @@ func LinkSpeed(recs []record.Record) Table {
 // --intervals and --netperf come from.
 func Fetches(recs []record.Record) Table {
 	rows := slices.Clone(recs)
+	for i := range rows {
+		rows[i].Kind = record.KindOf(&rows[i])
+	}
 	slices.SortStableFunc(rows, func(a, b record.Record) int {
 		if c := b.Time.Compare(a.Time); c != 0 {
 			return c
@@ -529,7 +557,8 @@ func Fetches(recs []record.Record) Table {
 		Title: "Fetches, newest first",
 		Columns: []Column{{Name: "ID", Key: "id"}, {Name: "Time (UTC)", Key: "time_utc", Left: true},
 			{Name: "Client", Key: "client", Left: true}, {Name: "Host", Key: "host", Left: true},
-			{Name: "Proto", Key: "proto", Left: true}, {Name: "File", Key: "file", Left: true}, {Name: "Bytes", Key: "bytes"},
+			{Name: "Proto", Key: "proto", Left: true}, {Name: "File", Key: "file", Left: true}, {Name: "Kind", Key: "kind", Left: true},
+			{Name: "Bytes", Key: "bytes"},
 			{Name: "Mbit/s", Key: "mbps"}, {Name: "Outcome", Key: "outcome", Left: true}},
 		Data:  rows,
 		Empty: "No fetches match: serve some boots first, or widen the filters (--client, --file, --since, --label).",
@@ -540,7 +569,7 @@ func Fetches(recs []record.Record) Table {
 			client = r.ClientIP
 		}
 		t.Rows = append(t.Rows, []string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format("2006-01-02 15:04:05"), client,
-			r.Host, r.Proto, r.File, strconv.FormatInt(r.Bytes, 10), mbps(r.Mbps), r.Outcome})
+			r.Host, r.Proto, r.File, r.Kind, strconv.FormatInt(r.Bytes, 10), mbps(r.Mbps), r.Outcome})
 	}
 	return t
 }

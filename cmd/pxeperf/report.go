@@ -44,6 +44,11 @@ reads: --config, ./pxeperf.yaml, /etc/pxeperf/pxeperf.yaml; the default's is
   pxeperf report --table window-offload --label fw=gpxe-1.0.1 --since 2h --format markdown
   pxeperf report --chart window.svg                Mbit/s by window, a line per offload (.svg, .png)
 
+Every fetch has a kind: image, boot (boot binaries), config (scripts and loader
+configs), api (/, probes), error (not completed), stream (iperf and bench
+streams). Throughput tables count images and streams (TFTP: images and boot
+binaries); --kind chooses others, --min-size leaves small files out.
+
 A board's RX checksum offload is invisible to the server: give it as the label
 rx_offload=on|off on the host entry or the script URL.`,
 		Args: cobra.NoArgs,
@@ -57,6 +62,9 @@ rx_offload=on|off on the host entry or the script URL.`,
 	fl.StringVar(&f.filter.File, "file", "", "only this file: a name, or a glob with * and ?")
 	fl.StringVar(&f.filter.Since, "since", "", "only fetches since: a duration back (90m, 2h, 7d) or a time (RFC 3339 or 2006-01-02)")
 	fl.StringArrayVar(&f.filter.Labels, "label", nil, "only fetches with label key=value (repeatable, all must match)")
+	fl.StringVar(&f.filter.Kind, "kind", "", "only these kinds: "+strings.Join(record.KindNames, ", ")+
+		" or all, comma-separated (throughput tables count images and streams unless given)")
+	fl.StringVar(&f.filter.MinSize, "min-size", "", "only fetches of at least this size: bytes, or 64K, 1M, 1G")
 	fl.IntVar(&f.limit, "limit", 0, "only the newest N fetches (0: all)")
 	fl.StringVar(&f.format, "format", string(report.Text), "output format: text, markdown, csv or json")
 	fl.StringVar(&f.data, "data", "", "state folder holding the record store (default: the config's data, as serve's)")
@@ -96,7 +104,7 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 	}
 	filter, err := report.ParseFilter(f.filter, time.Now())
 	if err != nil {
-		return usageErrorf("bad filter (--client, --file, --since, --label, --limit): %w", err)
+		return usageErrorf("bad filter (--client, --file, --since, --label, --kind, --min-size, --limit): %w", err)
 	}
 	if _, err := report.Build(f.table, nil); err != nil {
 		return usageErrorf("--table: %w", err)
@@ -147,7 +155,7 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 			return err
 		}
 		if f.chart != "" {
-			if err := writeChart(f.chart, recs); err != nil {
+			if err := writeChart(f.chart, recs, report.Options{Kinds: filter.Kinds}); err != nil {
 				return err
 			}
 			fmt.Fprintf(errOut, "wrote %s\n", f.chart)
@@ -155,7 +163,7 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 				return nil
 			}
 		}
-		t, _ = report.Build(f.table, recs)
+		t, _ = report.BuildWith(f.table, recs, report.Options{Kinds: filter.Kinds})
 	}
 	if len(t.Rows) == 0 && t.Layout == "" && (format == report.CSV || format == report.JSON) {
 		fmt.Fprintln(errOut, t.Empty)
@@ -182,8 +190,8 @@ func dataFolder(cmd *cobra.Command, config, data string) (string, error) {
 
 // writeChart draws the window-offload chart as SVG or PNG by the file's
 // extension, atomically (a reader never sees half a chart).
-func writeChart(path string, recs []record.Record) error {
-	c, err := report.WindowChart(recs)
+func writeChart(path string, recs []record.Record, o report.Options) error {
+	c, err := report.WindowChartWith(recs, o)
 	if err != nil {
 		return fmt.Errorf("--chart: %w", err)
 	}

@@ -112,9 +112,19 @@ func TestReportCommand(t *testing.T) {
 	if err != nil || !strings.Contains(errOut, "No fetches match") || strings.Count(out, "\n") != 1 {
 		t.Errorf("no match (%v): stdout %q stderr %q", err, out, errOut)
 	}
+	// Boot binaries are not images: a throughput table leaves them out and
+	// says so, unless --kind asks for them.
 	out, _, _ = runReportCmd(t, "--data", dir, "--table", "linkspeed", "--file", "*.efi")
+	if !strings.Contains(out, "1 completed fetch(es) of other kinds left out (boot 1)") || strings.Contains(out, "8.4") {
+		t.Errorf("linkspeed of *.efi without --kind:\n%s", out)
+	}
+	out, _, _ = runReportCmd(t, "--data", dir, "--table", "linkspeed", "--file", "*.efi", "--kind", "boot")
 	if !strings.Contains(out, "unknown") || !strings.Contains(out, "8.4") || strings.Contains(out, "536") {
-		t.Errorf("linkspeed of *.efi:\n%s", out)
+		t.Errorf("linkspeed of *.efi --kind boot:\n%s", out)
+	}
+	out, _, _ = runReportCmd(t, "--data", dir, "--table", "fetches", "--min-size", "2M", "--format", "csv")
+	if strings.Contains(out, "ipxe.efi") || strings.Count(out, "\n") != 6 {
+		t.Errorf("fetches --min-size 2M:\n%s", out)
 	}
 
 	out, _, err = runReportCmd(t, "--data", dir, "--intervals", itoa(ivID))
