@@ -66,9 +66,10 @@ type Record struct {
 	Acked      int64 `json:"acked,omitempty"`
 	Timeouts   int64 `json:"timeouts,omitempty"`
 
-	// Server side, read when the record is written.
+	// Server side, read when the record is written, from the interface
+	// holding the fetch's local address (cached per interface).
 	Iface     string  `json:"iface,omitempty"`
-	MTU       int     `json:"mtu,omitempty"`
+	MTU       int     `json:"mtu,omitempty"` // the interface's, or the TCP path MTU when smaller
 	LinkMbps  int     `json:"link_mbps,omitempty"`      // ethtool speed; 0 unknown (veth has none)
 	RateLimit int64   `json:"rate_limit_bps,omitempty"` // bench: tbf rate, bits/s
 	RxCsum    Offload `json:"rx_csum,omitempty"`
