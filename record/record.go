@@ -69,8 +69,8 @@ type Record struct {
 	// Server side, read when the record is written, from the interface
 	// holding the fetch's local address (cached per interface).
 	Iface     string  `json:"iface,omitempty"`
-	MTU       int     `json:"mtu,omitempty"` // the interface's, or the TCP path MTU when smaller
-	LinkMbps  int     `json:"link_mbps,omitempty"`      // ethtool speed; 0 unknown (veth has none)
+	MTU       int     `json:"mtu,omitempty"`            // the interface's, or the TCP path MTU when smaller
+	LinkMbps  int     `json:"link_mbps,omitempty"`      // the driver's speed (virtual NICs report a nominal one: veth 10000); 0 none reported
 	RateLimit int64   `json:"rate_limit_bps,omitempty"` // bench: tbf rate, bits/s
 	RxCsum    Offload `json:"rx_csum,omitempty"`
 	TxCsum    Offload `json:"tx_csum,omitempty"`
