@@ -395,7 +395,7 @@ func TestChartSVG(t *testing.T) {
 				t.Errorf("series (-want +got):\n%s", diff)
 			}
 			all := strings.Join(doc.Texts, "|")
-			for _, s := range []string{"Median Mbit/s", "Window the client advertised", "4K", "64K", "RX csum off"} {
+			for _, s := range []string{"Median Mbit/s", "advertised", "4K", "64K", "RX csum off"} {
 				if !strings.Contains(all, s) {
 					t.Errorf("no text %q in %s", s, all)
 				}
@@ -504,5 +504,41 @@ func TestBenchRowsByRequestedWindow(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[uint32]int{32768: 2, 65532: 1, 65536: 1}, got); diff != "" {
 		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+}
+
+// The x axis says what the rows were grouped by: the window bench runs were
+// set to is not one a client advertised.
+func TestChartAxisSaysWhichWindow(t *testing.T) {
+	bench := []record.Record{
+		{Source: "bench", Proto: "http", File: "bench.img", Outcome: "ok", Bytes: 1 << 20, Mbps: 500, WndRequested: 16384, WndMax: 30000},
+		{Source: "bench", Proto: "http", File: "bench.img", Outcome: "ok", Bytes: 1 << 20, Mbps: 900, WndRequested: 65536, WndMax: 90000},
+	}
+	c := newCounter(Options{}, throughputKinds)
+	if got := windowAxis(bench, c); got != "Window the client was set to (SO_RCVBUF)" {
+		t.Errorf("bench axis %q", got)
+	}
+	if got := windowAxis(gpxeStudy(), c); got != "Window the client advertised" {
+		t.Errorf("served axis %q", got)
+	}
+}
+
+// bench --window auto: autotuning grows the window to different sizes with
+// offload on and off; both land in one "auto" row, so the columns compare.
+func TestAutoWindowOneRow(t *testing.T) {
+	auto := func(off string, wnd uint32, m float64) record.Record {
+		return record.Record{Source: "bench", Proto: "http", File: "bench.img", Outcome: "ok", Bytes: 64 << 20, Mbps: m,
+			WndMax: wnd, Labels: map[string]string{"window": "auto", "rx_offload": off}}
+	}
+	recs := []record.Record{auto("on", 3<<20, 9000), auto("off", 700<<10, 4000), auto("off", 900<<10, 4200)}
+	recs = append(recs, record.Record{Source: "bench", Proto: "http", File: "bench.img", Outcome: "ok", Bytes: 64 << 20,
+		Mbps: 800, WndRequested: 65536, WndMax: 65535, Labels: map[string]string{"window": "64K", "rx_offload": "on"}})
+	tb := WindowOffload(recs)
+	want := [][]string{{"65536", "", "", "800.0", "1"}, {"auto", "4100.0", "2", "9000.0", "1"}}
+	if d := cmp.Diff(want, tb.Rows); d != "" {
+		t.Errorf("rows (-want +got):\n%s", d)
+	}
+	if _, err := WindowChart(recs); err != nil {
+		t.Errorf("chart with an auto row: %v", err)
 	}
 }

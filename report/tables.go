@@ -159,8 +159,10 @@ func offloadName(o record.Offload) string {
 // WindowOffloadRow is one row of the window-offload table: cells keyed by
 // offload state "off", "on", "unknown".
 type WindowOffloadRow struct {
-	Window uint32           `json:"window"`
-	Cells  map[string]*Stat `json:"cells"`
+	Window uint32 `json:"window"` // 0 for the auto row
+	// Auto marks the row of bench runs with --window auto (autotuned).
+	Auto  bool             `json:"auto,omitempty"`
+	Cells map[string]*Stat `json:"cells"`
 }
 
 // rowWindow is the window a record counts under: for bench runs the window
@@ -171,7 +173,21 @@ func rowWindow(r record.Record) uint32 {
 	if r.WndRequested > 0 {
 		return r.WndRequested
 	}
+	if autoWindow(r) {
+		return windowAuto
+	}
 	return WindowBucket(r.WndMax)
+}
+
+// windowAuto is the row of bench runs that left the window to the kernel
+// (bench --window auto): autotuning grows it to different sizes with
+// offload on and off, so bucketing what the client advertised would put the
+// two columns in different rows that never compare.
+const windowAuto = math.MaxUint32
+
+// autoWindow: a bench run with --window auto (no SO_RCVBUF set).
+func autoWindow(r record.Record) bool {
+	return r.WndRequested == 0 && r.Source == "bench" && r.Labels["window"] == "auto"
 }
 
 // windowOffload groups measured fetches with a known window by bucket and
@@ -205,12 +221,24 @@ func windowOffload(recs []record.Record, c *counter) (rows []WindowOffloadRow, s
 	}
 	for b, byOff := range groups {
 		row := WindowOffloadRow{Window: b, Cells: map[string]*Stat{}}
+		if b == windowAuto {
+			row.Window, row.Auto = 0, true
+		}
 		for o, v := range byOff {
 			row.Cells[offloadName(o)] = stat(v)
 		}
 		rows = append(rows, row)
 	}
-	slices.SortFunc(rows, func(a, b WindowOffloadRow) int { return cmp.Compare(a.Window, b.Window) })
+	// Auto last.
+	slices.SortFunc(rows, func(a, b WindowOffloadRow) int {
+		if a.Auto != b.Auto {
+			if a.Auto {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(a.Window, b.Window)
+	})
 	return rows, states, skipped
 }
 
@@ -232,7 +260,7 @@ func windowOffloadTable(recs []record.Record, o Options) Table {
 		Data:    rows,
 		Empty:   noRecords,
 		Notes: []string{
-			"Window: for bench runs the window the client was set to; for served fetches the largest window the client advertised, to the nearest power of two (65532/65535 count as 65536).",
+			"Window: for bench runs the window the client was set to (auto: left to the kernel's autotuning, one row whatever it grew to); for served fetches the largest window the client advertised, to the nearest power of two (65532/65535 count as 65536).",
 			"RX offload: the client's label rx_offload when set, else the server NIC's rx-checksumming.",
 		},
 	}
@@ -245,6 +273,9 @@ func windowOffloadTable(recs []record.Record, o Options) Table {
 	}
 	for _, r := range rows {
 		cells := []string{strconv.FormatUint(uint64(r.Window), 10)}
+		if r.Auto {
+			cells[0] = "auto"
+		}
 		for _, o := range states {
 			s := r.Cells[offloadName(o)]
 			cells = append(cells, cellMbps(s), cellCount(s))
@@ -455,7 +486,8 @@ type LinkSpeedRow struct {
 }
 
 // linkBps is the link a fetch ran over, bits/s: the bench's tbf rate when
-// set, else the NIC's link speed; 0 unknown (veth reports none).
+// set, else the speed the NIC's driver reports (nominal for virtual NICs:
+// veth says 10G); 0 unknown (loopback reports none).
 func linkBps(r record.Record) int64 {
 	if r.RateLimit > 0 {
 		return r.RateLimit
@@ -515,7 +547,7 @@ func linkSpeed(recs []record.Record, o Options) Table {
 		Data:  []LinkSpeedRow{},
 		Empty: noRecords,
 		Notes: []string{
-			"Link: the bench's tbf rate when set, else the server NIC's speed (veth reports none: unknown).",
+			"Link: the bench's tbf rate when set, else the speed the server NIC's driver reports, which for a virtual NIC is nominal, not a limit (veth reports 10G); unknown: none reported (loopback).",
 			"Client tx: board to server; client rx: server to board (a served fetch).",
 		},
 	}

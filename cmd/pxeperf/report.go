@@ -69,7 +69,7 @@ rx_offload=on|off on the host entry or the script URL.`,
 	fl.StringVar(&f.format, "format", string(report.Text), "output format: text, markdown, csv or json")
 	fl.StringVar(&f.data, "data", "", "state folder holding the record store (default: the config's data, as serve's)")
 	addConfigFlag(cmd, &f.config)
-	fl.StringVar(&f.chart, "chart", "", "also draw Mbit/s against client window to FILE.svg or FILE.png")
+	fl.StringVar(&f.chart, "chart", "", "draw Mbit/s against client window (the window-offload table) to FILE.svg or FILE.png")
 	_ = cmd.RegisterFlagCompletionFunc("table", cobra.FixedCompletions(report.TableNames, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "markdown", "csv", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("data")
@@ -115,6 +115,10 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 	}
 	if (set("intervals") && f.intervals <= 0) || (set("netperf") && f.netperf <= 0) {
 		return usageError(errors.New("--intervals and --netperf take a record ID (a positive number): list them with --table fetches"))
+	}
+	if f.chart != "" && set("table") && f.table != report.TableWindowOffload {
+		return usageErrorf("--chart draws the window-offload chart (Mbit/s by client window), not one of --table %s: "+
+			"drop --table, or give --table window-offload to print the table it draws", f.table)
 	}
 	if f.chart != "" && (set("intervals") || set("netperf")) {
 		return usageError(errors.New("--chart draws the window-offload chart of many fetches: use it without --intervals or --netperf"))

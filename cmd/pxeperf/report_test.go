@@ -134,7 +134,7 @@ func TestReportCommand(t *testing.T) {
 		t.Errorf("--intervals (%v):\n%s", err, out)
 	}
 	out, _, err = runReportCmd(t, "--data", dir, "--netperf", itoa(ivID))
-	if err != nil || !strings.Contains(out, "bytes  bytes   bytes    secs.    10^6bits/sec") || !strings.Contains(out, " 16384      0   1448 ") {
+	if err != nil || !strings.Contains(out, "bytes  bytes   bytes    secs.    10^6bits/sec") || !strings.Contains(out, " 16384      -   1448 ") {
 		t.Errorf("--netperf (%v):\n%s", err, out)
 	}
 
@@ -164,7 +164,7 @@ func TestReportCommand(t *testing.T) {
 		t.Errorf("chart has %d data lines, want 2 (rx offload off and on)", series)
 	}
 	pngFile := filepath.Join(t.TempDir(), "w.png")
-	if _, _, err := runReportCmd(t, "--data", dir, "--chart", pngFile, "--table", "clients"); err != nil {
+	if _, _, err := runReportCmd(t, "--data", dir, "--chart", pngFile, "--table", "window-offload"); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(pngFile)
@@ -197,6 +197,7 @@ func TestReportCommandErrors(t *testing.T) {
 		"no store":          {[]string{"--data", filepath.Join(dir, "nothing")}, "run pxeperf serve"},
 		"chart of nothing":  {[]string{"--chart", filepath.Join(dir, "c.svg"), "--file", "none"}, "nothing to chart"},
 		"chart and netperf": {[]string{"--chart", "c.svg", "--netperf", "1"}, "without --intervals or --netperf"},
+		"chart of tftp":     {[]string{"--chart", "c.svg", "--table", "tftp"}, "not one of --table tftp"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
