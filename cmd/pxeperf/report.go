@@ -158,6 +158,15 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 		if err != nil {
 			return err
 		}
+		// Records a crash left in the journal are not in the store until
+		// the next serve imports them: say how many, never print silently
+		// short tables.
+		if n, path, err := st.Waiting(ctx, data); err != nil {
+			fmt.Fprintf(errOut, "note: could not check %s for records not yet in the store: %v\n", path, err)
+		} else if n > 0 {
+			fmt.Fprintf(errOut, "note: %d fetch record(s) wait in %s and are not in these tables; "+
+				"serve imports them (a running serve within seconds, else at its next start)\n", n, path)
+		}
 		if f.chart != "" {
 			if err := writeChart(f.chart, recs, report.Options{Kinds: filter.Kinds}); err != nil {
 				return err

@@ -243,3 +243,18 @@ func BenchmarkReportCommand(b *testing.B) {
 		})
 	}
 }
+
+// Records a crash left in the journal are announced by report until serve
+// imports them (issue 10.5).
+func TestReportSaysWhatWaitsInTheJournal(t *testing.T) {
+	dir := t.TempDir()
+	seedStore(t, dir)
+	line := `{"uid":"left-by-a-crash","record":{"time":"2026-11-30T08:00:00Z","source":"serve","proto":"http","direction":"rx","client_ip":"10.0.0.2","file":"vmlinuz","bytes":1,"size":1,"duration_ns":1,"mbps":8,"outcome":"ok","retransmits":0}}` + "\n"
+	if err := os.WriteFile(filepath.Join(dir, record.JournalName), []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, err := runReportCmd(t, "--data", dir)
+	if err != nil || !strings.Contains(errOut, "1 fetch record(s) wait in "+filepath.Join(dir, record.JournalName)) {
+		t.Errorf("report (%v) stderr:\n%s", err, errOut)
+	}
+}
