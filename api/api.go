@@ -12,7 +12,10 @@
 // Filters, as query parameters, are those of pxeperf report: client (MAC,
 // IP or host), file (name or glob), since (2h, 7d or an RFC 3339 time),
 // label=k=v (repeatable), server and site (server.name and server.site of
-// the pxeperf that measured it, in a store many share). /api/fetches answers pages: limit (default 100,
+// the pxeperf that measured it, in a store many share), kind (image, boot,
+// config, api, error, stream; repeatable or a comma list; a table's
+// throughput counts these kinds, by default images and streams), min_size
+// (bytes, or 64K, 1M). /api/fetches answers pages: limit (default 100,
 // at most Limits.MaxPage; 0 asks for a whole page), and when more records
 // match, a Link header rel="next" (and X-Next-Cursor) whose before=CURSOR
 // reads the next page. A report reads at most Limits.MaxReportRecords
@@ -133,6 +136,7 @@ func (h *Handler) filter(r *http.Request, defLimit string) (record.Filter, error
 	return report.ParseFilter(report.FilterArgs{
 		Client: q.Get("client"), File: q.Get("file"), Since: q.Get("since"), Labels: q["label"], Limit: limit,
 		Server: q.Get("server"), Site: q.Get("site"),
+		Kind: strings.Join(q["kind"], ","), MinSize: q.Get("min_size"),
 	}, h.now())
 }
 
@@ -304,7 +308,7 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		slices.Reverse(recs) // a limited query is newest first; tables read oldest first
-		t, _ = report.Build(name, recs)
+		t, _ = report.BuildWith(name, recs, report.Options{Kinds: f.Kinds})
 	}
 	h.stream(w, r, func(bw io.Writer) error { return report.Render(bw, t, report.JSON) })
 }

@@ -273,3 +273,24 @@ func TestLazy(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// kind and min_size reach the store's filter, and a table's throughput
+// counts the kinds asked for.
+func TestKindFilter(t *testing.T) {
+	src := newFake()
+	srv := newServer(t, src)
+	if status, body := get(t, srv, "/api/fetches?kind=image&kind=boot,config&min_size=64K", nil); status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	f := src.filters[len(src.filters)-1]
+	if d := cmp.Diff([]string{"image", "boot", "config"}, f.Kinds); d != "" || f.MinSize != 64<<10 {
+		t.Errorf("filter kinds (-want +got):\n%s; min size %d", d, f.MinSize)
+	}
+	if status, body := get(t, srv, "/api/report?table=clients&kind=scripts", nil); status != http.StatusBadRequest ||
+		!strings.Contains(body, `kind \"scripts\"`) {
+		t.Errorf("bad kind: status %d: %s", status, body)
+	}
+	if status, body := get(t, srv, "/api/fetches?min_size=lots", nil); status != http.StatusBadRequest {
+		t.Errorf("bad min_size: status %d: %s", status, body)
+	}
+}

@@ -52,6 +52,11 @@ type Fetch struct {
 	TFTP      *TFTPInfo // set for TFTP fetches
 	TCP       *TCPInfo  // set for HTTP fetches where TCP_INFO could be read
 	Interface string    // local interface the fetch went out of, when known
+	// Local is the server's address the fetch was served from (the
+	// connection's local address, the TFTP request's destination). The
+	// record's interface, MTU, speed and offloads are those of the
+	// interface holding it, whatever Interface says.
+	Local netip.Addr
 	// Intervals are per-period samples (default 1 s) of an HTTP fetch, for
 	// iperf3-style interval lines; the last one may be shorter.
 	Intervals []Interval

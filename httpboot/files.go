@@ -135,6 +135,7 @@ func (s *Server) newFetch(r *http.Request, start time.Time) (*event.Fetch, hosts
 		File:      strings.TrimPrefix(r.URL.Path, "/"), // as TFTP names it: relative to the root
 		Size:      -1,
 		Interface: s.opt.Interface,
+		Local:     s.localAddr(r),
 	}
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 		rec.Client = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())

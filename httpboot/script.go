@@ -20,15 +20,17 @@ import (
 // DefaultScript is the built-in iPXE script template: it boots the host
 // entry's kernel/initrd/cmdline when set; otherwise it says why and drops to
 // the iPXE shell. It never chains back to itself, so a client cannot loop.
-// Image URLs carry ?mac= so their fetches are put on the right host even
-// when no lease ties the client's address to its MAC (proxyDHCP).
+// Image URLs (url, .ImageURL) carry the client's MAC and the request's
+// ?label. values (see carry.go), so their fetches are put on the right
+// host, even when no lease ties the client's address to its MAC
+// (proxyDHCP), and are labelled as the script's fetch is.
 const DefaultScript = `#!ipxe
 # pxeperf built-in script for {{with .Hostname}}{{.}} {{end}}{{with .MAC}}{{.}} {{end}}({{.IP}})
 {{- if .Kernel}}
 echo pxeperf: booting {{.Kernel}}{{if .Hostname}} on {{.Hostname}}{{end}}
-kernel {{url .Kernel}}{{with .MAC}}?mac={{.}}{{end}}{{if .Initrd}} initrd=initrd{{end}}{{if .Cmdline}} {{.Cmdline}}{{end}}
+kernel {{url .Kernel}}{{if .Initrd}} initrd=initrd{{end}}{{if .Cmdline}} {{.Cmdline}}{{end}}
 {{- if .Initrd}}
-initrd --name initrd {{url .Initrd}}{{with .MAC}}?mac={{.}}{{end}}
+initrd --name initrd {{url .Initrd}}
 {{- end}}
 boot || goto failed
 :failed
@@ -68,12 +70,22 @@ func (s *Server) serveScript(w *countingWriter, r *http.Request, rec *event.Fetc
 		return s.scriptFailed(w, rec, src, err)
 	}
 	base := s.serverURL(r)
-	t, err := parseScript(src, tmpl, base)
+	mac := ""
+	if c.MAC != nil {
+		mac = c.MAC.String()
+	}
+	token, whole := carryQuery(mac, r.URL.Query())
+	if !whole {
+		s.opt.Logger.Warn("http boot: the script's labels are too long to carry to its image URLs; only the MAC is carried",
+			"client", rec.Client.String(), "max_bytes", maxCarry)
+	}
+	images := carryBase(base, token)
+	t, err := parseScript(src, tmpl, images)
 	if err != nil {
 		return s.scriptFailed(w, rec, src, err)
 	}
 	var buf bytes.Buffer
-	if err := t.Execute(&buf, s.scriptData(r, rec, c, base)); err != nil {
+	if err := t.Execute(&buf, s.scriptData(r, rec, c, base, images)); err != nil {
 		return s.scriptFailed(w, rec, src, err)
 	}
 	s.writeText(w, r, "text/plain; charset=utf-8", buf.Bytes())
@@ -215,7 +227,7 @@ func scriptSafe(v string) bool {
 // scriptData is what a template sees. Query parameters whose names are Go
 // identifiers appear as top-level keys too (built-in names win); all of them
 // are in .Query.
-func (s *Server) scriptData(r *http.Request, rec *event.Fetch, c hosts.Client, base string) map[string]any {
+func (s *Server) scriptData(r *http.Request, rec *event.Fetch, c hosts.Client, base, images string) map[string]any {
 	d := map[string]any{}
 	q := map[string]string{}
 	for k, vs := range r.URL.Query() {
@@ -252,7 +264,7 @@ func (s *Server) scriptData(r *http.Request, rec *event.Fetch, c hosts.Client, b
 	}
 	for k, v := range map[string]any{
 		"MAC": mac, "IP": ip, "Arch": arch, "Hostname": hostname,
-		"Server": server, "ServerURL": base, "ImageURL": base,
+		"Server": server, "ServerURL": base, "ImageURL": images,
 		"Kernel": kernel, "Initrd": initrd, "Cmdline": cmdline,
 		"Labels": lb, "Query": q,
 	} {

@@ -57,8 +57,8 @@ func TestScripts(t *testing.T) {
 			want: want{Status: 200, Host: "board-a", MAC: "52:54:00:00:00:0a", Out: event.OutcomeOK,
 				Labels: map[string]string{"rack": "r1", "build": "42"},
 				Body: "#!ipxe\nmac=52:54:00:00:00:0a ip=127.0.0.1 arch= host=board-a server=127.0.0.1\n" +
-					"url=URL img=URL kernel=a/vmlinuz initrd=a/initrd cmdline=console=ttyS0\n" +
-					"labels=build=42;rack=r1; q=7 x=7 k=URL/a/vmlinuz\n"},
+					"url=URL img=URL/_c/{label.build=42&mac=52:54:00:00:00:0a} kernel=a/vmlinuz initrd=a/initrd cmdline=console=ttyS0\n" +
+					"labels=build=42;rack=r1; q=7 x=7 k=URL/_c/{label.build=42&mac=52:54:00:00:00:0a}/a/vmlinuz\n"},
 		},
 		"by lease, template file from root": {
 			hosts:   []configs.Host{hostB},
@@ -73,16 +73,16 @@ func TestScripts(t *testing.T) {
 			want: want{Status: 200, Host: "board-a", MAC: "52:54:00:00:00:0a", Out: event.OutcomeOK,
 				Labels: map[string]string{"rack": "r1"},
 				Body: "#!ipxe\nmac=52:54:00:00:00:0a ip=127.0.0.1 arch= host=board-a server=127.0.0.1\n" +
-					"url=URL img=URL kernel=a/vmlinuz initrd=a/initrd cmdline=console=ttyS0\n" +
-					"labels=rack=r1; q=1 x=1 k=URL/a/vmlinuz\n"},
+					"url=URL img=URL/_c/{mac=52:54:00:00:00:0a} kernel=a/vmlinuz initrd=a/initrd cmdline=console=ttyS0\n" +
+					"labels=rack=r1; q=1 x=1 k=URL/_c/{mac=52:54:00:00:00:0a}/a/vmlinuz\n"},
 		},
 		"built-in boots the host kernel": {
 			hosts: []configs.Host{hostC}, query: "?mac=52:54:00:00:00:0c",
 			want: want{Status: 200, Host: "board-c", MAC: "52:54:00:00:00:0c", Out: event.OutcomeOK,
 				Body: "#!ipxe\n# pxeperf built-in script for board-c 52:54:00:00:00:0c (127.0.0.1)\n" +
 					"echo pxeperf: booting c/vmlinuz on board-c\n" +
-					"kernel URL/c/vmlinuz?mac=52:54:00:00:00:0c initrd=initrd console=ttyS0 quiet\n" +
-					"initrd --name initrd URL/c/initrd.img?mac=52:54:00:00:00:0c\n" +
+					"kernel URL/_c/{mac=52:54:00:00:00:0c}/c/vmlinuz initrd=initrd console=ttyS0 quiet\n" +
+					"initrd --name initrd URL/_c/{mac=52:54:00:00:00:0c}/c/initrd.img\n" +
 					"boot || goto failed\n:failed\necho pxeperf: booting c/vmlinuz failed\nshell\n"},
 		},
 		"built-in for an unknown client drops to the shell": {
@@ -95,7 +95,7 @@ func TestScripts(t *testing.T) {
 			hosts: []configs.Host{hostC}, script: "#!ipxe\nchain {{url \"menu.ipxe\"}}?mac={{.MAC}}\n",
 			query: "?mac=52:54:00:00:00:0c",
 			want: want{Status: 200, Host: "board-c", MAC: "52:54:00:00:00:0c", Out: event.OutcomeOK,
-				Body: "#!ipxe\nchain URL/menu.ipxe?mac=52:54:00:00:00:0c\n"},
+				Body: "#!ipxe\nchain URL/_c/{mac=52:54:00:00:00:0c}/menu.ipxe?mac=52:54:00:00:00:0c\n"},
 		},
 		"bad mac falls back to the lease": {
 			hosts:   []configs.Host{hostB},
@@ -131,7 +131,7 @@ func TestScripts(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			f := e.waitFetches(t, 1)[0]
-			got := want{Status: resp.StatusCode, Body: strings.ReplaceAll(string(b), e.url, "URL"),
+			got := want{Status: resp.StatusCode, Body: readableCarry(strings.ReplaceAll(string(b), e.url, "URL")),
 				Labels: f.Labels, Host: f.Host, Out: f.Outcome}
 			if f.MAC != nil {
 				got.MAC = f.MAC.String()

@@ -223,6 +223,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "pxeperf serves boot files: only GET and HEAD", http.StatusMethodNotAllowed)
 		return
 	}
+	uncarry(r) // a script's URL: its MAC and labels come back into the query
 	if r.URL.Path == "/healthz" {
 		s.serveHealth(w, r)
 		return

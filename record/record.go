@@ -34,9 +34,9 @@ type Record struct {
 	Host      string `json:"host,omitempty"`
 	Arch      string `json:"arch,omitempty"`
 	File      string `json:"file"`
-	// Kind is "config" for a boot config or script pxeperf generated for
-	// the client (pxelinux.cfg, grub.cfg, boot.scr.uimg, the iPXE script);
-	// "" for files served from the root.
+	// Kind is what was fetched: KindImage, KindBoot, KindConfig, KindAPI,
+	// KindError or KindStream, decided by Classify when the record is
+	// written (records of an older pxeperf are classified when read).
 	Kind     string            `json:"kind,omitempty"`
 	Bytes    int64             `json:"bytes"`
 	Size     int64             `json:"size"`
@@ -72,10 +72,11 @@ type Record struct {
 	Acked      int64 `json:"acked,omitempty"`
 	Timeouts   int64 `json:"timeouts,omitempty"`
 
-	// Server side, read when the record is written.
+	// Server side, read when the record is written, from the interface
+	// holding the fetch's local address (cached per interface).
 	Iface     string  `json:"iface,omitempty"`
-	MTU       int     `json:"mtu,omitempty"`
-	LinkMbps  int     `json:"link_mbps,omitempty"`      // ethtool speed; 0 unknown (veth has none)
+	MTU       int     `json:"mtu,omitempty"`            // the interface's, or the TCP path MTU when smaller
+	LinkMbps  int     `json:"link_mbps,omitempty"`      // the driver's speed (virtual NICs report a nominal one: veth 10000); 0 none reported
 	RateLimit int64   `json:"rate_limit_bps,omitempty"` // bench: tbf rate, bits/s
 	RxCsum    Offload `json:"rx_csum,omitempty"`
 	TxCsum    Offload `json:"tx_csum,omitempty"`
@@ -116,7 +117,12 @@ type Filter struct {
 	Proto  string
 	Server string // server.name of the pxeperf that measured it
 	Site   string // server.site
-	Limit  int    // 0: no limit; newest first when set
+	// Kinds keeps records of these kinds (KindNames); nil: every kind.
+	Kinds []string
+	// MinSize keeps records of at least this many bytes (file size, or
+	// bytes moved when larger); 0: any size.
+	MinSize int64
+	Limit   int // 0: no limit; newest first when set
 	// Before, when set, keeps only records older than this position in
 	// the newest-first order (time, then id): the cursor of a paged read.
 	Before Position

@@ -25,6 +25,9 @@ type SinkOptions struct {
 	Interface string
 	// Net reads the interface's MTU, speed and offloads; nil: not recorded.
 	Net *netstate.Reader
+	// Addrs names the interface holding a fetch's local address;
+	// default netstate.NewAddrs(netstate.DefaultTTL).
+	Addrs *netstate.Addrs
 	// Kernel release; default netstate.Kernel().
 	Kernel string
 	// Hosts fills a fetch's MAC (by client address) and architecture.
@@ -137,6 +140,9 @@ func NewSink(store *Store, logger *slog.Logger, opt SinkOptions) *Sink {
 	}
 	if opt.Source == "" {
 		opt.Source = "serve"
+	}
+	if opt.Addrs == nil {
+		opt.Addrs = netstate.NewAddrs(netstate.DefaultTTL)
 	}
 	s := &Sink{
 		store: store, opt: opt, log: logger, refuse: refuse.New(logger, 0),
@@ -611,7 +617,13 @@ func (s *Sink) convert(f *event.Fetch) (*Record, []Interval) {
 			r.Acked = t.Datagrams - t.Retransmits
 		}
 	}
-	r.Iface = f.Interface
+	// The interface the fetch really went through: the one holding its
+	// local address (a fetch over loopback is not one over --iface's NIC),
+	// else what the server names, else the sink's.
+	r.Iface = s.opt.Addrs.Iface(f.Local)
+	if r.Iface == "" {
+		r.Iface = f.Interface
+	}
 	if r.Iface == "" {
 		r.Iface = s.opt.Interface
 	}
@@ -624,6 +636,11 @@ func (s *Sink) convert(f *event.Fetch) (*Record, []Interval) {
 		r.RxCsum, r.TxCsum = Offload(st.RxCsum), Offload(st.TxCsum)
 		r.TSO, r.GSO, r.GRO = Offload(st.TSO), Offload(st.GSO), Offload(st.GRO)
 	}
+	// The path MTU, when TCP knows it, is what the packets were sized to.
+	if r.PMTU > 0 && (r.MTU == 0 || int(r.PMTU) < r.MTU) {
+		r.MTU = int(r.PMTU)
+	}
+	r.Kind = Classify(r)
 	var ivs []Interval
 	if len(f.Intervals) > 0 {
 		ivs = make([]Interval, len(f.Intervals))

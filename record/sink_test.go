@@ -254,11 +254,11 @@ func TestSinkConvert(t *testing.T) {
 				Intervals: []event.Interval{{Start: 0, End: time.Second, Bytes: 125000000, Retransmits: 3, Cwnd: 10, SndWnd: 65535, RTT: time.Millisecond}},
 			},
 			want: Record{Time: start.UTC(), Source: "serve", Proto: "http", Direction: "rx",
-				ClientMAC: mac.String(), ClientIP: "10.0.0.7", Host: "board", Arch: x64.Name, File: "vmlinuz",
+				ClientMAC: mac.String(), ClientIP: "10.0.0.7", Host: "board", Arch: x64.Name, File: "vmlinuz", Kind: KindImage,
 				Bytes: 125000000, Size: 125000000, Duration: time.Second, Mbps: 1000, Outcome: "ok",
 				Labels: map[string]string{"rx": "off"}, WndMax: 65535, WndMedian: 32768, RTT: time.Millisecond,
 				MinRTT: 100 * time.Microsecond, Retransmits: 3, DeliveryRate: 9, RwndLimited: 2 * time.Millisecond,
-				SndbufLimited: 3 * time.Millisecond, MSS: 1448, PMTU: 1500, Iface: "eth9", Kernel: "k"},
+				SndbufLimited: 3 * time.Millisecond, MSS: 1448, PMTU: 1500, MTU: 1500, Iface: "eth9", Kernel: "k"},
 			ivs: []Interval{{Start: 0, End: time.Second, Bytes: 125000000, Retransmits: 3, Cwnd: 10, SndWnd: 65535, RTT: time.Millisecond}},
 		},
 		"tftp ok, own interface, mapped client address": {
@@ -269,9 +269,17 @@ func TestSinkConvert(t *testing.T) {
 				TFTP: &event.TFTPInfo{BlockSize: 1468, WindowSize: 4, TSize: true, Datagrams: 12, Retransmits: 2, Timeouts: 1},
 			},
 			want: Record{Time: start.UTC(), Source: "serve", Proto: "tftp", Direction: "rx",
-				ClientMAC: mac.String(), ClientIP: "10.0.0.8", Host: "from-config", Arch: x64.Name, File: "ipxe.efi", Bytes: 1000,
+				ClientMAC: mac.String(), ClientIP: "10.0.0.8", Host: "from-config", Arch: x64.Name, File: "ipxe.efi", Kind: KindBoot, Bytes: 1000,
 				Size: 1000, Duration: time.Millisecond, Mbps: 8, Outcome: "ok", BlkSize: 1468, WindowSize: 4,
 				TSize: true, Datagrams: 12, Acked: 10, Retransmits: 2, Timeouts: 1, Iface: "veth1", Kernel: "k"},
+		},
+		"over loopback: the interface of the local address, not the configured one": {
+			f: event.Fetch{
+				Start: start, Proto: event.ProtoHTTP, Client: netip.MustParseAddrPort("127.0.0.1:5000"),
+				File: "big.img", Outcome: event.OutcomeOK, Interface: "eth9", Local: netip.MustParseAddr("127.0.0.1"),
+			},
+			want: Record{Time: start.UTC(), Source: "serve", Proto: "http", Direction: "rx", ClientIP: "127.0.0.1",
+				File: "big.img", Kind: KindImage, Outcome: "ok", Iface: loopbackName(t), Kernel: "k"},
 		},
 		"tftp aborted: acks unknown, unknown client": {
 			f: event.Fetch{
@@ -280,7 +288,7 @@ func TestSinkConvert(t *testing.T) {
 				TFTP: &event.TFTPInfo{BlockSize: 512, WindowSize: 1, Datagrams: 5},
 			},
 			want: Record{Time: start.UTC(), Source: "serve", Proto: "tftp", Direction: "rx", ClientIP: "10.9.9.9",
-				File: "x", Size: -1, Outcome: "aborted", Err: "gone", BlkSize: 512, WindowSize: 1, Datagrams: 5,
+				File: "x", Kind: KindError, Size: -1, Outcome: "aborted", Err: "gone", BlkSize: 512, WindowSize: 1, Datagrams: 5,
 				Iface: "eth9", Kernel: "k"},
 		},
 	}
@@ -297,4 +305,19 @@ func TestSinkConvert(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loopbackName is this host's loopback interface ("lo" on Linux).
+func loopbackName(t *testing.T) string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagLoopback != 0 {
+			return ifc.Name
+		}
+	}
+	t.Skip("no loopback interface")
+	return ""
 }

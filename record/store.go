@@ -142,6 +142,10 @@ func Open(dataDir string, opts ...Option) (*Store, error) {
 		s.db.Close()
 		return nil, err
 	}
+	if err := s.classifyOld(context.Background()); err != nil {
+		s.db.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -416,6 +420,9 @@ func (st *stmts) insertRecord(ctx context.Context, e *entry) error {
 // recordInsertColumns. Booleans are 0/1: both backends store integers.
 func recordArgs(e *entry) ([]any, error) {
 	r := e.Record
+	if r.Kind == "" {
+		r.Kind = Classify(r) // bench records, journal lines of an older pxeperf
+	}
 	labels := "{}"
 	if len(r.Labels) > 0 {
 		b, err := json.Marshal(r.Labels)
@@ -476,6 +483,9 @@ func scanRecord(sc scanner, first ...any) (Record, error) {
 	r.Duration, r.RTT, r.MinRTT, r.RwndLimited, r.SndbufLimited = d(dur), d(rtt), d(minRTT), d(rwnd), d(sndbuf)
 	r.DeliveryRate = uint64(rate)
 	r.RxCsum, r.TxCsum, r.TSO, r.GSO, r.GRO = Offload(rx), Offload(tx), Offload(tso), Offload(gso), Offload(gro)
+	if r.Kind == "" {
+		r.Kind = Classify(&r) // written before kinds existed
+	}
 	if labels != "{}" && labels != "" {
 		if err := json.Unmarshal([]byte(labels), &r.Labels); err != nil {
 			return r, fmt.Errorf("record %d: labels: %w", r.ID, err)
@@ -531,6 +541,18 @@ func (s *Store) Query(ctx context.Context, f Filter) ([]Record, error) {
 		where = append(where, "site = ?")
 		args = append(args, f.Site)
 	}
+	if len(f.Kinds) > 0 {
+		// Records written before kinds existed have kind '' until a
+		// read-write Open classifies them; they are classified below.
+		where = append(where, "(kind = '' OR kind IN (?"+strings.Repeat(",?", len(f.Kinds)-1)+"))")
+		for _, k := range f.Kinds {
+			args = append(args, k)
+		}
+	}
+	if f.MinSize > 0 {
+		where = append(where, "(CASE WHEN size > bytes THEN size ELSE bytes END) >= ?")
+		args = append(args, f.MinSize)
+	}
 	if !f.Before.IsZero() {
 		where = append(where, "(time_ns < ? OR (time_ns = ? AND id < ?))")
 		ns := f.Before.Time.UnixNano()
@@ -556,6 +578,9 @@ func (s *Store) Query(ctx context.Context, f Filter) ([]Record, error) {
 		r, err := scanRecord(rows)
 		if err != nil {
 			return nil, s.wrap("reading records", err)
+		}
+		if !HasKind(&r, f.Kinds) {
+			continue
 		}
 		out = append(out, r)
 	}

@@ -423,7 +423,7 @@ func TestMigrateV1(t *testing.T) {
 	for _, r := range rs {
 		got = append(got, r.File+":"+r.Kind)
 	}
-	if d := cmp.Diff([]string{"vmlinuz:", "pxelinux.cfg/default:config"}, got); d != "" {
+	if d := cmp.Diff([]string{"vmlinuz:image", "pxelinux.cfg/default:config"}, got); d != "" {
 		t.Errorf("records after migration (-want +got):\n%s", d)
 	}
 }

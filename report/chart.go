@@ -10,6 +10,7 @@ import (
 	"image/png"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -94,8 +95,13 @@ func niceStep(maxV float64, n int) float64 {
 // (log scale, WindowBucket rows), one line per RX offload setting (off, on,
 // and unknown when some fetch has it), with axes, ticks, a legend and a
 // title: the chart of the gPXE study's table.
-func WindowChart(recs []record.Record) (*Chart, error) {
-	rows, states, _ := windowOffload(recs)
+func WindowChart(recs []record.Record) (*Chart, error) { return WindowChartWith(recs, Options{}) }
+
+// WindowChartWith is WindowChart counting the kinds o names.
+func WindowChartWith(recs []record.Record, o Options) (*Chart, error) {
+	rows, states, _ := windowOffload(recs, newCounter(o, throughputKinds))
+	// The auto row has no window to place on the axis.
+	rows = slices.DeleteFunc(rows, func(r WindowOffloadRow) bool { return r.Auto })
 	if len(rows) == 0 {
 		return nil, ErrNoChartData
 	}
@@ -147,7 +153,7 @@ func WindowChart(recs []record.Record) (*Chart, error) {
 	line(axisGrey, 1.5, point{left, top}, point{left, bottom}, point{right, bottom})
 	c.shapes = append(c.shapes,
 		shape{kind: kindText, pts: []point{{float64(c.W) / 2, 32}}, text: c.Title, size: 18, anchor: "middle", color: black, bold: true},
-		shape{kind: kindText, pts: []point{{(left + right) / 2, bottom + 48}}, text: "Window the client advertised (bytes, log scale)", size: 13, anchor: "middle", color: black},
+		shape{kind: kindText, pts: []point{{(left + right) / 2, bottom + 48}}, text: windowAxis(recs, newCounter(o, throughputKinds)) + " (bytes, log scale)", size: 13, anchor: "middle", color: black},
 		shape{kind: kindText, pts: []point{{26, (top + bottom) / 2}}, text: "Median Mbit/s", size: 13, anchor: "middle", color: black, rotate: true},
 	)
 
@@ -305,4 +311,30 @@ func drawText(img *image.RGBA, s shape) {
 			}
 		}
 	}
+}
+
+// windowAxis names what the x axis shows, as the rows were grouped: the
+// window bench runs were set to, the window served fetches' clients
+// advertised, or both.
+func windowAxis(recs []record.Record, c *counter) string {
+	set, seen := false, false
+	for i := range recs {
+		r := recs[i]
+		if !c.use(&r) || autoWindow(r) {
+			continue
+		}
+		switch {
+		case r.WndRequested > 0:
+			set = true
+		case r.WndMax > 0:
+			seen = true
+		}
+	}
+	switch {
+	case set && seen:
+		return "Client window: set (bench runs) or advertised (served fetches)"
+	case set:
+		return "Window the client was set to (SO_RCVBUF)"
+	}
+	return "Window the client advertised"
 }

@@ -19,6 +19,13 @@ type FilterArgs struct {
 	Limit  string   // a count; "" no limit
 	Server string   // server.name of the pxeperf that measured it
 	Site   string   // server.site
+	// Kind is a comma list of record kinds (image, boot, config, api,
+	// error, stream) or "all"; "" every kind. Throughput tables count
+	// the kinds chosen here (default: images and streams).
+	Kind string
+	// MinSize keeps fetches of at least this size: bytes, or with K, M, G
+	// (1024-based: 64K, 1M, 1MiB); "" any size.
+	MinSize string
 }
 
 // ParseFilter turns the filter arguments into a record.Filter; now anchors
@@ -39,6 +46,16 @@ func ParseFilter(a FilterArgs, now time.Time) (record.Filter, error) {
 		errs = append(errs, err)
 	}
 	f.Labels = labels
+	if f.Kinds, err = record.ParseKinds(a.Kind); err != nil {
+		errs = append(errs, err)
+	}
+	if a.MinSize != "" {
+		n, err := ParseSize(a.MinSize)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("min-size: %w", err))
+		}
+		f.MinSize = n
+	}
 	if a.Limit != "" {
 		n, err := strconv.Atoi(a.Limit)
 		if err != nil || n < 0 {
@@ -92,4 +109,30 @@ func ParseLabels(kvs []string) (map[string]string, error) {
 		m[k] = v
 	}
 	return m, nil
+}
+
+// ParseSize reads a size in bytes: a count, or one with a K, M or G suffix
+// (1024-based; KB, KiB and the like are the same).
+func ParseSize(s string) (int64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	for _, suf := range []string{"IB", "B"} {
+		if u, ok := strings.CutSuffix(t, suf); ok && u != "" && strings.ContainsAny(u[len(u)-1:], "KMG") {
+			t = u
+			break
+		}
+	}
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(t, "K"):
+		mult, t = 1<<10, t[:len(t)-1]
+	case strings.HasSuffix(t, "M"):
+		mult, t = 1<<20, t[:len(t)-1]
+	case strings.HasSuffix(t, "G"):
+		mult, t = 1<<30, t[:len(t)-1]
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(t), 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q: want a size in bytes, e.g. 1048576, 64K or 1M", s)
+	}
+	return n * mult, nil
 }

@@ -131,8 +131,8 @@ func Intervals(r record.Record, ivs []record.Interval) Table {
 
 // NetperfRow is the netperf summary, typed for JSON and CSV.
 type NetperfRow struct {
-	RecvSocket int64   `json:"recv_socket_bytes"`
-	SendSocket int64   `json:"send_socket_bytes"`
+	RecvSocket *int64  `json:"recv_socket_bytes,omitempty"` // nil: not known
+	SendSocket *int64  `json:"send_socket_bytes,omitempty"` // nil: not recorded
 	Message    int64   `json:"send_message_bytes"`
 	Elapsed    float64 `json:"elapsed_s"`
 	Throughput float64 `json:"throughput_mbps"` // 10^6 bits/s
@@ -145,16 +145,17 @@ const (
 		"Socket Socket  Message  Elapsed              \n" +
 		"Size   Size    Size     Time     Throughput  \n" +
 		"bytes  bytes   bytes    secs.    10^6bits/sec  \n\n"
-	netperfLine = "%6d %6d %6d    %-6.2f   %7.2f   \n"
+	netperfLine = "%6s %6s %6d    %-6.2f   %7.2f   \n"
 )
 
 // Netperf lays out a fetch as netperf's TCP_STREAM summary. The columns are
 // filled from:
 //   - Recv socket size: the receive buffer the bench asked for
 //     (WndRequested); else the largest window the client advertised
-//     (WndMax); for TFTP, blksize × windowsize (the data in flight);
-//   - Send socket size: not recorded for served fetches (pxeperf does not
-//     set SO_SNDBUF; the kernel autotunes it): 0;
+//     (WndMax); "-" when neither is known (TFTP has no socket buffer to
+//     report: its blksize and windowsize are in the title line);
+//   - Send socket size: not recorded (pxeperf does not set SO_SNDBUF; the
+//     kernel autotunes it): "-", never a made-up 0;
 //   - Send message size: TFTP blksize; for TCP the MSS (a served file goes
 //     out with sendfile, so there is no application message);
 //   - Elapsed time: the fetch's duration;
@@ -163,11 +164,9 @@ func Netperf(r record.Record) Table {
 	row := NetperfRow{Elapsed: r.Duration.Seconds(), Throughput: r.Mbps}
 	switch {
 	case r.WndRequested > 0:
-		row.RecvSocket = int64(r.WndRequested)
+		row.RecvSocket = ptr(int64(r.WndRequested))
 	case r.WndMax > 0:
-		row.RecvSocket = int64(r.WndMax)
-	case r.BlkSize > 0:
-		row.RecvSocket = int64(r.BlkSize) * int64(max(r.WindowSize, 1))
+		row.RecvSocket = ptr(int64(r.WndMax))
 	}
 	if r.BlkSize > 0 {
 		row.Message = int64(r.BlkSize)
@@ -184,19 +183,40 @@ func Netperf(r record.Record) Table {
 		Columns: []Column{{Name: "Recv socket bytes", Key: "recv_socket_bytes"}, {Name: "Send socket bytes", Key: "send_socket_bytes"},
 			{Name: "Send message bytes", Key: "send_message_bytes"}, {Name: "Elapsed s", Key: "elapsed_s"},
 			{Name: "Throughput 10^6bits/s", Key: "throughput_mbps"}},
-		Rows: [][]string{{strconv.FormatInt(row.RecvSocket, 10), strconv.FormatInt(row.SendSocket, 10),
+		Rows: [][]string{{optInt(row.RecvSocket), optInt(row.SendSocket),
 			strconv.FormatInt(row.Message, 10), strconv.FormatFloat(row.Elapsed, 'f', 2, 64),
 			strconv.FormatFloat(row.Throughput, 'f', 2, 64)}},
 		Data: []NetperfRow{row},
-		Notes: []string{"Recv socket: requested receive buffer, else the largest client window (TFTP: blksize x windowsize); " +
-			"send socket: not recorded (0); message: TFTP blksize, else the MSS."},
+		Notes: []string{"Recv socket: requested receive buffer, else the largest client window (TFTP: none, -); " +
+			"send socket: not recorded (-); message: TFTP blksize, else the MSS."},
 	}
 	who := r.ClientIP
 	if r.Host != "" {
 		who = r.Host + " (" + r.ClientIP + ")"
 	}
-	t.Layout = fmt.Sprintf("%s STREAM TEST from pxeperf to %s : fetch %d %s over %s, %s\n", kind, who, r.ID, r.File,
-		r.Proto, r.Outcome) + netperfTitle + fmt.Sprintf(netperfLine, row.RecvSocket, row.SendSocket, row.Message,
+	title := fmt.Sprintf("%s STREAM TEST from pxeperf to %s : fetch %d %s over %s, %s", kind, who, r.ID, r.File, r.Proto, r.Outcome)
+	if r.BlkSize > 0 {
+		title += fmt.Sprintf(" (blksize %d, windowsize %d)", r.BlkSize, max(r.WindowSize, 1))
+	}
+	t.Layout = title + "\n" + netperfTitle + fmt.Sprintf(netperfLine, dashOr(row.RecvSocket), dashOr(row.SendSocket), row.Message,
 		row.Elapsed, row.Throughput)
 	return t
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// optInt is a cell: the number, or "" (shown as -) when unknown.
+func optInt(v *int64) string {
+	if v == nil {
+		return ""
+	}
+	return strconv.FormatInt(*v, 10)
+}
+
+// dashOr is optInt for the netperf layout.
+func dashOr(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*v, 10)
 }

@@ -88,7 +88,7 @@ func TestGolden(t *testing.T) {
 // TestGPXEStudyCells checks the cells against the study's figures the
 // fixture was built from (16384: 528 vs 696; 65532: 536 vs 896 Mbit/s).
 func TestGPXEStudyCells(t *testing.T) {
-	rows, states, skipped := windowOffload(gpxeStudy())
+	rows, states, skipped := windowOffload(gpxeStudy(), newCounter(Options{}, throughputKinds))
 	if diff := cmp.Diff([]record.Offload{record.OffloadOff, record.OffloadOn}, states); diff != "" {
 		t.Errorf("states (-want +got):\n%s", diff)
 	}
@@ -312,6 +312,10 @@ func TestParseFilter(t *testing.T) {
 		"bad since":    {in: FilterArgs{Since: "yesterday"}, wantErr: `since "yesterday": write a duration back from now`},
 		"negative":     {in: FilterArgs{Since: "-2h"}, wantErr: "must not be negative"},
 		"bad limit":    {in: FilterArgs{Limit: "ten"}, wantErr: `limit "ten"`},
+		"kind":         {in: FilterArgs{Kind: "image,boot", MinSize: "64K"}, want: record.Filter{Kinds: []string{"image", "boot"}, MinSize: 64 << 10}},
+		"kind all":     {in: FilterArgs{Kind: "all", MinSize: "1MiB"}, want: record.Filter{MinSize: 1 << 20}},
+		"bad kind":     {in: FilterArgs{Kind: "script"}, wantErr: `kind "script"`},
+		"bad min size": {in: FilterArgs{MinSize: "1T"}, wantErr: `min-size: "1T"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -392,7 +396,7 @@ func TestChartSVG(t *testing.T) {
 				t.Errorf("series (-want +got):\n%s", diff)
 			}
 			all := strings.Join(doc.Texts, "|")
-			for _, s := range []string{"Median Mbit/s", "Window the client advertised", "4K", "64K", "RX csum off"} {
+			for _, s := range []string{"Median Mbit/s", "advertised", "4K", "64K", "RX csum off"} {
 				if !strings.Contains(all, s) {
 					t.Errorf("no text %q in %s", s, all)
 				}
@@ -487,12 +491,12 @@ func BenchmarkTables(b *testing.B) {
 // when the window it then advertised lands in another power-of-two bucket.
 func TestBenchRowsByRequestedWindow(t *testing.T) {
 	recs := []record.Record{
-		{Outcome: "ok", Bytes: 1 << 20, Mbps: 500, WndRequested: 32768, WndMax: 52000, Labels: map[string]string{"rx_offload": "on"}},
-		{Outcome: "ok", Bytes: 1 << 20, Mbps: 520, WndRequested: 32768, WndMax: 44000, Labels: map[string]string{"rx_offload": "on"}},
-		{Outcome: "ok", Bytes: 1 << 20, Mbps: 900, WndRequested: 65532, WndMax: 65535, Labels: map[string]string{"rx_offload": "off"}},
-		{Outcome: "ok", Bytes: 1 << 20, Mbps: 800, WndMax: 47000, Labels: map[string]string{"rx_offload": "off"}}, // served: bucketed
+		{Outcome: "ok", File: "bench.img", Bytes: 1 << 20, Mbps: 500, WndRequested: 32768, WndMax: 52000, Labels: map[string]string{"rx_offload": "on"}},
+		{Outcome: "ok", File: "bench.img", Bytes: 1 << 20, Mbps: 520, WndRequested: 32768, WndMax: 44000, Labels: map[string]string{"rx_offload": "on"}},
+		{Outcome: "ok", File: "bench.img", Bytes: 1 << 20, Mbps: 900, WndRequested: 65532, WndMax: 65535, Labels: map[string]string{"rx_offload": "off"}},
+		{Outcome: "ok", File: "bench.img", Bytes: 1 << 20, Mbps: 800, WndMax: 47000, Labels: map[string]string{"rx_offload": "off"}}, // served: bucketed
 	}
-	rows, _, _ := windowOffload(recs)
+	rows, _, _ := windowOffload(recs, newCounter(Options{}, throughputKinds))
 	got := map[uint32]int{}
 	for _, r := range rows {
 		for _, c := range r.Cells {
@@ -523,5 +527,41 @@ func TestServersTable(t *testing.T) {
 	}
 	if f, _ := ParseFilter(FilterArgs{Server: " pxe-a ", Site: "north"}, time.Now()); f.Server != "pxe-a" || f.Site != "north" {
 		t.Errorf("ParseFilter server/site: %+v", f)
+	}
+}
+
+// The x axis says what the rows were grouped by: the window bench runs were
+// set to is not one a client advertised.
+func TestChartAxisSaysWhichWindow(t *testing.T) {
+	bench := []record.Record{
+		{Source: "bench", Proto: "http", File: "bench.img", Outcome: "ok", Bytes: 1 << 20, Mbps: 500, WndRequested: 16384, WndMax: 30000},
+		{Source: "bench", Proto: "http", File: "bench.img", Outcome: "ok", Bytes: 1 << 20, Mbps: 900, WndRequested: 65536, WndMax: 90000},
+	}
+	c := newCounter(Options{}, throughputKinds)
+	if got := windowAxis(bench, c); got != "Window the client was set to (SO_RCVBUF)" {
+		t.Errorf("bench axis %q", got)
+	}
+	if got := windowAxis(gpxeStudy(), c); got != "Window the client advertised" {
+		t.Errorf("served axis %q", got)
+	}
+}
+
+// bench --window auto: autotuning grows the window to different sizes with
+// offload on and off; both land in one "auto" row, so the columns compare.
+func TestAutoWindowOneRow(t *testing.T) {
+	auto := func(off string, wnd uint32, m float64) record.Record {
+		return record.Record{Source: "bench", Proto: "http", File: "bench.img", Outcome: "ok", Bytes: 64 << 20, Mbps: m,
+			WndMax: wnd, Labels: map[string]string{"window": "auto", "rx_offload": off}}
+	}
+	recs := []record.Record{auto("on", 3<<20, 9000), auto("off", 700<<10, 4000), auto("off", 900<<10, 4200)}
+	recs = append(recs, record.Record{Source: "bench", Proto: "http", File: "bench.img", Outcome: "ok", Bytes: 64 << 20,
+		Mbps: 800, WndRequested: 65536, WndMax: 65535, Labels: map[string]string{"window": "64K", "rx_offload": "on"}})
+	tb := WindowOffload(recs)
+	want := [][]string{{"65536", "", "", "800.0", "1"}, {"auto", "4100.0", "2", "9000.0", "1"}}
+	if d := cmp.Diff(want, tb.Rows); d != "" {
+		t.Errorf("rows (-want +got):\n%s", d)
+	}
+	if _, err := WindowChart(recs); err != nil {
+		t.Errorf("chart with an auto row: %v", err)
 	}
 }

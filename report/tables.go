@@ -26,21 +26,26 @@ const (
 var TableNames = []string{TableWindowOffload, TableDirectionMTU, TableClients, TableLinkSpeed, TableTFTP, TableFetches,
 	TableServers}
 
-// Build makes the named table from recs.
+// Build makes the named table from recs with the default Options.
 func Build(name string, recs []record.Record) (Table, error) {
+	return BuildWith(name, recs, Options{})
+}
+
+// BuildWith makes the named table from recs.
+func BuildWith(name string, recs []record.Record, o Options) (Table, error) {
 	switch name {
 	case TableWindowOffload:
-		return WindowOffload(recs), nil
+		return windowOffloadTable(recs, o), nil
 	case TableDirectionMTU:
-		return DirectionMTU(recs), nil
+		return directionMTU(recs, o), nil
 	case TableClients:
-		return Clients(recs), nil
+		return clients(recs, o), nil
 	case TableLinkSpeed:
-		return LinkSpeed(recs), nil
+		return linkSpeed(recs, o), nil
 	case TableFetches:
 		return Fetches(recs), nil
 	case TableTFTP:
-		return TFTP(recs), nil
+		return tftpTable(recs, o), nil
 	case TableServers:
 		return Servers(recs), nil
 	}
@@ -157,8 +162,10 @@ func offloadName(o record.Offload) string {
 // WindowOffloadRow is one row of the window-offload table: cells keyed by
 // offload state "off", "on", "unknown".
 type WindowOffloadRow struct {
-	Window uint32           `json:"window"`
-	Cells  map[string]*Stat `json:"cells"`
+	Window uint32 `json:"window"` // 0 for the auto row
+	// Auto marks the row of bench runs with --window auto (autotuned).
+	Auto  bool             `json:"auto,omitempty"`
+	Cells map[string]*Stat `json:"cells"`
 }
 
 // rowWindow is the window a record counts under: for bench runs the window
@@ -169,16 +176,31 @@ func rowWindow(r record.Record) uint32 {
 	if r.WndRequested > 0 {
 		return r.WndRequested
 	}
+	if autoWindow(r) {
+		return windowAuto
+	}
 	return WindowBucket(r.WndMax)
+}
+
+// windowAuto is the row of bench runs that left the window to the kernel
+// (bench --window auto): autotuning grows it to different sizes with
+// offload on and off, so bucketing what the client advertised would put the
+// two columns in different rows that never compare.
+const windowAuto = math.MaxUint32
+
+// autoWindow: a bench run with --window auto (no SO_RCVBUF set).
+func autoWindow(r record.Record) bool {
+	return r.WndRequested == 0 && r.Source == "bench" && r.Labels["window"] == "auto"
 }
 
 // windowOffload groups measured fetches with a known window by bucket and
 // offload; it is shared by the table and the chart.
-func windowOffload(recs []record.Record) (rows []WindowOffloadRow, states []record.Offload, skipped int) {
+func windowOffload(recs []record.Record, c *counter) (rows []WindowOffloadRow, states []record.Offload, skipped int) {
 	groups := map[uint32]map[record.Offload][]float64{}
 	seen := map[record.Offload]bool{}
-	for _, r := range recs {
-		if !measured(r) {
+	for i := range recs {
+		r := recs[i]
+		if !c.use(&r) {
 			continue
 		}
 		b := rowWindow(r)
@@ -202,12 +224,24 @@ func windowOffload(recs []record.Record) (rows []WindowOffloadRow, states []reco
 	}
 	for b, byOff := range groups {
 		row := WindowOffloadRow{Window: b, Cells: map[string]*Stat{}}
+		if b == windowAuto {
+			row.Window, row.Auto = 0, true
+		}
 		for o, v := range byOff {
 			row.Cells[offloadName(o)] = stat(v)
 		}
 		rows = append(rows, row)
 	}
-	slices.SortFunc(rows, func(a, b WindowOffloadRow) int { return cmp.Compare(a.Window, b.Window) })
+	// Auto last.
+	slices.SortFunc(rows, func(a, b WindowOffloadRow) int {
+		if a.Auto != b.Auto {
+			if a.Auto {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(a.Window, b.Window)
+	})
 	return rows, states, skipped
 }
 
@@ -217,8 +251,11 @@ func windowOffload(recs []record.Record) (rows []WindowOffloadRow, states []reco
 // HTTP imgfetch by TCP_MAX_WINDOW_SIZE, with and without RX checksum
 // offload). Fetches without a window (TFTP, no TCP_INFO) are left out and
 // counted in a note.
-func WindowOffload(recs []record.Record) Table {
-	rows, states, skipped := windowOffload(recs)
+func WindowOffload(recs []record.Record) Table { return windowOffloadTable(recs, Options{}) }
+
+func windowOffloadTable(recs []record.Record, o Options) Table {
+	c := newCounter(o, throughputKinds)
+	rows, states, skipped := windowOffload(recs, c)
 	t := Table{
 		Name:    TableWindowOffload,
 		Title:   "Throughput by client window and RX checksum offload (median Mbit/s, n fetches)",
@@ -226,7 +263,7 @@ func WindowOffload(recs []record.Record) Table {
 		Data:    rows,
 		Empty:   noRecords,
 		Notes: []string{
-			"Window: for bench runs the window the client was set to; for served fetches the largest window the client advertised, to the nearest power of two (65532/65535 count as 65536).",
+			"Window: for bench runs the window the client was set to (auto: left to the kernel's autotuning, one row whatever it grew to); for served fetches the largest window the client advertised, to the nearest power of two (65532/65535 count as 65536).",
 			"RX offload: the client's label rx_offload when set, else the server NIC's rx-checksumming.",
 		},
 	}
@@ -239,6 +276,9 @@ func WindowOffload(recs []record.Record) Table {
 	}
 	for _, r := range rows {
 		cells := []string{strconv.FormatUint(uint64(r.Window), 10)}
+		if r.Auto {
+			cells[0] = "auto"
+		}
 		for _, o := range states {
 			s := r.Cells[offloadName(o)]
 			cells = append(cells, cellMbps(s), cellCount(s))
@@ -248,6 +288,7 @@ func WindowOffload(recs []record.Record) Table {
 	if skipped > 0 {
 		t.Notes = append(t.Notes, fmt.Sprintf("%d completed fetch(es) without a window (TFTP, or no TCP_INFO) left out.", skipped))
 	}
+	c.addNote(&t)
 	return t
 }
 
@@ -275,16 +316,20 @@ func protoClass(p string) string {
 // Rx, UDP Tx, UDP Rx, as seen from the board: a served fetch is Rx) and MTU
 // (columns, whatever MTUs occur), median Mbit/s per cell: the form of the
 // Xilinx board tables. Counts are in the JSON rows.
-func DirectionMTU(recs []record.Record) Table {
+func DirectionMTU(recs []record.Record) Table { return directionMTU(recs, Options{}) }
+
+func directionMTU(recs []record.Record, o Options) Table {
 	type key struct {
 		row string
 		mtu int
 	}
 	groups := map[key][]float64{}
 	var mtus []int
-	for _, r := range recs {
+	c := newCounter(o, throughputKinds)
+	for i := range recs {
+		r := recs[i]
 		p := protoClass(r.Proto)
-		if !measured(r) || p == "" {
+		if p == "" || !c.use(&r) {
 			continue
 		}
 		d := "Rx"
@@ -315,6 +360,7 @@ func DirectionMTU(recs []record.Record) Table {
 		Empty:   noRecords,
 		Notes:   []string{"HTTP counts as TCP, TFTP as UDP; a served fetch is Rx. Counts per cell: --format json."},
 	}
+	c.addNote(&t)
 	for _, m := range mtus {
 		t.Columns = append(t.Columns, Column{Name: "MTU " + mtuName(m), Key: "mtu_" + mtuName(m) + "_mbps"})
 	}
@@ -356,10 +402,14 @@ type ClientRow struct {
 // Clients is one row per client (by MAC, else IP): fetches (all outcomes),
 // failed ones, the last fetch, median and best Mbit/s over completed
 // fetches. Newest client first.
-func Clients(recs []record.Record) Table {
+func Clients(recs []record.Record) Table { return clients(recs, Options{}) }
+
+func clients(recs []record.Record, o Options) Table {
 	byKey := map[string]*ClientRow{}
 	speeds := map[string][]float64{}
-	for _, r := range recs {
+	cnt := newCounter(o, throughputKinds)
+	for i := range recs {
+		r := recs[i]
 		k := strings.ToLower(r.ClientMAC)
 		if k == "" {
 			k = r.ClientIP
@@ -391,7 +441,7 @@ func Clients(recs []record.Record) Table {
 		if c.IP == "" {
 			c.IP = r.ClientIP
 		}
-		if measured(r) {
+		if cnt.use(&r) {
 			speeds[k] = append(speeds[k], r.Mbps)
 		}
 	}
@@ -410,7 +460,7 @@ func Clients(recs []record.Record) Table {
 	})
 	t := Table{
 		Name:  TableClients,
-		Title: "Fetches per client (median and best Mbit/s over completed fetches)",
+		Title: "Fetches per client (fetches of every kind; median and best Mbit/s over completed " + strings.Join(cnt.kinds, " and ") + " fetches)",
 		Columns: []Column{{Name: "Client", Key: "client", Left: true}, {Name: "Host", Key: "host", Left: true},
 			{Name: "IP", Key: "ip", Left: true}, {Name: "Fetches", Key: "fetches"}, {Name: "Failed", Key: "failed"},
 			{Name: "Last (UTC)", Key: "last_utc", Left: true}, {Name: "Median Mbit/s", Key: "median_mbps"},
@@ -426,6 +476,7 @@ func Clients(recs []record.Record) Table {
 		t.Rows = append(t.Rows, []string{c.Client, c.Host, c.IP, strconv.Itoa(c.Fetches), strconv.Itoa(c.Failed),
 			c.Last.Format("2006-01-02 15:04:05"), med, best})
 	}
+	cnt.addNote(&t)
 	return t
 }
 
@@ -438,7 +489,8 @@ type LinkSpeedRow struct {
 }
 
 // linkBps is the link a fetch ran over, bits/s: the bench's tbf rate when
-// set, else the NIC's link speed; 0 unknown (veth reports none).
+// set, else the speed the NIC's driver reports (nominal for virtual NICs:
+// veth says 10G); 0 unknown (loopback reports none).
 func linkBps(r record.Record) int64 {
 	if r.RateLimit > 0 {
 		return r.RateLimit
@@ -465,15 +517,19 @@ func LinkName(bps int64) string {
 // LinkSpeed is throughput by link speed (rows, fastest first: the bench's
 // tbf rate, else the NIC's speed) and direction (client tx: board to
 // server; client rx: server to board), median Mbit/s and count.
-func LinkSpeed(recs []record.Record) Table {
+func LinkSpeed(recs []record.Record) Table { return linkSpeed(recs, Options{}) }
+
+func linkSpeed(recs []record.Record, o Options) Table {
 	type key struct {
 		bps int64
 		tx  bool
 	}
 	groups := map[key][]float64{}
 	var speeds []int64
-	for _, r := range recs {
-		if !measured(r) {
+	c := newCounter(o, throughputKinds)
+	for i := range recs {
+		r := recs[i]
+		if !c.use(&r) {
 			continue
 		}
 		b := linkBps(r)
@@ -494,7 +550,7 @@ func LinkSpeed(recs []record.Record) Table {
 		Data:  []LinkSpeedRow{},
 		Empty: noRecords,
 		Notes: []string{
-			"Link: the bench's tbf rate when set, else the server NIC's speed (veth reports none: unknown).",
+			"Link: the bench's tbf rate when set, else the speed the server NIC's driver reports, which for a virtual NIC is nominal, not a limit (veth reports 10G); unknown: none reported (loopback).",
 			"Client tx: board to server; client rx: server to board (a served fetch).",
 		},
 	}
@@ -511,6 +567,7 @@ func LinkSpeed(recs []record.Record) Table {
 	if rows != nil {
 		t.Data = rows
 	}
+	c.addNote(&t)
 	return t
 }
 
@@ -518,6 +575,9 @@ func LinkSpeed(recs []record.Record) Table {
 // --intervals and --netperf come from.
 func Fetches(recs []record.Record) Table {
 	rows := slices.Clone(recs)
+	for i := range rows {
+		rows[i].Kind = record.KindOf(&rows[i])
+	}
 	slices.SortStableFunc(rows, func(a, b record.Record) int {
 		if c := b.Time.Compare(a.Time); c != 0 {
 			return c
@@ -532,7 +592,8 @@ func Fetches(recs []record.Record) Table {
 		Title: "Fetches, newest first",
 		Columns: []Column{{Name: "ID", Key: "id"}, {Name: "Time (UTC)", Key: "time_utc", Left: true},
 			{Name: "Client", Key: "client", Left: true}, {Name: "Host", Key: "host", Left: true},
-			{Name: "Proto", Key: "proto", Left: true}, {Name: "File", Key: "file", Left: true}, {Name: "Bytes", Key: "bytes"},
+			{Name: "Proto", Key: "proto", Left: true}, {Name: "File", Key: "file", Left: true}, {Name: "Kind", Key: "kind", Left: true},
+			{Name: "Bytes", Key: "bytes"},
 			{Name: "Mbit/s", Key: "mbps"}, {Name: "Outcome", Key: "outcome", Left: true}},
 		Data:  rows,
 		Empty: "No fetches match: serve some boots first, or widen the filters (--client, --file, --since, --label).",
@@ -543,7 +604,7 @@ func Fetches(recs []record.Record) Table {
 			client = r.ClientIP
 		}
 		t.Rows = append(t.Rows, []string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format("2006-01-02 15:04:05"), client,
-			r.Host, r.Proto, r.File, strconv.FormatInt(r.Bytes, 10), mbps(r.Mbps), r.Outcome})
+			r.Host, r.Proto, r.File, r.Kind, strconv.FormatInt(r.Bytes, 10), mbps(r.Mbps), r.Outcome})
 	}
 	return t
 }

@@ -21,14 +21,18 @@ type TFTPRow struct {
 // negotiated blksize and windowsize (served boots and bench runs alike; a
 // client that asked for no windowsize counts as 1, lock-step RFC 1350).
 // Rows and columns ascend.
-func TFTP(recs []record.Record) Table {
+func TFTP(recs []record.Record) Table { return tftpTable(recs, Options{}) }
+
+func tftpTable(recs []record.Record, o Options) Table {
 	type key struct{ blk, win int }
 	groups := map[key][]float64{}
 	var blks, wins []int
 	rates := map[int64]bool{}
 	mtus := map[int]bool{}
-	for _, r := range recs {
-		if r.Proto != "tftp" || !measured(r) {
+	c := newCounter(o, tftpKinds)
+	for i := range recs {
+		r := recs[i]
+		if r.Proto != "tftp" || !c.use(&r) {
 			continue
 		}
 		b, w := r.BlkSize, max(r.WindowSize, 1)
@@ -57,6 +61,7 @@ func TFTP(recs []record.Record) Table {
 	if len(rates) > 1 || len(mtus) > 1 {
 		t.Notes = append(t.Notes, "These fetches mix MTUs or rate limits; narrow them with --label (e.g. rate=1gbit) to compare like with like.")
 	}
+	c.addNote(&t)
 	for _, w := range wins {
 		t.Columns = append(t.Columns, Column{Name: "win " + strconv.Itoa(w), Key: "windowsize_" + strconv.Itoa(w) + "_mbps"})
 	}

@@ -77,7 +77,7 @@ func TestTFTPCells(t *testing.T) {
 	if strings.Contains(strings.Join(tb.Notes, " "), "mix") {
 		t.Errorf("one MTU and rate, yet a mixing note: %v", tb.Notes)
 	}
-	mixed := append(tftpStudy(), record.Record{Proto: "tftp", Outcome: "ok", Bytes: 1, Mbps: 90, BlkSize: 1468, WindowSize: 16, MTU: 1500, RateLimit: 100e6})
+	mixed := append(tftpStudy(), record.Record{Proto: "tftp", File: "x.img", Outcome: "ok", Bytes: 1, Mbps: 90, BlkSize: 1468, WindowSize: 16, MTU: 1500, RateLimit: 100e6})
 	if tb := TFTP(mixed); !strings.Contains(strings.Join(tb.Notes, " "), "mix") {
 		t.Errorf("mixed rates without a note: %v", tb.Notes)
 	}

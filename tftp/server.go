@@ -471,6 +471,7 @@ func (s *Server) handle(base, ctx context.Context, req request, raw []byte, peer
 		File:      req.file,
 		Size:      -1,
 		Interface: s.cfg.Interface,
+		Local:     local,
 		TFTP:      &event.TFTPInfo{BlockSize: defaultBlockSize, WindowSize: 1, Timeout: s.cfg.Timeout},
 	}
 	_, f.TFTP.TSize = req.opt("tsize")

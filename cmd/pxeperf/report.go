@@ -47,6 +47,11 @@ many servers share (--store postgres://..., default the config's store.url).
   pxeperf report --store postgres://pxeperf@db.lab/pxeperf --table servers  per server and site
   pxeperf report --store postgres://pxeperf@db.lab/pxeperf --site north      one site only
 
+Every fetch has a kind: image, boot (boot binaries), config (scripts and loader
+configs), api (/, probes), error (not completed), stream (iperf and bench
+streams). Throughput tables count images and streams (TFTP: images and boot
+binaries); --kind chooses others, --min-size leaves small files out.
+
 A board's RX checksum offload is invisible to the server: give it as the label
 rx_offload=on|off on the host entry or the script URL.`,
 		Args: cobra.NoArgs,
@@ -60,6 +65,9 @@ rx_offload=on|off on the host entry or the script URL.`,
 	fl.StringVar(&f.filter.File, "file", "", "only this file: a name, or a glob with * and ?")
 	fl.StringVar(&f.filter.Since, "since", "", "only fetches since: a duration back (90m, 2h, 7d) or a time (RFC 3339 or 2006-01-02)")
 	fl.StringArrayVar(&f.filter.Labels, "label", nil, "only fetches with label key=value (repeatable, all must match)")
+	fl.StringVar(&f.filter.Kind, "kind", "", "only these kinds: "+strings.Join(record.KindNames, ", ")+
+		" or all, comma-separated (throughput tables count images and streams unless given)")
+	fl.StringVar(&f.filter.MinSize, "min-size", "", "only fetches of at least this size: bytes, or 64K, 1M, 1G")
 	fl.IntVar(&f.limit, "limit", 0, "only the newest N fetches (0: all)")
 	fl.StringVar(&f.format, "format", string(report.Text), "output format: text, markdown, csv or json")
 	fl.StringVar(&f.data, "data", "", "state folder holding the record store (default: the config's data, as serve's)")
@@ -67,7 +75,7 @@ rx_offload=on|off on the host entry or the script URL.`,
 	fl.StringVar(&f.filter.Server, "server", "", "only fetches measured by this server (server.name)")
 	fl.StringVar(&f.filter.Site, "site", "", "only fetches of this site (server.site)")
 	addConfigFlag(cmd, &f.config)
-	fl.StringVar(&f.chart, "chart", "", "also draw Mbit/s against client window to FILE.svg or FILE.png")
+	fl.StringVar(&f.chart, "chart", "", "draw Mbit/s against client window (the window-offload table) to FILE.svg or FILE.png")
 	_ = cmd.RegisterFlagCompletionFunc("table", cobra.FixedCompletions(report.TableNames, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "markdown", "csv", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("data")
@@ -102,7 +110,7 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 	}
 	filter, err := report.ParseFilter(f.filter, time.Now())
 	if err != nil {
-		return usageErrorf("bad filter (--client, --file, --since, --label, --limit): %w", err)
+		return usageErrorf("bad filter (--client, --file, --since, --label, --kind, --min-size, --limit): %w", err)
 	}
 	if _, err := report.Build(f.table, nil); err != nil {
 		return usageErrorf("--table: %w", err)
@@ -114,16 +122,21 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 	if (set("intervals") && f.intervals <= 0) || (set("netperf") && f.netperf <= 0) {
 		return usageError(errors.New("--intervals and --netperf take a record ID (a positive number): list them with --table fetches"))
 	}
+	if f.chart != "" && set("table") && f.table != report.TableWindowOffload {
+		return usageErrorf("--chart draws the window-offload chart (Mbit/s by client window), not one of --table %s: "+
+			"drop --table, or give --table window-offload to print the table it draws", f.table)
+	}
 	if f.chart != "" && (set("intervals") || set("netperf")) {
 		return usageError(errors.New("--chart draws the window-offload chart of many fetches: use it without --intervals or --netperf"))
 	}
 	var loc record.Location
+	data := "" // the data folder whose journal may hold records not yet stored
 	if set("store") {
 		if loc, err = record.ParseLocation(f.store, ""); err != nil {
 			return usageErrorf("--store: %w", err)
 		}
 	} else {
-		data, err := dataFolder(cmd, f.config, f.data)
+		data, err = dataFolder(cmd, f.config, f.data)
 		if err != nil {
 			return err
 		}
@@ -161,8 +174,19 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 		if err != nil {
 			return err
 		}
+		// Records a crash left in the journal are not in the store until
+		// the next serve imports them: say how many, never print silently
+		// short tables.
+		if data == "" {
+			// --store names a shared database: its servers' journals are theirs.
+		} else if n, path, err := st.Waiting(ctx, data); err != nil {
+			fmt.Fprintf(errOut, "note: could not check %s for records not yet in the store: %v\n", path, err)
+		} else if n > 0 {
+			fmt.Fprintf(errOut, "note: %d fetch record(s) wait in %s and are not in these tables; "+
+				"serve imports them (a running serve within seconds, else at its next start)\n", n, path)
+		}
 		if f.chart != "" {
-			if err := writeChart(f.chart, recs); err != nil {
+			if err := writeChart(f.chart, recs, report.Options{Kinds: filter.Kinds}); err != nil {
 				return err
 			}
 			fmt.Fprintf(errOut, "wrote %s\n", f.chart)
@@ -170,7 +194,7 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 				return nil
 			}
 		}
-		t, _ = report.Build(f.table, recs)
+		t, _ = report.BuildWith(f.table, recs, report.Options{Kinds: filter.Kinds})
 	}
 	if len(t.Rows) == 0 && t.Layout == "" && (format == report.CSV || format == report.JSON) {
 		fmt.Fprintln(errOut, t.Empty)
@@ -197,8 +221,8 @@ func dataFolder(cmd *cobra.Command, config, data string) (string, error) {
 
 // writeChart draws the window-offload chart as SVG or PNG by the file's
 // extension, atomically (a reader never sees half a chart).
-func writeChart(path string, recs []record.Record) error {
-	c, err := report.WindowChart(recs)
+func writeChart(path string, recs []record.Record, o report.Options) error {
+	c, err := report.WindowChartWith(recs, o)
 	if err != nil {
 		return fmt.Errorf("--chart: %w", err)
 	}

@@ -1,0 +1,166 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// Kinds of record (Record.Kind). Throughput tables count images (and
+// streams) by default: a 361-byte script or a 404 says nothing about the
+// link.
+const (
+	KindImage  = "image"  // a file from the root that is neither of the below: kernels, initrds, disk images
+	KindBoot   = "boot"   // a boot binary: *.efi, *.kpxe, *.pxe, pxelinux.0, undionly*, u-boot*
+	KindConfig = "config" // a boot config or script, generated or from the root (boot.ipxe, pxelinux.cfg/*, grub.cfg, boot.scr.uimg)
+	KindAPI    = "api"    // not a boot file: /, /api/..., /healthz, a directory
+	KindError  = "error"  // the fetch did not complete (not found, denied, 4xx/5xx, aborted)
+	KindStream = "stream" // a TCP or UDP throughput test (perfsrv, bench streams): no file
+)
+
+// KindNames lists every kind, in the order help texts show them.
+var KindNames = []string{KindImage, KindBoot, KindConfig, KindAPI, KindError, KindStream}
+
+// ParseKinds reads a --kind value: kinds separated by commas. "all" (or
+// "") is every kind: nil.
+func ParseKinds(s string) ([]string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.EqualFold(s, "all") {
+		return nil, nil
+	}
+	var out []string
+	for _, k := range strings.Split(s, ",") {
+		k = strings.ToLower(strings.TrimSpace(k))
+		if !slices.Contains(KindNames, k) {
+			return nil, fmt.Errorf("kind %q: use %s or all, or a comma list of them", k, strings.Join(KindNames, ", "))
+		}
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// KindOf is r's kind: r.Kind when set, else Classify(r) (records written
+// before kinds existed).
+func KindOf(r *Record) string {
+	if r.Kind != "" {
+		return r.Kind
+	}
+	return Classify(r)
+}
+
+// Classify decides a record's kind from what was fetched and how it ended.
+// It is pure and the one place the rule lives: the sink calls it when a
+// record is written, the store for records written without one, and the
+// readers for older records (Kind ""). An incoming Kind of KindConfig (set
+// by whoever generated the file) is kept for a completed fetch.
+func Classify(r *Record) string {
+	switch r.Outcome {
+	case "ok", "":
+	default:
+		return KindError
+	}
+	switch strings.ToLower(r.Proto) {
+	case "tcp", "udp":
+		return KindStream
+	}
+	if r.Kind == KindConfig {
+		return KindConfig
+	}
+	name := strings.ToLower(strings.Trim(r.File, "/"))
+	base := path.Base(name)
+	switch {
+	case name == "" || strings.HasSuffix(r.File, "/") || name == "healthz" || name == "favicon.ico" ||
+		name == "api" || strings.HasPrefix(name, "api/"):
+		return KindAPI
+	case isConfigName(name, base):
+		return KindConfig
+	case isBootName(base):
+		return KindBoot
+	}
+	return KindImage
+}
+
+// isConfigName: loader configs and scripts, by name.
+func isConfigName(name, base string) bool {
+	if strings.HasPrefix(name, "pxelinux.cfg/") || strings.Contains(name, "/pxelinux.cfg/") ||
+		strings.HasPrefix(base, "grub.cfg") || base == "boot.scr" || base == "boot.scr.uimg" {
+		return true
+	}
+	switch path.Ext(base) {
+	case ".ipxe", ".cfg", ".conf", ".scr", ".cmd", ".menu", ".uimg":
+		return true
+	}
+	return false
+}
+
+// isBootName: network boot programs and firmware loaders, by name.
+func isBootName(base string) bool {
+	for _, p := range []string{"undionly", "u-boot", "pxelinux.", "lpxelinux.", "gpxelinux.", "snponly"} {
+		if strings.HasPrefix(base, p) {
+			return true
+		}
+	}
+	switch path.Ext(base) {
+	case ".efi", ".kpxe", ".kkpxe", ".kkkpxe", ".pxe", ".0", ".lkrn", ".c32":
+		return true
+	}
+	return false
+}
+
+// HasKind reports whether r is of one of kinds (nil: any kind).
+func HasKind(r *Record, kinds []string) bool {
+	return len(kinds) == 0 || slices.Contains(kinds, KindOf(r))
+}
+
+// classifyOld gives records written before kinds existed (kind ”) their
+// kind, once, when the store is opened for writing, so that a kind filter
+// can be answered by SQL. Readers classify such records themselves.
+func (s *Store) classifyOld(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, proto, file, outcome FROM records WHERE kind = ''`)
+	if err != nil {
+		return s.wrap("finding records without a kind", err)
+	}
+	type kinded struct {
+		id   int64
+		kind string
+	}
+	var todo []kinded
+	for rows.Next() {
+		var r Record
+		if err := rows.Scan(&r.ID, &r.Proto, &r.File, &r.Outcome); err != nil {
+			rows.Close()
+			return s.wrap("reading records without a kind", err)
+		}
+		todo = append(todo, kinded{r.ID, Classify(&r)})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return s.wrap("reading records without a kind", err)
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap("classifying old records", err)
+	}
+	defer tx.Rollback()
+	st, err := tx.PrepareContext(ctx, s.be.rebind(`UPDATE records SET kind = ? WHERE id = ?`))
+	if err != nil {
+		return s.wrap("classifying old records", err)
+	}
+	defer st.Close()
+	for _, k := range todo {
+		if _, err := st.ExecContext(ctx, k.kind, k.id); err != nil {
+			return s.wrap("classifying old records", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return s.wrap("classifying old records", err)
+	}
+	return nil
+}
