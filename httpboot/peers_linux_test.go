@@ -39,7 +39,7 @@ import (
 //	PXEPERF_BENCH_CASES=...      comma-separated subset of veth/1,veth/32,tbf/1,tbf/32
 //	PXEPERF_BENCH_PROFILE=DIR    also run pxeperf's handler in a helper process
 //	                             (row "pxeperf-inproc", no record store) and write its
-//	                             CPU profile to DIR/pxeperf-inproc.pprof
+//	                             and the FileServer's CPU profiles to DIR/*.pprof
 //
 // PXEPERF_BENCH=1 go test ./httpboot -run TestBenchPeers -v -timeout 60m
 func TestBenchPeers(t *testing.T) {
@@ -97,14 +97,20 @@ func TestBenchPeers(t *testing.T) {
 		t.Setenv("PXEPERF_BENCH_HELPER_PROFILE", profile)
 		return nstest.Start(t, p.Server, os.Args[0], "-test.run=^TestBenchHelper$")
 	}
-	start("go-FileServer", 8083, helper("fileserver", 8083, ""))
 	profDir := os.Getenv("PXEPERF_BENCH_PROFILE")
-	if profDir != "" {
-		prof, err := filepath.Abs(filepath.Join(profDir, "pxeperf-inproc.pprof"))
+	profile := func(name string) string {
+		if profDir == "" {
+			return ""
+		}
+		p, err := filepath.Abs(filepath.Join(profDir, name+".pprof"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		start("pxeperf-inproc", 8084, helper("pxeperf", 8084, prof))
+		return p
+	}
+	start("go-FileServer", 8083, helper("fileserver", 8083, profile("go-FileServer")))
+	if profDir != "" {
+		start("pxeperf-inproc", 8084, helper("pxeperf", 8084, profile("pxeperf-inproc")))
 	}
 
 	tr := &http.Transport{
@@ -181,7 +187,7 @@ func TestBenchPeers(t *testing.T) {
 	}
 	shape(false)
 	for _, s := range servers {
-		if s.name == "pxeperf-inproc" {
+		if profDir != "" && (s.name == "pxeperf-inproc" || s.name == "go-FileServer") {
 			_ = s.proc.Signal(unix.SIGTERM) // writes the profile
 			_ = s.proc.Cmd.Wait()
 		}
