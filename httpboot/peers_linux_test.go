@@ -40,6 +40,11 @@ import (
 //	PXEPERF_BENCH_PROFILE=DIR    also run pxeperf's handler in a helper process
 //	                             (row "pxeperf-inproc", no record store) and write its
 //	                             and the FileServer's CPU profiles to DIR/*.pprof
+//	PXEPERF_BENCH_NOSAMPLE=1     with PXEPERF_BENCH_PROFILE: also a row with the handler
+//	                             sampling TCP_INFO only at start and end, and one without
+//	                             write deadlines (http.stall_timeout 0): what each costs
+//	PXEPERF_BENCH_PERF=DIR       perf record every server into DIR/NAME.perf.data
+//	PXEPERF_BENCH_PERF_STAT=1    with PXEPERF_BENCH_PERF: perf stat (syscall counts) into DIR/NAME.stat
 //
 // PXEPERF_BENCH=1 go test ./httpboot -run TestBenchPeers -v -timeout 60m
 func TestBenchPeers(t *testing.T) {
@@ -111,8 +116,26 @@ func TestBenchPeers(t *testing.T) {
 	start("go-FileServer", 8083, helper("fileserver", 8083, profile("go-FileServer")))
 	if profDir != "" {
 		start("pxeperf-inproc", 8084, helper("pxeperf", 8084, profile("pxeperf-inproc")))
+		if os.Getenv("PXEPERF_BENCH_NOSAMPLE") == "1" {
+			start("pxeperf-inproc-nosample", 8085, helper("pxeperf-nosample", 8085, profile("pxeperf-inproc-nosample")))
+			start("pxeperf-inproc-nostall", 8086, helper("pxeperf-nostall", 8086, profile("pxeperf-inproc-nostall")))
+		}
 	}
 
+	if dir := os.Getenv("PXEPERF_BENCH_PERF"); dir != "" {
+		// perf record each server (kernel stacks too), stopped with SIGINT
+		// at the end of the test.
+		for _, s := range servers {
+			args := []string{"record", "-e", "cpu-clock", "-F", "997", "-g", "-o", filepath.Join(dir, s.name+".perf.data")}
+			if os.Getenv("PXEPERF_BENCH_PERF_STAT") == "1" {
+				args = []string{"stat", "-o", filepath.Join(dir, s.name+".stat"), "-e", "task-clock," +
+					"syscalls:sys_enter_sendfile64,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_futex," +
+					"syscalls:sys_enter_getsockopt,syscalls:sys_enter_nanosleep,context-switches"}
+			}
+			pr := nstest.Start(t, "", "perf", append(args, "-p", groupPIDs(s.proc))...)
+			t.Cleanup(func() { _ = pr.Signal(unix.SIGINT); _ = pr.Cmd.Wait() })
+		}
+	}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			var c net.Conn
@@ -187,7 +210,7 @@ func TestBenchPeers(t *testing.T) {
 	}
 	shape(false)
 	for _, s := range servers {
-		if profDir != "" && (s.name == "pxeperf-inproc" || s.name == "go-FileServer") {
+		if profDir != "" && s.name != "pxeperf" && s.name != "nginx" {
 			_ = s.proc.Signal(unix.SIGTERM) // writes the profile
 			_ = s.proc.Cmd.Wait()
 		}
@@ -249,7 +272,7 @@ func TestBenchHelper(t *testing.T) {
 		srv := &http.Server{Handler: http.FileServer(http.Dir(root))}
 		go func() { <-ctx.Done(); srv.Close() }()
 		_ = srv.Serve(ln)
-	case "pxeperf":
+	case "pxeperf", "pxeperf-nosample", "pxeperf-nostall":
 		store, err := images.Open(root, t.TempDir(), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -258,14 +281,38 @@ func TestBenchHelper(t *testing.T) {
 		h := defaultHTTP()
 		h.Listen = addr
 		h.StallTimeout = 60 * time.Second // the default config's
+		if kind == "pxeperf-nostall" {
+			h.StallTimeout = 0 // no write deadlines: what they cost
+		}
 		s, err := New(Options{HTTP: h, Images: store})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if kind == "pxeperf-nosample" {
+			// What the sampling costs: no sample after the first.
+			s.sampler.every = time.Hour
 		}
 		_ = s.Serve(ctx)
 	default:
 		t.Fatalf("PXEPERF_BENCH_HELPER=%q: want fileserver or pxeperf", kind)
 	}
+}
+
+// groupPIDs lists the processes of p's process group, comma-separated.
+func groupPIDs(p *nstest.Proc) string {
+	var pids []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 2 && f[2] == strconv.Itoa(p.Cmd.Process.Pid) {
+			pids = append(pids, e.Name())
+		}
+	}
+	return strings.Join(pids, ",")
 }
 
 // groupCPU is the user+system CPU seconds of every live process in p's
