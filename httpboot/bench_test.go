@@ -246,29 +246,7 @@ func benchNginx(b testing.TB, root, host, ns string) string {
 		ln.Close()
 	}
 	dir := b.TempDir()
-	conf := filepath.Join(dir, "nginx.conf")
-	cfg := fmt.Sprintf(`worker_processes 2;
-user root;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log;
-events { worker_connections 1024; }
-http {
-  sendfile on;
-  tcp_nopush on;
-  access_log off;
-  keepalive_requests 100000;
-  client_body_temp_path %[1]s/body;
-  proxy_temp_path %[1]s/proxy;
-  fastcgi_temp_path %[1]s/fastcgi;
-  uwsgi_temp_path %[1]s/uwsgi;
-  scgi_temp_path %[1]s/scgi;
-  default_type application/octet-stream;
-  server { listen %[2]s:%[3]d; root %[4]s; }
-}
-`, dir, host, port, root)
-	if err := os.WriteFile(conf, []byte(cfg), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	conf := writeNginxConf(b, dir, root, host, port)
 	args := []string{"-p", dir, "-c", conf, "-g", "daemon off;"}
 	cmd := exec.Command("nginx", args...)
 	if ns != "" {

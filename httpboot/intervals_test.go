@@ -196,3 +196,87 @@ func TestSampleAllocates0(t *testing.T) {
 		t.Errorf("a sample allocates %.1f times", n)
 	}
 }
+
+// deadlineConn is a net.Conn that only records SetWriteDeadline.
+type deadlineConn struct {
+	net.Conn
+	sets     int
+	deadline time.Time
+}
+
+func (c *deadlineConn) SetWriteDeadline(t time.Time) error {
+	c.sets++
+	c.deadline = t
+	return nil
+}
+
+// TestTickDeadline: the sampler moves the write deadline only when it is
+// less than half a stall timeout away, yet to the same time as setting it
+// on every sample would: the last tick that saw progress plus the stall
+// timeout.
+func TestTickDeadline(t *testing.T) {
+	const stall = time.Second
+	every := sampleEvery(stall, time.Second)
+	t0 := time.Unix(1000, 0)
+	c := &deadlineConn{deadline: t0.Add(stall)} // as watch sets it
+	m := &monitor{conn: c, stall: stall, period: time.Second, start: t0, wndStride: 1, w: &countingWriter{},
+		moved: t0, deadline: t0.Add(stall)}
+	now := t0
+	const moving = 10 * time.Second
+	for now.Sub(t0) < moving {
+		now = now.Add(every)
+		m.w.n.Add(1000) // progress at every tick
+		m.tick(now)
+		if !c.deadline.After(now) {
+			t.Fatalf("at %v the deadline %v has passed while bytes move", now.Sub(t0), c.deadline.Sub(t0))
+		}
+	}
+	lastProgress := now
+	if max := int(moving/(stall/2)) + 1; c.sets > max {
+		t.Errorf("%d deadline moves in %v with a %v stall timeout, want at most %d", c.sets, moving, stall, max)
+	}
+	// The client stops: the deadline ends up one stall after the last
+	// progress and stays there.
+	for range 3 * int(stall/every) {
+		now = now.Add(every)
+		m.tick(now)
+	}
+	if want := lastProgress.Add(stall); !c.deadline.Equal(want) {
+		t.Errorf("deadline %v after the last progress, want %v", c.deadline.Sub(lastProgress), stall)
+	}
+}
+
+// TestSamplerAddRemove: monitors come and go in any order; the sampler's
+// goroutine stops when none is left and starts again for the next.
+func TestSamplerAddRemove(t *testing.T) {
+	s := newSampler(time.Millisecond)
+	ms := make([]*monitor, 8)
+	for i := range ms {
+		ms[i] = &monitor{w: &countingWriter{}, period: time.Second, wndStride: 1, start: time.Now()}
+		s.add(ms[i])
+	}
+	for _, i := range []int{3, 0, 7, 5, 1, 2, 6, 4} {
+		s.remove(ms[i])
+		s.remove(ms[i]) // twice is harmless
+		s.mu.Lock()
+		for j, m := range s.mons {
+			if m.idx != j || m == ms[i] {
+				t.Fatalf("after removing %d: monitor at %d has idx %d", i, j, m.idx)
+			}
+		}
+		s.mu.Unlock()
+	}
+	stopped := func() bool { s.mu.Lock(); defer s.mu.Unlock(); return !s.running }
+	deadline := time.Now().Add(5 * time.Second)
+	for !stopped() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if !stopped() {
+		t.Fatal("sampler still running with no monitors")
+	}
+	s.add(ms[0])
+	defer s.remove(ms[0])
+	if stopped() {
+		t.Fatal("sampler not restarted for a new monitor")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/pxeperf/pxeperf/event"
@@ -11,14 +12,15 @@ import (
 
 // monitor watches one response: it samples TCP_INFO (keeping the largest
 // window the client advertised, a thinned set of window samples for the
-// median, and one event.Interval per period) and, while bytes move, pushes
-// the connection's write deadline StallTimeout ahead. Progress is read from
-// the kernel (tcpi_bytes_acked) as well as from counted writes, so the stall
-// timeout also works inside one long sendfile call, which Go's poller
-// splits into chunks that each honour the deadline.
+// median, and one event.Interval per period) and, while bytes move, keeps
+// the connection's write deadline StallTimeout past the last progress.
+// Progress is read from the kernel (tcpi_bytes_acked) as well as from
+// counted writes, so the stall timeout also works inside one long sendfile
+// call, which Go's poller splits into waits that each honour the deadline.
 //
-// A sample costs one getsockopt into the probe's own buffer and no
-// allocation; intervals and window samples live in slices bounded by
+// The server's sampler ticks every monitor from one goroutine (see
+// sampler). A sample costs one getsockopt into the probe's own buffer and
+// no allocation; intervals and window samples live in slices bounded by
 // maxIntervals and maxWndSamples.
 type monitor struct {
 	conn   net.Conn // nil when the connection is unknown
@@ -27,10 +29,10 @@ type monitor struct {
 	stall  time.Duration
 	period time.Duration
 	start  time.Time
-	stop   chan struct{}
-	done   chan struct{}
+	smp    *sampler
+	idx    int // in smp.mons while sampled; guarded by smp.mu
 
-	// Written by run until done is closed.
+	// Written by the sampler until it lets the monitor go (finish).
 	maxWnd    uint32
 	wnds      []uint32 // every wndStride-th sampled window
 	wndStride int
@@ -39,6 +41,14 @@ type monitor struct {
 	base      tcpSample     // at the start of the current interval
 	baseAt    time.Duration // start of the current interval
 	haveBase  bool
+	lastAcked uint64
+	lastN     int64
+	// startAcked is the connection's acked count when this fetch began,
+	// so the live byte count of Options.Active is this fetch's alone.
+	startAcked uint64
+	haveStart  bool
+	moved      time.Time // when progress was last seen
+	deadline   time.Time // the write deadline set on conn
 }
 
 const (
@@ -65,9 +75,73 @@ func sampleEvery(stall, period time.Duration) time.Duration {
 	return d
 }
 
+// sampler ticks every active monitor of a Server from one goroutine, which
+// runs only while there are monitors. One goroutine and one timer for all
+// fetches instead of one each: at 32 concurrent downloads the per-fetch
+// tickers woke the process 320 times a second, each a scheduler round
+// trip, where one sweep of 32 getsockopt calls costs a few microseconds.
+type sampler struct {
+	every time.Duration
+
+	mu      sync.Mutex
+	mons    []*monitor
+	running bool
+}
+
+func newSampler(every time.Duration) *sampler { return &sampler{every: every} }
+
+// add starts sampling m (every sampler.every, from the next tick on).
+func (s *sampler) add(m *monitor) {
+	s.mu.Lock()
+	m.idx = len(s.mons)
+	s.mons = append(s.mons, m)
+	start := !s.running
+	s.running = true
+	s.mu.Unlock()
+	if start {
+		go s.run()
+	}
+}
+
+// remove stops sampling m. When it returns, the sampler does not touch m
+// again, so its fields are the caller's.
+func (s *sampler) remove(m *monitor) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.idx < 0 || m.idx >= len(s.mons) || s.mons[m.idx] != m {
+		return
+	}
+	last := len(s.mons) - 1
+	s.mons[m.idx] = s.mons[last]
+	s.mons[m.idx].idx = m.idx
+	s.mons[last] = nil
+	s.mons = s.mons[:last]
+	m.idx = -1
+}
+
+func (s *sampler) run() {
+	t := time.NewTicker(s.every)
+	defer t.Stop()
+	for range t.C {
+		s.mu.Lock()
+		if len(s.mons) == 0 {
+			s.running = false
+			s.mu.Unlock()
+			return
+		}
+		// Read under the lock: a monitor added since the tick fired
+		// started before now.
+		now := time.Now()
+		for _, m := range s.mons {
+			m.tick(now)
+		}
+		s.mu.Unlock()
+	}
+}
+
 func (s *Server) watch(r *http.Request, w *countingWriter) *monitor {
 	m := &monitor{w: w, stall: s.opt.HTTP.StallTimeout, period: s.opt.HTTP.Interval,
-		start: time.Now(), stop: make(chan struct{}), done: make(chan struct{}), wndStride: 1}
+		start: time.Now(), smp: s.sampler, wndStride: 1}
 	if m.period <= 0 {
 		m.period = defaultInterval
 	}
@@ -75,52 +149,56 @@ func (s *Server) watch(r *http.Request, w *countingWriter) *monitor {
 		m.conn = c
 		m.probe = newTCPProbe(c)
 	}
+	m.moved = m.start
 	if m.conn != nil && m.stall > 0 {
-		_ = m.conn.SetWriteDeadline(time.Now().Add(m.stall))
+		m.deadline = m.start.Add(m.stall)
+		_ = m.conn.SetWriteDeadline(m.deadline)
 	}
 	// The base sample: tcpi_bytes_acked and total_retrans count the whole
 	// connection, which may have carried earlier keep-alive requests.
 	if sm, ok := m.probe.sample(); ok {
 		m.base, m.haveBase = sm, true
 	}
-	go m.run(sampleEvery(m.stall, m.period))
+	m.lastAcked = m.base.acked
+	m.startAcked, m.haveStart = m.base.acked, m.haveBase
+	m.smp.add(m)
 	return m
 }
 
-func (m *monitor) run(every time.Duration) {
-	defer close(m.done)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	lastAcked := m.base.acked
-	startAcked, haveStart := m.base.acked, m.haveBase
-	var lastN int64
-	for {
-		select {
-		case <-m.stop:
-			return
-		case <-t.C:
+// tick takes one sample at now and keeps the write deadline StallTimeout
+// past the last progress. The deadline is moved only once it is less than
+// half a StallTimeout away (SetWriteDeadline resets a runtime timer; with
+// the default 60 s that is once in 30 s instead of every sample), to the
+// same time the old every-sample update would have set: progress seen at
+// a tick plus StallTimeout.
+func (m *monitor) tick(now time.Time) {
+	progress := false
+	if n := m.w.n.Load(); n != m.lastN {
+		m.lastN, progress = n, true
+	}
+	if sm, ok := m.probe.sample(); ok {
+		m.observe(sm, now.Sub(m.start))
+		if sm.acked != m.lastAcked {
+			m.lastAcked, progress = sm.acked, true
 		}
-		progress := false
-		if n := m.w.n.Load(); n != lastN {
-			lastN, progress = n, true
+		if !m.haveStart {
+			m.startAcked, m.haveStart = sm.acked, true
 		}
-		if sm, ok := m.probe.sample(); ok {
-			m.observe(sm, time.Since(m.start))
-			if sm.acked != lastAcked {
-				lastAcked, progress = sm.acked, true
-			}
-			if !haveStart {
-				startAcked, haveStart = sm.acked, true
-			}
-			// One sendfile call writes a whole image: the kernel's count
-			// of acknowledged bytes is what moves while it runs.
-			m.w.live.Set(max(lastN, int64(sm.acked-startAcked)))
-		} else {
-			m.w.live.Set(lastN)
-		}
-		if progress && m.conn != nil && m.stall > 0 {
-			_ = m.conn.SetWriteDeadline(time.Now().Add(m.stall))
-		}
+		// One sendfile call writes a whole image: the kernel's count of
+		// acknowledged bytes is what moves while it runs.
+		m.w.live.Set(max(m.lastN, int64(sm.acked-m.startAcked)))
+	} else {
+		m.w.live.Set(m.lastN)
+	}
+	if m.conn == nil || m.stall <= 0 {
+		return
+	}
+	if progress {
+		m.moved = now
+	}
+	if m.deadline.Sub(now) < m.stall/2 && m.moved.Add(m.stall).After(m.deadline) {
+		m.deadline = m.moved.Add(m.stall)
+		_ = m.conn.SetWriteDeadline(m.deadline)
 	}
 }
 
@@ -189,8 +267,7 @@ func (m *monitor) closeInterval(sm tcpSample, at time.Duration, bytes uint64) {
 // gets what the earlier ones' acked bytes leave over, since the tail is
 // still in flight when the handler returns.
 func (m *monitor) finish(pending int64) (*event.TCPInfo, []event.Interval) {
-	close(m.stop)
-	<-m.done
+	m.smp.remove(m)
 	m.disarm()
 	at := time.Since(m.start)
 	if sm, ok := m.probe.sample(); ok {

@@ -99,6 +99,7 @@ type Server struct {
 	conns     *connLimiter
 	errBudget *budget // failed fetches each client may put on record
 	claims    claims  // accepted ?mac= claims (see claimMAC)
+	sampler   *sampler
 }
 
 type connKey struct{}
@@ -156,6 +157,7 @@ func New(opt Options) (*Server, error) {
 	}
 	s := &Server{opt: opt, ln: ln, zenc: zenc, started: time.Now(), refused: opt.Refused,
 		errBudget: newBudget(opt.HTTP.ErrorRecordsPerMinute), claims: claims{at: map[string]time.Time{}}}
+	s.sampler = newSampler(sampleEvery(opt.HTTP.StallTimeout, opt.HTTP.Interval))
 	s.conns = newConnLimiter(opt.HTTP.MaxConns, opt.HTTP.MaxConnsPerClient, s.refused.Refuse)
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok {
 		s.port = ta.Port

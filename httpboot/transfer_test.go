@@ -45,7 +45,7 @@ func TestFetchEvent(t *testing.T) {
 		Bytes: size, Size: size, Outcome: event.OutcomeOK, Interface: "lo",
 		Labels: map[string]string{"rack": "r2", "run": "3"},
 	}
-	if d := cmp.Diff(want, f, cmpopts.IgnoreFields(event.Fetch{}, "Start", "Client", "Duration", "TCP", "Intervals")); d != "" {
+	if d := cmp.Diff(want, f, cmpopts.IgnoreFields(event.Fetch{}, "Start", "Client", "Local", "Duration", "TCP", "Intervals")); d != "" {
 		t.Errorf("fetch (-want +got):\n%s", d)
 	}
 	if !f.Client.Addr().IsLoopback() || f.Duration <= 0 {

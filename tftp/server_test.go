@@ -179,7 +179,7 @@ func errCode(t *testing.T, b []byte) uint16 {
 }
 
 // ignoreTimes drops fields that vary run to run.
-var ignoreTimes = cmpopts.IgnoreFields(event.Fetch{}, "Start", "Duration", "Client", "Err")
+var ignoreTimes = cmpopts.IgnoreFields(event.Fetch{}, "Start", "Duration", "Client", "Local", "Err")
 
 func TestFetchWithPinClient(t *testing.T) {
 	ts := startServer(t, Config{})
