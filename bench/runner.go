@@ -21,7 +21,26 @@ const Source = "bench"
 const (
 	LabelRun    = "bench_run" // one sweep's ID: report --label bench_run=ID
 	LabelRcvbuf = "rcvbuf"    // SO_RCVBUF read back after setting it (the kernel doubles the request)
+	LabelDelay  = "delay"     // one-way delay of netlab's delay line (--delay), when the point has one
 )
+
+// stampTestbed puts the testbed as read back (st) on a record of point p:
+// the client's interface, MTU, link speed and offloads, the server's
+// egress rate, the kernel, the run and the added delay. One place for
+// every protocol's records.
+func stampTestbed(rec *record.Record, r *runner, st netlab.State, p Point) {
+	rec.Kernel, rec.ClientIP, rec.Iface = r.kernel, r.tb.ClientIP.String(), r.tb.ClientIf
+	rec.MTU, rec.LinkMbps, rec.RateLimit = st.Client.MTU, st.Client.SpeedMbps, int64(st.Server.Rate.BitsPerSec)
+	rec.RxCsum, rec.TxCsum, rec.TSO = record.Offload(st.Client.RxCsum), record.Offload(st.Client.TxCsum), record.Offload(st.Client.TSO)
+	rec.GSO, rec.GRO = record.Offload(st.Client.GSO), record.Offload(st.Client.GRO)
+	if rec.Labels == nil {
+		rec.Labels = map[string]string{}
+	}
+	rec.Labels["rx_offload"], rec.Labels[LabelRun] = st.Client.RxCsum, r.opt.RunID
+	if p.Delay > 0 {
+		rec.Labels[LabelDelay] = FormatDelay(p.Delay)
+	}
+}
 
 // Options configure Run.
 type Options struct {
@@ -94,7 +113,8 @@ func estimate(pts []Point, done int, elapsed time.Duration) time.Duration {
 type SummaryRow struct {
 	MTU       int     `json:"mtu"`
 	Rate      string  `json:"rate"`
-	RxOffload string  `json:"rx_offload"` // active, as read back
+	Delay     string  `json:"delay,omitempty"` // one way, each way (--delay)
+	RxOffload string  `json:"rx_offload"`      // active, as read back
 	Window    string  `json:"window_requested"`
 	Rcvbuf    int     `json:"rcvbuf"`          // SO_RCVBUF read back
 	Observed  uint32  `json:"window_observed"` // median WndMax the server saw
@@ -125,6 +145,9 @@ func Summary(results []Result, fit Fit) report.Table {
 		if g == nil {
 			g = &group{row: SummaryRow{MTU: r.Point.MTU, Rate: FormatRate(r.Point.Rate), Window: FormatWindow(r.Point.Window),
 				RxOffload: string(r.Record.RxCsum)}}
+			if r.Point.Delay > 0 {
+				g.row.Delay = FormatDelay(r.Point.Delay)
+			}
 			groups[k] = g
 			order = append(order, k)
 		}
@@ -171,6 +194,11 @@ func Summary(results []Result, fit Fit) report.Table {
 		rows = append(rows, row)
 	}
 	f1 := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+	delayed := slices.ContainsFunc(rows, func(r SummaryRow) bool { return r.Delay != "" })
+	if delayed {
+		t.Columns = slices.Insert(t.Columns, 2, report.Column{Name: "Delay", Key: "delay"})
+		t.Notes = append(t.Notes, "Delay: one way, added each way by netlab's delay line, so the RTT is twice it plus the veth and forwarding time.")
+	}
 	for _, r := range rows {
 		cells := []string{strconv.Itoa(r.MTU), r.Rate, r.RxOffload, r.Window, strconv.Itoa(r.Rcvbuf), "", strconv.Itoa(r.N), "", "", "", "", strconv.Itoa(r.Failed)}
 		if r.N > 0 {
@@ -183,6 +211,13 @@ func Summary(results []Result, fit Fit) report.Table {
 		}
 		if r.Model > 0 && !math.IsInf(r.Model, 0) {
 			cells[10] = f1(r.Model)
+		}
+		if delayed {
+			d := r.Delay
+			if d == "" {
+				d = "none"
+			}
+			cells = slices.Insert(cells, 2, d)
 		}
 		t.Rows = append(t.Rows, cells)
 	}

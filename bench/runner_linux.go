@@ -78,7 +78,7 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 	} else if len(removed) > 0 {
 		log.Info("bench: removed leftover testbeds", "namespaces", removed)
 	}
-	tb, err := netlab.New(netlab.Options{MTU: pts[0].MTU, Registry: opt.Registry, Logger: log})
+	tb, err := netlab.New(netlab.Options{MTU: pts[0].MTU, DelayLine: opt.Spec.HasDelay(), Registry: opt.Registry, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("bench: building the testbed: %w", err)
 	}
@@ -127,6 +127,7 @@ type runner struct {
 	mtu     int
 	rate    uint64
 	rateSet bool
+	delay   time.Duration
 	offload *bool
 }
 
@@ -144,17 +145,14 @@ func (r *runner) point(ctx context.Context, p Point) (Result, error) {
 	}
 	rec := &record.Record{
 		Time: fr.start.UTC(), Source: Source, Proto: ProtoHTTP, Direction: "rx",
-		ClientIP: r.tb.ClientIP.String(), File: imageName, Bytes: fr.bytes, Size: p.Size,
-		Duration: fr.dur, Outcome: event.OutcomeOK, Kernel: r.kernel,
+		File: imageName, Bytes: fr.bytes, Size: p.Size,
+		Duration: fr.dur, Outcome: event.OutcomeOK,
 		WndRequested: uint32(p.Window),
-		Iface:        r.tb.ClientIf, MTU: st.Client.MTU, LinkMbps: st.Client.SpeedMbps, RateLimit: int64(st.Server.Rate.BitsPerSec),
-		RxCsum: record.Offload(st.Client.RxCsum), TxCsum: record.Offload(st.Client.TxCsum), TSO: record.Offload(st.Client.TSO),
-		GSO: record.Offload(st.Client.GSO), GRO: record.Offload(st.Client.GRO),
 		Labels: map[string]string{
-			"rx_offload": st.Client.RxCsum, LabelRun: r.opt.RunID, LabelRcvbuf: strconv.Itoa(fr.rcvbuf),
-			"window": FormatWindow(p.Window), "rate": FormatRate(p.Rate),
+			LabelRcvbuf: strconv.Itoa(fr.rcvbuf), "window": FormatWindow(p.Window), "rate": FormatRate(p.Rate),
 		},
 	}
+	stampTestbed(rec, r, st, p)
 	if fr.dur > 0 {
 		rec.Mbps = float64(fr.bytes) * 8 / fr.dur.Seconds() / 1e6
 	}
@@ -214,6 +212,12 @@ func (r *runner) setup(p Point) (netlab.State, error) {
 			return netlab.State{}, err
 		}
 		r.rate, r.rateSet = p.Rate, true
+	}
+	if p.Delay != r.delay {
+		if err := r.tb.SetDelay(p.Delay); err != nil {
+			return netlab.State{}, err
+		}
+		r.delay = p.Delay
 	}
 	if r.offload == nil || *r.offload != p.Offload {
 		o := netlab.Offloads{RxCsum: netlab.Off()}

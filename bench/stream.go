@@ -113,28 +113,7 @@ func (s Spec) streamInner() []Point {
 	return out
 }
 
-// streamPoints expands a stream spec: MTU, rate, offload as for HTTP, then
-// streamInner, then repeats.
-func (s Spec) streamPoints() []Point {
-	var pts []Point
-	inner := s.streamInner()
-	for _, mtu := range s.MTUs {
-		for _, rate := range s.Rates {
-			for _, off := range s.Offloads {
-				for _, in := range inner {
-					for rep := 1; rep <= s.Repeat; rep++ {
-						p := in
-						p.Index, p.Offload, p.MTU, p.Rate, p.Rep = len(pts), off, mtu, rate, rep
-						pts = append(pts, p)
-					}
-				}
-			}
-		}
-	}
-	return pts
-}
-
-func (s Spec) streamCount() int {
+func (s Spec) streamInnerCount() int {
 	inner := 0
 	for _, proto := range s.Streams {
 		if proto == ProtoUDP {
@@ -143,17 +122,7 @@ func (s Spec) streamCount() int {
 			inner += len(s.Directions) * len(s.Windows)
 		}
 	}
-	n := uint64(1)
-	for _, k := range []int{len(s.MTUs), len(s.Rates), len(s.Offloads), inner, s.Repeat} {
-		if k <= 0 {
-			return 0
-		}
-		n *= uint64(k)
-		if n > math.MaxInt32 {
-			return 0
-		}
-	}
-	return int(n)
+	return inner
 }
 
 func (s Spec) validateStream() []error {

@@ -35,7 +35,7 @@ func runStreams(ctx context.Context, opt Options, log *slog.Logger) ([]Result, e
 	} else if len(removed) > 0 {
 		log.Info("bench: removed leftover testbeds", "namespaces", removed)
 	}
-	tb, err := netlab.New(netlab.Options{MTU: pts[0].MTU, Registry: opt.Registry, Logger: log})
+	tb, err := netlab.New(netlab.Options{MTU: pts[0].MTU, DelayLine: opt.Spec.HasDelay(), Registry: opt.Registry, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("bench: building the testbed: %w", err)
 	}
@@ -149,11 +149,7 @@ func (r *streamRunner) point(ctx context.Context, p Point) (Result, error) {
 		return Result{}, err
 	}
 	rec := streamRecord(p, res, err, begin)
-	rec.Kernel, rec.ClientIP, rec.Iface = r.kernel, r.tb.ClientIP.String(), r.tb.ClientIf
-	rec.MTU, rec.LinkMbps, rec.RateLimit = st.Client.MTU, st.Client.SpeedMbps, int64(st.Server.Rate.BitsPerSec)
-	rec.RxCsum, rec.TxCsum, rec.TSO = record.Offload(st.Client.RxCsum), record.Offload(st.Client.TxCsum), record.Offload(st.Client.TSO)
-	rec.GSO, rec.GRO = record.Offload(st.Client.GSO), record.Offload(st.Client.GRO)
-	rec.Labels["rx_offload"], rec.Labels[LabelRun] = st.Client.RxCsum, r.opt.RunID
+	stampTestbed(rec, r.runner, st, p)
 
 	if r.opt.CrossCheck && err == nil {
 		run, ierr := iperf.RunOn(ctx, r.tb, iperfConfig(cfg, udp))

@@ -112,20 +112,18 @@ func (r *runner) tftpPoint(ctx context.Context, server netip.AddrPort, p Point) 
 
 	rec := &record.Record{
 		Time: cs.Start.UTC(), Source: Source, Proto: ProtoTFTP, Direction: "rx",
-		ClientIP: r.tb.ClientIP.String(), File: imageName, Bytes: cs.Bytes, Size: p.Size,
-		Duration: cs.Duration, Mbps: cs.Mbps(), Outcome: event.OutcomeOK, Kernel: r.kernel,
+		File: imageName, Bytes: cs.Bytes, Size: p.Size,
+		Duration: cs.Duration, Mbps: cs.Mbps(), Outcome: event.OutcomeOK,
 		BlkSize: cs.BlkSize, WindowSize: cs.WindowSize, TSize: cs.TSize >= 0,
-		Iface: r.tb.ClientIf, MTU: st.Client.MTU, LinkMbps: st.Client.SpeedMbps, RateLimit: int64(st.Server.Rate.BitsPerSec),
-		RxCsum: record.Offload(st.Client.RxCsum), TxCsum: record.Offload(st.Client.TxCsum), TSO: record.Offload(st.Client.TSO),
-		GSO: record.Offload(st.Client.GSO), GRO: record.Offload(st.Client.GRO),
 		Labels: map[string]string{
-			"rx_offload": st.Client.RxCsum, LabelRun: r.opt.RunID, "rate": FormatRate(p.Rate),
+			"rate":       FormatRate(p.Rate),
 			LabelBlkSize: strconv.Itoa(p.BlkSize), LabelWindowSize: strconv.Itoa(p.WindowSize),
 			LabelDuplicates: strconv.FormatInt(cs.Duplicates, 10), LabelOutOfOrder: strconv.FormatInt(cs.OutOfOrder, 10),
 			LabelEarlyACKs: strconv.FormatInt(cs.EarlyACKs, 10), LabelClientTimeouts: strconv.FormatInt(cs.Timeouts, 10),
 			LabelRcvbuf: strconv.Itoa(rcvbuf), LabelCPU: strconv.FormatInt(cpu.Milliseconds(), 10),
 		},
 	}
+	stampTestbed(rec, r, st, p)
 	if rec.Time.IsZero() || cs.Start.IsZero() {
 		rec.Time = time.Now().UTC()
 	}

@@ -39,6 +39,7 @@ so pxeperf report prints them too. Needs root. Ctrl-C tears the testbed down.
 
   pxeperf bench --preset gpxe                      the 2010 gPXE study: window 4096..65532 x RX csum on/off, 1gbit, 500MiB x3
   pxeperf bench --preset gpxe --size 64MiB --repeat 1   the same, quicker
+  pxeperf bench --preset gpxe --delay 100us        with a 200 us round trip, where the window limits
   pxeperf bench --window 4K..64K/4K --offload on,off --mtu 1500,9000 --rate 1gbit --size 500MiB --repeat 3
   pxeperf bench --window 4K,16K,64K,auto --rate 100mbit,10mbit --size 16MiB
   pxeperf bench --preset tftp                      TFTP blksize 512,1468 x windowsize 1..64, 1gbit, 64MiB x3
@@ -63,6 +64,7 @@ replace its values.` + streamHelp,
 	fl.StringVar(&f.sweep.Offload, "offload", "", "client RX checksum offload: on, off, on,off (default on,off)")
 	fl.StringVar(&f.sweep.MTU, "mtu", "", "MTU of the veth pair: 1500, 1500,9000 (default 1500)")
 	fl.StringVar(&f.sweep.Rate, "rate", "", "server egress rate: 1gbit, 100mbit, 10mbit, none (default none)")
+	fl.StringVar(&f.sweep.Delay, "delay", "", "one-way delay added each way (netlab's delay line): 100us, 0.1ms,1ms, none (default none)")
 	fl.StringVar(&f.sweep.Size, "size", "", "image size per fetch: 64MiB, 500MiB (default 64MiB)")
 	fl.IntVar(&f.sweep.Repeat, "repeat", 0, "fetches per point (default 1)")
 	fl.Uint64Var(&f.sweep.Seed, "seed", 0, "seed of the generated image's bytes (default 1)")
