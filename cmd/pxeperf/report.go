@@ -19,6 +19,7 @@ import (
 // reportFlags are the flags of `pxeperf report`.
 type reportFlags struct {
 	table, format, data, chart string
+	compare                    string // a published study's key
 	intervals, netperf         int64
 	filter                     report.FilterArgs
 }
@@ -41,6 +42,7 @@ It reads the store under --data, also while serve is running.
   pxeperf report --netperf 42                      one fetch, netperf TCP_STREAM summary
   pxeperf report --table window-offload --label fw=gpxe-1.0.1 --since 2h --format markdown
   pxeperf report --chart window.svg                Mbit/s against window, one line per offload (.svg or .png)
+  pxeperf report --compare gpxe-2010 --label bench_run=ID   a published study beside the measured run
 
 A board's RX checksum offload is invisible to the server: give it as the label
 rx_offload=on|off on the host entry or the script URL.`,
@@ -59,7 +61,9 @@ rx_offload=on|off on the host entry or the script URL.`,
 	fl.StringVar(&f.format, "format", string(report.Text), "output format: text, markdown, csv or json")
 	fl.StringVar(&f.data, "data", configs.Default().Data, "state folder holding the record store (as for serve)")
 	fl.StringVar(&f.chart, "chart", "", "also draw Mbit/s against client window to FILE.svg or FILE.png")
-	cmd.MarkFlagsMutuallyExclusive("table", "intervals", "netperf")
+	fl.StringVar(&f.compare, "compare", "", "print a published study beside the measured records: "+strings.Join(report.StudyKeys(), ", "))
+	cmd.MarkFlagsMutuallyExclusive("table", "intervals", "netperf", "compare")
+	_ = cmd.RegisterFlagCompletionFunc("compare", cobra.FixedCompletions(report.StudyKeys(), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("table", cobra.FixedCompletions(report.TableNames, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "markdown", "csv", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("data")
@@ -130,6 +134,12 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 			if !set("table") {
 				return nil
 			}
+		}
+		if f.compare != "" {
+			if t, err = report.Compare(f.compare, recs); err != nil {
+				return fmt.Errorf("--compare: %w", err)
+			}
+			break
 		}
 		t, _ = report.Build(f.table, recs)
 	}
