@@ -78,6 +78,9 @@ type Progress struct {
 type Result struct {
 	Point  Point
 	Record record.Record // as stored, with its ID; Outcome says whether it completed
+	// Intervals are the record's interval samples as stored (for
+	// --verbose, without reading them back).
+	Intervals []record.Interval
 	// Rcvbuf is SO_RCVBUF read back before connect (0 for auto: the
 	// kernel's default, read back too, so never 0 on Linux).
 	Rcvbuf int

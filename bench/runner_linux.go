@@ -107,11 +107,8 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 
 	r := &runner{opt: opt, log: log, tb: tb, sink: sink, url: url, kernel: netstate.Kernel(), mtu: pts[0].MTU}
 	return r.sweep(ctx, pts, "fetches", r.point, func(res Result) {
-		ivs, err := opt.Store.Intervals(ctx, res.Record.ID)
-		if err == nil {
-			fmt.Fprintf(opt.Verbose, "\n%s (rep %d)\n", res.Point.Key(), res.Point.Rep)
-			io.WriteString(opt.Verbose, report.Intervals(res.Record, ivs).Layout)
-		}
+		fmt.Fprintf(opt.Verbose, "\n%s (rep %d)\n", res.Point.Key(), res.Point.Rep)
+		io.WriteString(opt.Verbose, report.Intervals(res.Record, res.Intervals).Layout)
 	})
 }
 
@@ -143,16 +140,24 @@ func (r *runner) point(ctx context.Context, p Point) (Result, error) {
 	if fr.err != nil && fr.fetch == nil && ctx.Err() != nil {
 		return Result{}, fr.err
 	}
-	rec := &record.Record{
-		Time: fr.start.UTC(), Source: Source, Proto: ProtoHTTP, Direction: "rx",
-		File: imageName, Bytes: fr.bytes, Size: p.Size,
-		Duration: fr.dur, Outcome: event.OutcomeOK,
-		WndRequested: uint32(p.Window),
-		Labels: map[string]string{
-			LabelRcvbuf: strconv.Itoa(fr.rcvbuf), "window": FormatWindow(p.Window), "rate": FormatRate(p.Rate),
-		},
+	// The server's event (TCP_INFO: windows, RTT, retransmits; intervals)
+	// through the one event -> record conversion; the client's view of the
+	// transfer (its bytes, timing and errors) and the testbed on top.
+	var rec record.Record
+	var ivs []record.Interval
+	if fr.fetch != nil {
+		rec, ivs = record.FromFetch(fr.fetch, record.Conditions{Source: Source})
 	}
-	stampTestbed(rec, r, st, p)
+	server, serverErr := rec.Outcome, rec.Err
+	rec.Time, rec.Source, rec.Proto, rec.Direction = fr.start.UTC(), Source, ProtoHTTP, "rx"
+	rec.File, rec.Bytes, rec.Size, rec.Duration = imageName, fr.bytes, p.Size, fr.dur
+	rec.Outcome, rec.Err, rec.Mbps = event.OutcomeOK, "", 0
+	rec.WndRequested = uint32(p.Window)
+	if rec.Labels == nil {
+		rec.Labels = map[string]string{}
+	}
+	rec.Labels[LabelRcvbuf], rec.Labels["window"], rec.Labels["rate"] = strconv.Itoa(fr.rcvbuf), FormatWindow(p.Window), FormatRate(p.Rate)
+	stampTestbed(&rec, r, st, p)
 	if fr.dur > 0 {
 		rec.Mbps = float64(fr.bytes) * 8 / fr.dur.Seconds() / 1e6
 	}
@@ -162,27 +167,13 @@ func (r *runner) point(ctx context.Context, p Point) (Result, error) {
 	case fr.bytes != p.Size:
 		rec.Outcome, rec.Err = event.OutcomeAborted, fmt.Sprintf("received %d of %d bytes", fr.bytes, p.Size)
 	}
-	var ivs []record.Interval
-	if f := fr.fetch; f != nil {
-		if f.Outcome != event.OutcomeOK && rec.Outcome == event.OutcomeOK {
-			rec.Outcome, rec.Err = f.Outcome, "server: "+f.Err
-		}
-		if t := f.TCP; t != nil {
-			rec.WndMax, rec.WndMedian = t.MaxSndWnd, t.MedSndWnd
-			rec.RTT, rec.MinRTT = t.RTT, t.MinRTT
-			rec.Retransmits = int64(t.Retransmits)
-			rec.DeliveryRate = t.DeliveryRate
-			rec.RwndLimited, rec.SndbufLimited = t.RWndLimited, t.SndBufLimited
-			rec.MSS, rec.PMTU = t.MSS, t.PMTU
-		}
-		for _, iv := range f.Intervals {
-			ivs = append(ivs, record.Interval{Start: iv.Start, End: iv.End, Bytes: iv.Bytes, Retransmits: iv.Retransmits,
-				Cwnd: iv.Cwnd, SndWnd: iv.SndWnd, RTT: iv.RTT})
-		}
-	} else if rec.Outcome == event.OutcomeOK {
+	switch {
+	case fr.fetch == nil && rec.Outcome == event.OutcomeOK:
 		rec.Outcome, rec.Err = event.OutcomeError, "the server reported no fetch"
+	case fr.fetch != nil && server != event.OutcomeOK && rec.Outcome == event.OutcomeOK:
+		rec.Outcome, rec.Err = server, "server: "+serverErr
 	}
-	id, err := r.opt.Store.Add(context.WithoutCancel(ctx), rec, ivs)
+	id, err := r.opt.Store.Add(context.WithoutCancel(ctx), &rec, ivs)
 	if err != nil {
 		return Result{}, fmt.Errorf("storing the record: %w", err)
 	}
@@ -190,7 +181,7 @@ func (r *runner) point(ctx context.Context, p Point) (Result, error) {
 	if rec.Outcome != event.OutcomeOK {
 		r.log.Warn("bench: fetch failed", "point", p.Key(), "rep", p.Rep, "outcome", rec.Outcome, "err", rec.Err)
 	}
-	return Result{Point: p, Record: *rec, Rcvbuf: fr.rcvbuf}, nil
+	return Result{Point: p, Record: rec, Intervals: ivs, Rcvbuf: fr.rcvbuf}, nil
 }
 
 // setup sets the testbed up for p, changing only what differs from the

@@ -54,18 +54,14 @@ func runStreams(ctx context.Context, opt Options, log *slog.Logger) ([]Result, e
 
 	r := &runner{opt: opt, log: log, tb: tb, kernel: netstate.Kernel(), mtu: pts[0].MTU}
 	sr := &streamRunner{runner: r, addr: srv.Addr().String()}
-	return r.sweep(ctx, pts, "runs", sr.point, func(res Result) { writeStreamVerbose(ctx, opt, res) })
+	return r.sweep(ctx, pts, "runs", sr.point, func(res Result) { writeStreamVerbose(opt, res) })
 }
 
 // writeStreamVerbose prints a run's iperf3-style interval lines (and
 // iperf3's figure with --cross-check).
-func writeStreamVerbose(ctx context.Context, opt Options, res Result) {
-	ivs, err := opt.Store.Intervals(ctx, res.Record.ID)
-	if err != nil {
-		return
-	}
+func writeStreamVerbose(opt Options, res Result) {
 	fmt.Fprintf(opt.Verbose, "\n%s (rep %d)\n", res.Point.Key(), res.Point.Rep)
-	io.WriteString(opt.Verbose, report.Intervals(res.Record, ivs).Layout)
+	io.WriteString(opt.Verbose, report.Intervals(res.Record, res.Intervals).Layout)
 	l := res.Record.Labels
 	if res.Point.Proto == ProtoUDP {
 		fmt.Fprintf(opt.Verbose, "UDP: sent %s Mbit/s, lost %s%%, jitter %s ms\n", l[LabelSenderMbps], l[LabelUDPLostPct], l[LabelJitterMs])
@@ -172,7 +168,7 @@ func (r *streamRunner) point(ctx context.Context, p Point) (Result, error) {
 	if rec.Outcome != event.OutcomeOK {
 		r.log.Warn("bench: run failed", "point", p.Key(), "rep", p.Rep, "outcome", rec.Outcome, "err", rec.Err)
 	}
-	return Result{Point: p, Record: *rec}, nil
+	return Result{Point: p, Record: *rec, Intervals: ivs}, nil
 }
 
 // addIperfLabels puts iperf3's receiver figure and the deviation of ours
