@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pxeperf/pxeperf/bench/stream"
+	"github.com/pxeperf/pxeperf/stream"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pxeperf/pxeperf/bench/stream"
+	"github.com/pxeperf/pxeperf/stream"
 )
 
 // TCP and UDP streams (--proto tcp, udp or tcp,udp; --preset xilinx,
-// linkspeed): pxeperf's own stream test (package bench/stream) between the
+// linkspeed): pxeperf's own stream test (package stream) between the
 // testbed's namespaces, in both directions as seen from the board:
 //
 //	--direction  tx (the board sends), rx (the board receives), tx,rx

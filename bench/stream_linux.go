@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/bench/iperf"
-	"github.com/pxeperf/pxeperf/bench/stream"
+	"github.com/pxeperf/pxeperf/stream"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/netstate"

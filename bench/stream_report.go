@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/pxeperf/pxeperf/bench/stream"
+	"github.com/pxeperf/pxeperf/stream"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"

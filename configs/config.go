@@ -167,7 +167,7 @@ type HTTP struct {
 	Script Template `yaml:"script,omitempty"`
 }
 
-// Bench configures the stream server (package bench/stream) that
+// Bench configures the stream server (package stream) that
 // `pxeperf bench --server HOST` runs its TCP and UDP tests against. It is
 // off by default: it sends as fast as it is asked to (bounded to 60 s and
 // 10 Gbit/s per test, 8 tests at once), which a lab turns on on purpose.

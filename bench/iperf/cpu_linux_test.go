@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/bench/stream"
+	"github.com/pxeperf/pxeperf/stream"
 	"github.com/pxeperf/pxeperf/internal/nstest"
 	"github.com/pxeperf/pxeperf/netlab"
 	"golang.org/x/sys/unix"

@@ -28,7 +28,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pxeperf/pxeperf/bench/stream"
+	"github.com/pxeperf/pxeperf/stream"
 	"github.com/pxeperf/pxeperf/netlab"
 )
 

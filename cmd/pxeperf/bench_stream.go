@@ -28,7 +28,7 @@ type streamFlags struct {
 }
 
 const streamHelp = `
-TCP and UDP streams (pxeperf's own iperf3-like test, package bench/stream):
+TCP and UDP streams (pxeperf's own iperf3-like test, package stream):
   pxeperf bench --preset xilinx                    TCP/UDP x tx/rx x MTU 1500,9000 on 1gbit, 10s x3: the direction-mtu table
   pxeperf bench --preset linkspeed                 TCP tx/rx x 1gbit,100mbit,10mbit, 10s x3: the linkspeed table
   pxeperf bench --proto tcp,udp --direction tx,rx --duration 10s --udp-rate 100mbit --cross-check iperf3
