@@ -13,10 +13,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pxeperf/pxeperf/stream"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
+	"github.com/pxeperf/pxeperf/stream"
 )
 
 // Remote mode (`pxeperf bench --server HOST[:PORT]`): the client side

@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/bench/iperf"
-	"github.com/pxeperf/pxeperf/stream"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/netstate"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
+	"github.com/pxeperf/pxeperf/stream"
 )
 
 // runStreams runs a TCP/UDP stream sweep: a testbed with pxeperf's stream

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/pxeperf/pxeperf/stream"
 	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/stream"
 )
 
 // streamSpec is the part of a stream spec the table compares.
