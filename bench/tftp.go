@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pxeperf/pxeperf/bench/tftpclient"
 	"github.com/pxeperf/pxeperf/report"
+	"github.com/pxeperf/pxeperf/tftp"
 )
 
 // The TFTP sweep (--proto tftp, --preset tftp): blksize x windowsize in
@@ -83,8 +83,8 @@ func (s Spec) validateTFTP() []error {
 		errs = append(errs, errors.New("--window is the HTTP client's SO_RCVBUF; a TFTP sweep takes --windowsize (blocks)"))
 	}
 	for _, b := range s.BlkSizes {
-		if b < tftpclient.MinBlkSize || b > tftpclient.MaxBlkSize {
-			errs = append(errs, fmt.Errorf("--blksize %d: out of range %d..%d (RFC 2348)", b, tftpclient.MinBlkSize, tftpclient.MaxBlkSize))
+		if b < tftp.MinBlkSize || b > tftp.MaxBlkSize {
+			errs = append(errs, fmt.Errorf("--blksize %d: out of range %d..%d (RFC 2348)", b, tftp.MinBlkSize, tftp.MaxBlkSize))
 			continue
 		}
 		for _, m := range s.MTUs {
@@ -94,8 +94,8 @@ func (s Spec) validateTFTP() []error {
 		}
 	}
 	for _, w := range s.WindowSizes {
-		if w < tftpclient.MinWindowSize || w > tftpclient.MaxWindowSize {
-			errs = append(errs, fmt.Errorf("--windowsize %d: out of range %d..%d (RFC 7440)", w, tftpclient.MinWindowSize, tftpclient.MaxWindowSize))
+		if w < tftp.MinWindowSize || w > tftp.MaxWindowSize {
+			errs = append(errs, fmt.Errorf("--windowsize %d: out of range %d..%d (RFC 7440)", w, tftp.MinWindowSize, tftp.MaxWindowSize))
 		}
 	}
 	return errs
@@ -128,14 +128,14 @@ func parseTFTPFlags(s *Spec, f Flags) []error {
 		errs = append(errs, errors.New("--window is the HTTP client's SO_RCVBUF; for TFTP use --windowsize (blocks per ACK)"))
 	}
 	if f.BlkSize != "" {
-		b, err := ParseCounts(f.BlkSize, tftpclient.MinBlkSize, tftpclient.MaxBlkSize)
+		b, err := ParseCounts(f.BlkSize, tftp.MinBlkSize, tftp.MaxBlkSize)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--blksize: %w", err))
 		}
 		s.BlkSizes = b
 	}
 	if f.WindowSize != "" {
-		w, err := ParseCounts(f.WindowSize, tftpclient.MinWindowSize, tftpclient.MaxWindowSize)
+		w, err := ParseCounts(f.WindowSize, tftp.MinWindowSize, tftp.MaxWindowSize)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--windowsize: %w", err))
 		}

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/pxeperf/pxeperf/bench/tftpclient"
 	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/images"
@@ -39,7 +38,7 @@ func runTFTP(ctx context.Context, opt Options, log *slog.Logger, tb *netlab.Test
 		// The largest MTU of the sweep: Validate keeps every blksize
 		// within each MTU, so the server never lowers one.
 		MTU:           slices.Max(opt.Spec.MTUs),
-		MaxWindowSize: tftpclient.MaxWindowSize,
+		MaxWindowSize: tftp.MaxWindowSize,
 		ShutdownGrace: time.Second,
 		Files:         bootcfg.RootOnly(store),
 		Sink:          sink,
@@ -94,7 +93,7 @@ func (r *runner) tftpPoint(ctx context.Context, server netip.AddrPort, p Point) 
 	fctx, cancel := context.WithTimeout(ctx, fetchTimeout(p))
 	defer cancel()
 	cpu0 := processCPU()
-	cs, ferr := tftpclient.Get(fctx, conn, server, imageName, io.Discard, tftpclient.Options{
+	cs, ferr := tftp.Get(fctx, conn, server, imageName, io.Discard, tftp.ClientOptions{
 		BlkSize: p.BlkSize, WindowSize: p.WindowSize, Logger: r.log})
 	var fetch *event.Fetch
 	// The server emits its event when the last ACK arrives: at once, or
