@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/netip"
 	"os"
 	"strconv"
@@ -105,7 +104,7 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 	defer serveInBackground(ctx, log, "http", srv.Serve)()
 	url := "http://" + srv.Addr().String() + "/" + imageName
 
-	r := &runner{opt: opt, log: log, tb: tb, sink: sink, url: url, kernel: netstate.Kernel(), mtu: pts[0].MTU}
+	r := &runner{opt: opt, log: log, tb: tb, sink: sink, url: url, addr: srv.Addr().String(), kernel: netstate.Kernel(), mtu: pts[0].MTU}
 	return r.sweep(ctx, pts, "fetches", r.point, func(res Result) {
 		fmt.Fprintf(opt.Verbose, "\n%s (rep %d)\n", res.Point.Key(), res.Point.Rep)
 		io.WriteString(opt.Verbose, report.Intervals(res.Record, res.Intervals).Layout)
@@ -119,6 +118,7 @@ type runner struct {
 	tb     *netlab.Testbed
 	sink   *matcher
 	url    string
+	addr   string // the HTTP server's address
 	kernel string
 
 	mtu     int
@@ -246,7 +246,6 @@ func fetchTimeout(p Point) time.Duration {
 func (r *runner) fetch(ctx context.Context, p Point) (fr fetchResult) {
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout(p))
 	defer cancel()
-	var local netip.AddrPort
 	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) {
@@ -260,59 +259,32 @@ func (r *runner) fetch(ctx context.Context, p Point) (fr fetchResult) {
 		})
 		return errors.Join(err, serr)
 	}}
-	tr := &http.Transport{
-		DisableKeepAlives:  true,
-		DisableCompression: true,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var c net.Conn
-			err := r.tb.Run(netlab.Client, func() error {
-				var err error
-				c, err = d.DialContext(ctx, network, addr)
-				return err
-			})
-			if err != nil {
-				return nil, err
-			}
-			local = c.LocalAddr().(*net.TCPAddr).AddrPort()
-			return c, nil
-		},
-	}
-	defer tr.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url, nil)
-	if err != nil {
-		fr.err = err
-		return fr
-	}
-	var wrote time.Time
-	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(httptrace.WroteRequestInfo) { wrote = time.Now() },
-	}))
+	var c net.Conn
+	err := r.tb.Run(netlab.Client, func() error {
+		var err error
+		c, err = d.DialContext(ctx, "tcp4", r.addr)
+		return err
+	})
 	fr.start = time.Now()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
 		fr.err = fmt.Errorf("GET %s: %w", r.url, err)
 		return fr
 	}
+	defer c.Close()
+	local := c.LocalAddr().(*net.TCPAddr).AddrPort()
 	wait := r.sink.expect(local)
-	buf := make([]byte, 256<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		fr.bytes += int64(n)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			fr.err = fmt.Errorf("reading the body: %w", err)
-			break
-		}
-	}
-	end := time.Now()
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && fr.err == nil {
-		fr.err = fmt.Errorf("GET %s: %s", r.url, resp.Status)
+	body, status, wrote, end, err := rawGet(ctx, c.(*net.TCPConn), r.addr, "/"+imageName)
+	fr.bytes = body
+	if err != nil {
+		fr.err = fmt.Errorf("GET %s: %w", r.url, err)
+	} else if status != http.StatusOK {
+		fr.err = fmt.Errorf("GET %s: %d %s", r.url, status, http.StatusText(status))
 	}
 	if !wrote.IsZero() {
 		fr.start = wrote
+	}
+	if end.IsZero() {
+		end = time.Now()
 	}
 	fr.dur = end.Sub(fr.start)
 	// The server emits its event just before the last byte: it is there or
