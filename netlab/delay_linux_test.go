@@ -75,13 +75,12 @@ func TestDelayLineCeiling(t *testing.T) {
 		t.Skip("iperf3 is not installed")
 	}
 	tb := newTB(t, Options{DelayLine: true})
-	srv := tb.Command(context.Background(), Server, "iperf3", "-s", "-1")
 	for _, d := range []time.Duration{0, 100 * time.Microsecond} {
 		if err := tb.SetDelay(d); err != nil {
 			t.Fatal(err)
 		}
 		for _, reverse := range []bool{false, true} {
-			srv = tb.Command(context.Background(), Server, "iperf3", "-s", "-1")
+			srv := tb.Command(context.Background(), Server, "iperf3", "-s", "-1")
 			if err := srv.Start(); err != nil {
 				t.Fatal(err)
 			}

@@ -203,7 +203,6 @@ type progress struct {
 	w     io.Writer
 	tty   bool
 	quiet bool
-	last  time.Time
 }
 
 func newProgress(w io.Writer, quiet bool) *progress {
