@@ -64,7 +64,7 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	if _, err := images.GenerateFile(root, imageName, opt.Spec.Size, opt.Spec.Seed); err != nil {
-		return nil, fmt.Errorf("bench: generating the %s image: %w (is there room in %s?)", FormatSize(opt.Spec.Size), err, tmp)
+		return nil, fmt.Errorf("bench: generating the %s image: %w (is there room in %s?)", images.FormatSizeExact(opt.Spec.Size), err, tmp)
 	}
 	store, err := images.Open(root, tmp+"/data", log)
 	if err != nil {

@@ -45,6 +45,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pxeperf/pxeperf/images"
 )
 
 // Protocols the bench runs: ProtoHTTP is an HTTP image fetch from
@@ -252,7 +254,7 @@ func (s Spec) Validate() error {
 		}
 	}
 	if s.Size < MinSize || s.Size > MaxSize {
-		errs = append(errs, fmt.Errorf("--size %d: out of range %s..%s", s.Size, FormatSize(MinSize), FormatSize(MaxSize)))
+		errs = append(errs, fmt.Errorf("--size %d: out of range %s..%s", s.Size, images.FormatSizeExact(MinSize), images.FormatSizeExact(MaxSize)))
 	}
 	if s.Repeat < 1 || s.Repeat > MaxRepeat {
 		errs = append(errs, fmt.Errorf("--repeat %d: out of range 1..%d", s.Repeat, MaxRepeat))
@@ -404,7 +406,7 @@ func ParseSpec(f Flags) (Spec, error) {
 		s.Delays = d
 	}
 	if f.Size != "" {
-		n, err := ParseSize(f.Size)
+		n, err := parseBytes(f.Size)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--size: %w", err))
 		}
@@ -466,7 +468,7 @@ func ParseWindows(s string) ([]int, error) {
 				}
 			}
 		default:
-			n, err := ParseSize(item)
+			n, err := parseBytes(item)
 			if err != nil {
 				return nil, fmt.Errorf("%q: %w; use %s", item, err, windowForms)
 			}
@@ -484,13 +486,13 @@ func parseRange(item string) (lo, hi, step int64, err error) {
 	if !ok {
 		return 0, 0, 0, fmt.Errorf("range %q has no step: write lo..hi/step, e.g. 4K..64K/4K", item)
 	}
-	if lo, err = ParseSize(a); err != nil {
+	if lo, err = parseBytes(a); err != nil {
 		return 0, 0, 0, fmt.Errorf("range %q: start: %w", item, err)
 	}
-	if hi, err = ParseSize(b); err != nil {
+	if hi, err = parseBytes(b); err != nil {
 		return 0, 0, 0, fmt.Errorf("range %q: end: %w", item, err)
 	}
-	if step, err = ParseSize(st); err != nil {
+	if step, err = parseBytes(st); err != nil {
 		return 0, 0, 0, fmt.Errorf("range %q: step: %w", item, err)
 	}
 	if lo > hi {
@@ -588,39 +590,18 @@ func ParseRate(item string) (uint64, error) {
 	return uint64(math.Round(bps)), nil
 }
 
-// sizeUnits: K/M/G and KiB/MiB/GiB are powers of 1024, KB/MB/GB of 1000.
-var sizeUnits = []struct {
-	suffix string
-	mult   int64
-}{
-	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30},
-	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9},
-	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"b", 1},
-}
-
-// ParseSize parses a byte count: 65532, 4K, 16KiB, 500MiB, 1.5G (K, M, G
-// and KiB, MiB, GiB are 1024-based; KB, MB, GB 1000-based).
-func ParseSize(s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	mult, num := int64(1), t
-	for _, u := range sizeUnits {
-		if n, ok := strings.CutSuffix(t, u.suffix); ok {
-			mult, num = u.mult, n
-			break
-		}
+// parseBytes reads a byte count with images.ParseSize (the one size
+// parser: 65532, 4K, 16KiB, 500MiB, 1.5G; K, M, G and KiB, MiB, GiB are
+// 1024-based, KB, MB, GB 1000-based) and keeps it within 1..MaxSize.
+func parseBytes(s string) (int64, error) {
+	n, err := images.ParseSize(s)
+	if err != nil {
+		return 0, err
 	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-		return 0, fmt.Errorf("%q is not a size: use bytes or K, M, G (1024-based) or KB, MB, GB (1000-based), e.g. 4K, 500MiB", s)
+	if n < 1 || n > MaxSize {
+		return 0, fmt.Errorf("%q: out of range 1..%s", s, images.FormatSizeExact(MaxSize))
 	}
-	b := v * float64(mult)
-	if b > MaxSize || b < 1 {
-		return 0, fmt.Errorf("%q: out of range 1..%s", s, FormatSize(MaxSize))
-	}
-	if b != math.Trunc(b) {
-		return 0, fmt.Errorf("%q is not a whole number of bytes", s)
-	}
-	return int64(b), nil
+	return n, nil
 }
 
 // ParseDelays parses --delay: a comma list of one-way delays as Go
@@ -680,17 +661,4 @@ func FormatRate(bps uint64) string {
 		return strconv.FormatUint(bps/1e3, 10) + "kbit"
 	}
 	return strconv.FormatUint(bps, 10) + "bit"
-}
-
-// FormatSize prints a byte count in the largest whole 1024-based unit.
-func FormatSize(n int64) string {
-	for _, u := range []struct {
-		s string
-		m int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.m && n%u.m == 0 {
-			return strconv.FormatInt(n/u.m, 10) + u.s
-		}
-	}
-	return strconv.FormatInt(n, 10)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pxeperf/pxeperf/bench"
 	"github.com/pxeperf/pxeperf/configs"
+	"github.com/pxeperf/pxeperf/images"
 	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
@@ -119,10 +120,10 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		fmt.Fprintln(errOut, streamHeader(runID, spec))
 	} else if spec.Proto == bench.ProtoTFTP {
 		fmt.Fprintf(errOut, "pxeperf bench %s: %d TFTP fetches of %s (%d blksize x %d windowsize x %d offload x %d MTU x %d rate x %d repeats)\n",
-			runID, spec.Count(), bench.FormatSize(spec.Size), len(spec.BlkSizes), len(spec.WindowSizes), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
+			runID, spec.Count(), images.FormatSizeExact(spec.Size), len(spec.BlkSizes), len(spec.WindowSizes), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
 	} else {
 		fmt.Fprintf(errOut, "pxeperf bench %s: %d fetches of %s (%d windows x %d offload x %d MTU x %d rate x %d repeats)\n",
-			runID, spec.Count(), bench.FormatSize(spec.Size), len(spec.Windows), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
+			runID, spec.Count(), images.FormatSizeExact(spec.Size), len(spec.Windows), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
 	}
 	prog := newProgress(errOut, f.quiet)
 	opt := bench.Options{Spec: spec, Store: st, RunID: runID, Registry: reg, Logger: logger, Progress: prog.update,
