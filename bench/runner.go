@@ -24,24 +24,6 @@ const (
 	LabelDelay  = "delay"     // one-way delay of netlab's delay line (--delay), when the point has one
 )
 
-// stampTestbed puts the testbed as read back (st) on a record of point p:
-// the client's interface, MTU, link speed and offloads, the server's
-// egress rate, the kernel, the run and the added delay. One place for
-// every protocol's records.
-func stampTestbed(rec *record.Record, r *runner, st netlab.State, p Point) {
-	rec.Kernel, rec.ClientIP, rec.Iface = r.kernel, r.tb.ClientIP.String(), r.tb.ClientIf
-	rec.MTU, rec.LinkMbps, rec.RateLimit = st.Client.MTU, st.Client.SpeedMbps, int64(st.Server.Rate.BitsPerSec)
-	rec.RxCsum, rec.TxCsum, rec.TSO = record.Offload(st.Client.RxCsum), record.Offload(st.Client.TxCsum), record.Offload(st.Client.TSO)
-	rec.GSO, rec.GRO = record.Offload(st.Client.GSO), record.Offload(st.Client.GRO)
-	if rec.Labels == nil {
-		rec.Labels = map[string]string{}
-	}
-	rec.Labels["rx_offload"], rec.Labels[LabelRun] = st.Client.RxCsum, r.opt.RunID
-	if p.Delay > 0 {
-		rec.Labels[LabelDelay] = FormatDelay(p.Delay)
-	}
-}
-
 // Options configure Run.
 type Options struct {
 	Spec  Spec
@@ -86,9 +68,12 @@ type Result struct {
 	Rcvbuf int
 }
 
-// etaWeight is a point's relative cost for the ETA: its bytes over its
-// rate (unlimited counts as 10 Gbit/s).
+// etaWeight is a point's relative cost for the ETA: a stream's duration,
+// a fetch's bytes over its rate (unlimited counts as 10 Gbit/s).
 func etaWeight(p Point) float64 {
+	if p.Duration > 0 { // a stream runs for its duration
+		return p.Duration.Seconds()
+	}
 	r := float64(p.Rate)
 	if r == 0 {
 		r = 10e9

@@ -120,19 +120,39 @@ type Point struct {
 // Key names the point without its repeat number: the fetches that share a
 // key are the repeats whose median and spread are reported.
 func (p Point) Key() string {
+	proto := p.Proto
+	if proto == ProtoTCP || proto == ProtoUDP {
+		proto = ProtoStream
+	}
 	var k string
-	switch p.Proto {
-	case ProtoTFTP:
-		k = tftpKey(p)
-	case ProtoTCP, ProtoUDP:
-		k = streamKey(p)
-	default:
-		k = fmt.Sprintf("%s mtu=%d rate=%s rx_offload=%s window=%s", p.Proto, p.MTU, FormatRate(p.Rate), onOff(p.Offload), FormatWindow(p.Window))
+	if pr, ok := protocols[proto]; ok {
+		k = pr.key(p)
+	} else {
+		k = p.Proto + " (unknown)"
 	}
 	if p.Delay > 0 {
 		k += " delay=" + FormatDelay(p.Delay)
 	}
 	return k
+}
+
+// protocol is what the sweep needs of one protocol's spec: its own
+// settings of a point (inner, before the repeats; innerCount without
+// building them), a point's key, and the checks of its part of a spec.
+// One each: http.go, tftp.go, stream.go. The common axes (MTU, rate, delay,
+// offload, repeat) are the sweep's (Points).
+type protocol struct {
+	inner      func(Spec) []Point
+	innerCount func(Spec) int
+	key        func(Point) string
+	validate   func(Spec) []error
+}
+
+// protocols by Spec.Proto.
+var protocols = map[string]protocol{
+	ProtoHTTP:   httpProtocol,
+	ProtoTFTP:   tftpProtocol,
+	ProtoStream: streamProtocol,
 }
 
 func onOff(b bool) string {
@@ -176,10 +196,10 @@ func (s Spec) Points() []Point {
 
 // innerPoints are the protocol's own settings of one point.
 func (s Spec) innerPoints() []Point {
-	if s.isStream() {
-		return s.streamInner()
+	if pr, ok := protocols[s.Proto]; ok {
+		return pr.inner(s)
 	}
-	return s.inner()
+	return nil
 }
 
 // delays is Delays, or no delay.
@@ -198,9 +218,9 @@ func (s Spec) HasDelay() bool {
 
 // Count is len(s.Points()) without building them (0 on overflow).
 func (s Spec) Count() int {
-	inner := s.innerCount()
-	if s.isStream() {
-		inner = s.streamInnerCount()
+	inner := 0
+	if pr, ok := protocols[s.Proto]; ok {
+		inner = pr.innerCount(s)
 	}
 	n := uint64(1)
 	for _, k := range []int{len(s.MTUs), len(s.Rates), len(s.delays()), len(s.Offloads), inner, s.Repeat} {
@@ -218,16 +238,9 @@ func (s Spec) Count() int {
 // Validate checks a spec built by hand (ParseSpec's results pass).
 func (s Spec) Validate() error {
 	var errs []error
-	switch s.Proto {
-	case ProtoHTTP:
-		if len(s.BlkSizes) > 0 || len(s.WindowSizes) > 0 {
-			errs = append(errs, errors.New("--blksize and --windowsize apply to --proto tftp"))
-		}
-	case ProtoTFTP:
-		errs = append(errs, s.validateTFTP()...)
-	case ProtoStream:
-		errs = append(errs, s.validateStream()...)
-	default:
+	if pr, ok := protocols[s.Proto]; ok {
+		errs = append(errs, pr.validate(s)...)
+	} else {
 		errs = append(errs, fmt.Errorf("--proto %q: the bench runs http (an HTTP image fetch) or tftp (a TFTP image fetch)", s.Proto))
 	}
 	if (s.Proto != ProtoTFTP && len(s.Windows) == 0) || len(s.Offloads) == 0 || len(s.MTUs) == 0 || len(s.Rates) == 0 {

@@ -85,6 +85,16 @@ func FormatUDPRate(r uint64) string {
 
 func (s Spec) isStream() bool { return s.Proto == ProtoStream }
 
+// streamProtocol is pxeperf's TCP/UDP stream test (package stream), swept
+// by protocol x direction x window or UDP rate; its drivers are in
+// stream_linux.go (testbed) and remote.go.
+var streamProtocol = protocol{
+	inner:      Spec.streamInner,
+	innerCount: Spec.streamInnerCount,
+	key:        streamKey,
+	validate:   Spec.validateStream,
+}
+
 func streamKey(p Point) string {
 	k := fmt.Sprintf("%s %s mtu=%d rate=%s rx_offload=%s", p.Proto, p.Direction, p.MTU, FormatRate(p.Rate), onOff(p.Offload))
 	if p.Proto == ProtoUDP {

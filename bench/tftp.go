@@ -44,34 +44,28 @@ func tftpKey(p Point) string {
 	return fmt.Sprintf("%s mtu=%d rate=%s rx_offload=%s blksize=%d windowsize=%d", p.Proto, p.MTU, FormatRate(p.Rate), onOff(p.Offload), p.BlkSize, p.WindowSize)
 }
 
-// inner is the innermost setting of the sweep, before repeats: the window
-// (HTTP) or blksize x windowsize (TFTP, blksize changing slower).
-func (s Spec) inner() []Point {
-	var out []Point
-	if s.Proto == ProtoTFTP {
+// tftpProtocol is a TFTP image fetch from pxeperf's tftp server, swept by
+// blksize x windowsize (blksize changing slower); its driver is in
+// tftp_linux.go.
+var tftpProtocol = protocol{
+	inner: func(s Spec) []Point {
+		var out []Point
 		for _, b := range s.BlkSizes {
 			for _, w := range s.WindowSizes {
 				out = append(out, Point{BlkSize: b, WindowSize: w})
 			}
 		}
 		return out
-	}
-	for _, w := range s.Windows {
-		out = append(out, Point{Window: w})
-	}
-	return out
-}
-
-// innerCount is len(s.inner()) without building it (MaxPoints+1 when it is
-// larger than MaxPoints).
-func (s Spec) innerCount() int {
-	if s.Proto != ProtoTFTP {
-		return len(s.Windows)
-	}
-	if n := len(s.BlkSizes) * len(s.WindowSizes); len(s.BlkSizes) <= MaxPoints && len(s.WindowSizes) <= MaxPoints && n <= MaxPoints {
-		return n
-	}
-	return MaxPoints + 1
+	},
+	// MaxPoints+1 when it is larger than MaxPoints.
+	innerCount: func(s Spec) int {
+		if n := len(s.BlkSizes) * len(s.WindowSizes); len(s.BlkSizes) <= MaxPoints && len(s.WindowSizes) <= MaxPoints && n <= MaxPoints {
+			return n
+		}
+		return MaxPoints + 1
+	},
+	key:      tftpKey,
+	validate: Spec.validateTFTP,
 }
 
 func (s Spec) validateTFTP() []error {
