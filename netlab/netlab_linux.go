@@ -310,6 +310,13 @@ func (t *Testbed) Run(s Side, fn func() error) error {
 	return runIn(filepath.Join(netnsDir, t.ns(s)), fn)
 }
 
+// RunIn runs fn on an OS thread inside the named namespace (under
+// /run/netns), as Run does for a testbed's side: the one way pxeperf enters
+// a namespace from Go (internal/nstest uses it too).
+func RunIn(name string, fn func() error) error {
+	return runIn(filepath.Join(netnsDir, name), fn)
+}
+
 func runIn(path string, fn func() error) error {
 	type result struct {
 		err      error

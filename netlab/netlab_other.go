@@ -25,6 +25,7 @@ type Testbed struct {
 }
 
 func New(Options) (*Testbed, error)                   { return nil, ErrUnsupported }
+func RunIn(string, func() error) error                { return ErrUnsupported }
 func Sweep(*slog.Logger) ([]string, error)            { return nil, nil }
 func (t *Testbed) NS(Side) string                     { return "" }
 func (t *Testbed) Iface(Side) string                  { return "" }
