@@ -227,3 +227,8 @@ func remoteFetch(ctx context.Context, url string, p Point) (*record.Record, int)
 	}
 	return rec, rcvbuf
 }
+
+var (
+	_ driver = (*remoteHTTP)(nil)
+	_ driver = (*remoteStreams)(nil)
+)
