@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
 	"strconv"
 	"syscall"
@@ -109,6 +110,94 @@ func (r *httpDriver) point(ctx context.Context, p Point) (*record.Record, []reco
 	return &rec, ivs, fr.rcvbuf, nil
 }
 
+// goFetch GETs the image with Go's HTTP client from the client namespace
+// on a fresh connection whose SO_RCVBUF is set before connect, reads the
+// body to the end and waits for the server's event of the same connection.
+func (r *httpDriver) goFetch(ctx context.Context, p Point) (fr fetchResult) {
+	ctx, cancel := context.WithTimeout(ctx, fetchTimeout(p))
+	defer cancel()
+	var local netip.AddrPort
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			if p.Window != WindowAuto {
+				if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, p.Window); serr != nil {
+					serr = fmt.Errorf("SO_RCVBUF %d: %w", p.Window, serr)
+					return
+				}
+			}
+			fr.rcvbuf, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+		})
+		return errors.Join(err, serr)
+	}}
+	tr := &http.Transport{
+		DisableKeepAlives:  true,
+		DisableCompression: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var c net.Conn
+			err := r.tb.Run(netlab.Client, func() error {
+				var err error
+				c, err = d.DialContext(ctx, network, addr)
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+			local = c.LocalAddr().(*net.TCPAddr).AddrPort()
+			return c, nil
+		},
+	}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url, nil)
+	if err != nil {
+		fr.err = err
+		return fr
+	}
+	var wrote time.Time
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote = time.Now() },
+	}))
+	fr.start = time.Now()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		fr.err = fmt.Errorf("GET %s: %w", r.url, err)
+		return fr
+	}
+	wait := r.sink.expect(local)
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		fr.bytes += int64(n)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			fr.err = fmt.Errorf("reading the body: %w", err)
+			break
+		}
+	}
+	end := time.Now()
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK && fr.err == nil {
+		fr.err = fmt.Errorf("GET %s: %s", r.url, resp.Status)
+	}
+	if !wrote.IsZero() {
+		fr.start = wrote
+	}
+	fr.dur = end.Sub(fr.start)
+	// The server emits its event just before the last byte: it is there or
+	// on its way.
+	select {
+	case f := <-wait:
+		fr.fetch = f
+	case <-time.After(5 * time.Second):
+		r.log.Warn("bench: no server event for the fetch", "client", local)
+	case <-ctx.Done():
+	}
+	r.sink.forget(local)
+	return fr
+}
+
 // fetchResult is the client's view of one fetch plus the server's event.
 type fetchResult struct {
 	start  time.Time // request written
@@ -127,8 +216,15 @@ func fetchTimeout(p Point) time.Duration {
 
 // fetch GETs the image from the client namespace on a fresh connection whose
 // SO_RCVBUF is set before connect, reads the body to the end and waits for
-// the server's event of the same connection.
+// the server's event of the same connection. Behind the delay line the
+// client reads on a thread of its own (rawGet), so its scheduling delay on
+// a loaded host does not join the round trip the window is divided by.
 func (r *httpDriver) fetch(ctx context.Context, p Point) (fr fetchResult) {
+	if p.Delay == 0 {
+		// Without a delay line the flow is bound by CPU, not by the window:
+		// Go's client, as the bench has always measured there.
+		return r.goFetch(ctx, p)
+	}
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout(p))
 	defer cancel()
 	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
