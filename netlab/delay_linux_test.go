@@ -45,8 +45,10 @@ func TestDelayLine(t *testing.T) {
 			t.Fatal(err)
 		}
 		minRTT, avg := pingRTT(t, tb)
-		if minRTT < 2*d || avg > 2*d+base+2*time.Millisecond {
-			t.Errorf("delay %v: ping min %v avg %v, want >= %v and about %v", d, minRTT, avg, 2*d, 2*d+base)
+		// The minimum, not the average: a loaded host delays some pings
+		// (the line's thread is real-time, ping is not).
+		if minRTT < 2*d || minRTT > 2*d+base+time.Millisecond {
+			t.Errorf("delay %v: ping min %v (avg %v), want %v .. %v", d, minRTT, avg, 2*d, 2*d+base+time.Millisecond)
 		}
 	}
 	st := tb.DelayStats()
