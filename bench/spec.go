@@ -315,10 +315,22 @@ var presets = map[string]Spec{
 	"xilinx": {Proto: ProtoStream, Streams: []string{ProtoTCP, ProtoUDP}, Directions: []string{"tx", "rx"},
 		Windows: []int{WindowAuto}, UDPRates: []uint64{UDPRateLine}, Offloads: []bool{true}, MTUs: []int{1500, 9000},
 		Rates: []uint64{1e9}, Duration: 10 * time.Second, Size: 64 << 20, Repeat: 3, Seed: 1},
-	// Throughput by link speed: TCP both ways over 1gbit, 100mbit, 10mbit.
-	"linkspeed": {Proto: ProtoStream, Streams: []string{ProtoTCP}, Directions: []string{"tx", "rx"},
+	// Throughput by link speed (Critical Link's MitySOM-5CSx page): TCP and
+	// UDP both ways over 1gbit, 100mbit, 10mbit.
+	"linkspeed": {Proto: ProtoStream, Streams: []string{ProtoTCP, ProtoUDP}, Directions: []string{"tx", "rx"},
 		Windows: []int{WindowAuto}, UDPRates: []uint64{UDPRateLine}, Offloads: []bool{true}, MTUs: []int{1500},
 		Rates: []uint64{1e9, 100e6, 10e6}, Duration: 10 * time.Second, Size: 64 << 20, Repeat: 3, Seed: 1},
+	// The 2008 MicroBlaze netperf TCP_STREAM: the board sends for 60 s
+	// into an 8192-byte receive socket; link not stated (a 10/100 EMAC:
+	// 100mbit).
+	"netperf": {Proto: ProtoStream, Streams: []string{ProtoTCP}, Directions: []string{"tx"},
+		Windows: []int{8192}, UDPRates: []uint64{UDPRateLine}, Offloads: []bool{true}, MTUs: []int{1500},
+		Rates: []uint64{100e6}, Duration: 60 * time.Second, Size: 64 << 20, Repeat: 3, Seed: 1},
+	// The Zynq iperf3 page: TCP both ways, iperf3's defaults (10 s), on the
+	// board's gigabit port.
+	"zynq": {Proto: ProtoStream, Streams: []string{ProtoTCP}, Directions: []string{"tx", "rx"},
+		Windows: []int{WindowAuto}, UDPRates: []uint64{UDPRateLine}, Offloads: []bool{true}, MTUs: []int{1500},
+		Rates: []uint64{1e9}, Duration: 10 * time.Second, Size: 64 << 20, Repeat: 3, Seed: 1},
 }
 
 // GPXEWindows are the gPXE study's 19 TCP_MAX_WINDOW_SIZE rows, with its

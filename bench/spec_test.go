@@ -156,7 +156,7 @@ func TestParseSpec(t *testing.T) {
 		"issue sweep": {in: Flags{Proto: "http", Window: "4K..64K/4K", Offload: "on,off", MTU: "1500,9000", Rate: "1gbit", Size: "500MiB", Repeat: 3, Seed: 7},
 			want: Spec{Proto: "http", Windows: []int{4 << 10, 8 << 10, 12 << 10, 16 << 10, 20 << 10, 24 << 10, 28 << 10, 32 << 10, 36 << 10, 40 << 10, 44 << 10, 48 << 10, 52 << 10, 56 << 10, 60 << 10, 64 << 10},
 				Offloads: []bool{true, false}, MTUs: []int{1500, 9000}, Rates: []uint64{1e9}, Size: 500 << 20, Repeat: 3, Seed: 7}},
-		"unknown preset":    {in: Flags{Preset: "netperf"}, wantErr: []string{"--preset", "gpxe"}},
+		"unknown preset":    {in: Flags{Preset: "iperf9"}, wantErr: []string{"--preset", "gpxe"}},
 		"other proto":       {in: Flags{Proto: "ftp"}, wantErr: []string{"--proto", "http", "tftp"}},
 		"all bad together":  {in: Flags{Window: "x", Offload: "maybe", MTU: "big", Rate: "fast", Size: "-1"}, wantErr: []string{"--window", "--offload", "on,off", "--mtu", "--rate", "--size"}},
 		"repeat range":      {in: Flags{Repeat: 1000}, wantErr: []string{"--repeat 1000", "1..100"}},
@@ -348,5 +348,14 @@ func TestParseDelays(t *testing.T) {
 	}
 	if k := (Point{Proto: ProtoHTTP, MTU: 1500, Window: 4096}).Key(); strings.Contains(k, "delay") {
 		t.Errorf("Key %q names a delay the point has not", k)
+	}
+}
+
+// TestStudyPresets: every study has a preset that parses and validates.
+func TestStudyPresets(t *testing.T) {
+	for _, name := range []string{"gpxe", "xilinx", "linkspeed", "netperf", "zynq", "tftp"} {
+		if _, err := ParseSpec(Flags{Preset: name}); err != nil {
+			t.Errorf("preset %s: %v", name, err)
+		}
 	}
 }
