@@ -111,7 +111,7 @@ func New(src Source, logger *slog.Logger, lim Limits) *Handler {
 	h.mux.HandleFunc("GET /api/fetches/{id}/intervals", h.intervals)
 	h.mux.HandleFunc("GET /api/report", h.report)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		h.fail(w, r, http.StatusNotFound, errors.New("no such API path: use /api/fetches, /api/fetches/{id}, /api/fetches/{id}/intervals or /api/report?table=..."))
+		h.fail(w, r, http.StatusNotFound, errors.New("no such API path: use /api/fetches, /api/fetches/{id}, /api/fetches/{id}/intervals or /api/report?table=NAME"))
 	})
 	return h
 }

@@ -13,10 +13,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pxeperf/pxeperf/bench/stream"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
+	"github.com/pxeperf/pxeperf/stream"
 )
 
 // Remote mode (`pxeperf bench --server HOST[:PORT]`): the client side
@@ -93,68 +93,74 @@ func RunRemote(ctx context.Context, opt RemoteOptions) ([]Result, error) {
 	streamAddr := net.JoinHostPort(host, port)
 	url := "http://" + net.JoinHostPort(host, strconv.Itoa(opt.HTTPPort)) + "/" + opt.File
 
-	pts := spec.Points()
-	var results []Result
-	start := time.Now()
-	if opt.Progress != nil {
-		opt.Progress(Progress{Total: len(pts)})
+	var d driver = &remoteHTTP{host: host, url: url, file: opt.File, runID: opt.RunID}
+	what, one := "fetches", "fetch"
+	if spec.Proto == ProtoStream {
+		d, what, one = &remoteStreams{host: host, addr: streamAddr, runID: opt.RunID}, "runs", "run"
 	}
-	for i, p := range pts {
-		if err := ctx.Err(); err != nil {
-			return results, fmt.Errorf("bench: stopped after %d of %d runs: %w", i, len(pts), context.Cause(ctx))
-		}
-		var rec *record.Record
-		var ivs []record.Interval
-		rcvbuf := 0
-		if p.Proto == ProtoHTTP {
-			rec, rcvbuf = remoteFetch(ctx, url, p)
-			rec.File = opt.File
-		} else {
-			dir, _ := stream.ParseDirection(p.Direction)
-			cfg := stream.Config{Addr: streamAddr, Direction: dir, Duration: p.Duration, Interval: time.Second}
-			if p.Proto == ProtoUDP {
-				cfg.Rate, cfg.PacketSize = UDPSendRate(p), UDPPacketSize(p.MTU)
-			} else if p.Window != WindowAuto {
-				cfg.RcvBuf, cfg.SndBuf, cfg.ServerBuf = p.Window, p.Window, p.Window
-			}
-			tctx, cancel := context.WithTimeout(ctx, p.Duration+30*time.Second)
-			begin := time.Now()
-			var res stream.Result
-			if p.Proto == ProtoUDP {
-				res, err = stream.UDP(tctx, cfg)
-			} else {
-				res, err = stream.TCP(tctx, cfg)
-			}
-			cancel()
-			if err != nil && ctx.Err() != nil {
-				return results, err
-			}
-			rec, ivs = streamRecord(p, res, err, begin), streamIntervals(res)
-		}
-		rec.Labels[LabelRun], rec.Labels[LabelRemote] = opt.RunID, host
-		delete(rec.Labels, "rate")
-		id, err := opt.Store.Add(context.WithoutCancel(ctx), rec, ivs)
-		if err != nil {
-			return results, fmt.Errorf("bench: storing the record: %w", err)
-		}
-		rec.ID = id
-		if rec.Outcome != event.OutcomeOK {
-			log.Warn("bench: remote run failed", "point", p.Key(), "rep", p.Rep, "outcome", rec.Outcome, "err", rec.Err)
-		}
-		results = append(results, Result{Point: p, Record: *rec, Rcvbuf: rcvbuf})
-		if opt.Verbose != nil {
-			fmt.Fprintf(opt.Verbose, "\n%s %s (rep %d): %.1f Mbit/s, %d bytes in %v\n", host, p.Key(), p.Rep, rec.Mbps, rec.Bytes, rec.Duration.Round(time.Millisecond))
-			if len(ivs) > 0 {
-				io.WriteString(opt.Verbose, report.Intervals(*rec, ivs).Layout)
-			}
-		}
-		if opt.Progress != nil {
-			el := time.Since(start)
-			opt.Progress(Progress{Done: i + 1, Total: len(pts), Elapsed: el, ETA: el / time.Duration(i+1) * time.Duration(len(pts)-i-1),
-				Last: &results[len(results)-1]})
-		}
+	return sweep(ctx, sweepOptions{store: opt.Store, log: log, progress: opt.Progress, verbose: opt.Verbose, what: what, one: one}, spec.Points(), d)
+}
+
+// remoteHTTP fetches an image from a remote pxeperf serve's HTTP server.
+type remoteHTTP struct {
+	host, url, file, runID string
+}
+
+func (d *remoteHTTP) point(ctx context.Context, p Point) (*record.Record, []record.Interval, int, error) {
+	rec, rcvbuf := remoteFetch(ctx, d.url, p)
+	rec.File = d.file
+	remoteLabels(rec, d.runID, d.host)
+	return rec, nil, rcvbuf, nil
+}
+
+func (d *remoteHTTP) verbose(w io.Writer, res Result) { remoteVerbose(w, d.host, res) }
+
+// remoteStreams runs TCP and UDP streams against a remote stream server.
+type remoteStreams struct {
+	host, addr, runID string
+}
+
+func (d *remoteStreams) point(ctx context.Context, p Point) (*record.Record, []record.Interval, int, error) {
+	dir, _ := stream.ParseDirection(p.Direction)
+	cfg := stream.Config{Addr: d.addr, Direction: dir, Duration: p.Duration, Interval: time.Second}
+	if p.Proto == ProtoUDP {
+		cfg.Rate, cfg.PacketSize = UDPSendRate(p), UDPPacketSize(p.MTU)
+	} else if p.Window != WindowAuto {
+		cfg.RcvBuf, cfg.SndBuf, cfg.ServerBuf = p.Window, p.Window, p.Window
 	}
-	return results, nil
+	tctx, cancel := context.WithTimeout(ctx, p.Duration+30*time.Second)
+	defer cancel()
+	begin := time.Now()
+	var res stream.Result
+	var err error
+	if p.Proto == ProtoUDP {
+		res, err = stream.UDP(tctx, cfg)
+	} else {
+		res, err = stream.TCP(tctx, cfg)
+	}
+	if err != nil && ctx.Err() != nil {
+		return nil, nil, 0, err
+	}
+	rec := streamRecord(p, res, err, begin)
+	remoteLabels(rec, d.runID, d.host)
+	return rec, streamIntervals(res), 0, nil
+}
+
+func (d *remoteStreams) verbose(w io.Writer, res Result) { remoteVerbose(w, d.host, res) }
+
+// remoteLabels stamps a remote record: the run and the host; the rate is
+// the real link's, not the bench's.
+func remoteLabels(rec *record.Record, runID, host string) {
+	rec.Labels[LabelRun], rec.Labels[LabelRemote] = runID, host
+	delete(rec.Labels, "rate")
+}
+
+func remoteVerbose(w io.Writer, host string, res Result) {
+	p, rec := res.Point, res.Record
+	fmt.Fprintf(w, "\n%s %s (rep %d): %.1f Mbit/s, %d bytes in %v\n", host, p.Key(), p.Rep, rec.Mbps, rec.Bytes, rec.Duration.Round(time.Millisecond))
+	if len(res.Intervals) > 0 {
+		io.WriteString(w, report.Intervals(rec, res.Intervals).Layout)
+	}
 }
 
 // remoteFetch GETs url on a fresh connection with SO_RCVBUF set before
@@ -221,3 +227,8 @@ func remoteFetch(ctx context.Context, url string, p Point) (*record.Record, int)
 	}
 	return rec, rcvbuf
 }
+
+var (
+	_ driver = (*remoteHTTP)(nil)
+	_ driver = (*remoteStreams)(nil)
+)

@@ -21,6 +21,7 @@ const Source = "bench"
 const (
 	LabelRun    = "bench_run" // one sweep's ID: report --label bench_run=ID
 	LabelRcvbuf = "rcvbuf"    // SO_RCVBUF read back after setting it (the kernel doubles the request)
+	LabelDelay  = "delay"     // one-way delay of netlab's delay line (--delay), when the point has one
 )
 
 // Options configure Run.
@@ -59,14 +60,20 @@ type Progress struct {
 type Result struct {
 	Point  Point
 	Record record.Record // as stored, with its ID; Outcome says whether it completed
+	// Intervals are the record's interval samples as stored (for
+	// --verbose, without reading them back).
+	Intervals []record.Interval
 	// Rcvbuf is SO_RCVBUF read back before connect (0 for auto: the
 	// kernel's default, read back too, so never 0 on Linux).
 	Rcvbuf int
 }
 
-// etaWeight is a point's relative cost for the ETA: its bytes over its
-// rate (unlimited counts as 10 Gbit/s).
+// etaWeight is a point's relative cost for the ETA: a stream's duration,
+// a fetch's bytes over its rate (unlimited counts as 10 Gbit/s).
 func etaWeight(p Point) float64 {
+	if p.Duration > 0 { // a stream runs for its duration
+		return p.Duration.Seconds()
+	}
 	r := float64(p.Rate)
 	if r == 0 {
 		r = 10e9
@@ -94,7 +101,8 @@ func estimate(pts []Point, done int, elapsed time.Duration) time.Duration {
 type SummaryRow struct {
 	MTU       int     `json:"mtu"`
 	Rate      string  `json:"rate"`
-	RxOffload string  `json:"rx_offload"` // active, as read back
+	Delay     string  `json:"delay,omitempty"` // one way, each way (--delay)
+	RxOffload string  `json:"rx_offload"`      // active, as read back
 	Window    string  `json:"window_requested"`
 	Rcvbuf    int     `json:"rcvbuf"`          // SO_RCVBUF read back
 	Observed  uint32  `json:"window_observed"` // median WndMax the server saw
@@ -125,6 +133,9 @@ func Summary(results []Result, fit Fit) report.Table {
 		if g == nil {
 			g = &group{row: SummaryRow{MTU: r.Point.MTU, Rate: FormatRate(r.Point.Rate), Window: FormatWindow(r.Point.Window),
 				RxOffload: string(r.Record.RxCsum)}}
+			if r.Point.Delay > 0 {
+				g.row.Delay = FormatDelay(r.Point.Delay)
+			}
 			groups[k] = g
 			order = append(order, k)
 		}
@@ -171,6 +182,11 @@ func Summary(results []Result, fit Fit) report.Table {
 		rows = append(rows, row)
 	}
 	f1 := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+	delayed := slices.ContainsFunc(rows, func(r SummaryRow) bool { return r.Delay != "" })
+	if delayed {
+		t.Columns = slices.Insert(t.Columns, 2, report.Column{Name: "Delay", Key: "delay"})
+		t.Notes = append(t.Notes, "Delay: one way, added each way by netlab's delay line, so the RTT is twice it plus the veth and forwarding time.")
+	}
 	for _, r := range rows {
 		cells := []string{strconv.Itoa(r.MTU), r.Rate, r.RxOffload, r.Window, strconv.Itoa(r.Rcvbuf), "", strconv.Itoa(r.N), "", "", "", "", strconv.Itoa(r.Failed)}
 		if r.N > 0 {
@@ -183,6 +199,13 @@ func Summary(results []Result, fit Fit) report.Table {
 		}
 		if r.Model > 0 && !math.IsInf(r.Model, 0) {
 			cells[10] = f1(r.Model)
+		}
+		if delayed {
+			d := r.Delay
+			if d == "" {
+				d = "none"
+			}
+			cells = slices.Insert(cells, 2, d)
 		}
 		t.Rows = append(t.Rows, cells)
 	}

@@ -4,27 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/http/httptrace"
 	"net/netip"
 	"os"
-	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
-	"github.com/pxeperf/pxeperf/httpboot"
 	"github.com/pxeperf/pxeperf/images"
 	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/netstate"
 	"github.com/pxeperf/pxeperf/record"
-	"github.com/pxeperf/pxeperf/report"
-	"golang.org/x/sys/unix"
 )
 
 // imageName is the generated file every fetch of a sweep pulls.
@@ -49,70 +39,77 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 	if opt.RunID == "" {
 		opt.RunID = time.Now().UTC().Format("20060102T150405Z")
 	}
-	if opt.Spec.Proto == ProtoStream {
-		return runStreams(ctx, opt, log)
+	start, ok := testbedDrivers[opt.Spec.Proto]
+	if !ok {
+		return nil, fmt.Errorf("bench: no testbed driver for %q", opt.Spec.Proto)
 	}
 	pts := opt.Spec.Points()
 
-	// The image: generated into a temp root, the same bytes for a seed.
-	tmp, err := os.MkdirTemp(opt.TempDir, "pxeperf-bench-")
-	if err != nil {
-		return nil, fmt.Errorf("bench: temp folder for the image: %w (set TMPDIR to a writable folder)", err)
+	var store *images.Store
+	if opt.Spec.Proto != ProtoStream { // fetches pull a generated image
+		st, cleanup, err := benchImage(opt, log)
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		store = st
 	}
-	defer os.RemoveAll(tmp)
-	root := tmp + "/root"
-	if err := os.Mkdir(root, 0o755); err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	if _, err := images.GenerateFile(root, imageName, opt.Spec.Size, opt.Spec.Seed); err != nil {
-		return nil, fmt.Errorf("bench: generating the %s image: %w (is there room in %s?)", FormatSize(opt.Spec.Size), err, tmp)
-	}
-	store, err := images.Open(root, tmp+"/data", log)
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	defer store.Close()
-
 	if removed, err := netlab.Sweep(log); err != nil {
 		log.Warn("bench: removing leftovers of crashed runs", "err", err)
 	} else if len(removed) > 0 {
 		log.Info("bench: removed leftover testbeds", "namespaces", removed)
 	}
-	tb, err := netlab.New(netlab.Options{MTU: pts[0].MTU, Registry: opt.Registry, Logger: log})
+	tb, err := netlab.New(netlab.Options{MTU: pts[0].MTU, DelayLine: opt.Spec.HasDelay(), Registry: opt.Registry, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("bench: building the testbed: %w", err)
 	}
 	defer tb.Close()
-	if opt.Spec.Proto == ProtoTFTP {
-		return runTFTP(ctx, opt, log, tb, store, pts)
-	}
 
-	// The real HTTP boot server, its listener in the server namespace.
-	sink := newMatcher()
-	httpCfg := configs.Default().HTTP
-	httpCfg.Listen = netip.AddrPortFrom(tb.ServerIP, 0).String()
-	httpCfg.ShutdownGrace = time.Second // Ctrl-C should not wait for a download
-	var srv *httpboot.Server
-	err = tb.Run(netlab.Server, func() error {
-		var err error
-		srv, err = httpboot.New(httpboot.Options{HTTP: httpCfg, Images: store, Sink: sink, Interface: tb.ServerIf,
-			ServerAddr: tb.ServerIP, Logger: log.With("svc", "http")})
-		return err
-	})
+	r := &runner{opt: opt, log: log, tb: tb, kernel: netstate.Kernel(), mtu: pts[0].MTU}
+	d, stop, err := start(ctx, r, store)
 	if err != nil {
-		return nil, fmt.Errorf("bench: starting the HTTP server in the testbed: %w", err)
+		return nil, err
 	}
-	defer serveInBackground(ctx, log, "http", srv.Serve)()
-	url := "http://" + srv.Addr().String() + "/" + imageName
+	defer stop()
+	what, one := "fetches", "fetch"
+	if opt.Spec.Proto == ProtoStream {
+		what, one = "runs", "run"
+	}
+	return sweep(ctx, sweepOptions{store: opt.Store, log: log, progress: opt.Progress, verbose: opt.Verbose, what: what, one: one}, pts, d)
+}
 
-	r := &runner{opt: opt, log: log, tb: tb, sink: sink, url: url, kernel: netstate.Kernel(), mtu: pts[0].MTU}
-	return r.sweep(ctx, pts, "fetches", r.point, func(res Result) {
-		ivs, err := opt.Store.Intervals(ctx, res.Record.ID)
-		if err == nil {
-			fmt.Fprintf(opt.Verbose, "\n%s (rep %d)\n", res.Point.Key(), res.Point.Rep)
-			io.WriteString(opt.Verbose, report.Intervals(res.Record, ivs).Layout)
-		}
-	})
+// testbedDrivers start each protocol's driver on a built testbed: its
+// server in the server namespace (stop ends it), its client in the client
+// namespace.
+var testbedDrivers = map[string]func(ctx context.Context, r *runner, images *images.Store) (d driver, stop func(), err error){
+	ProtoHTTP:   startHTTP,
+	ProtoTFTP:   startTFTP,
+	ProtoStream: startStreams,
+}
+
+// benchImage generates the image every fetch pulls into a temp root (the
+// same bytes for a seed) and opens it as an image store.
+func benchImage(opt Options, log *slog.Logger) (*images.Store, func(), error) {
+	tmp, err := os.MkdirTemp(opt.TempDir, "pxeperf-bench-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench: temp folder for the image: %w (set TMPDIR to a writable folder)", err)
+	}
+	fail := func(err error) (*images.Store, func(), error) {
+		os.RemoveAll(tmp)
+		return nil, nil, err
+	}
+	root := tmp + "/root"
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return fail(fmt.Errorf("bench: %w", err))
+	}
+	if _, err := images.GenerateFile(root, imageName, opt.Spec.Size, opt.Spec.Seed); err != nil {
+		return fail(fmt.Errorf("bench: generating the %s image: %w (is there room in %s?)", images.FormatSizeExact(opt.Spec.Size), err, tmp))
+	}
+	store, err := images.Open(root, tmp+"/data", log)
+	if err != nil {
+		return fail(fmt.Errorf("bench: %w", err))
+	}
+	return store, func() { store.Close(); os.RemoveAll(tmp) }, nil
 }
 
 // runner holds a sweep's testbed state between points.
@@ -120,79 +117,13 @@ type runner struct {
 	opt    Options
 	log    *slog.Logger
 	tb     *netlab.Testbed
-	sink   *matcher
-	url    string
 	kernel string
 
 	mtu     int
 	rate    uint64
 	rateSet bool
+	delay   time.Duration
 	offload *bool
-}
-
-// point sets the testbed up for p (changing only what differs) and runs
-// one fetch.
-func (r *runner) point(ctx context.Context, p Point) (Result, error) {
-	st, err := r.setup(p)
-	if err != nil {
-		return Result{}, err
-	}
-
-	fr := r.fetch(ctx, p)
-	if fr.err != nil && fr.fetch == nil && ctx.Err() != nil {
-		return Result{}, fr.err
-	}
-	rec := &record.Record{
-		Time: fr.start.UTC(), Source: Source, Proto: ProtoHTTP, Direction: "rx",
-		ClientIP: r.tb.ClientIP.String(), File: imageName, Bytes: fr.bytes, Size: p.Size,
-		Duration: fr.dur, Outcome: event.OutcomeOK, Kernel: r.kernel,
-		WndRequested: uint32(p.Window),
-		Iface:        r.tb.ClientIf, MTU: st.Client.MTU, LinkMbps: st.Client.SpeedMbps, RateLimit: int64(st.Server.Rate.BitsPerSec),
-		RxCsum: record.Offload(st.Client.RxCsum), TxCsum: record.Offload(st.Client.TxCsum), TSO: record.Offload(st.Client.TSO),
-		GSO: record.Offload(st.Client.GSO), GRO: record.Offload(st.Client.GRO),
-		Labels: map[string]string{
-			"rx_offload": st.Client.RxCsum, LabelRun: r.opt.RunID, LabelRcvbuf: strconv.Itoa(fr.rcvbuf),
-			"window": FormatWindow(p.Window), "rate": FormatRate(p.Rate),
-		},
-	}
-	if fr.dur > 0 {
-		rec.Mbps = float64(fr.bytes) * 8 / fr.dur.Seconds() / 1e6
-	}
-	switch {
-	case fr.err != nil:
-		rec.Outcome, rec.Err = event.OutcomeError, fr.err.Error()
-	case fr.bytes != p.Size:
-		rec.Outcome, rec.Err = event.OutcomeAborted, fmt.Sprintf("received %d of %d bytes", fr.bytes, p.Size)
-	}
-	var ivs []record.Interval
-	if f := fr.fetch; f != nil {
-		if f.Outcome != event.OutcomeOK && rec.Outcome == event.OutcomeOK {
-			rec.Outcome, rec.Err = f.Outcome, "server: "+f.Err
-		}
-		if t := f.TCP; t != nil {
-			rec.WndMax, rec.WndMedian = t.MaxSndWnd, t.MedSndWnd
-			rec.RTT, rec.MinRTT = t.RTT, t.MinRTT
-			rec.Retransmits = int64(t.Retransmits)
-			rec.DeliveryRate = t.DeliveryRate
-			rec.RwndLimited, rec.SndbufLimited = t.RWndLimited, t.SndBufLimited
-			rec.MSS, rec.PMTU = t.MSS, t.PMTU
-		}
-		for _, iv := range f.Intervals {
-			ivs = append(ivs, record.Interval{Start: iv.Start, End: iv.End, Bytes: iv.Bytes, Retransmits: iv.Retransmits,
-				Cwnd: iv.Cwnd, SndWnd: iv.SndWnd, RTT: iv.RTT})
-		}
-	} else if rec.Outcome == event.OutcomeOK {
-		rec.Outcome, rec.Err = event.OutcomeError, "the server reported no fetch"
-	}
-	id, err := r.opt.Store.Add(context.WithoutCancel(ctx), rec, ivs)
-	if err != nil {
-		return Result{}, fmt.Errorf("storing the record: %w", err)
-	}
-	rec.ID = id
-	if rec.Outcome != event.OutcomeOK {
-		r.log.Warn("bench: fetch failed", "point", p.Key(), "rep", p.Rep, "outcome", rec.Outcome, "err", rec.Err)
-	}
-	return Result{Point: p, Record: *rec, Rcvbuf: fr.rcvbuf}, nil
 }
 
 // setup sets the testbed up for p, changing only what differs from the
@@ -215,6 +146,12 @@ func (r *runner) setup(p Point) (netlab.State, error) {
 		}
 		r.rate, r.rateSet = p.Rate, true
 	}
+	if p.Delay != r.delay {
+		if err := r.tb.SetDelay(p.Delay); err != nil {
+			return netlab.State{}, err
+		}
+		r.delay = p.Delay
+	}
 	if r.offload == nil || *r.offload != p.Offload {
 		o := netlab.Offloads{RxCsum: netlab.Off()}
 		if p.Offload {
@@ -227,110 +164,6 @@ func (r *runner) setup(p Point) (netlab.State, error) {
 		r.offload = &v
 	}
 	return r.tb.State()
-}
-
-// fetchResult is the client's view of one fetch plus the server's event.
-type fetchResult struct {
-	start  time.Time // request written
-	dur    time.Duration
-	bytes  int64
-	rcvbuf int
-	fetch  *event.Fetch
-	err    error
-}
-
-// fetchTimeout bounds one fetch: three times its time at the rate (10
-// Gbit/s when unlimited), plus 30 s.
-func fetchTimeout(p Point) time.Duration {
-	return time.Duration(3*etaWeight(p)*float64(time.Second)) + 30*time.Second
-}
-
-// fetch GETs the image from the client namespace on a fresh connection whose
-// SO_RCVBUF is set before connect, reads the body to the end and waits for
-// the server's event of the same connection.
-func (r *runner) fetch(ctx context.Context, p Point) (fr fetchResult) {
-	ctx, cancel := context.WithTimeout(ctx, fetchTimeout(p))
-	defer cancel()
-	var local netip.AddrPort
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			if p.Window != WindowAuto {
-				if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, p.Window); serr != nil {
-					serr = fmt.Errorf("SO_RCVBUF %d: %w", p.Window, serr)
-					return
-				}
-			}
-			fr.rcvbuf, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
-		})
-		return errors.Join(err, serr)
-	}}
-	tr := &http.Transport{
-		DisableKeepAlives:  true,
-		DisableCompression: true,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var c net.Conn
-			err := r.tb.Run(netlab.Client, func() error {
-				var err error
-				c, err = d.DialContext(ctx, network, addr)
-				return err
-			})
-			if err != nil {
-				return nil, err
-			}
-			local = c.LocalAddr().(*net.TCPAddr).AddrPort()
-			return c, nil
-		},
-	}
-	defer tr.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url, nil)
-	if err != nil {
-		fr.err = err
-		return fr
-	}
-	var wrote time.Time
-	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(httptrace.WroteRequestInfo) { wrote = time.Now() },
-	}))
-	fr.start = time.Now()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		fr.err = fmt.Errorf("GET %s: %w", r.url, err)
-		return fr
-	}
-	wait := r.sink.expect(local)
-	buf := make([]byte, 256<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		fr.bytes += int64(n)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			fr.err = fmt.Errorf("reading the body: %w", err)
-			break
-		}
-	}
-	end := time.Now()
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && fr.err == nil {
-		fr.err = fmt.Errorf("GET %s: %s", r.url, resp.Status)
-	}
-	if !wrote.IsZero() {
-		fr.start = wrote
-	}
-	fr.dur = end.Sub(fr.start)
-	// The server emits its event just before the last byte: it is there or
-	// on its way.
-	select {
-	case f := <-wait:
-		fr.fetch = f
-	case <-time.After(5 * time.Second):
-		r.log.Warn("bench: no server event for the fetch", "client", local)
-	case <-ctx.Done():
-	}
-	r.sink.forget(local)
-	return fr
 }
 
 // matcher is the event.Sink given to httpboot: it hands each fetch to the
@@ -402,33 +235,20 @@ func serveInBackground(ctx context.Context, log *slog.Logger, name string, serve
 	}
 }
 
-// sweep runs every point in order through run, stopping at the first error
-// or when ctx ends, and reports progress (with ETA) and, with --verbose,
-// each result through verbose. what names a run in messages ("fetches").
-func (r *runner) sweep(ctx context.Context, pts []Point, what string,
-	run func(context.Context, Point) (Result, error), verbose func(Result)) ([]Result, error) {
-	opt := r.opt
-	var results []Result
-	start := time.Now()
-	if opt.Progress != nil {
-		opt.Progress(Progress{Total: len(pts)})
+// stampTestbed puts the testbed as read back (st) on a record of point p:
+// the client's interface, MTU, link speed and offloads, the server's
+// egress rate, the kernel, the run and the added delay. One place for
+// every protocol's records.
+func stampTestbed(rec *record.Record, r *runner, st netlab.State, p Point) {
+	rec.Kernel, rec.ClientIP, rec.Iface = r.kernel, r.tb.ClientIP.String(), r.tb.ClientIf
+	rec.MTU, rec.LinkMbps, rec.RateLimit = st.Client.MTU, st.Client.SpeedMbps, int64(st.Server.Rate.BitsPerSec)
+	rec.RxCsum, rec.TxCsum, rec.TSO = record.Offload(st.Client.RxCsum), record.Offload(st.Client.TxCsum), record.Offload(st.Client.TSO)
+	rec.GSO, rec.GRO = record.Offload(st.Client.GSO), record.Offload(st.Client.GRO)
+	if rec.Labels == nil {
+		rec.Labels = map[string]string{}
 	}
-	for i, p := range pts {
-		if err := ctx.Err(); err != nil {
-			return results, fmt.Errorf("bench: stopped after %d of %d %s: %w", i, len(pts), what, context.Cause(ctx))
-		}
-		res, err := run(ctx, p)
-		if err != nil {
-			return results, fmt.Errorf("bench: %s: %w", p.Key(), err)
-		}
-		results = append(results, res)
-		if opt.Verbose != nil && verbose != nil {
-			verbose(res)
-		}
-		if opt.Progress != nil {
-			el := time.Since(start)
-			opt.Progress(Progress{Done: i + 1, Total: len(pts), Elapsed: el, ETA: estimate(pts, i+1, el), Last: &results[len(results)-1]})
-		}
+	rec.Labels["rx_offload"], rec.Labels[LabelRun] = st.Client.RxCsum, r.opt.RunID
+	if p.Delay > 0 {
+		rec.Labels[LabelDelay] = FormatDelay(p.Delay)
 	}
-	return results, nil
 }

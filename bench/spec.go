@@ -45,6 +45,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pxeperf/pxeperf/images"
 )
 
 // Protocols the bench runs: ProtoHTTP is an HTTP image fetch from
@@ -70,6 +72,7 @@ const (
 	MinMTU     = 576 // IPv4 minimum reassembly size; tbf burst needs room for a frame
 	MaxMTU     = 65535
 	MinRateBps = 8000 // 1 kbit/s... anything lower never finishes
+	MaxDelay   = time.Second
 )
 
 // Spec is a sweep before expansion: every list is tried against every other.
@@ -79,9 +82,12 @@ type Spec struct {
 	Offloads []bool   // client RX checksum offload
 	MTUs     []int    // both veth ends
 	Rates    []uint64 // tbf bits/s on the server's egress; 0: unlimited
-	Size     int64    // image bytes per fetch
-	Repeat   int      // fetches per point
-	Seed     uint64   // image content (images.Generate seed)
+	// Delays are one-way delays added each way by netlab's delay line
+	// (--delay); nil or {0}: none, the testbed is a plain veth pair.
+	Delays []time.Duration
+	Size   int64  // image bytes per fetch
+	Repeat int    // fetches per point
+	Seed   uint64 // image content (images.Generate seed)
 	// TFTP only (Proto ProtoTFTP), in place of Windows: the blksize and
 	// windowsize options the client asks for.
 	BlkSizes, WindowSizes []int
@@ -99,7 +105,8 @@ type Point struct {
 	Window  int // WindowAuto: autotuned
 	Offload bool
 	MTU     int
-	Rate    uint64 // 0: unlimited
+	Rate    uint64        // 0: unlimited
+	Delay   time.Duration // one way, each way; 0: none
 	Size    int64
 	Rep     int // 1-based repeat number
 	// TFTP only: the options asked for.
@@ -113,13 +120,39 @@ type Point struct {
 // Key names the point without its repeat number: the fetches that share a
 // key are the repeats whose median and spread are reported.
 func (p Point) Key() string {
-	if p.Proto == ProtoTFTP {
-		return tftpKey(p)
+	proto := p.Proto
+	if proto == ProtoTCP || proto == ProtoUDP {
+		proto = ProtoStream
 	}
-	if p.Proto == ProtoTCP || p.Proto == ProtoUDP {
-		return streamKey(p)
+	var k string
+	if pr, ok := protocols[proto]; ok {
+		k = pr.key(p)
+	} else {
+		k = p.Proto + " (unknown)"
 	}
-	return fmt.Sprintf("%s mtu=%d rate=%s rx_offload=%s window=%s", p.Proto, p.MTU, FormatRate(p.Rate), onOff(p.Offload), FormatWindow(p.Window))
+	if p.Delay > 0 {
+		k += " delay=" + FormatDelay(p.Delay)
+	}
+	return k
+}
+
+// protocol is what the sweep needs of one protocol's spec: its own
+// settings of a point (inner, before the repeats; innerCount without
+// building them), a point's key, and the checks of its part of a spec.
+// One each: http.go, tftp.go, stream.go. The common axes (MTU, rate, delay,
+// offload, repeat) are the sweep's (Points).
+type protocol struct {
+	inner      func(Spec) []Point
+	innerCount func(Spec) int
+	key        func(Point) string
+	validate   func(Spec) []error
+}
+
+// protocols by Spec.Proto.
+var protocols = map[string]protocol{
+	ProtoHTTP:   httpProtocol,
+	ProtoTFTP:   tftpProtocol,
+	ProtoStream: streamProtocol,
 }
 
 func onOff(b bool) string {
@@ -130,21 +163,29 @@ func onOff(b bool) string {
 }
 
 // Points expands the spec in a fixed order: MTU (slowest to change), then
-// rate, offload, window, and the repeats of one setting back to back. The
-// same spec always gives the same order.
+// rate, delay, offload, the protocol's own settings (the window for HTTP,
+// blksize x windowsize for TFTP, protocol x direction x window or UDP rate
+// for streams), and the repeats of one setting back to back. The same spec
+// always gives the same order.
 func (s Spec) Points() []Point {
-	if s.isStream() {
-		return s.streamPoints()
-	}
 	var pts []Point
+	inner := s.innerPoints()
 	for _, mtu := range s.MTUs {
 		for _, rate := range s.Rates {
-			for _, off := range s.Offloads {
-				for _, in := range s.inner() {
-					for rep := 1; rep <= s.Repeat; rep++ {
-						p := in
-						p.Index, p.Proto, p.Offload, p.MTU, p.Rate, p.Size, p.Rep = len(pts), s.Proto, off, mtu, rate, s.Size, rep
-						pts = append(pts, p)
+			for _, delay := range s.delays() {
+				for _, off := range s.Offloads {
+					for _, in := range inner {
+						for rep := 1; rep <= s.Repeat; rep++ {
+							p := in
+							if p.Proto == "" {
+								p.Proto = s.Proto
+							}
+							p.Index, p.Offload, p.MTU, p.Rate, p.Delay, p.Rep = len(pts), off, mtu, rate, delay, rep
+							if !s.isStream() {
+								p.Size = s.Size // a stream runs for a duration
+							}
+							pts = append(pts, p)
+						}
 					}
 				}
 			}
@@ -153,13 +194,36 @@ func (s Spec) Points() []Point {
 	return pts
 }
 
+// innerPoints are the protocol's own settings of one point.
+func (s Spec) innerPoints() []Point {
+	if pr, ok := protocols[s.Proto]; ok {
+		return pr.inner(s)
+	}
+	return nil
+}
+
+// delays is Delays, or no delay.
+func (s Spec) delays() []time.Duration {
+	if len(s.Delays) == 0 {
+		return []time.Duration{0}
+	}
+	return s.Delays
+}
+
+// HasDelay reports whether any point adds a delay (the testbed then needs
+// netlab's delay line).
+func (s Spec) HasDelay() bool {
+	return slices.ContainsFunc(s.Delays, func(d time.Duration) bool { return d > 0 })
+}
+
 // Count is len(s.Points()) without building them (0 on overflow).
 func (s Spec) Count() int {
-	if s.isStream() {
-		return s.streamCount()
+	inner := 0
+	if pr, ok := protocols[s.Proto]; ok {
+		inner = pr.innerCount(s)
 	}
 	n := uint64(1)
-	for _, k := range []int{len(s.MTUs), len(s.Rates), len(s.Offloads), s.innerCount(), s.Repeat} {
+	for _, k := range []int{len(s.MTUs), len(s.Rates), len(s.delays()), len(s.Offloads), inner, s.Repeat} {
 		if k <= 0 {
 			return 0
 		}
@@ -174,16 +238,9 @@ func (s Spec) Count() int {
 // Validate checks a spec built by hand (ParseSpec's results pass).
 func (s Spec) Validate() error {
 	var errs []error
-	switch s.Proto {
-	case ProtoHTTP:
-		if len(s.BlkSizes) > 0 || len(s.WindowSizes) > 0 {
-			errs = append(errs, errors.New("--blksize and --windowsize apply to --proto tftp"))
-		}
-	case ProtoTFTP:
-		errs = append(errs, s.validateTFTP()...)
-	case ProtoStream:
-		errs = append(errs, s.validateStream()...)
-	default:
+	if pr, ok := protocols[s.Proto]; ok {
+		errs = append(errs, pr.validate(s)...)
+	} else {
 		errs = append(errs, fmt.Errorf("--proto %q: the bench runs http (an HTTP image fetch) or tftp (a TFTP image fetch)", s.Proto))
 	}
 	if (s.Proto != ProtoTFTP && len(s.Windows) == 0) || len(s.Offloads) == 0 || len(s.MTUs) == 0 || len(s.Rates) == 0 {
@@ -199,13 +256,18 @@ func (s Spec) Validate() error {
 			errs = append(errs, fmt.Errorf("--mtu %d: out of range %d..%d", m, MinMTU, MaxMTU))
 		}
 	}
+	for _, d := range s.Delays {
+		if d < 0 || d > MaxDelay {
+			errs = append(errs, fmt.Errorf("--delay %v: out of range 0..%v", d, MaxDelay))
+		}
+	}
 	for _, r := range s.Rates {
 		if r != 0 && r < MinRateBps {
 			errs = append(errs, fmt.Errorf("--rate %d bit/s: below %s", r, FormatRate(MinRateBps)))
 		}
 	}
 	if s.Size < MinSize || s.Size > MaxSize {
-		errs = append(errs, fmt.Errorf("--size %d: out of range %s..%s", s.Size, FormatSize(MinSize), FormatSize(MaxSize)))
+		errs = append(errs, fmt.Errorf("--size %d: out of range %s..%s", s.Size, images.FormatSizeExact(MinSize), images.FormatSizeExact(MaxSize)))
 	}
 	if s.Repeat < 1 || s.Repeat > MaxRepeat {
 		errs = append(errs, fmt.Errorf("--repeat %d: out of range 1..%d", s.Repeat, MaxRepeat))
@@ -220,6 +282,7 @@ func (s Spec) Validate() error {
 // (or the default when no preset is given).
 type Flags struct {
 	Preset, Proto, Window, Offload, MTU, Rate, Size string
+	Delay                                           string // --delay: one way, each way
 	BlkSize, WindowSize                             string // TFTP: --blksize, --windowsize
 	Direction, Duration, UDPRate                    string // TCP/UDP streams
 	Repeat                                          int    // 0: preset or default
@@ -240,19 +303,47 @@ var presets = map[string]Spec{
 	// to 64, under a 1gbit tbf.
 	"tftp": {Proto: ProtoTFTP, BlkSizes: []int{512, 1468}, WindowSizes: []int{1, 4, 8, 16, 32, 64},
 		Offloads: []bool{true}, MTUs: []int{1500}, Rates: []uint64{1e9}, Size: 64 << 20, Repeat: 3, Seed: 1},
-	// The 2010 gPXE study: 500 MB HTTP imgfetch by TCP_MAX_WINDOW_SIZE
-	// (4096 .. 65532), board RX checksum offload on and off, GigE.
-	"gpxe": {Proto: ProtoHTTP, Windows: []int{4096, 8192, 16384, 32768, 65532}, Offloads: []bool{true, false},
+	// The 2010 gPXE study: 500 MB HTTP imgfetch by TCP_MAX_WINDOW_SIZE,
+	// its 19 rows (4096..15360 in 1024-byte steps, 16384..24576 in 2048,
+	// 32768, 65532), board RX checksum offload on and off, GigE. Its RTT
+	// is not published; add --delay to make the window matter (on veth
+	// every window above a few KB runs at line rate).
+	"gpxe": {Proto: ProtoHTTP, Windows: GPXEWindows(), Offloads: []bool{true, false},
 		MTUs: []int{1500}, Rates: []uint64{1e9}, Size: 500 << 20, Repeat: 3, Seed: 1},
 	// The Xilinx board tables: TCP and UDP, Tx and Rx, MTU 1500 and 9000
 	// on a 1G link (UDP at line rate), 10 s runs.
 	"xilinx": {Proto: ProtoStream, Streams: []string{ProtoTCP, ProtoUDP}, Directions: []string{"tx", "rx"},
 		Windows: []int{WindowAuto}, UDPRates: []uint64{UDPRateLine}, Offloads: []bool{true}, MTUs: []int{1500, 9000},
 		Rates: []uint64{1e9}, Duration: 10 * time.Second, Size: 64 << 20, Repeat: 3, Seed: 1},
-	// Throughput by link speed: TCP both ways over 1gbit, 100mbit, 10mbit.
-	"linkspeed": {Proto: ProtoStream, Streams: []string{ProtoTCP}, Directions: []string{"tx", "rx"},
+	// Throughput by link speed (Critical Link's MitySOM-5CSx page): TCP and
+	// UDP both ways over 1gbit, 100mbit, 10mbit.
+	"linkspeed": {Proto: ProtoStream, Streams: []string{ProtoTCP, ProtoUDP}, Directions: []string{"tx", "rx"},
 		Windows: []int{WindowAuto}, UDPRates: []uint64{UDPRateLine}, Offloads: []bool{true}, MTUs: []int{1500},
 		Rates: []uint64{1e9, 100e6, 10e6}, Duration: 10 * time.Second, Size: 64 << 20, Repeat: 3, Seed: 1},
+	// The 2008 MicroBlaze netperf TCP_STREAM: the board sends for 60 s
+	// into an 8192-byte receive socket; link not stated (a 10/100 EMAC:
+	// 100mbit).
+	"netperf": {Proto: ProtoStream, Streams: []string{ProtoTCP}, Directions: []string{"tx"},
+		Windows: []int{8192}, UDPRates: []uint64{UDPRateLine}, Offloads: []bool{true}, MTUs: []int{1500},
+		Rates: []uint64{100e6}, Duration: 60 * time.Second, Size: 64 << 20, Repeat: 3, Seed: 1},
+	// The Zynq iperf3 page: TCP both ways, iperf3's defaults (10 s), on the
+	// board's gigabit port.
+	"zynq": {Proto: ProtoStream, Streams: []string{ProtoTCP}, Directions: []string{"tx", "rx"},
+		Windows: []int{WindowAuto}, UDPRates: []uint64{UDPRateLine}, Offloads: []bool{true}, MTUs: []int{1500},
+		Rates: []uint64{1e9}, Duration: 10 * time.Second, Size: 64 << 20, Repeat: 3, Seed: 1},
+}
+
+// GPXEWindows are the gPXE study's 19 TCP_MAX_WINDOW_SIZE rows, with its
+// two misprints (6114, 14436) read as the 1024-byte steps they stand in.
+func GPXEWindows() []int {
+	var w []int
+	for x := 4096; x <= 15360; x += 1024 {
+		w = append(w, x)
+	}
+	for x := 16384; x <= 24576; x += 2048 {
+		w = append(w, x)
+	}
+	return append(w, 32768, 65532)
 }
 
 // PresetNames lists the presets, sorted.
@@ -272,7 +363,7 @@ func Preset(name string) (Spec, bool) {
 		return Spec{}, false
 	}
 	s.Windows, s.Offloads = slices.Clone(s.Windows), slices.Clone(s.Offloads)
-	s.MTUs, s.Rates = slices.Clone(s.MTUs), slices.Clone(s.Rates)
+	s.MTUs, s.Rates, s.Delays = slices.Clone(s.MTUs), slices.Clone(s.Rates), slices.Clone(s.Delays)
 	s.BlkSizes, s.WindowSizes = slices.Clone(s.BlkSizes), slices.Clone(s.WindowSizes)
 	s.Streams, s.Directions, s.UDPRates = slices.Clone(s.Streams), slices.Clone(s.Directions), slices.Clone(s.UDPRates)
 	return s, true
@@ -332,8 +423,15 @@ func ParseSpec(f Flags) (Spec, error) {
 		}
 		s.Rates = r
 	}
+	if f.Delay != "" {
+		d, err := ParseDelays(f.Delay)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--delay: %w", err))
+		}
+		s.Delays = d
+	}
 	if f.Size != "" {
-		n, err := ParseSize(f.Size)
+		n, err := parseBytes(f.Size)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--size: %w", err))
 		}
@@ -395,7 +493,7 @@ func ParseWindows(s string) ([]int, error) {
 				}
 			}
 		default:
-			n, err := ParseSize(item)
+			n, err := parseBytes(item)
 			if err != nil {
 				return nil, fmt.Errorf("%q: %w; use %s", item, err, windowForms)
 			}
@@ -413,13 +511,13 @@ func parseRange(item string) (lo, hi, step int64, err error) {
 	if !ok {
 		return 0, 0, 0, fmt.Errorf("range %q has no step: write lo..hi/step, e.g. 4K..64K/4K", item)
 	}
-	if lo, err = ParseSize(a); err != nil {
+	if lo, err = parseBytes(a); err != nil {
 		return 0, 0, 0, fmt.Errorf("range %q: start: %w", item, err)
 	}
-	if hi, err = ParseSize(b); err != nil {
+	if hi, err = parseBytes(b); err != nil {
 		return 0, 0, 0, fmt.Errorf("range %q: end: %w", item, err)
 	}
-	if step, err = ParseSize(st); err != nil {
+	if step, err = parseBytes(st); err != nil {
 		return 0, 0, 0, fmt.Errorf("range %q: step: %w", item, err)
 	}
 	if lo > hi {
@@ -517,39 +615,51 @@ func ParseRate(item string) (uint64, error) {
 	return uint64(math.Round(bps)), nil
 }
 
-// sizeUnits: K/M/G and KiB/MiB/GiB are powers of 1024, KB/MB/GB of 1000.
-var sizeUnits = []struct {
-	suffix string
-	mult   int64
-}{
-	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30},
-	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9},
-	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"b", 1},
+// parseBytes reads a byte count with images.ParseSize (the one size
+// parser: 65532, 4K, 16KiB, 500MiB, 1.5G; K, M, G and KiB, MiB, GiB are
+// 1024-based, KB, MB, GB 1000-based) and keeps it within 1..MaxSize.
+func parseBytes(s string) (int64, error) {
+	n, err := images.ParseSize(s)
+	if err != nil {
+		return 0, err
+	}
+	if n < 1 || n > MaxSize {
+		return 0, fmt.Errorf("%q: out of range 1..%s", s, images.FormatSizeExact(MaxSize))
+	}
+	return n, nil
 }
 
-// ParseSize parses a byte count: 65532, 4K, 16KiB, 500MiB, 1.5G (K, M, G
-// and KiB, MiB, GiB are 1024-based; KB, MB, GB 1000-based).
-func ParseSize(s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	mult, num := int64(1), t
-	for _, u := range sizeUnits {
-		if n, ok := strings.CutSuffix(t, u.suffix); ok {
-			mult, num = u.mult, n
-			break
+// ParseDelays parses --delay: a comma list of one-way delays as Go
+// durations (100us, 0.5ms, 2ms), 0 or none for no delay.
+func ParseDelays(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for item := range strings.SplitSeq(s, ",") {
+		t := strings.ToLower(strings.TrimSpace(item))
+		var d time.Duration
+		if t != "none" && t != "0" {
+			var err error
+			if d, err = time.ParseDuration(strings.ReplaceAll(t, "µ", "u")); err != nil || d < 0 || d > MaxDelay {
+				return nil, fmt.Errorf("%q: a one-way delay is a duration 0..%v, e.g. 100us, 0.5ms, 2ms, or none", item, MaxDelay)
+			}
+		}
+		if !slices.Contains(out, d) {
+			out = append(out, d)
 		}
 	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-		return 0, fmt.Errorf("%q is not a size: use bytes or K, M, G (1024-based) or KB, MB, GB (1000-based), e.g. 4K, 500MiB", s)
+	return out, nil
+}
+
+// FormatDelay prints a one-way delay as --delay takes it: none, 100us, 2ms.
+func FormatDelay(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "none"
+	case d%time.Millisecond == 0:
+		return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
+	case d%time.Microsecond == 0:
+		return strconv.FormatInt(int64(d/time.Microsecond), 10) + "us"
 	}
-	b := v * float64(mult)
-	if b > MaxSize || b < 1 {
-		return 0, fmt.Errorf("%q: out of range 1..%s", s, FormatSize(MaxSize))
-	}
-	if b != math.Trunc(b) {
-		return 0, fmt.Errorf("%q is not a whole number of bytes", s)
-	}
-	return int64(b), nil
+	return d.String()
 }
 
 // FormatWindow prints a window as the flags take it: auto, 4K, 65532.
@@ -576,17 +686,4 @@ func FormatRate(bps uint64) string {
 		return strconv.FormatUint(bps/1e3, 10) + "kbit"
 	}
 	return strconv.FormatUint(bps, 10) + "bit"
-}
-
-// FormatSize prints a byte count in the largest whole 1024-based unit.
-func FormatSize(n int64) string {
-	for _, u := range []struct {
-		s string
-		m int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.m && n%u.m == 0 {
-			return strconv.FormatInt(n/u.m, 10) + u.s
-		}
-	}
-	return strconv.FormatInt(n, 10)
 }

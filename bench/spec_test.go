@@ -3,8 +3,11 @@ package bench
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/pxeperf/pxeperf/images"
 )
 
 func TestParseWindows(t *testing.T) {
@@ -32,7 +35,7 @@ func TestParseWindows(t *testing.T) {
 		}()},
 		"empty":             {in: "", wantErr: "empty item"},
 		"trailing comma":    {in: "4K,", wantErr: "empty item"},
-		"garbage":           {in: "big", wantErr: "is not a size"},
+		"garbage":           {in: "big", wantErr: "write bytes"},
 		"too small":         {in: "512", wantErr: "out of range"},
 		"too large":         {in: "1G", wantErr: "out of range"},
 		"range no step":     {in: "4K..64K", wantErr: "has no step"},
@@ -40,8 +43,8 @@ func TestParseWindows(t *testing.T) {
 		"range zero step":   {in: "4K..64K/0", wantErr: "step"},
 		"range bad start":   {in: "x..64K/4K", wantErr: "start"},
 		"range huge":        {in: "1K..64M/1", wantErr: "more than"},
-		"negative":          {in: "-4K", wantErr: "is not a size"},
-		"fraction of bytes": {in: "1.5", wantErr: "whole number"},
+		"negative":          {in: "-4K", wantErr: "write bytes"},
+		"fraction of bytes": {in: "1.5", wantErr: "out of range"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -102,7 +105,7 @@ func TestParseRates(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
+func TestParseBytes(t *testing.T) {
 	tests := map[string]struct {
 		in      string
 		want    int64
@@ -126,16 +129,16 @@ func TestParseSize(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := ParseSize(tt.in)
+			got, err := parseBytes(tt.in)
 			if (err != nil) != tt.wantErr || got != tt.want && !tt.wantErr {
-				t.Errorf("ParseSize(%q) = %d, %v; want %d (error %v)", tt.in, got, err, tt.want, tt.wantErr)
+				t.Errorf("parseBytes(%q) = %d, %v; want %d (error %v)", tt.in, got, err, tt.want, tt.wantErr)
 			}
 		})
 	}
 }
 
 func TestParseSpec(t *testing.T) {
-	gpxe := Spec{Proto: "http", Windows: []int{4096, 8192, 16384, 32768, 65532}, Offloads: []bool{true, false},
+	gpxe := Spec{Proto: "http", Windows: GPXEWindows(), Offloads: []bool{true, false},
 		MTUs: []int{1500}, Rates: []uint64{1e9}, Size: 500 << 20, Repeat: 3, Seed: 1}
 	tests := map[string]struct {
 		in      Flags
@@ -153,7 +156,7 @@ func TestParseSpec(t *testing.T) {
 		"issue sweep": {in: Flags{Proto: "http", Window: "4K..64K/4K", Offload: "on,off", MTU: "1500,9000", Rate: "1gbit", Size: "500MiB", Repeat: 3, Seed: 7},
 			want: Spec{Proto: "http", Windows: []int{4 << 10, 8 << 10, 12 << 10, 16 << 10, 20 << 10, 24 << 10, 28 << 10, 32 << 10, 36 << 10, 40 << 10, 44 << 10, 48 << 10, 52 << 10, 56 << 10, 60 << 10, 64 << 10},
 				Offloads: []bool{true, false}, MTUs: []int{1500, 9000}, Rates: []uint64{1e9}, Size: 500 << 20, Repeat: 3, Seed: 7}},
-		"unknown preset":    {in: Flags{Preset: "netperf"}, wantErr: []string{"--preset", "gpxe"}},
+		"unknown preset":    {in: Flags{Preset: "iperf9"}, wantErr: []string{"--preset", "gpxe"}},
 		"other proto":       {in: Flags{Proto: "ftp"}, wantErr: []string{"--proto", "http", "tftp"}},
 		"all bad together":  {in: Flags{Window: "x", Offload: "maybe", MTU: "big", Rate: "fast", Size: "-1"}, wantErr: []string{"--window", "--offload", "on,off", "--mtu", "--rate", "--size"}},
 		"repeat range":      {in: Flags{Repeat: 1000}, wantErr: []string{"--repeat 1000", "1..100"}},
@@ -231,7 +234,7 @@ func TestPoints(t *testing.T) {
 
 func TestFormat(t *testing.T) {
 	got := []string{FormatWindow(4096), FormatWindow(65532), FormatWindow(WindowAuto), FormatRate(1e9), FormatRate(100e6),
-		FormatRate(512e3), FormatRate(0), FormatRate(12345), FormatSize(500 << 20), FormatSize(1 << 30), FormatSize(1000)}
+		FormatRate(512e3), FormatRate(0), FormatRate(12345), images.FormatSizeExact(500 << 20), images.FormatSizeExact(1 << 30), images.FormatSizeExact(1000)}
 	want := []string{"4K", "65532", "auto", "1gbit", "100mbit", "512kbit", "none", "12345bit", "500MiB", "1GiB", "1000"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
@@ -296,4 +299,63 @@ func FuzzParseWindows(f *testing.F) {
 			t.Fatalf("ParseWindows(%q) gave %d windows", s, len(ws))
 		}
 	})
+}
+
+// TestGPXEGrid: the gpxe preset runs the study's 19 windows.
+func TestGPXEGrid(t *testing.T) {
+	want := []int{4096, 5120, 6144, 7168, 8192, 9216, 10240, 11264, 12288, 13312, 14336, 15360,
+		16384, 18432, 20480, 22528, 24576, 32768, 65532}
+	s, err := ParseSpec(Flags{Preset: "gpxe"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, s.Windows); d != "" {
+		t.Errorf("gpxe windows (-want +got):\n%s", d)
+	}
+	if got := s.Count(); got != 19*2*3 {
+		t.Errorf("Count = %d, want %d", got, 19*2*3)
+	}
+}
+
+func TestParseDelays(t *testing.T) {
+	tests := map[string]struct {
+		in      string
+		want    []time.Duration
+		wantErr bool
+	}{
+		"one":      {in: "100us", want: []time.Duration{100 * time.Microsecond}},
+		"list":     {in: "0,0.5ms,2ms", want: []time.Duration{0, 500 * time.Microsecond, 2 * time.Millisecond}},
+		"none":     {in: "none", want: []time.Duration{0}},
+		"micro":    {in: "150µs", want: []time.Duration{150 * time.Microsecond}},
+		"negative": {in: "-1ms", wantErr: true},
+		"too long": {in: "2s", wantErr: true},
+		"garbage":  {in: "soon", wantErr: true},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseDelays(tt.in)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("ParseDelays(%q) error %v, want error %v", tt.in, err, tt.wantErr)
+			}
+			if d := cmp.Diff(tt.want, got); !tt.wantErr && d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+	p := Point{Proto: ProtoHTTP, MTU: 1500, Rate: 1e9, Window: 4096, Delay: 100 * time.Microsecond}
+	if k := p.Key(); !strings.HasSuffix(k, " delay=100us") {
+		t.Errorf("Key %q does not end in the delay", k)
+	}
+	if k := (Point{Proto: ProtoHTTP, MTU: 1500, Window: 4096}).Key(); strings.Contains(k, "delay") {
+		t.Errorf("Key %q names a delay the point has not", k)
+	}
+}
+
+// TestStudyPresets: every study has a preset that parses and validates.
+func TestStudyPresets(t *testing.T) {
+	for _, name := range []string{"gpxe", "xilinx", "linkspeed", "netperf", "zynq", "tftp"} {
+		if _, err := ParseSpec(Flags{Preset: name}); err != nil {
+			t.Errorf("preset %s: %v", name, err)
+		}
+	}
 }

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pxeperf/pxeperf/bench/stream"
+	"github.com/pxeperf/pxeperf/stream"
 )
 
 // TCP and UDP streams (--proto tcp, udp or tcp,udp; --preset xilinx,
-// linkspeed): pxeperf's own stream test (package bench/stream) between the
+// linkspeed): pxeperf's own stream test (package stream) between the
 // testbed's namespaces, in both directions as seen from the board:
 //
 //	--direction  tx (the board sends), rx (the board receives), tx,rx
@@ -85,6 +85,16 @@ func FormatUDPRate(r uint64) string {
 
 func (s Spec) isStream() bool { return s.Proto == ProtoStream }
 
+// streamProtocol is pxeperf's TCP/UDP stream test (package stream), swept
+// by protocol x direction x window or UDP rate; its drivers are in
+// stream_linux.go (testbed) and remote.go.
+var streamProtocol = protocol{
+	inner:      Spec.streamInner,
+	innerCount: Spec.streamInnerCount,
+	key:        streamKey,
+	validate:   Spec.validateStream,
+}
+
 func streamKey(p Point) string {
 	k := fmt.Sprintf("%s %s mtu=%d rate=%s rx_offload=%s", p.Proto, p.Direction, p.MTU, FormatRate(p.Rate), onOff(p.Offload))
 	if p.Proto == ProtoUDP {
@@ -113,28 +123,7 @@ func (s Spec) streamInner() []Point {
 	return out
 }
 
-// streamPoints expands a stream spec: MTU, rate, offload as for HTTP, then
-// streamInner, then repeats.
-func (s Spec) streamPoints() []Point {
-	var pts []Point
-	inner := s.streamInner()
-	for _, mtu := range s.MTUs {
-		for _, rate := range s.Rates {
-			for _, off := range s.Offloads {
-				for _, in := range inner {
-					for rep := 1; rep <= s.Repeat; rep++ {
-						p := in
-						p.Index, p.Offload, p.MTU, p.Rate, p.Rep = len(pts), off, mtu, rate, rep
-						pts = append(pts, p)
-					}
-				}
-			}
-		}
-	}
-	return pts
-}
-
-func (s Spec) streamCount() int {
+func (s Spec) streamInnerCount() int {
 	inner := 0
 	for _, proto := range s.Streams {
 		if proto == ProtoUDP {
@@ -143,17 +132,7 @@ func (s Spec) streamCount() int {
 			inner += len(s.Directions) * len(s.Windows)
 		}
 	}
-	n := uint64(1)
-	for _, k := range []int{len(s.MTUs), len(s.Rates), len(s.Offloads), inner, s.Repeat} {
-		if k <= 0 {
-			return 0
-		}
-		n *= uint64(k)
-		if n > math.MaxInt32 {
-			return 0
-		}
-	}
-	return int(n)
+	return inner
 }
 
 func (s Spec) validateStream() []error {

@@ -4,78 +4,57 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os/exec"
 	"strconv"
 	"time"
 
 	"github.com/pxeperf/pxeperf/bench/iperf"
-	"github.com/pxeperf/pxeperf/bench/stream"
-	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/images"
 	"github.com/pxeperf/pxeperf/netlab"
-	"github.com/pxeperf/pxeperf/netstate"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
+	"github.com/pxeperf/pxeperf/stream"
 )
 
-// runStreams runs a TCP/UDP stream sweep: a testbed with pxeperf's stream
-// server in the server namespace and the stream clients in the client
-// namespace, one record per run; with opt.CrossCheck iperf3 runs right
-// after ours at every point.
-func runStreams(ctx context.Context, opt Options, log *slog.Logger) ([]Result, error) {
-	pts := opt.Spec.Points()
-	if opt.CrossCheck {
+// startStreams starts pxeperf's stream server in the server namespace; the
+// stream clients run from the client namespace, one record per run; with
+// opt.CrossCheck iperf3 runs right after ours at every point.
+func startStreams(ctx context.Context, r *runner, _ *images.Store) (driver, func(), error) {
+	if r.opt.CrossCheck {
 		if _, err := exec.LookPath("iperf3"); err != nil {
-			return nil, fmt.Errorf("bench: --cross-check iperf3: %w (install iperf3, e.g. apt-get install iperf3)", err)
+			return nil, nil, fmt.Errorf("bench: --cross-check iperf3: %w (install iperf3, e.g. apt-get install iperf3)", err)
 		}
 	}
-	if removed, err := netlab.Sweep(log); err != nil {
-		log.Warn("bench: removing leftovers of crashed runs", "err", err)
-	} else if len(removed) > 0 {
-		log.Info("bench: removed leftover testbeds", "namespaces", removed)
-	}
-	tb, err := netlab.New(netlab.Options{MTU: pts[0].MTU, Registry: opt.Registry, Logger: log})
-	if err != nil {
-		return nil, fmt.Errorf("bench: building the testbed: %w", err)
-	}
-	defer tb.Close()
-
 	var srv *stream.Server
-	err = tb.Run(netlab.Server, func() error {
+	err := r.tb.Run(netlab.Server, func() error {
 		var err error
-		srv, err = stream.NewServer(net.JoinHostPort(tb.ServerIP.String(), "0"), log.With("svc", "stream"))
+		srv, err = stream.NewServer(net.JoinHostPort(r.tb.ServerIP.String(), "0"), r.log.With("svc", "stream"))
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("bench: starting the stream server in the testbed: %w", err)
+		return nil, nil, fmt.Errorf("bench: starting the stream server in the testbed: %w", err)
 	}
-	defer serveInBackground(ctx, log, "stream", srv.Serve)()
-
-	r := &runner{opt: opt, log: log, tb: tb, kernel: netstate.Kernel(), mtu: pts[0].MTU}
-	sr := &streamRunner{runner: r, addr: srv.Addr().String()}
-	return r.sweep(ctx, pts, "runs", sr.point, func(res Result) { writeStreamVerbose(ctx, opt, res) })
+	stop := serveInBackground(ctx, r.log, "stream", srv.Serve)
+	return &streamRunner{runner: r, addr: srv.Addr().String()}, stop, nil
 }
 
 // writeStreamVerbose prints a run's iperf3-style interval lines (and
 // iperf3's figure with --cross-check).
-func writeStreamVerbose(ctx context.Context, opt Options, res Result) {
-	ivs, err := opt.Store.Intervals(ctx, res.Record.ID)
-	if err != nil {
-		return
-	}
-	fmt.Fprintf(opt.Verbose, "\n%s (rep %d)\n", res.Point.Key(), res.Point.Rep)
-	io.WriteString(opt.Verbose, report.Intervals(res.Record, ivs).Layout)
+func writeStreamVerbose(w io.Writer, res Result) {
+	fmt.Fprintf(w, "\n%s (rep %d)\n", res.Point.Key(), res.Point.Rep)
+	io.WriteString(w, report.Intervals(res.Record, res.Intervals).Layout)
 	l := res.Record.Labels
 	if res.Point.Proto == ProtoUDP {
-		fmt.Fprintf(opt.Verbose, "UDP: sent %s Mbit/s, lost %s%%, jitter %s ms\n", l[LabelSenderMbps], l[LabelUDPLostPct], l[LabelJitterMs])
+		fmt.Fprintf(w, "UDP: sent %s Mbit/s, lost %s%%, jitter %s ms\n", l[LabelSenderMbps], l[LabelUDPLostPct], l[LabelJitterMs])
 	}
 	if v, ok := l[LabelIperfMbps]; ok {
-		fmt.Fprintf(opt.Verbose, "iperf3: %s Mbit/s (deviation %s%%)\n", v, l[LabelIperfDevPct])
+		fmt.Fprintf(w, "iperf3: %s Mbit/s (deviation %s%%)\n", v, l[LabelIperfDevPct])
 	}
 }
 
-// streamRunner runs stream points on a runner's testbed.
+// streamRunner runs stream points on a runner's testbed (the streams'
+// driver).
 type streamRunner struct {
 	*runner
 	addr       string // the stream server, in the server namespace
@@ -125,10 +104,10 @@ func iperfConfig(c stream.Config, udp bool) iperf.Config {
 
 // point sets the testbed up for p, runs one stream test (and iperf3 with
 // CrossCheck) and stores the record.
-func (r *streamRunner) point(ctx context.Context, p Point) (Result, error) {
+func (r *streamRunner) point(ctx context.Context, p Point) (*record.Record, []record.Interval, int, error) {
 	st, err := r.setup(p)
 	if err != nil {
-		return Result{}, err
+		return nil, nil, 0, err
 	}
 	cfg := r.config(p)
 	udp := p.Proto == ProtoUDP
@@ -146,20 +125,16 @@ func (r *streamRunner) point(ctx context.Context, p Point) (Result, error) {
 		return err
 	})
 	if err != nil && ctx.Err() != nil {
-		return Result{}, err
+		return nil, nil, 0, err
 	}
 	rec := streamRecord(p, res, err, begin)
-	rec.Kernel, rec.ClientIP, rec.Iface = r.kernel, r.tb.ClientIP.String(), r.tb.ClientIf
-	rec.MTU, rec.LinkMbps, rec.RateLimit = st.Client.MTU, st.Client.SpeedMbps, int64(st.Server.Rate.BitsPerSec)
-	rec.RxCsum, rec.TxCsum, rec.TSO = record.Offload(st.Client.RxCsum), record.Offload(st.Client.TxCsum), record.Offload(st.Client.TSO)
-	rec.GSO, rec.GRO = record.Offload(st.Client.GSO), record.Offload(st.Client.GRO)
-	rec.Labels["rx_offload"], rec.Labels[LabelRun] = st.Client.RxCsum, r.opt.RunID
+	stampTestbed(rec, r.runner, st, p)
 
 	if r.opt.CrossCheck && err == nil {
 		run, ierr := iperf.RunOn(ctx, r.tb, iperfConfig(cfg, udp))
 		switch {
 		case ierr != nil && ctx.Err() != nil:
-			return Result{}, ierr
+			return nil, nil, 0, ierr
 		case ierr != nil:
 			rec.Labels["iperf3_err"] = ierr.Error()
 			r.log.Warn("bench: iperf3 cross-check failed", "point", p.Key(), "err", ierr)
@@ -168,15 +143,7 @@ func (r *streamRunner) point(ctx context.Context, p Point) (Result, error) {
 		}
 	}
 	ivs := streamIntervals(res)
-	id, err := r.opt.Store.Add(context.WithoutCancel(ctx), rec, ivs)
-	if err != nil {
-		return Result{}, fmt.Errorf("storing the record: %w", err)
-	}
-	rec.ID = id
-	if rec.Outcome != event.OutcomeOK {
-		r.log.Warn("bench: run failed", "point", p.Key(), "rep", p.Rep, "outcome", rec.Outcome, "err", rec.Err)
-	}
-	return Result{Point: p, Record: *rec}, nil
+	return rec, ivs, 0, nil
 }
 
 // addIperfLabels puts iperf3's receiver figure and the deviation of ours
@@ -188,3 +155,6 @@ func addIperfLabels(rec *record.Record, ours, theirs stream.Result, udp bool) {
 		rec.Labels[LabelIperfLostPct] = strconv.FormatFloat(theirs.Receiver.LostPercent, 'f', 3, 64)
 	}
 }
+
+// verbose prints a run's interval lines (writeStreamVerbose).
+func (r *streamRunner) verbose(w io.Writer, res Result) { writeStreamVerbose(w, res) }

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/bench/stream"
 	"github.com/pxeperf/pxeperf/internal/nstest"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
+	"github.com/pxeperf/pxeperf/stream"
 )
 
 // TestRunStreams runs a short real stream sweep with --cross-check iperf3:

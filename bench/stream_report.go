@@ -6,10 +6,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/pxeperf/pxeperf/bench/stream"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
+	"github.com/pxeperf/pxeperf/stream"
 )
 
 // streamRecord is the record of one stream run (without the testbed's

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/pxeperf/pxeperf/bench/stream"
 	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/stream"
 )
 
 // streamSpec is the part of a stream spec the table compares.
@@ -62,10 +62,10 @@ func TestParseStreamSpec(t *testing.T) {
 			Dirs: []string{"tx", "rx"}, Duration: 3 * time.Second, UDPRates: []uint64{UDPRateLine}, Windows: []int{WindowAuto},
 			Offloads: []bool{true}, MTUs: []int{1500, 9000}, Rates: []uint64{1e9}, Repeat: 1, Count: 8,
 			FirstKey: "tcp tx mtu=1500 rate=1gbit rx_offload=on window=auto", LastKey: "udp rx mtu=9000 rate=1gbit rx_offload=on udp_rate=line"}},
-		"linkspeed": {f: Flags{Preset: "linkspeed"}, want: streamSpec{Proto: ProtoStream, Streams: []string{"tcp"}, Dirs: []string{"tx", "rx"},
+		"linkspeed": {f: Flags{Preset: "linkspeed"}, want: streamSpec{Proto: ProtoStream, Streams: []string{"tcp", "udp"}, Dirs: []string{"tx", "rx"},
 			Duration: 10 * time.Second, UDPRates: []uint64{UDPRateLine}, Windows: []int{WindowAuto}, Offloads: []bool{true},
-			MTUs: []int{1500}, Rates: []uint64{1e9, 100e6, 10e6}, Repeat: 3, Count: 18,
-			FirstKey: "tcp tx mtu=1500 rate=1gbit rx_offload=on window=auto", LastKey: "tcp rx mtu=1500 rate=10mbit rx_offload=on window=auto"}},
+			MTUs: []int{1500}, Rates: []uint64{1e9, 100e6, 10e6}, Repeat: 3, Count: 36,
+			FirstKey: "tcp tx mtu=1500 rate=1gbit rx_offload=on window=auto", LastKey: "udp rx mtu=1500 rate=10mbit rx_offload=on udp_rate=line"}},
 		"linkspeed with udp": {f: Flags{Preset: "linkspeed", Proto: "udp", Repeat: 1}, want: streamSpec{Proto: ProtoStream, Streams: []string{"udp"},
 			Dirs: []string{"tx", "rx"}, Duration: 10 * time.Second, UDPRates: []uint64{UDPRateLine}, Windows: []int{WindowAuto},
 			Offloads: []bool{true}, MTUs: []int{1500}, Rates: []uint64{1e9, 100e6, 10e6}, Repeat: 1, Count: 6,

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pxeperf/pxeperf/bench/tftpclient"
 	"github.com/pxeperf/pxeperf/report"
+	"github.com/pxeperf/pxeperf/tftp"
 )
 
 // The TFTP sweep (--proto tftp, --preset tftp): blksize x windowsize in
@@ -44,34 +44,28 @@ func tftpKey(p Point) string {
 	return fmt.Sprintf("%s mtu=%d rate=%s rx_offload=%s blksize=%d windowsize=%d", p.Proto, p.MTU, FormatRate(p.Rate), onOff(p.Offload), p.BlkSize, p.WindowSize)
 }
 
-// inner is the innermost setting of the sweep, before repeats: the window
-// (HTTP) or blksize x windowsize (TFTP, blksize changing slower).
-func (s Spec) inner() []Point {
-	var out []Point
-	if s.Proto == ProtoTFTP {
+// tftpProtocol is a TFTP image fetch from pxeperf's tftp server, swept by
+// blksize x windowsize (blksize changing slower); its driver is in
+// tftp_linux.go.
+var tftpProtocol = protocol{
+	inner: func(s Spec) []Point {
+		var out []Point
 		for _, b := range s.BlkSizes {
 			for _, w := range s.WindowSizes {
 				out = append(out, Point{BlkSize: b, WindowSize: w})
 			}
 		}
 		return out
-	}
-	for _, w := range s.Windows {
-		out = append(out, Point{Window: w})
-	}
-	return out
-}
-
-// innerCount is len(s.inner()) without building it (MaxPoints+1 when it is
-// larger than MaxPoints).
-func (s Spec) innerCount() int {
-	if s.Proto != ProtoTFTP {
-		return len(s.Windows)
-	}
-	if n := len(s.BlkSizes) * len(s.WindowSizes); len(s.BlkSizes) <= MaxPoints && len(s.WindowSizes) <= MaxPoints && n <= MaxPoints {
-		return n
-	}
-	return MaxPoints + 1
+	},
+	// MaxPoints+1 when it is larger than MaxPoints.
+	innerCount: func(s Spec) int {
+		if n := len(s.BlkSizes) * len(s.WindowSizes); len(s.BlkSizes) <= MaxPoints && len(s.WindowSizes) <= MaxPoints && n <= MaxPoints {
+			return n
+		}
+		return MaxPoints + 1
+	},
+	key:      tftpKey,
+	validate: Spec.validateTFTP,
 }
 
 func (s Spec) validateTFTP() []error {
@@ -83,8 +77,8 @@ func (s Spec) validateTFTP() []error {
 		errs = append(errs, errors.New("--window is the HTTP client's SO_RCVBUF; a TFTP sweep takes --windowsize (blocks)"))
 	}
 	for _, b := range s.BlkSizes {
-		if b < tftpclient.MinBlkSize || b > tftpclient.MaxBlkSize {
-			errs = append(errs, fmt.Errorf("--blksize %d: out of range %d..%d (RFC 2348)", b, tftpclient.MinBlkSize, tftpclient.MaxBlkSize))
+		if b < tftp.MinBlkSize || b > tftp.MaxBlkSize {
+			errs = append(errs, fmt.Errorf("--blksize %d: out of range %d..%d (RFC 2348)", b, tftp.MinBlkSize, tftp.MaxBlkSize))
 			continue
 		}
 		for _, m := range s.MTUs {
@@ -94,8 +88,8 @@ func (s Spec) validateTFTP() []error {
 		}
 	}
 	for _, w := range s.WindowSizes {
-		if w < tftpclient.MinWindowSize || w > tftpclient.MaxWindowSize {
-			errs = append(errs, fmt.Errorf("--windowsize %d: out of range %d..%d (RFC 7440)", w, tftpclient.MinWindowSize, tftpclient.MaxWindowSize))
+		if w < tftp.MinWindowSize || w > tftp.MaxWindowSize {
+			errs = append(errs, fmt.Errorf("--windowsize %d: out of range %d..%d (RFC 7440)", w, tftp.MinWindowSize, tftp.MaxWindowSize))
 		}
 	}
 	return errs
@@ -128,14 +122,14 @@ func parseTFTPFlags(s *Spec, f Flags) []error {
 		errs = append(errs, errors.New("--window is the HTTP client's SO_RCVBUF; for TFTP use --windowsize (blocks per ACK)"))
 	}
 	if f.BlkSize != "" {
-		b, err := ParseCounts(f.BlkSize, tftpclient.MinBlkSize, tftpclient.MaxBlkSize)
+		b, err := ParseCounts(f.BlkSize, tftp.MinBlkSize, tftp.MaxBlkSize)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--blksize: %w", err))
 		}
 		s.BlkSizes = b
 	}
 	if f.WindowSize != "" {
-		w, err := ParseCounts(f.WindowSize, tftpclient.MinWindowSize, tftpclient.MaxWindowSize)
+		w, err := ParseCounts(f.WindowSize, tftp.MinWindowSize, tftp.MaxWindowSize)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--windowsize: %w", err))
 		}

@@ -4,19 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
 	"strconv"
 	"time"
 
-	"github.com/pxeperf/pxeperf/bench/tftpclient"
 	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/images"
 	"github.com/pxeperf/pxeperf/netlab"
-	"github.com/pxeperf/pxeperf/netstate"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/tftp"
 	"golang.org/x/sys/unix"
@@ -28,22 +25,31 @@ import (
 // hold (the kernel caps it at net.core.rmem_max; read back into a label).
 const tftpRcvbuf = 1 << 20
 
-// runTFTP runs a TFTP sweep on the testbed Run built: pxeperf's tftp server
-// in the server namespace serving the generated image, the bench's TFTP
-// client in the client namespace, one record per fetch.
-func runTFTP(ctx context.Context, opt Options, log *slog.Logger, tb *netlab.Testbed, store *images.Store, pts []Point) ([]Result, error) {
+// tftpDriver fetches the image from pxeperf's tftp server in the server
+// namespace with the bench's TFTP client (tftp.Get) in the client
+// namespace, one record per fetch.
+type tftpDriver struct {
+	*runner
+	sink   *matcher
+	server netip.AddrPort
+}
+
+// startTFTP starts pxeperf's tftp server in the server namespace, serving
+// the generated image.
+func startTFTP(ctx context.Context, r *runner, store *images.Store) (driver, func(), error) {
 	sink := newMatcher()
+	tb := r.tb
 	cfg := tftp.Config{
 		Listen:    netip.AddrPortFrom(tb.ServerIP, 0).String(),
 		Interface: tb.ServerIf,
 		// The largest MTU of the sweep: Validate keeps every blksize
 		// within each MTU, so the server never lowers one.
-		MTU:           slices.Max(opt.Spec.MTUs),
-		MaxWindowSize: tftpclient.MaxWindowSize,
+		MTU:           slices.Max(r.opt.Spec.MTUs),
+		MaxWindowSize: tftp.MaxWindowSize,
 		ShutdownGrace: time.Second,
 		Files:         bootcfg.RootOnly(store),
 		Sink:          sink,
-		Logger:        log.With("svc", "tftp"),
+		Logger:        r.log.With("svc", "tftp"),
 		// Transfer sockets open in the server namespace too.
 		OpenIn: func(fn func() error) error { return tb.Run(netlab.Server, fn) },
 	}
@@ -54,26 +60,26 @@ func runTFTP(ctx context.Context, opt Options, log *slog.Logger, tb *netlab.Test
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("bench: starting the TFTP server in the testbed: %w", err)
+		return nil, nil, fmt.Errorf("bench: starting the TFTP server in the testbed: %w", err)
 	}
-	defer serveInBackground(ctx, log, "tftp", srv.Serve)()
-
-	r := &runner{opt: opt, log: log, tb: tb, sink: sink, kernel: netstate.Kernel(), mtu: pts[0].MTU}
-	point := func(ctx context.Context, p Point) (Result, error) { return r.tftpPoint(ctx, srv.Addr(), p) }
-	return r.sweep(ctx, pts, "fetches", point, func(res Result) {
-		p := res.Point
-		rec := res.Record
-		fmt.Fprintf(opt.Verbose, "%s (rep %d): %.1f Mbit/s, %d bytes in %v; server sent %d datagrams, %d again, %d timeouts; client: %s duplicates, %s out of order, %s early ACKs, %s timeouts\n",
-			p.Key(), p.Rep, rec.Mbps, rec.Bytes, rec.Duration.Round(time.Millisecond), rec.Datagrams, rec.Retransmits, rec.Timeouts,
-			rec.Labels[LabelDuplicates], rec.Labels[LabelOutOfOrder], rec.Labels[LabelEarlyACKs], rec.Labels[LabelClientTimeouts])
-	})
+	stop := serveInBackground(ctx, r.log, "tftp", srv.Serve)
+	return &tftpDriver{runner: r, sink: sink, server: srv.Addr()}, stop, nil
 }
 
-// tftpPoint sets the testbed up for p and runs one TFTP fetch.
-func (r *runner) tftpPoint(ctx context.Context, server netip.AddrPort, p Point) (Result, error) {
+// verbose prints the fetch's counts, the server's and the client's.
+func (r *tftpDriver) verbose(w io.Writer, res Result) {
+	p, rec := res.Point, res.Record
+	fmt.Fprintf(w, "%s (rep %d): %.1f Mbit/s, %d bytes in %v; server sent %d datagrams, %d again, %d timeouts; client: %s duplicates, %s out of order, %s early ACKs, %s timeouts\n",
+		p.Key(), p.Rep, rec.Mbps, rec.Bytes, rec.Duration.Round(time.Millisecond), rec.Datagrams, rec.Retransmits, rec.Timeouts,
+		rec.Labels[LabelDuplicates], rec.Labels[LabelOutOfOrder], rec.Labels[LabelEarlyACKs], rec.Labels[LabelClientTimeouts])
+}
+
+// point sets the testbed up for p and runs one TFTP fetch.
+func (r *tftpDriver) point(ctx context.Context, p Point) (*record.Record, []record.Interval, int, error) {
+	server := r.server
 	st, err := r.setup(p)
 	if err != nil {
-		return Result{}, err
+		return nil, nil, 0, err
 	}
 	var conn *net.UDPConn
 	err = r.tb.Run(netlab.Client, func() error {
@@ -82,7 +88,7 @@ func (r *runner) tftpPoint(ctx context.Context, server netip.AddrPort, p Point) 
 		return err
 	})
 	if err != nil {
-		return Result{}, fmt.Errorf("client socket: %w", err)
+		return nil, nil, 0, fmt.Errorf("client socket: %w", err)
 	}
 	defer conn.Close()
 	_ = conn.SetReadBuffer(tftpRcvbuf)
@@ -94,7 +100,7 @@ func (r *runner) tftpPoint(ctx context.Context, server netip.AddrPort, p Point) 
 	fctx, cancel := context.WithTimeout(ctx, fetchTimeout(p))
 	defer cancel()
 	cpu0 := processCPU()
-	cs, ferr := tftpclient.Get(fctx, conn, server, imageName, io.Discard, tftpclient.Options{
+	cs, ferr := tftp.Get(fctx, conn, server, imageName, io.Discard, tftp.ClientOptions{
 		BlkSize: p.BlkSize, WindowSize: p.WindowSize, Logger: r.log})
 	var fetch *event.Fetch
 	// The server emits its event when the last ACK arrives: at once, or
@@ -107,25 +113,23 @@ func (r *runner) tftpPoint(ctx context.Context, server netip.AddrPort, p Point) 
 	}
 	cpu := processCPU() - cpu0
 	if ferr != nil && fetch == nil && ctx.Err() != nil {
-		return Result{}, ferr
+		return nil, nil, 0, ferr
 	}
 
 	rec := &record.Record{
 		Time: cs.Start.UTC(), Source: Source, Proto: ProtoTFTP, Direction: "rx",
-		ClientIP: r.tb.ClientIP.String(), File: imageName, Bytes: cs.Bytes, Size: p.Size,
-		Duration: cs.Duration, Mbps: cs.Mbps(), Outcome: event.OutcomeOK, Kernel: r.kernel,
+		File: imageName, Bytes: cs.Bytes, Size: p.Size,
+		Duration: cs.Duration, Mbps: cs.Mbps(), Outcome: event.OutcomeOK,
 		BlkSize: cs.BlkSize, WindowSize: cs.WindowSize, TSize: cs.TSize >= 0,
-		Iface: r.tb.ClientIf, MTU: st.Client.MTU, LinkMbps: st.Client.SpeedMbps, RateLimit: int64(st.Server.Rate.BitsPerSec),
-		RxCsum: record.Offload(st.Client.RxCsum), TxCsum: record.Offload(st.Client.TxCsum), TSO: record.Offload(st.Client.TSO),
-		GSO: record.Offload(st.Client.GSO), GRO: record.Offload(st.Client.GRO),
 		Labels: map[string]string{
-			"rx_offload": st.Client.RxCsum, LabelRun: r.opt.RunID, "rate": FormatRate(p.Rate),
+			"rate":       FormatRate(p.Rate),
 			LabelBlkSize: strconv.Itoa(p.BlkSize), LabelWindowSize: strconv.Itoa(p.WindowSize),
 			LabelDuplicates: strconv.FormatInt(cs.Duplicates, 10), LabelOutOfOrder: strconv.FormatInt(cs.OutOfOrder, 10),
 			LabelEarlyACKs: strconv.FormatInt(cs.EarlyACKs, 10), LabelClientTimeouts: strconv.FormatInt(cs.Timeouts, 10),
 			LabelRcvbuf: strconv.Itoa(rcvbuf), LabelCPU: strconv.FormatInt(cpu.Milliseconds(), 10),
 		},
 	}
+	stampTestbed(rec, r.runner, st, p)
 	if rec.Time.IsZero() || cs.Start.IsZero() {
 		rec.Time = time.Now().UTC()
 	}
@@ -146,15 +150,7 @@ func (r *runner) tftpPoint(ctx context.Context, server netip.AddrPort, p Point) 
 	} else if rec.Outcome == event.OutcomeOK {
 		rec.Outcome, rec.Err = event.OutcomeError, "the server reported no fetch"
 	}
-	id, err := r.opt.Store.Add(context.WithoutCancel(ctx), rec, nil)
-	if err != nil {
-		return Result{}, fmt.Errorf("storing the record: %w", err)
-	}
-	rec.ID = id
-	if rec.Outcome != event.OutcomeOK {
-		r.log.Warn("bench: fetch failed", "point", p.Key(), "rep", p.Rep, "outcome", rec.Outcome, "err", rec.Err)
-	}
-	return Result{Point: p, Record: *rec, Rcvbuf: rcvbuf}, nil
+	return rec, nil, rcvbuf, nil
 }
 
 // readRcvbuf reads SO_RCVBUF back (0 when it cannot be read).

@@ -285,7 +285,7 @@ type Admin struct {
 // AdminOff is the admin.listen value that turns the admin listener off.
 const AdminOff = "off"
 
-// Bench configures the stream server (package bench/stream) that
+// Bench configures the stream server (package stream) that
 // `pxeperf bench --server HOST` runs its TCP and UDP tests against. It is
 // off by default: it sends as fast as it is asked to (bounded to 60 s and
 // 10 Gbit/s per test, 8 tests at once), which a lab turns on on purpose.

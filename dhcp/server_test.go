@@ -56,7 +56,6 @@ var (
 	biosArch  = dhcpv4.WithGeneric(dhcpv4.GenericOptionCode(optClientArch), []byte{0, 0})
 	ipxeUC    = dhcpv4.WithGeneric(dhcpv4.GenericOptionCode(optUserClass), []byte("iPXE"))
 	src68     = netip.MustParseAddrPort("0.0.0.0:68")
-	bcast68   = netip.MustParseAddrPort("255.255.255.255:68")
 	srvID     = dhcpv4.WithOption(dhcpv4.OptServerIdentifier(net.IP{10, 0, 0, 1}))
 )
 

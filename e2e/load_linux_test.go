@@ -25,8 +25,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/pxeperf/pxeperf/bench/tftpclient"
 	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/tftp"
 )
 
 // Load test: the real `pxeperf serve` on loopback ports, 200 TFTP and 200
@@ -238,13 +238,13 @@ func runClients(ctx context.Context, deadline time.Time, hc *http.Client, base s
 			// iPXE) or small ones (EDK2 4, U-Boot's CONFIG_TFTP_WINDOWSIZE),
 			// and gives up after 10 timeouts in a row (U-Boot's
 			// TIMEOUT_COUNT).
-			opt := tftpclient.Options{BlkSize: 1468, WindowSize: []int{0, 4, 8, 16}[i%4], Timeout: time.Second, Retries: 10}
+			opt := tftp.ClientOptions{BlkSize: 1468, WindowSize: []int{0, 4, 8, 16}[i%4], Timeout: time.Second, Retries: 10}
 			h := sha256.New()
 			for n := i; ctx.Err() == nil; n++ {
 				f := tftpFiles[n%len(tftpFiles)]
 				h.Reset()
 				st, err := tftpGet(ctx, tftpAddr, f.name, h, opt)
-				if errors.Is(err, tftpclient.ErrTimeout) && ctx.Err() == nil {
+				if errors.Is(err, tftp.ErrTimeout) && ctx.Err() == nil {
 					// Firmware starts the transfer again; on a starved
 					// machine a transfer may time out (counted, bounded).
 					tally.tftpGaveUp.Add(1)
@@ -295,13 +295,13 @@ func runClients(ctx context.Context, deadline time.Time, hc *http.Client, base s
 // tftpGet fetches through a new socket, as firmware takes a new port
 // (transfer ID) for each transfer: a late packet of the last transfer must
 // not be taken for the first of this one.
-func tftpGet(ctx context.Context, server netip.AddrPort, name string, w io.Writer, opt tftpclient.Options) (tftpclient.Stats, error) {
+func tftpGet(ctx context.Context, server netip.AddrPort, name string, w io.Writer, opt tftp.ClientOptions) (tftp.ClientStats, error) {
 	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
-		return tftpclient.Stats{}, err
+		return tftp.ClientStats{}, err
 	}
 	defer conn.Close()
-	return tftpclient.Get(ctx, conn, server, name, w, opt)
+	return tftp.Get(ctx, conn, server, name, w, opt)
 }
 
 func httpGet(ctx context.Context, hc *http.Client, url string, size int64, h hash.Hash) (int64, error) {

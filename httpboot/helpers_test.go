@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -175,15 +174,6 @@ func mustMAC(s string) configs.MAC {
 		panic(err)
 	}
 	return configs.MAC{HardwareAddr: hw}
-}
-
-func containsAll(s string, subs ...string) error {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return fmt.Errorf("missing %q in:\n%s", sub, s)
-		}
-	}
-	return nil
 }
 
 func imagesOpen(root, data string) (*images.Store, error) { return images.Open(root, data, nil) }

@@ -66,3 +66,17 @@ func FormatSize(n int64) string {
 	}
 	return "" // unreachable
 }
+
+// FormatSizeExact writes n bytes in the largest 1024-based unit that holds
+// it whole, in the form ParseSize reads back: 500MiB, 1GiB, 4KiB, 65532.
+func FormatSizeExact(n int64) string {
+	for _, u := range []struct {
+		s string
+		m int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.m && n%u.m == 0 {
+			return strconv.FormatInt(n/u.m, 10) + u.s
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}

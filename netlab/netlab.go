@@ -91,8 +91,13 @@ type Options struct {
 	MTU          int          // both ends; 0: DefaultMTU
 	Prefix       netip.Prefix // IPv4, /30 or wider; zero: DefaultPrefix
 	NoClientAddr bool         // leave the client end unaddressed (DHCP runs)
-	Registry     *Registry    // optional: the testbed is in it until Close
-	Logger       *slog.Logger // optional: debug lines on build and teardown
+	// DelayLine puts pxeperf's delay line between the two ends (SetDelay):
+	// each side's end pairs with a delay end in its own namespace, and a
+	// forwarder holds every frame for the one-way delay (delay_linux.go).
+	// Without it the ends are one veth pair, the RTT a few microseconds.
+	DelayLine bool
+	Registry  *Registry    // optional: the testbed is in it until Close
+	Logger    *slog.Logger // optional: debug lines on build and teardown
 }
 
 // ErrClosed is returned by operations on a closed testbed.
@@ -269,8 +274,10 @@ func Limits() []string {
 		"There is no NIC checksum engine: on veth \"tx checksum on\" means no one computes the checksum at all " +
 			"(the peer is told it is verified), \"off\" means the sending CPU computes it. A real NIC's offload " +
 			"costs and bugs do not show.",
-		"No added delay: this kernel has no netem, so the round trip is the sub-millisecond veth RTT (plus tbf " +
-			"queueing). TCP window limits show only under a rate limit, where window/RTT meets the line rate.",
+		"Without --delay the round trip is the few-microsecond veth RTT (plus tbf queueing), so at 1 Gbit/s every " +
+			"window above a few KB runs at line rate. --delay puts pxeperf's delay line between the ends (a forwarder " +
+			"holding each frame for the one-way delay, as netem would; this kernel has no netem): RTT = 2 x delay plus " +
+			"tens of microseconds of forwarding.",
 		"Link rate is a tbf token bucket on the sending side's egress, counting Ethernet frames without " +
 			"preamble, FCS and gap: TCP goodput at 100mbit is about 96 Mbit/s, a little above real Fast Ethernet's 94.",
 		"Both namespaces share the host's CPUs and kernel: client and server compete for the same cores, and the " +

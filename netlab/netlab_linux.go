@@ -48,6 +48,7 @@ type Testbed struct {
 	closed bool
 	nl     [2]*netlink.Handle // by Side
 	inode  [2]*unix.Stat_t    // the namespaces' nsfs inodes, by Side
+	line   *delayLine         // with Options.DelayLine (delay_linux.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -93,7 +94,7 @@ func newTestbed(opt Options, pid int) (*Testbed, error) {
 	t.ClientIP = t.ServerIP.Next()
 	// Register first: a signal arriving mid-build tears down what exists.
 	t.reg.add(t)
-	if err := t.build(mtu, opt.NoClientAddr, pid); err != nil {
+	if err := t.build(mtu, opt.NoClientAddr, opt.DelayLine, pid); err != nil {
 		return nil, errors.Join(err, t.Close())
 	}
 	if opt.NoClientAddr {
@@ -103,7 +104,7 @@ func newTestbed(opt Options, pid int) (*Testbed, error) {
 	return t, nil
 }
 
-func (t *Testbed) build(mtu int, noClientAddr bool, pid int) error {
+func (t *Testbed) build(mtu int, noClientAddr, delayLine bool, pid int) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	nsh, err := t.createNamespaces(pid)
@@ -124,12 +125,18 @@ func (t *Testbed) build(mtu int, noClientAddr bool, pid int) error {
 		}
 		t.nl[s] = h
 	}
-	attrs := netlink.NewLinkAttrs()
-	attrs.Name = t.ServerIf
-	attrs.MTU = mtu
-	veth := &netlink.Veth{LinkAttrs: attrs, PeerName: t.ClientIf, PeerNamespace: netlink.NsFd(nsh[Client]), PeerTxQLen: -1}
-	if err := t.nl[Server].LinkAdd(veth); err != nil {
-		return fmt.Errorf("netlab: creating veth %s/%s: %w (is the veth module available?)", t.ServerIf, t.ClientIf, err)
+	if delayLine {
+		if err := t.addDelayEnds(mtu); err != nil {
+			return err
+		}
+	} else {
+		attrs := netlink.NewLinkAttrs()
+		attrs.Name = t.ServerIf
+		attrs.MTU = mtu
+		veth := &netlink.Veth{LinkAttrs: attrs, PeerName: t.ClientIf, PeerNamespace: netlink.NsFd(nsh[Client]), PeerTxQLen: -1}
+		if err := t.nl[Server].LinkAdd(veth); err != nil {
+			return fmt.Errorf("netlab: creating veth %s/%s: %w (is the veth module available?)", t.ServerIf, t.ClientIf, err)
+		}
 	}
 	for _, s := range []Side{Server, Client} {
 		h := t.nl[s]
@@ -154,6 +161,9 @@ func (t *Testbed) build(mtu int, noClientAddr bool, pid int) error {
 		if err := h.LinkSetUp(link); err != nil {
 			return fmt.Errorf("netlab: %s up: %w", t.iface(s), err)
 		}
+	}
+	if delayLine {
+		return t.startDelayLine()
 	}
 	return nil
 }
@@ -300,6 +310,13 @@ func (t *Testbed) Run(s Side, fn func() error) error {
 	return runIn(filepath.Join(netnsDir, t.ns(s)), fn)
 }
 
+// RunIn runs fn on an OS thread inside the named namespace (under
+// /run/netns), as Run does for a testbed's side: the one way pxeperf enters
+// a namespace from Go (internal/nstest uses it too).
+func RunIn(name string, fn func() error) error {
+	return runIn(filepath.Join(netnsDir, name), fn)
+}
+
 func runIn(path string, fn func() error) error {
 	type result struct {
 		err      error
@@ -388,6 +405,15 @@ func (t *Testbed) SetMTU(mtu int) error {
 		}
 		if err := h.LinkSetMTU(link, mtu); err != nil {
 			return fmt.Errorf("netlab: MTU %d on %s: %w", mtu, t.iface(s), err)
+		}
+		if t.line != nil {
+			peer, err := h.LinkByName(delayIf(s))
+			if err == nil {
+				err = h.LinkSetMTU(peer, mtu)
+			}
+			if err != nil {
+				return fmt.Errorf("netlab: MTU %d on %s: %w", mtu, delayIf(s), err)
+			}
 		}
 		st, err := t.readIface(s)
 		if err != nil {
@@ -628,12 +654,20 @@ func (t *Testbed) Close() error {
 			}
 		}
 		kill()
-		if h := t.nl[Server]; h != nil {
+		if t.line != nil {
+			t.line.close()
+		}
+		for _, s := range []Side{Server, Client} {
+			if s == Client && t.line == nil {
+				break // one pair across: deleting the server end deleted it
+			}
 			// Deleting one end deletes the pair, even while a socket pins a
 			// namespace.
-			if link, err := h.LinkByName(t.ServerIf); err == nil {
-				if err := h.LinkDel(link); err != nil {
-					errs = append(errs, fmt.Errorf("netlab: deleting %s: %w", t.ServerIf, err))
+			if h := t.nl[s]; h != nil {
+				if link, err := h.LinkByName(t.iface(s)); err == nil {
+					if err := h.LinkDel(link); err != nil {
+						errs = append(errs, fmt.Errorf("netlab: deleting %s: %w", t.iface(s), err))
+					}
 				}
 			}
 		}

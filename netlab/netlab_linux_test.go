@@ -18,14 +18,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/safchain/ethtool"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
 	"github.com/pxeperf/pxeperf/netstate"
 )
 
 // newTB builds a testbed closed at the end of the test.
 func newTB(t testing.TB, opt Options) *Testbed {
 	t.Helper()
-	nstest.RequireRoot(t)
+	requireRoot(t)
 	tb, err := New(opt)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +100,7 @@ func TestNewClose(t *testing.T) {
 // A panic inside Run reaches the caller, with the thread back in its own
 // namespace, and the deferred Close still removes everything.
 func TestPanicLeavesNothing(t *testing.T) {
-	nstest.RequireRoot(t)
+	requireRoot(t)
 	var names []string
 	got := func() (v any) {
 		defer func() { v = recover() }()
@@ -121,7 +120,7 @@ func TestPanicLeavesNothing(t *testing.T) {
 }
 
 func TestRegistryCloseAll(t *testing.T) {
-	nstest.RequireRoot(t)
+	requireRoot(t)
 	reg := NewRegistry()
 	var names []string
 	for range 2 {
@@ -142,7 +141,7 @@ func TestRegistryCloseAll(t *testing.T) {
 }
 
 func TestSweep(t *testing.T) {
-	nstest.RequireRoot(t)
+	requireRoot(t)
 	// A pid that existed and is gone: a testbed "left by a crash".
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
@@ -359,7 +358,7 @@ func TestRate100mbit(t *testing.T) {
 }
 
 func TestCommand(t *testing.T) {
-	nstest.RequireTool(t, "sleep")
+	requireTool(t, "sleep")
 	tb := newTB(t, Options{NoClientAddr: true})
 	if tb.ClientIP.IsValid() {
 		t.Errorf("NoClientAddr: ClientIP %s", tb.ClientIP)
@@ -387,7 +386,7 @@ func TestCommand(t *testing.T) {
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- sleeper.Wait() }()
-	if !nstest.WaitFor(5*time.Second, func() bool { return len(netnsPids(*tb.inode[Client])) > 0 }) {
+	if !waitFor(5*time.Second, func() bool { return len(netnsPids(*tb.inode[Client])) > 0 }) {
 		t.Fatal("sleep did not enter the client namespace")
 	}
 	if err := tb.Close(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os/exec"
+	"time"
 
 	"github.com/pxeperf/pxeperf/netstate"
 )
@@ -24,6 +25,7 @@ type Testbed struct {
 }
 
 func New(Options) (*Testbed, error)                   { return nil, ErrUnsupported }
+func RunIn(string, func() error) error                { return ErrUnsupported }
 func Sweep(*slog.Logger) ([]string, error)            { return nil, nil }
 func (t *Testbed) NS(Side) string                     { return "" }
 func (t *Testbed) Iface(Side) string                  { return "" }
@@ -39,4 +41,13 @@ func (t *Testbed) SetOffloads(Side, Offloads) (netstate.State, error) {
 }
 func (t *Testbed) Command(ctx context.Context, _ Side, name string, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, name, args...)
+}
+
+func (t *Testbed) SetDelay(time.Duration) error { return ErrUnsupported }
+func (t *Testbed) Delay() (time.Duration, bool) { return 0, false }
+func (t *Testbed) DelayStats() DelayStats       { return DelayStats{} }
+
+// DelayStats counts what the delay line moved (Linux only).
+type DelayStats struct {
+	Frames, Dropped [2]uint64
 }

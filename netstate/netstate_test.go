@@ -1,6 +1,6 @@
 //go:build linux
 
-package netstate
+package netstate_test
 
 import (
 	"net"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/netstate"
 )
 
 // TestOffloadsOnVeth toggles offloads with the ethtool command on a veth in
@@ -16,31 +17,31 @@ import (
 func TestOffloadsOnVeth(t *testing.T) {
 	nstest.RequireTool(t, "ethtool")
 	p := nstest.NewPair(t, nstest.Options{MTU: 9000})
-	var r *Reader
+	var r *netstate.Reader
 	if err := nstest.Do(p.Server, func() (err error) {
-		r, err = New(0) // the ethtool socket lives in the server namespace
+		r, err = netstate.New(0) // the ethtool socket lives in the server namespace
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	on := State{Iface: p.ServerIf, MTU: 9000, SpeedMbps: 10000, RxCsum: On, TxCsum: On, TSO: On, GSO: On, GRO: On}
+	on := netstate.State{Iface: p.ServerIf, MTU: 9000, SpeedMbps: 10000, RxCsum: netstate.On, TxCsum: netstate.On, TSO: netstate.On, GSO: netstate.On, GRO: netstate.On}
 	// Bring every feature to a known state first (veth's GRO default
 	// differs between kernels).
 	nstest.Run(t, p.Server, "ethtool", "-K", p.ServerIf, "rx", "on", "tx", "on", "tso", "on", "gso", "on", "gro", "on")
 	tests := []struct {
 		name   string
 		args   []string // ethtool -K arguments
-		mutate func(*State)
+		mutate func(*netstate.State)
 	}{
-		{"all on", nil, func(*State) {}},
-		{"rx off", []string{"rx", "off"}, func(s *State) { s.RxCsum = Off }},
-		{"rx on", []string{"rx", "on"}, func(*State) {}},
-		{"gro off", []string{"gro", "off"}, func(s *State) { s.GRO = Off }},
-		{"gso and tso off", []string{"gro", "on", "gso", "off", "tso", "off"}, func(s *State) { s.GSO, s.TSO = Off, Off }},
+		{"all on", nil, func(*netstate.State) {}},
+		{"rx off", []string{"rx", "off"}, func(s *netstate.State) { s.RxCsum = netstate.Off }},
+		{"rx on", []string{"rx", "on"}, func(*netstate.State) {}},
+		{"gro off", []string{"gro", "off"}, func(s *netstate.State) { s.GRO = netstate.Off }},
+		{"gso and tso off", []string{"gro", "on", "gso", "off", "tso", "off"}, func(s *netstate.State) { s.GSO, s.TSO = netstate.Off, netstate.Off }},
 		// tx checksumming off also turns TSO off (it depends on it).
-		{"tx off", []string{"gso", "on", "tx", "off"}, func(s *State) { s.TxCsum, s.TSO = Off, Off }},
-		{"back on", []string{"tx", "on", "tso", "on"}, func(*State) {}},
+		{"tx off", []string{"gso", "on", "tx", "off"}, func(s *netstate.State) { s.TxCsum, s.TSO = netstate.Off, netstate.Off }},
+		{"back on", []string{"tx", "on", "tso", "on"}, func(*netstate.State) {}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,9 +68,9 @@ func TestOffloadsOnVeth(t *testing.T) {
 func TestCache(t *testing.T) {
 	nstest.RequireTool(t, "ethtool")
 	p := nstest.NewPair(t, nstest.Options{})
-	var r *Reader
+	var r *netstate.Reader
 	if err := nstest.Do(p.Server, func() (err error) {
-		r, err = New(DefaultTTL)
+		r, err = netstate.New(netstate.DefaultTTL)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -77,14 +78,14 @@ func TestCache(t *testing.T) {
 	defer r.Close()
 	nstest.Run(t, p.Server, "ethtool", "-K", p.ServerIf, "rx", "on")
 	first, err := r.Get(p.ServerIf)
-	if err != nil || first.RxCsum != On {
+	if err != nil || first.RxCsum != netstate.On {
 		t.Fatalf("first read: %+v %v", first, err)
 	}
 	nstest.Run(t, p.Server, "ethtool", "-K", p.ServerIf, "rx", "off")
-	if again, _ := r.Get(p.ServerIf); again.RxCsum != On {
+	if again, _ := r.Get(p.ServerIf); again.RxCsum != netstate.On {
 		t.Errorf("within the TTL the cached state should be returned, got %+v", again)
 	}
-	if Kernel() == "" {
+	if netstate.Kernel() == "" {
 		t.Error("Kernel() is empty")
 	}
 }
@@ -92,7 +93,7 @@ func TestCache(t *testing.T) {
 // TestLoopback needs no privileges: lo has an MTU, no link speed, and the
 // same MTU the standard library reads.
 func TestLoopback(t *testing.T) {
-	r, err := New(0)
+	r, err := netstate.New(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestLoopback(t *testing.T) {
 	if err != nil {
 		t.Skip("no lo interface")
 	}
-	if got.MTU != lo.MTU || got.SpeedMbps != 0 || got.RxCsum == Unknown {
+	if got.MTU != lo.MTU || got.SpeedMbps != 0 || got.RxCsum == netstate.Unknown {
 		t.Errorf("lo: %+v, want MTU %d, no speed, a known rx checksum state", got, lo.MTU)
 	}
 }

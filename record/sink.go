@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/internal/refuse"
@@ -554,100 +553,4 @@ func (s *Sink) Close(ctx context.Context) error {
 			"journal_only", st.JournalOnly, "dropped", st.Dropped, "journal", journalPath(s.opt.Journal))
 	}
 	return ctx.Err()
-}
-
-// convert builds a Record (and its intervals) from a fetch, stamping the
-// server side as it is now.
-func (s *Sink) convert(f *event.Fetch) (*Record, []Interval) {
-	r := &Record{
-		Time: f.Start.UTC(), Source: s.opt.Source, Proto: f.Proto, Direction: "rx",
-		Host: f.Host, File: f.File, Bytes: f.Bytes, Size: f.Size, Duration: f.Duration, Mbps: f.Mbps(),
-		Outcome: f.Outcome, Err: f.Err, Kernel: s.opt.Kernel, Kind: f.Kind,
-	}
-	if f.Source != "" {
-		r.Source = f.Source
-	}
-	if f.Direction != "" {
-		r.Direction = f.Direction
-	}
-	if a := f.Client.Addr(); a.IsValid() {
-		r.ClientIP = a.Unmap().String()
-	}
-	mac := f.MAC
-	if s.opt.Hosts != nil {
-		var c hosts.Client
-		var ok bool
-		if mac != nil {
-			c, ok = s.opt.Hosts.ByMAC(mac)
-		} else if a := f.Client.Addr(); a.IsValid() {
-			c, ok = s.opt.Hosts.ByAddr(a.Unmap())
-			mac = c.MAC
-		}
-		if ok {
-			if a, known := configs.ArchByCode(c.Arch); known {
-				r.Arch = a.Name
-			}
-			if r.Host == "" && c.Host != nil {
-				r.Host = c.Host.Name
-			}
-		}
-	}
-	if mac != nil {
-		r.ClientMAC = mac.String()
-	}
-	if len(f.Labels) > 0 {
-		r.Labels = make(map[string]string, len(f.Labels))
-		for k, v := range f.Labels {
-			r.Labels[k] = v
-		}
-	}
-	if t := f.TCP; t != nil {
-		r.WndMax, r.WndMedian = t.MaxSndWnd, t.MedSndWnd
-		r.RTT, r.MinRTT = t.RTT, t.MinRTT
-		r.Retransmits = int64(t.Retransmits)
-		r.DeliveryRate = t.DeliveryRate
-		r.RwndLimited, r.SndbufLimited = t.RWndLimited, t.SndBufLimited
-		r.MSS, r.PMTU = t.MSS, t.PMTU
-	}
-	if t := f.TFTP; t != nil {
-		r.BlkSize, r.WindowSize, r.TSize = t.BlockSize, t.WindowSize, t.TSize
-		r.Datagrams, r.Retransmits, r.Timeouts = t.Datagrams, t.Retransmits, t.Timeouts
-		if f.Outcome == event.OutcomeOK {
-			// Every distinct block of a completed transfer was acknowledged.
-			r.Acked = t.Datagrams - t.Retransmits
-		}
-	}
-	// The interface the fetch really went through: the one holding its
-	// local address (a fetch over loopback is not one over --iface's NIC),
-	// else what the server names, else the sink's.
-	r.Iface = s.opt.Addrs.Iface(f.Local)
-	if r.Iface == "" {
-		r.Iface = f.Interface
-	}
-	if r.Iface == "" {
-		r.Iface = s.opt.Interface
-	}
-	if s.opt.Net != nil && r.Iface != "" {
-		st, err := s.opt.Net.Get(r.Iface)
-		if err != nil {
-			s.log.Debug("record: interface state partly unknown", "iface", r.Iface, "err", err)
-		}
-		r.MTU, r.LinkMbps = st.MTU, st.SpeedMbps
-		r.RxCsum, r.TxCsum = Offload(st.RxCsum), Offload(st.TxCsum)
-		r.TSO, r.GSO, r.GRO = Offload(st.TSO), Offload(st.GSO), Offload(st.GRO)
-	}
-	// The path MTU, when TCP knows it, is what the packets were sized to.
-	if r.PMTU > 0 && (r.MTU == 0 || int(r.PMTU) < r.MTU) {
-		r.MTU = int(r.PMTU)
-	}
-	r.Kind = Classify(r)
-	var ivs []Interval
-	if len(f.Intervals) > 0 {
-		ivs = make([]Interval, len(f.Intervals))
-		for i, iv := range f.Intervals {
-			ivs[i] = Interval{Start: iv.Start, End: iv.End, Bytes: iv.Bytes, Retransmits: iv.Retransmits,
-				Cwnd: iv.Cwnd, SndWnd: iv.SndWnd, RTT: iv.RTT}
-		}
-	}
-	return r, ivs
 }

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/bench/stream"
 	"github.com/pxeperf/pxeperf/internal/nstest"
 	"github.com/pxeperf/pxeperf/netlab"
+	"github.com/pxeperf/pxeperf/stream"
 	"golang.org/x/sys/unix"
 )
 

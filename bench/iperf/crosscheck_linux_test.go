@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/bench/stream"
 	"github.com/pxeperf/pxeperf/internal/nstest"
 	"github.com/pxeperf/pxeperf/netlab"
+	"github.com/pxeperf/pxeperf/stream"
 )
 
 // bed is a testbed with a stream server on its server side.

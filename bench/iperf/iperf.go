@@ -28,8 +28,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pxeperf/pxeperf/bench/stream"
 	"github.com/pxeperf/pxeperf/netlab"
+	"github.com/pxeperf/pxeperf/stream"
 )
 
 // DefaultPort is iperf3's.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/pxeperf/pxeperf/bench/stream"
+	"github.com/pxeperf/pxeperf/stream"
 )
 
 // The testdata reports are real iperf3 3.12 runs on loopback (client -i

@@ -39,6 +39,7 @@ so pxeperf report prints them too. Needs root. Ctrl-C tears the testbed down.
   pxeperf bench --preset gpxe           the 2010 gPXE study: window 4096..65532 x RX csum on/off,
                                         1gbit, 500MiB x3
   pxeperf bench --preset gpxe --size 64MiB --repeat 1   the same, quicker
+  pxeperf bench --preset gpxe --delay 100us        with a 200 us round trip, where the window limits
   pxeperf bench --window 4K..64K/4K --offload on,off --mtu 1500,9000 --rate 1gbit \
                 --size 500MiB --repeat 3
   pxeperf bench --window 4K,16K,64K,auto --rate 100mbit,10mbit --size 16MiB
@@ -65,6 +66,7 @@ replace its values.` + streamHelp,
 	fl.StringVar(&f.sweep.Offload, "offload", "", "client RX checksum offload: on, off, on,off (default on,off)")
 	fl.StringVar(&f.sweep.MTU, "mtu", "", "MTU of the veth pair: 1500, 1500,9000 (default 1500)")
 	fl.StringVar(&f.sweep.Rate, "rate", "", "server egress rate: 1gbit, 100mbit, 10mbit, none (default none)")
+	fl.StringVar(&f.sweep.Delay, "delay", "", "one-way delay added each way (netlab's delay line): 100us, 0.1ms,1ms, none (default none)")
 	fl.StringVar(&f.sweep.Size, "size", "", "image size per fetch: 64MiB, 500MiB (default 64MiB)")
 	fl.IntVar(&f.sweep.Repeat, "repeat", 0, "fetches per point (default 1)")
 	fl.Uint64Var(&f.sweep.Seed, "seed", 0, "seed of the generated image's bytes (default 1)")
@@ -123,15 +125,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	defer stopTeardown()
 
 	runID := time.Now().UTC().Format("20060102T150405Z")
-	if spec.Proto == bench.ProtoStream {
-		fmt.Fprintln(errOut, streamHeader(runID, spec))
-	} else if spec.Proto == bench.ProtoTFTP {
-		fmt.Fprintf(errOut, "pxeperf bench %s: %d TFTP fetches of %s (%d blksize x %d windowsize x %d offload x %d MTU x %d rate x %d repeats)\n",
-			runID, spec.Count(), bench.FormatSize(spec.Size), len(spec.BlkSizes), len(spec.WindowSizes), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
-	} else {
-		fmt.Fprintf(errOut, "pxeperf bench %s: %d fetches of %s (%d windows x %d offload x %d MTU x %d rate x %d repeats)\n",
-			runID, spec.Count(), bench.FormatSize(spec.Size), len(spec.Windows), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
-	}
+	fmt.Fprintln(errOut, bench.Header(runID, spec))
 	prog := newProgress(errOut, f.quiet)
 	opt := bench.Options{Spec: spec, Store: st, RunID: runID, Registry: reg, Logger: logger, Progress: prog.update,
 		CrossCheck: f.stream.crossCheck != ""}
@@ -140,64 +134,15 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	}
 	results, runErr := bench.Run(ctx, opt)
 	prog.finish()
-
-	if spec.Proto == bench.ProtoStream {
-		if err := printStreamBench(out, results, spec, runID, format, false); err != nil {
-			return err
-		}
-		return runErr
-	}
-	if spec.Proto == bench.ProtoTFTP {
-		if err := printTFTPBench(out, results, spec, runID, format); err != nil {
-			return err
-		}
-		return runErr
-	}
-	recs := make([]record.Record, 0, len(results))
-	for _, r := range results {
-		recs = append(recs, r.Record)
-	}
-	fit := bench.FitModel(recs)
-	wo := report.WindowOffload(recs)
-	wo.Notes = append(wo.Notes, fmt.Sprintf("Bench run %s; again with: pxeperf report --table window-offload --label %s=%s", runID, bench.LabelRun, runID))
-	if len(spec.MTUs) > 1 || len(spec.Rates) > 1 {
-		wo.Notes = append(wo.Notes, "This table mixes MTUs and rates; the sweep table below keeps them apart.")
-	}
-	sum := bench.Summary(results, fit)
-	if format == report.Text || format == report.Markdown {
-		sum.Notes = append(sum.Notes, bench.FitLines(fit)...)
-		sum.Notes = append(sum.Notes, netlab.Limits()...)
-	}
-	if len(results) > 0 {
-		fmt.Fprintln(out)
-		if err := report.Render(out, wo, format); err != nil {
-			return err
-		}
-		fmt.Fprintln(out)
-		if err := report.Render(out, sum, format); err != nil {
-			return err
-		}
+	if err := renderTables(out, bench.Tables(results, spec, runID, format == report.Text || format == report.Markdown), format); err != nil {
+		return err
 	}
 	return runErr
 }
 
-// printTFTPBench prints a TFTP sweep: the blksize x windowsize table and
-// the sweep's own table.
-func printTFTPBench(out io.Writer, results []bench.Result, spec bench.Spec, runID string, format report.Format) error {
-	if len(results) == 0 {
-		return nil
-	}
-	recs := make([]record.Record, 0, len(results))
-	for _, r := range results {
-		recs = append(recs, r.Record)
-	}
-	tt := report.TFTP(recs)
-	tt.Notes = append(tt.Notes, fmt.Sprintf("Bench run %s; again with: pxeperf report --table tftp --label %s=%s", runID, bench.LabelRun, runID))
-	sum := bench.TFTPSummary(results)
-	if format == report.Text || format == report.Markdown {
-		sum.Notes = append(sum.Notes, netlab.Limits()...)
-	}
-	for _, t := range []report.Table{tt, sum} {
+// renderTables prints each table after a blank line.
+func renderTables(out io.Writer, tables []report.Table, format report.Format) error {
+	for _, t := range tables {
 		fmt.Fprintln(out)
 		if err := report.Render(out, t, format); err != nil {
 			return err
@@ -211,7 +156,6 @@ type progress struct {
 	w     io.Writer
 	tty   bool
 	quiet bool
-	last  time.Time
 }
 
 func newProgress(w io.Writer, quiet bool) *progress {
@@ -230,16 +174,7 @@ func (p *progress) update(pr bench.Progress) {
 	}
 	var last string
 	if r := pr.Last; r != nil {
-		last = fmt.Sprintf("%s: %.1f Mbit/s, window seen %d", r.Point.Key(), r.Record.Mbps, r.Record.WndMax)
-		if r.Record.Proto == bench.ProtoTCP || r.Record.Proto == bench.ProtoUDP {
-			last = streamProgress(r)
-		}
-		if r.Record.Proto == bench.ProtoTFTP {
-			last = fmt.Sprintf("%s: %.1f Mbit/s, %d datagrams, %d resent", r.Point.Key(), r.Record.Mbps, r.Record.Datagrams, r.Record.Retransmits)
-		}
-		if r.Record.Outcome != "ok" {
-			last = fmt.Sprintf("%s: %s", r.Point.Key(), r.Record.Outcome)
-		}
+		last = bench.ProgressLine(r)
 	}
 	eta := "-"
 	if pr.ETA > 0 {

@@ -3,16 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/pxeperf/pxeperf/bench"
-	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
 	"github.com/spf13/cobra"
@@ -28,7 +25,7 @@ type streamFlags struct {
 }
 
 const streamHelp = `
-TCP and UDP streams (pxeperf's own iperf3-like test, package bench/stream):
+TCP and UDP streams (pxeperf's own iperf3-like test, package stream):
   pxeperf bench --preset xilinx       TCP/UDP x tx/rx x MTU 1500,9000 on 1gbit, 10s x3:
                                       the direction-mtu table
   pxeperf bench --preset linkspeed    TCP tx/rx x 1gbit,100mbit,10mbit, 10s x3: the linkspeed table
@@ -95,64 +92,6 @@ func checkStreamFlags(cmd *cobra.Command, f *benchFlags, spec bench.Spec) error 
 	return nil
 }
 
-// streamHeader is the line bench prints before a stream sweep.
-func streamHeader(runID string, spec bench.Spec) string {
-	return fmt.Sprintf("pxeperf bench %s: %d runs of %v (%s x %s x %d MTU x %d rate x %d repeats)", runID, spec.Count(), spec.Duration,
-		strings.Join(spec.Streams, ","), strings.Join(spec.Directions, ","), len(spec.MTUs), len(spec.Rates), spec.Repeat)
-}
-
-// streamProgress is the progress line's last-run part for a stream run.
-func streamProgress(r *bench.Result) string {
-	s := fmt.Sprintf("%s: %.1f Mbit/s", r.Point.Key(), r.Record.Mbps)
-	if lost, ok := r.Record.Labels[bench.LabelUDPLostPct]; ok {
-		return s + ", lost " + lost + "%"
-	}
-	return fmt.Sprintf("%s, %d retransmits", s, r.Record.Retransmits)
-}
-
-// printStreamBench prints a stream sweep: the direction-mtu table, the
-// linkspeed table when the sweep has several rates (or is the linkspeed
-// preset), the sweep's own table and the cross-check pairs.
-func printStreamBench(out io.Writer, results []bench.Result, spec bench.Spec, runID string, format report.Format, remote bool) error {
-	if len(results) == 0 {
-		return nil
-	}
-	recs := make([]record.Record, 0, len(results))
-	for _, r := range results {
-		recs = append(recs, r.Record)
-	}
-	again := fmt.Sprintf("Bench run %s; again with: pxeperf report --table %%s --label %s=%s", runID, bench.LabelRun, runID)
-	var tables []report.Table
-	if len(spec.Rates) > 1 {
-		ls := report.LinkSpeed(recs)
-		ls.Notes = append(ls.Notes, fmt.Sprintf(again, report.TableLinkSpeed))
-		tables = append(tables, ls)
-	}
-	if len(spec.Rates) == 1 || len(spec.MTUs) > 1 || len(spec.Streams) > 1 {
-		dm := report.DirectionMTU(recs)
-		dm.Notes = append(dm.Notes, fmt.Sprintf(again, report.TableDirectionMTU))
-		if len(spec.Windows) > 1 || len(spec.UDPRates) > 1 || len(spec.Rates) > 1 {
-			dm.Notes = append(dm.Notes, "This table mixes windows, UDP rates or link rates; the sweep table below keeps them apart.")
-		}
-		tables = append(tables, dm)
-	}
-	sum := bench.StreamSummary(results)
-	if !remote && (format == report.Text || format == report.Markdown) {
-		sum.Notes = append(sum.Notes, netlab.Limits()...)
-	}
-	tables = append(tables, sum)
-	if cc, _, n := bench.CrossCheck(results); n > 0 {
-		tables = append(tables, cc)
-	}
-	for _, t := range tables {
-		fmt.Fprintln(out)
-		if err := report.Render(out, t, format); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // runRemoteBench is `pxeperf bench --server HOST`: the sweep against a
 // pxeperf serve elsewhere, no testbed, records into the local store.
 func runRemoteBench(cmd *cobra.Command, f *benchFlags, spec bench.Spec, format report.Format) error {
@@ -179,27 +118,8 @@ func runRemoteBench(cmd *cobra.Command, f *benchFlags, spec bench.Spec, format r
 	}
 	results, runErr := bench.RunRemote(ctx, opt)
 	prog.finish()
-	if spec.Proto == bench.ProtoStream {
-		if err := printStreamBench(out, results, spec, runID, format, true); err != nil {
-			return err
-		}
-		return runErr
-	}
-	if len(results) > 0 {
-		recs := make([]record.Record, 0, len(results))
-		for _, r := range results {
-			recs = append(recs, r.Record)
-		}
-		wo := report.WindowOffload(recs)
-		wo.Notes = append(wo.Notes, fmt.Sprintf("Remote run %s against %s; again with: pxeperf report --table window-offload --label %s=%s", runID, f.stream.server, bench.LabelRun, runID))
-		fmt.Fprintln(out)
-		if err := report.Render(out, wo, format); err != nil {
-			return err
-		}
-		fmt.Fprintln(out)
-		if err := report.Render(out, report.Fetches(recs), format); err != nil {
-			return err
-		}
+	if err := renderTables(out, bench.RemoteTables(results, spec, runID, f.stream.server, format == report.Text || format == report.Markdown), format); err != nil {
+		return err
 	}
 	return runErr
 }

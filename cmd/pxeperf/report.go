@@ -18,6 +18,7 @@ import (
 // reportFlags are the flags of `pxeperf report`.
 type reportFlags struct {
 	table, format, data, chart, config, store string
+	compare                                   string // a published study's key
 	intervals, netperf                        int64
 	limit                                     int
 	filter                                    report.FilterArgs
@@ -44,6 +45,7 @@ many servers share (--store postgres://..., default the config's store.url).
   pxeperf report --netperf 42                      one fetch, netperf TCP_STREAM summary
   pxeperf report --table window-offload --label fw=gpxe-1.0.1 --since 2h --format markdown
   pxeperf report --chart window.svg                Mbit/s by window, a line per offload (.svg, .png)
+  pxeperf report --compare gpxe-2010 --label bench_run=ID   a published study beside the measured run
   pxeperf report --store postgres://pxeperf@db.lab/pxeperf --table servers  per server and site
   pxeperf report --store postgres://pxeperf@db.lab/pxeperf --site north      one site only
 
@@ -76,6 +78,10 @@ rx_offload=on|off on the host entry or the script URL.`,
 	fl.StringVar(&f.filter.Site, "site", "", "only fetches of this site (server.site)")
 	addConfigFlag(cmd, &f.config)
 	fl.StringVar(&f.chart, "chart", "", "draw Mbit/s against client window (the window-offload table) to FILE.svg or FILE.png")
+	fl.StringVar(&f.compare, "compare", "", "print a published study beside the measured records: "+
+		strings.Join(report.StudyKeys(), ", "))
+	cmd.MarkFlagsMutuallyExclusive("table", "intervals", "netperf", "compare")
+	_ = cmd.RegisterFlagCompletionFunc("compare", cobra.FixedCompletions(report.StudyKeys(), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("table", cobra.FixedCompletions(report.TableNames, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "markdown", "csv", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("data")
@@ -193,6 +199,12 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 			if !set("table") {
 				return nil
 			}
+		}
+		if f.compare != "" {
+			if t, err = report.Compare(f.compare, recs); err != nil {
+				return fmt.Errorf("--compare: %w", err)
+			}
+			break
 		}
 		t, _ = report.BuildWith(f.table, recs, report.Options{Kinds: filter.Kinds})
 	}

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/pxeperf/pxeperf/bench/stream"
+	"github.com/pxeperf/pxeperf/stream"
 )
 
 // newStreamService builds the bench stream server (TCP/UDP throughput tests

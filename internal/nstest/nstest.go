@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +23,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pxeperf/pxeperf/netlab"
 )
 
 // RequireRoot skips the test unless it runs as root with iproute2.
@@ -62,44 +63,30 @@ type Options struct {
 	NoClientIP bool // leave the client side unaddressed (DHCP tests)
 }
 
-// NewPair makes a namespace pair, removed when the test ends.
+// NewPair makes a namespace pair, removed when the test ends. It is a
+// netlab testbed (netlab.New: namespaces and veth through netlink, the
+// bench's own), on a subnet of its own so logs of parallel tests differ.
 func NewPair(t testing.TB, opt Options) *Pair {
 	t.Helper()
 	RequireRoot(t)
 	n := seq.Add(1)
-	id := fmt.Sprintf("%d%d", os.Getpid()%100000, n)
 	subnet := int(os.Getpid()+int(n)*7) % 250
-	p := &Pair{
-		Server:   "pxs" + id,
-		Client:   "pxc" + id,
-		ServerIf: "vs" + id,
-		ClientIf: "vc" + id,
-		Prefix:   netip.MustParsePrefix(fmt.Sprintf("10.251.%d.0/24", subnet)),
-	}
-	p.ServerIP = netip.MustParseAddr(fmt.Sprintf("10.251.%d.1", subnet))
-	p.ClientIP = netip.MustParseAddr(fmt.Sprintf("10.251.%d.2", subnet))
-	mtu := opt.MTU
-	if mtu == 0 {
-		mtu = 1500
+	tb, err := netlab.New(netlab.Options{MTU: opt.MTU, NoClientAddr: opt.NoClientIP,
+		Prefix: netip.MustParsePrefix(fmt.Sprintf("10.251.%d.0/24", subnet))})
+	if err != nil {
+		t.Fatalf("nstest: %v", err)
 	}
 	t.Cleanup(func() {
-		KillNetnsProcs(p.Server)
-		KillNetnsProcs(p.Client)
-		_ = exec.Command("ip", "netns", "del", p.Server).Run()
-		_ = exec.Command("ip", "netns", "del", p.Client).Run()
+		if err := tb.Close(); err != nil {
+			t.Logf("nstest: %v", err)
+		}
 	})
-	Run(t, "", "ip", "netns", "add", p.Server)
-	Run(t, "", "ip", "netns", "add", p.Client)
-	Run(t, "", "ip", "link", "add", p.ServerIf, "mtu", fmt.Sprint(mtu), "netns", p.Server,
-		"type", "veth", "peer", "name", p.ClientIf, "mtu", fmt.Sprint(mtu), "netns", p.Client)
-	Run(t, p.Server, "ip", "link", "set", "lo", "up")
-	Run(t, p.Client, "ip", "link", "set", "lo", "up")
-	Run(t, p.Server, "ip", "addr", "add", p.ServerIP.String()+"/24", "dev", p.ServerIf)
-	Run(t, p.Server, "ip", "link", "set", p.ServerIf, "up")
-	if !opt.NoClientIP {
-		Run(t, p.Client, "ip", "addr", "add", p.ClientIP.String()+"/24", "dev", p.ClientIf)
+	p := &Pair{Server: tb.ServerNS, Client: tb.ClientNS, ServerIf: tb.ServerIf, ClientIf: tb.ClientIf,
+		ServerIP: tb.ServerIP, ClientIP: tb.ClientIP, Prefix: tb.Prefix}
+	if opt.NoClientIP {
+		// The address the client would have: tests hand it out by DHCP.
+		p.ClientIP = p.ServerIP.Next()
 	}
-	Run(t, p.Client, "ip", "link", "set", p.ClientIf, "up")
 	return p
 }
 
@@ -213,39 +200,10 @@ func (s *SyncBuffer) String() string {
 	return s.b.String()
 }
 
-// Do runs fn on an OS thread switched into namespace ns. Sockets fn opens
-// stay in ns after it returns, so a test can listen or dial inside a
-// namespace from its own process.
-func Do(ns string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		// The thread is not unlocked: if switching back fails, it must die
-		// with the goroutine rather than run other goroutines in ns.
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		target, err := os.Open(filepath.Join("/run/netns", ns))
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		ferr := fn()
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err == nil {
-			runtime.UnlockOSThread()
-		}
-		errc <- ferr
-	}()
-	return <-errc
-}
+// Do runs fn on an OS thread switched into namespace ns (netlab.RunIn).
+// Sockets fn opens stay in ns after it returns, so a test can listen or
+// dial inside a namespace from its own process.
+func Do(ns string, fn func() error) error { return netlab.RunIn(ns, fn) }
 
 var (
 	buildOnce sync.Once

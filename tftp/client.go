@@ -1,4 +1,4 @@
-// Package tftpclient is the bench's TFTP read client: RFC 1350 with the
+// The TFTP read client (Get): RFC 1350 with the
 // option extension (RFC 2347) for blksize (RFC 2348), tsize and timeout
 // (RFC 2349) and windowsize (RFC 7440). It plays the board's part in
 // `pxeperf bench --proto tftp`, the way U-Boot's and iPXE's windowed TFTP
@@ -12,17 +12,22 @@
 //   - a duplicate block makes it send its last ACK again, once, in case
 //     that ACK was lost;
 //   - after a timeout it sends its last ACK (or the request) again, up to
-//     Options.Retries times in a row;
+//     ClientOptions.Retries times in a row;
 //   - block numbers wrap at 65535 (to 0, as pxeperf's server, U-Boot and
 //     tftp-hpa do), so files of any size go through.
 //
-// It counts what it saw on the wire (Stats): DATA datagrams, duplicate and
+// It counts what it saw on the wire (ClientStats): DATA datagrams, duplicate and
 // out-of-order blocks, ACKs, early ACKs and timeouts. Packets it cannot
-// parse, or from a stranger, are dropped and counted, never a panic.
-package tftpclient
+// parse, or from a stranger, are dropped and counted, never a panic. It
+// shares the packet codec with the server (packet.go), and its fault hooks
+// (ClientOptions.Fault, DupACK, StaleACK) lose, reorder and duplicate
+// packets on purpose for tests.
+
+package tftp
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -42,16 +47,16 @@ const (
 	MaxWindowSize = 65535
 )
 
-// DefaultTimeout is how long the client waits for the next packet before
-// it sends its last ACK again, when Options.Timeout is 0.
-const DefaultTimeout = time.Second
+// ClientTimeout is how long the client waits for the next packet before
+// it sends its last ACK again, when ClientOptions.Timeout is 0.
+const ClientTimeout = time.Second
 
-// DefaultRetries is how many timeouts in a row end a fetch, when
-// Options.Retries is 0.
-const DefaultRetries = 5
+// ClientRetries is how many timeouts in a row end a fetch, when
+// ClientOptions.Retries is 0.
+const ClientRetries = 5
 
-// Options of one fetch.
-type Options struct {
+// ClientOptions of one fetch.
+type ClientOptions struct {
 	// BlkSize is the blksize asked for (8..65464); 0: not asked (512).
 	BlkSize int
 	// WindowSize is the windowsize asked for (1..65535); 0: not asked
@@ -62,16 +67,97 @@ type Options struct {
 	NoTSize bool
 	// Timeout is the client's wait before sending its last ACK again; when
 	// it is a whole number of seconds (1..255) it is also asked of the
-	// server with the timeout option. Default DefaultTimeout, not asked.
+	// server with the timeout option. Default ClientTimeout, not asked.
 	Timeout time.Duration
 	// Retries is how many timeouts in a row end the fetch. Default
-	// DefaultRetries.
+	// ClientRetries.
 	Retries int
 	Logger  *slog.Logger // debug lines for dropped packets; default discard
+
+	// Fault, when set, picks the fate of the n-th DATA datagram to arrive
+	// (from 0) carrying block sequence number seq (from 1, not wrapped):
+	// tests lose, reorder and duplicate DATA with it. nil: deliver all.
+	Fault func(n int, seq int64) Fault
+	// DupACK sends every ACK twice; StaleACK sends, after each ACK, the
+	// ACK before it again (an ACK overtaken by the next one).
+	DupACK, StaleACK bool
 }
 
-// Stats is what one fetch negotiated and counted.
-type Stats struct {
+// Fault is what the client does with one arriving DATA datagram
+// (ClientOptions.Fault).
+type Fault int
+
+// Faults.
+const (
+	Deliver Fault = iota
+	Drop          // lose it
+	Hold          // deliver it after the next datagram (reordering)
+	Twice         // deliver it twice (duplication)
+)
+
+// faultReader reads the client's socket, applying ClientOptions.Fault.
+type faultReader struct {
+	conn  *net.UDPConn
+	fault func(n int, seq int64) Fault
+	next  *int64 // the block sequence awaited
+	n     int
+	queue []heldPacket
+	held  *heldPacket
+}
+
+type heldPacket struct {
+	b    []byte
+	from netip.AddrPort
+}
+
+func (r *faultReader) read(buf []byte) (int, netip.AddrPort, error) {
+	for {
+		if len(r.queue) > 0 {
+			q := r.queue[0]
+			r.queue = r.queue[1:]
+			return copy(buf, q.b), q.from, nil
+		}
+		n, from, err := r.conn.ReadFromUDPAddrPort(buf)
+		if r.fault == nil {
+			return n, from, err
+		}
+		if err != nil {
+			if h := r.held; h != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+				r.held = nil // nothing came after it: deliver it late
+				return copy(buf, h.b), h.from, nil
+			}
+			return n, from, err
+		}
+		if n < 4 || binary.BigEndian.Uint16(buf) != opDATA {
+			return n, from, nil
+		}
+		block := binary.BigEndian.Uint16(buf[2:])
+		seq := *r.next + int64(int16(block-uint16(*r.next)))
+		f := r.fault(r.n, seq)
+		r.n++
+		pkt := heldPacket{b: append([]byte(nil), buf[:n]...), from: from}
+		switch f {
+		case Drop:
+			continue
+		case Hold:
+			if r.held != nil {
+				r.queue = append(r.queue, *r.held)
+			}
+			r.held = &pkt
+			continue
+		case Twice:
+			r.queue = append(r.queue, pkt)
+		}
+		if r.held != nil {
+			r.queue = append(r.queue, *r.held)
+			r.held = nil
+		}
+		return n, from, nil
+	}
+}
+
+// ClientStats is what one fetch negotiated and counted.
+type ClientStats struct {
 	BlkSize    int   // negotiated (512 without the option)
 	WindowSize int   // negotiated (1 without the option)
 	TSize      int64 // the size the server announced; -1: none
@@ -94,7 +180,7 @@ type Stats struct {
 
 // Mbps is the payload throughput of the fetch in Mbit/s (0 without a
 // duration).
-func (s Stats) Mbps() float64 {
+func (s ClientStats) Mbps() float64 {
 	if s.Duration <= 0 {
 		return 0
 	}
@@ -111,11 +197,11 @@ func (e *ServerError) Error() string {
 	return fmt.Sprintf("tftp: server error %d: %s", e.Code, e.Msg)
 }
 
-// ErrTimeout is returned (wrapped) when Options.Retries timeouts in a row
+// ErrTimeout is returned (wrapped) when ClientOptions.Retries timeouts in a row
 // passed without a packet from the server.
 var ErrTimeout = errors.New("tftp: no answer from the server")
 
-func (o Options) validate() error {
+func (o ClientOptions) validate() error {
 	var errs []error
 	if o.BlkSize != 0 && (o.BlkSize < MinBlkSize || o.BlkSize > MaxBlkSize) {
 		errs = append(errs, fmt.Errorf("blksize %d: out of range %d..%d (RFC 2348), or 0 for 512 without the option", o.BlkSize, MinBlkSize, MaxBlkSize))
@@ -134,8 +220,8 @@ func (o Options) validate() error {
 // writes its bytes to w in order. It returns the counts also on error. The
 // server may answer from another port (its transfer ID, RFC 1350); only
 // that address is listened to afterwards.
-func Get(ctx context.Context, conn *net.UDPConn, server netip.AddrPort, file string, w io.Writer, opt Options) (Stats, error) {
-	st := Stats{BlkSize: 512, WindowSize: 1, TSize: -1}
+func Get(ctx context.Context, conn *net.UDPConn, server netip.AddrPort, file string, w io.Writer, opt ClientOptions) (ClientStats, error) {
+	st := ClientStats{BlkSize: 512, WindowSize: 1, TSize: -1}
 	if err := opt.validate(); err != nil {
 		return st, fmt.Errorf("tftp: %w", err)
 	}
@@ -145,11 +231,11 @@ func Get(ctx context.Context, conn *net.UDPConn, server netip.AddrPort, file str
 	}
 	timeout := opt.Timeout
 	if timeout == 0 {
-		timeout = DefaultTimeout
+		timeout = ClientTimeout
 	}
 	retries := opt.Retries
 	if retries == 0 {
-		retries = DefaultRetries
+		retries = ClientRetries
 	}
 	var opts []string
 	if opt.BlkSize > 0 {
@@ -170,7 +256,7 @@ func Get(ctx context.Context, conn *net.UDPConn, server netip.AddrPort, file str
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
 	defer stop()
 
-	c := &fetch{conn: conn, st: &st, log: log}
+	c := &fetch{conn: conn, st: &st, log: log, dupACK: opt.DupACK, staleACK: opt.StaleACK, prevACK: -1}
 	st.Start = time.Now()
 	if _, err := conn.WriteToUDPAddrPort(rrq, server); err != nil {
 		return st, fmt.Errorf("tftp: sending the request to %s: %w", server, err)
@@ -186,6 +272,7 @@ func Get(ctx context.Context, conn *net.UDPConn, server netip.AddrPort, file str
 		misses   int            // timeouts in a row
 		buf      = make([]byte, 65536+4)
 	)
+	rd := &faultReader{conn: conn, fault: opt.Fault, next: &next}
 	sendACK := func(seq int64) error {
 		lastACK, inWindow, reACKed = seq, 0, false
 		return c.ack(peer, seq)
@@ -203,7 +290,7 @@ func Get(ctx context.Context, conn *net.UDPConn, server netip.AddrPort, file str
 		if ctx.Err() != nil {
 			return st, stopped()
 		}
-		n, from, err := conn.ReadFromUDPAddrPort(buf)
+		n, from, err := rd.read(buf)
 		if err != nil {
 			if ctx.Err() != nil {
 				return st, stopped()
@@ -240,7 +327,7 @@ func Get(ctx context.Context, conn *net.UDPConn, server netip.AddrPort, file str
 			c.stranger(from)
 			continue
 		}
-		p, err := parsePacket(buf[:n])
+		p, err := parseServerPacket(buf[:n])
 		if err != nil {
 			st.Malformed++
 			log.Debug("tftp client: dropped a packet", "from", from, "err", err)
@@ -330,17 +417,37 @@ func Get(ctx context.Context, conn *net.UDPConn, server netip.AddrPort, file str
 // fetch holds what the helpers of Get share.
 type fetch struct {
 	conn *net.UDPConn
-	st   *Stats
+	st   *ClientStats
 	log  *slog.Logger
 	out  []byte
+
+	dupACK, staleACK bool  // fault hooks
+	prevACK          int64 // the ACK before the last, for staleACK
 }
 
 func (c *fetch) ack(peer netip.AddrPort, seq int64) error {
-	c.out = appendACK(c.out[:0], uint16(seq))
-	c.st.ACKs++
-	if _, err := c.conn.WriteToUDPAddrPort(c.out, peer); err != nil {
-		return fmt.Errorf("tftp: sending ACK %d: %w", seq, err)
+	send := func(seq int64) error {
+		c.out = appendACK(c.out[:0], uint16(seq))
+		c.st.ACKs++
+		if _, err := c.conn.WriteToUDPAddrPort(c.out, peer); err != nil {
+			return fmt.Errorf("tftp: sending ACK %d: %w", seq, err)
+		}
+		return nil
 	}
+	if err := send(seq); err != nil {
+		return err
+	}
+	if c.dupACK {
+		if err := send(seq); err != nil {
+			return err
+		}
+	}
+	if c.staleACK && c.prevACK >= 0 && c.prevACK != seq {
+		if err := send(c.prevACK); err != nil {
+			return err
+		}
+	}
+	c.prevACK = seq
 	return nil
 }
 
@@ -354,7 +461,7 @@ func (c *fetch) stranger(from netip.AddrPort) {
 
 // takeOptions applies the OACK: only options that were asked may come
 // back, within what was asked (RFC 2347).
-func (c *fetch) takeOptions(opts map[string]string, opt Options) error {
+func (c *fetch) takeOptions(opts map[string]string, opt ClientOptions) error {
 	c.st.OACK = true
 	for name := range opts {
 		switch name {
@@ -385,4 +492,21 @@ func (c *fetch) takeOptions(opts map[string]string, opt Options) error {
 		c.st.TSize = v
 	}
 	return nil
+}
+
+// ErrMalformed marks a packet that is not a TFTP packet a reading client
+// can take (too short, unknown opcode, option list not NUL-terminated).
+var ErrMalformed = errors.New("malformed TFTP packet")
+
+// optInt reads a numeric option value of the OACK within lo..hi.
+func optInt(opts map[string]string, name string, lo, hi int64) (int64, bool, error) {
+	v, ok := opts[name]
+	if !ok {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, true, fmt.Errorf("%w: OACK %s=%q is not a number in %d..%d", ErrMalformed, name, v, lo, hi)
+	}
+	return n, true, nil
 }

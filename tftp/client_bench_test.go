@@ -1,4 +1,4 @@
-package tftpclient
+package tftp_test
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 // the client's and server's CPU cost per byte together (MB/s), by blksize
 // and windowsize.
 //
-//	go test -run '^$' -bench Get ./bench/tftpclient
+//	go test -run '^$' -bench tftp.Get ./bench/tftpclient
 func BenchmarkGet(b *testing.B) {
 	srv := startServer(b, tftp.Config{})
 	const size = 16 << 20
@@ -22,7 +22,7 @@ func BenchmarkGet(b *testing.B) {
 			conn := udp(b)
 			b.SetBytes(size)
 			for b.Loop() {
-				st, err := Get(b.Context(), conn, srv.addr, "bench.img", io.Discard, Options{BlkSize: c.blk, WindowSize: c.win})
+				st, err := tftp.Get(b.Context(), conn, srv.addr, "bench.img", io.Discard, tftp.ClientOptions{BlkSize: c.blk, WindowSize: c.win})
 				if err != nil || st.Bytes != size {
 					b.Fatalf("%v (%d bytes)", err, st.Bytes)
 				}

@@ -1,4 +1,4 @@
-package tftpclient
+package tftp
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestParsePacket(t *testing.T) {
+func TestParseServerPacket(t *testing.T) {
 	tests := map[string]struct {
 		in   []byte
 		want packet
@@ -32,7 +32,7 @@ func TestParsePacket(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := parsePacket(tc.in)
+			got, err := parseServerPacket(tc.in)
 			if tc.bad {
 				if !errors.Is(err, ErrMalformed) {
 					t.Errorf("err %v, want ErrMalformed", err)
@@ -52,22 +52,22 @@ func TestParsePacket(t *testing.T) {
 func TestTakeOptions(t *testing.T) {
 	tests := map[string]struct {
 		opts map[string]string
-		ask  Options
-		want Stats
+		ask  ClientOptions
+		want ClientStats
 		bad  bool
 	}{
-		"all":               {opts: map[string]string{"blksize": "1468", "windowsize": "16", "tsize": "9"}, ask: Options{BlkSize: 1468, WindowSize: 16}, want: Stats{OACK: true, BlkSize: 1468, WindowSize: 16, TSize: 9}},
-		"lowered":           {opts: map[string]string{"blksize": "1024", "windowsize": "8"}, ask: Options{BlkSize: 1468, WindowSize: 16}, want: Stats{OACK: true, BlkSize: 1024, WindowSize: 8, TSize: -1}},
-		"raised blksize":    {opts: map[string]string{"blksize": "2000"}, ask: Options{BlkSize: 1468}, bad: true},
-		"raised window":     {opts: map[string]string{"windowsize": "32"}, ask: Options{WindowSize: 16}, bad: true},
+		"all":               {opts: map[string]string{"blksize": "1468", "windowsize": "16", "tsize": "9"}, ask: ClientOptions{BlkSize: 1468, WindowSize: 16}, want: ClientStats{OACK: true, BlkSize: 1468, WindowSize: 16, TSize: 9}},
+		"lowered":           {opts: map[string]string{"blksize": "1024", "windowsize": "8"}, ask: ClientOptions{BlkSize: 1468, WindowSize: 16}, want: ClientStats{OACK: true, BlkSize: 1024, WindowSize: 8, TSize: -1}},
+		"raised blksize":    {opts: map[string]string{"blksize": "2000"}, ask: ClientOptions{BlkSize: 1468}, bad: true},
+		"raised window":     {opts: map[string]string{"windowsize": "32"}, ask: ClientOptions{WindowSize: 16}, bad: true},
 		"not asked":         {opts: map[string]string{"blksize": "512"}, bad: true},
 		"unknown option":    {opts: map[string]string{"multicast": "1"}, bad: true},
 		"negative tsize":    {opts: map[string]string{"tsize": "-1"}, bad: true},
-		"blksize not a num": {opts: map[string]string{"blksize": "x"}, ask: Options{BlkSize: 512}, bad: true},
+		"blksize not a num": {opts: map[string]string{"blksize": "x"}, ask: ClientOptions{BlkSize: 512}, bad: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			st := Stats{BlkSize: 512, WindowSize: 1, TSize: -1}
+			st := ClientStats{BlkSize: 512, WindowSize: 1, TSize: -1}
 			err := (&fetch{st: &st}).takeOptions(tc.opts, tc.ask)
 			if (err != nil) != tc.bad {
 				t.Fatalf("err %v, want bad %v", err, tc.bad)
@@ -83,13 +83,13 @@ func TestTakeOptions(t *testing.T) {
 
 // FuzzParsePacket: whatever arrives, parsing neither panics nor returns a
 // payload outside the packet, and what parses keeps its opcode and block.
-func FuzzParsePacket(f *testing.F) {
+func FuzzParseServerPacket(f *testing.F) {
 	f.Add([]byte{0, 3, 0, 1, 'x'})
 	f.Add(append([]byte{0, 6}, "blksize\x001468\x00windowsize\x0016\x00tsize\x0012\x00"...))
 	f.Add(append([]byte{0, 5, 0, 1}, "nope\x00"...))
 	f.Add([]byte{0, 6, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		p, err := parsePacket(b)
+		p, err := parseServerPacket(b)
 		if err != nil {
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("error %v does not wrap ErrMalformed", err)
@@ -108,11 +108,30 @@ func FuzzParsePacket(f *testing.F) {
 			if len(p.opts) == 0 {
 				t.Fatal("an OACK without options parsed")
 			}
-			st := Stats{}
-			_ = (&fetch{st: &st}).takeOptions(p.opts, Options{BlkSize: 1468, WindowSize: 64})
+			st := ClientStats{}
+			_ = (&fetch{st: &st}).takeOptions(p.opts, ClientOptions{BlkSize: 1468, WindowSize: 64})
 			if st.BlkSize < 0 || st.BlkSize > 1468 || st.WindowSize < 0 || st.WindowSize > 64 {
 				t.Fatalf("options taken beyond what was asked: %+v", st)
 			}
 		}
 	})
+}
+
+func TestClientOptionsValidate(t *testing.T) {
+	tests := map[string]struct {
+		opt  ClientOptions
+		fail bool
+	}{
+		"defaults":         {},
+		"rfc limits":       {opt: ClientOptions{BlkSize: 8, WindowSize: 65535}},
+		"blksize too big":  {opt: ClientOptions{BlkSize: 65465}, fail: true},
+		"blksize too low":  {opt: ClientOptions{BlkSize: 7}, fail: true},
+		"window too big":   {opt: ClientOptions{WindowSize: 65536}, fail: true},
+		"negative timeout": {opt: ClientOptions{Timeout: -1}, fail: true},
+	}
+	for name, tc := range tests {
+		if err := tc.opt.validate(); (err != nil) != tc.fail {
+			t.Errorf("%s: err %v, want fail %v", name, err, tc.fail)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package tftpclient
+package tftp_test
 
 import (
 	"bytes"
@@ -142,7 +142,7 @@ func TestGet(t *testing.T) {
 			file := "img-" + filepath.Base(t.Name())
 			want := srv.file(t, file, tc.size)
 			var got bytes.Buffer
-			st, err := Get(ctxT(t), udp(t), srv.addr, file, &got, Options{BlkSize: tc.blk, WindowSize: tc.win})
+			st, err := tftp.Get(ctxT(t), udp(t), srv.addr, file, &got, tftp.ClientOptions{BlkSize: tc.blk, WindowSize: tc.win})
 			if err != nil {
 				t.Fatalf("Get: %v (stats %+v)", err, st)
 			}
@@ -155,7 +155,7 @@ func TestGet(t *testing.T) {
 			if ev.Outcome != event.OutcomeOK || ev.TFTP == nil {
 				t.Fatalf("server event %+v", ev)
 			}
-			want1 := Stats{BlkSize: tc.wantBlk, WindowSize: tc.wantWin, TSize: tc.size, OACK: true, Bytes: tc.size,
+			want1 := tftp.ClientStats{BlkSize: tc.wantBlk, WindowSize: tc.wantWin, TSize: tc.size, OACK: true, Bytes: tc.size,
 				Blocks: blocks, Datagrams: blocks, ACKs: acksFor(blocks, tc.wantWin, true)}
 			if tc.blk == 0 {
 				want1.ACKs = acksFor(blocks, 1, true) // tsize is asked, so an OACK comes
@@ -186,7 +186,7 @@ func TestGetNoTSize(t *testing.T) {
 	srv := startServer(t, tftp.Config{})
 	want := srv.file(t, "a.img", 5000)
 	var got bytes.Buffer
-	st, err := Get(ctxT(t), udp(t), srv.addr, "a.img", &got, Options{NoTSize: true})
+	st, err := tftp.Get(ctxT(t), udp(t), srv.addr, "a.img", &got, tftp.ClientOptions{NoTSize: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestWraparound(t *testing.T) {
 	const size = 65536*512 + 3000 // 65542 blocks
 	want := sha256.Sum256(srv.file(t, "big.img", size))
 	h := sha256.New()
-	st, err := Get(ctxT(t), udp(t), srv.addr, "big.img", h, Options{BlkSize: 512, WindowSize: 64})
+	st, err := tftp.Get(ctxT(t), udp(t), srv.addr, "big.img", h, tftp.ClientOptions{BlkSize: 512, WindowSize: 64})
 	if err != nil {
 		t.Fatalf("Get: %v (stats %+v)", err, st)
 	}
@@ -279,35 +279,35 @@ func TestRecovery(t *testing.T) {
 		win  int
 		drop func(bool, []byte) bool
 		// what the client must have seen
-		check func(t *testing.T, st Stats, ev event.Fetch)
+		check func(t *testing.T, st tftp.ClientStats, ev event.Fetch)
 	}{
 		// A block lost mid-window: the blocks after it show the gap, the
 		// client ACKs block 4 at once and the server restarts at 5, with
 		// no timeout on either side.
-		"lost block mid-window: early ACK": {win: 16, drop: dropFirst(true, opDATA, 5),
-			check: func(t *testing.T, st Stats, ev event.Fetch) {
+		"lost block mid-window: early ACK": {win: 16, drop: dropFirst(true, 3, 5),
+			check: func(t *testing.T, st tftp.ClientStats, ev event.Fetch) {
 				if st.EarlyACKs != 1 || st.OutOfOrder != 11 || st.Timeouts != 0 || ev.TFTP.Timeouts != 0 || ev.TFTP.Retransmits == 0 {
 					t.Errorf("want one early ACK after 11 blocks past the gap and no timeout; client %+v server %+v", st, *ev.TFTP)
 				}
 			}},
 		// The last block of a window lost: nothing shows the gap, so a
 		// timeout (the server's, resending the window) recovers it.
-		"lost last block of a window: timeout": {win: 16, drop: dropFirst(true, opDATA, 16),
-			check: func(t *testing.T, st Stats, ev event.Fetch) {
+		"lost last block of a window: timeout": {win: 16, drop: dropFirst(true, 3, 16),
+			check: func(t *testing.T, st tftp.ClientStats, ev event.Fetch) {
 				if st.Timeouts+ev.TFTP.Timeouts == 0 || ev.TFTP.Retransmits == 0 {
 					t.Errorf("want a timeout; client %+v server %+v", st, *ev.TFTP)
 				}
 			}},
 		// The window's ACK lost: the server resends the window, the client
 		// sees duplicates and ACKs again once.
-		"lost ACK: duplicates, ACK again": {win: 16, drop: dropFirst(false, opACK, 16),
-			check: func(t *testing.T, st Stats, ev event.Fetch) {
+		"lost ACK: duplicates, ACK again": {win: 16, drop: dropFirst(false, 4, 16),
+			check: func(t *testing.T, st tftp.ClientStats, ev event.Fetch) {
 				if st.Duplicates == 0 || ev.TFTP.Retransmits == 0 {
 					t.Errorf("want duplicates; client %+v server %+v", st, *ev.TFTP)
 				}
 			}},
-		"lock-step lost block": {win: 1, drop: dropFirst(true, opDATA, 3),
-			check: func(t *testing.T, st Stats, ev event.Fetch) {
+		"lock-step lost block": {win: 1, drop: dropFirst(true, 3, 3),
+			check: func(t *testing.T, st tftp.ClientStats, ev event.Fetch) {
 				if st.Timeouts+ev.TFTP.Timeouts == 0 {
 					t.Errorf("want a timeout; client %+v server %+v", st, *ev.TFTP)
 				}
@@ -319,7 +319,7 @@ func TestRecovery(t *testing.T) {
 			want := srv.file(t, "x.img", 100*512+100)
 			px := newProxy(t, srv.addr, tc.drop)
 			var got bytes.Buffer
-			st, err := Get(ctxT(t), udp(t), px.addr(), "x.img", &got, Options{BlkSize: 512, WindowSize: tc.win, Timeout: 300 * time.Millisecond})
+			st, err := tftp.Get(ctxT(t), udp(t), px.addr(), "x.img", &got, tftp.ClientOptions{BlkSize: 512, WindowSize: tc.win, Timeout: 300 * time.Millisecond})
 			if err != nil {
 				t.Fatalf("Get: %v (stats %+v)", err, st)
 			}
@@ -343,8 +343,8 @@ func TestRecovery(t *testing.T) {
 
 func TestServerError(t *testing.T) {
 	srv := startServer(t, tftp.Config{})
-	_, err := Get(ctxT(t), udp(t), srv.addr, "missing.img", &bytes.Buffer{}, Options{BlkSize: 1468})
-	var se *ServerError
+	_, err := tftp.Get(ctxT(t), udp(t), srv.addr, "missing.img", &bytes.Buffer{}, tftp.ClientOptions{BlkSize: 1468})
+	var se *tftp.ServerError
 	if !errors.As(err, &se) || se.Code != 1 {
 		t.Errorf("err %v, want a server error code 1", err)
 	}
@@ -367,10 +367,10 @@ func TestNoAnswer(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	st, err := Get(ctxT(t), udp(t), sink.LocalAddr().(*net.UDPAddr).AddrPort(), "x", &bytes.Buffer{},
-		Options{Timeout: 20 * time.Millisecond, Retries: 3})
-	if !errors.Is(err, ErrTimeout) || st.Timeouts != 4 {
-		t.Errorf("err %v, timeouts %d; want ErrTimeout after 4", err, st.Timeouts)
+	st, err := tftp.Get(ctxT(t), udp(t), sink.LocalAddr().(*net.UDPAddr).AddrPort(), "x", &bytes.Buffer{},
+		tftp.ClientOptions{Timeout: 20 * time.Millisecond, Retries: 3})
+	if !errors.Is(err, tftp.ErrTimeout) || st.Timeouts != 4 {
+		t.Errorf("err %v, timeouts %d; want tftp.ErrTimeout after 4", err, st.Timeouts)
 	}
 	time.Sleep(50 * time.Millisecond) // the last request is on its way
 	mu.Lock()
@@ -385,7 +385,7 @@ func TestCancel(t *testing.T) {
 	sink := udp(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := Get(ctx, udp(t), sink.LocalAddr().(*net.UDPAddr).AddrPort(), "x", &bytes.Buffer{}, Options{Timeout: 10 * time.Second})
+	_, err := tftp.Get(ctx, udp(t), sink.LocalAddr().(*net.UDPAddr).AddrPort(), "x", &bytes.Buffer{}, tftp.ClientOptions{Timeout: 10 * time.Second})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("err %v, want context.Canceled", err)
 	}
@@ -410,31 +410,12 @@ func TestCancelMidTransfer(t *testing.T) {
 	srv := startServer(t, tftp.Config{})
 	srv.file(t, "big.img", 8<<20)
 	ctx, cancel := context.WithCancel(ctxT(t))
-	st, err := Get(ctx, udp(t), srv.addr, "big.img", &cancelWriter{n: 10, cancel: cancel}, Options{BlkSize: 1468, WindowSize: 16})
+	st, err := tftp.Get(ctx, udp(t), srv.addr, "big.img", &cancelWriter{n: 10, cancel: cancel}, tftp.ClientOptions{BlkSize: 1468, WindowSize: 16})
 	if !errors.Is(err, context.Canceled) || st.Blocks != 10 {
 		t.Errorf("err %v after %d blocks; want context.Canceled after 10", err, st.Blocks)
 	}
 	// The client said so: the server ends the transfer as aborted.
 	if ev := srv.fetchEvent(t, 1); ev.Outcome != event.OutcomeAborted {
 		t.Errorf("server outcome %q (%s), want aborted", ev.Outcome, ev.Err)
-	}
-}
-
-func TestOptionsValidate(t *testing.T) {
-	tests := map[string]struct {
-		opt  Options
-		fail bool
-	}{
-		"defaults":         {},
-		"rfc limits":       {opt: Options{BlkSize: 8, WindowSize: 65535}},
-		"blksize too big":  {opt: Options{BlkSize: 65465}, fail: true},
-		"blksize too low":  {opt: Options{BlkSize: 7}, fail: true},
-		"window too big":   {opt: Options{WindowSize: 65536}, fail: true},
-		"negative timeout": {opt: Options{Timeout: -1}, fail: true},
-	}
-	for name, tc := range tests {
-		if err := tc.opt.validate(); (err != nil) != tc.fail {
-			t.Errorf("%s: err %v, want fail %v", name, err, tc.fail)
-		}
 	}
 }

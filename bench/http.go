@@ -1,0 +1,29 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+)
+
+// httpProtocol is an HTTP image fetch from pxeperf's httpboot server, swept
+// by the client's window (SO_RCVBUF); its drivers are in http_linux.go
+// (testbed) and remote.go.
+var httpProtocol = protocol{
+	inner: func(s Spec) []Point {
+		var out []Point
+		for _, w := range s.Windows {
+			out = append(out, Point{Window: w})
+		}
+		return out
+	},
+	innerCount: func(s Spec) int { return len(s.Windows) },
+	key: func(p Point) string {
+		return fmt.Sprintf("%s mtu=%d rate=%s rx_offload=%s window=%s", p.Proto, p.MTU, FormatRate(p.Rate), onOff(p.Offload), FormatWindow(p.Window))
+	},
+	validate: func(s Spec) []error {
+		if len(s.BlkSizes) > 0 || len(s.WindowSizes) > 0 {
+			return []error{errors.New("--blksize and --windowsize apply to --proto tftp")}
+		}
+		return nil
+	},
+}

@@ -1,0 +1,74 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/record"
+)
+
+// driver runs one protocol's points on one target: HTTP, TFTP and streams
+// on a testbed (http_linux.go, tftp_linux.go, stream_linux.go), HTTP and
+// streams against a remote pxeperf serve (remote.go). The sweep around it
+// is the same for all (sweep).
+type driver interface {
+	// point sets the target up for p, runs it and returns its record, not
+	// yet stored (Outcome says whether it completed), with its interval
+	// samples and the SO_RCVBUF read back (0: none). An error stops the
+	// sweep: the target broke, or ctx ended.
+	point(ctx context.Context, p Point) (rec *record.Record, ivs []record.Interval, rcvbuf int, err error)
+	// verbose prints a stored result for --verbose.
+	verbose(w io.Writer, res Result)
+}
+
+// sweepOptions are what the sweep needs of Options or RemoteOptions.
+type sweepOptions struct {
+	store    *record.Store
+	log      *slog.Logger
+	progress func(Progress)
+	verbose  io.Writer
+	what     string // points in messages: "fetches", "runs"
+	one      string // one point: "fetch", "run"
+}
+
+// sweep runs every point in order through d, stores each record as it
+// completes (so an interrupted sweep keeps what it measured), stops at the
+// first error or when ctx ends, and reports progress with one ETA and,
+// with --verbose, each result.
+func sweep(ctx context.Context, o sweepOptions, pts []Point, d driver) ([]Result, error) {
+	var results []Result
+	start := time.Now()
+	if o.progress != nil {
+		o.progress(Progress{Total: len(pts)})
+	}
+	for i, p := range pts {
+		if err := ctx.Err(); err != nil {
+			return results, fmt.Errorf("bench: stopped after %d of %d %s: %w", i, len(pts), o.what, context.Cause(ctx))
+		}
+		rec, ivs, rcvbuf, err := d.point(ctx, p)
+		if err != nil {
+			return results, fmt.Errorf("bench: %s: %w", p.Key(), err)
+		}
+		id, err := o.store.Add(context.WithoutCancel(ctx), rec, ivs)
+		if err != nil {
+			return results, fmt.Errorf("bench: %s: storing the record: %w", p.Key(), err)
+		}
+		rec.ID = id
+		if rec.Outcome != event.OutcomeOK {
+			o.log.Warn("bench: "+o.one+" failed", "point", p.Key(), "rep", p.Rep, "outcome", rec.Outcome, "err", rec.Err)
+		}
+		results = append(results, Result{Point: p, Record: *rec, Intervals: ivs, Rcvbuf: rcvbuf})
+		if o.verbose != nil {
+			d.verbose(o.verbose, results[len(results)-1])
+		}
+		if o.progress != nil {
+			el := time.Since(start)
+			o.progress(Progress{Done: i + 1, Total: len(pts), Elapsed: el, ETA: estimate(pts, i+1, el), Last: &results[len(results)-1]})
+		}
+	}
+	return results, nil
+}

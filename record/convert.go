@@ -1,0 +1,143 @@
+package record
+
+import (
+	"net"
+
+	"github.com/pxeperf/pxeperf/configs"
+	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/hosts"
+	"github.com/pxeperf/pxeperf/netstate"
+)
+
+// Conditions are what a record says that its event does not: who stores
+// it, the kernel, the serving interface as read, and what the host table
+// knows of the client. FromFetch takes them as values, so the conversion
+// is pure; the sink (convert) and the bench gather them.
+type Conditions struct {
+	Source, Kernel string
+	// Iface is the interface the fetch went through as the caller found it
+	// (the one holding the fetch's local address: a fetch over loopback is
+	// not one over --iface's NIC); "" takes the fetch's Interface.
+	Iface string
+	// Net is that interface as read (MTU, speed, offloads); nil: unknown.
+	Net *netstate.State
+	// MAC is the client's when the fetch has none (found by its address);
+	// Arch and Host what the host table says of it.
+	MAC        net.HardwareAddr
+	Arch, Host string
+}
+
+// FromFetch converts one fetch event into its record and interval samples:
+// the one conversion from event to record, for served fetches and bench
+// fetches alike.
+func FromFetch(f *event.Fetch, c Conditions) (Record, []Interval) {
+	r := Record{
+		Time: f.Start.UTC(), Source: c.Source, Proto: f.Proto, Direction: "rx",
+		Host: f.Host, File: f.File, Bytes: f.Bytes, Size: f.Size, Duration: f.Duration, Mbps: f.Mbps(),
+		Outcome: f.Outcome, Err: f.Err, Kernel: c.Kernel, Kind: f.Kind, Arch: c.Arch,
+	}
+	if f.Source != "" {
+		r.Source = f.Source // iperf3/iperf2 tests
+	}
+	if f.Direction != "" {
+		r.Direction = f.Direction
+	}
+	if a := f.Client.Addr(); a.IsValid() {
+		r.ClientIP = a.Unmap().String()
+	}
+	if r.Host == "" {
+		r.Host = c.Host
+	}
+	if mac := f.MAC; mac != nil {
+		r.ClientMAC = mac.String()
+	} else if c.MAC != nil {
+		r.ClientMAC = c.MAC.String()
+	}
+	if len(f.Labels) > 0 {
+		r.Labels = make(map[string]string, len(f.Labels))
+		for k, v := range f.Labels {
+			r.Labels[k] = v
+		}
+	}
+	if t := f.TCP; t != nil {
+		r.WndMax, r.WndMedian = t.MaxSndWnd, t.MedSndWnd
+		r.RTT, r.MinRTT = t.RTT, t.MinRTT
+		r.Retransmits = int64(t.Retransmits)
+		r.DeliveryRate = t.DeliveryRate
+		r.RwndLimited, r.SndbufLimited = t.RWndLimited, t.SndBufLimited
+		r.MSS, r.PMTU = t.MSS, t.PMTU
+	}
+	if t := f.TFTP; t != nil {
+		r.BlkSize, r.WindowSize, r.TSize = t.BlockSize, t.WindowSize, t.TSize
+		r.Datagrams, r.Retransmits, r.Timeouts = t.Datagrams, t.Retransmits, t.Timeouts
+		if f.Outcome == event.OutcomeOK {
+			// Every distinct block of a completed transfer was acknowledged.
+			r.Acked = t.Datagrams - t.Retransmits
+		}
+	}
+	r.Iface = c.Iface
+	if r.Iface == "" {
+		r.Iface = f.Interface
+	}
+	if st := c.Net; st != nil {
+		r.MTU, r.LinkMbps = st.MTU, st.SpeedMbps
+		r.RxCsum, r.TxCsum = Offload(st.RxCsum), Offload(st.TxCsum)
+		r.TSO, r.GSO, r.GRO = Offload(st.TSO), Offload(st.GSO), Offload(st.GRO)
+	}
+	// The path MTU, when TCP knows it, is what the packets were sized to.
+	if r.PMTU > 0 && (r.MTU == 0 || int(r.PMTU) < r.MTU) {
+		r.MTU = int(r.PMTU)
+	}
+	r.Kind = Classify(&r)
+	var ivs []Interval
+	if len(f.Intervals) > 0 {
+		ivs = make([]Interval, len(f.Intervals))
+		for i, iv := range f.Intervals {
+			ivs[i] = Interval{Start: iv.Start, End: iv.End, Bytes: iv.Bytes, Retransmits: iv.Retransmits,
+				Cwnd: iv.Cwnd, SndWnd: iv.SndWnd, RTT: iv.RTT}
+		}
+	}
+	return r, ivs
+}
+
+// convert builds a Record (and its intervals) from a fetch, gathering the
+// conditions as they are now: the host table's view of the client and the
+// serving interface's state.
+func (s *Sink) convert(f *event.Fetch) (*Record, []Interval) {
+	c := Conditions{Source: s.opt.Source, Kernel: s.opt.Kernel, Iface: s.opt.Interface}
+	if s.opt.Hosts != nil {
+		var hc hosts.Client
+		var ok bool
+		if f.MAC != nil {
+			hc, ok = s.opt.Hosts.ByMAC(f.MAC)
+		} else if a := f.Client.Addr(); a.IsValid() {
+			hc, ok = s.opt.Hosts.ByAddr(a.Unmap())
+			c.MAC = hc.MAC
+		}
+		if ok {
+			if a, known := configs.ArchByCode(hc.Arch); known {
+				c.Arch = a.Name
+			}
+			if hc.Host != nil {
+				c.Host = hc.Host.Name
+			}
+		}
+	}
+	iface := s.opt.Addrs.Iface(f.Local)
+	if iface == "" {
+		iface = f.Interface
+	}
+	if iface == "" {
+		iface = s.opt.Interface
+	}
+	c.Iface = iface
+	if s.opt.Net != nil && iface != "" {
+		st, err := s.opt.Net.Get(iface)
+		if err != nil {
+			s.log.Debug("record: interface state partly unknown", "iface", iface, "err", err)
+		}
+		c.Net = &st
+	}
+	r, ivs := FromFetch(f, c)
+	return &r, ivs
+}

@@ -1,0 +1,378 @@
+package report
+
+import (
+	"bytes"
+	"embed"
+	"encoding/csv"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pxeperf/pxeperf/record"
+)
+
+// The published studies the bench presets reproduce, as copied from their
+// write-ups (studies/README.md says what each is and where it is odd).
+//
+//go:embed studies/*.csv studies/README.md
+var studyFS embed.FS
+
+// Study is one published study that `report --compare KEY` prints beside
+// the measured records.
+type Study struct {
+	Key    string // --compare KEY
+	File   string // under studies/
+	Title  string
+	Preset string // the bench preset that runs its grid
+	// Conditions are the study's, as published, for the notes.
+	Conditions string
+	compare    func(Study, [][]string, []record.Record) Table
+}
+
+// Studies lists the published studies by key.
+var Studies = []Study{
+	{Key: "gpxe-2010", File: "gpxe-2010-window-offload.csv", Preset: "gpxe",
+		Title:      "gPXE 2010: HTTP imgfetch Mbit/s by TCP window and RX checksum offload, published vs measured",
+		Conditions: "Published: gPXE imgfetch of a 500 MB image over HTTP, two PCs on a Cat 6 cable (GigE, Marvell 88E8056 server, JMicron JMC250 client), lighttpd 1.4.26, Linux 2.6.33.3; MTU, RTT and repeats not stated.",
+		compare:    compareGPXE},
+	{Key: "xilinx", File: "xilinx-iperf-direction-mtu.csv", Preset: "xilinx",
+		Title:      "Xilinx Treck demo: iperf Mbit/s by protocol, direction and MTU (12 board sections), published vs measured",
+		Conditions: "Published: Treck TCP/IP demo on ML605/SP605/ML507 against a Windows XP or Fedora PC, iperf 1.7.0/2.0.4, 1 Gbit/s; durations not given. Published cells are the median and range over the sections that print a figure.",
+		compare:    compareXilinx},
+	{Key: "linkspeed", File: "critical-link-linkspeed.csv", Preset: "linkspeed",
+		Title:      "Critical Link MitySOM-5CSx: Mbit/s by link speed, protocol and direction, published vs measured",
+		Conditions: "Published: iperf 3 and iperf 2.0.4 summaries, stmmac RGMII port, 1 Gbit/s full duplex, 100 and 10 Mbit/s through a hub at half duplex; OUT = the board sends (tx).",
+		compare:    compareLinkSpeed},
+	{Key: "netperf-2008", File: "netperf-tcp-stream.csv", Preset: "netperf",
+		Title:      "MicroBlaze uClinux: netperf TCP_STREAM Mbit/s (board sends), published vs measured",
+		Conditions: "Published: netperf -l 60 (8192-byte receive, 16384-byte send sockets) from a 96 MHz MicroBlaze, xilinx_emac on OPB, no checksum offload; link speed and MTU not stated.",
+		compare:    compareNetperf},
+	{Key: "zynq-iperf3", File: "zynq-iperf3-intervals.csv", Preset: "zynq",
+		Title:      "Zynq z-turn: iperf3 TCP Mbit/s each way, published vs measured",
+		Conditions: "Published: iperf 3.1.3 defaults (10 s) between a z-turn Zynq (3.15 kernel) and an Ubuntu VM; link not stated (gigabit port).",
+		compare:    compareZynq},
+}
+
+// StudyKeys are the --compare keys.
+func StudyKeys() []string {
+	var k []string
+	for _, s := range Studies {
+		k = append(k, s.Key)
+	}
+	return k
+}
+
+// StudyCSV returns a study's embedded CSV: header and rows.
+func StudyCSV(file string) ([][]string, error) {
+	b, err := studyFS.ReadFile("studies/" + file)
+	if err != nil {
+		return nil, err
+	}
+	return csv.NewReader(bytes.NewReader(b)).ReadAll()
+}
+
+// Compare prints the published figures of the study KEY beside the
+// measured records (bench records of its preset's grid, or served fetches
+// that match), with the conditions of each.
+func Compare(key string, recs []record.Record) (Table, error) {
+	for _, s := range Studies {
+		if s.Key == key {
+			rows, err := StudyCSV(s.File)
+			if err != nil {
+				return Table{}, fmt.Errorf("study %s: %w", key, err)
+			}
+			t := s.compare(s, rows, recs)
+			t.Name, t.Title = "compare-"+s.Key, s.Title
+			t.Notes = append([]string{s.Conditions, measuredConditions(recs)}, t.Notes...)
+			t.Notes = append(t.Notes, fmt.Sprintf("Run the grid with: pxeperf bench --preset %s; select a run with --label bench_run=ID.", s.Preset))
+			return t, nil
+		}
+	}
+	return Table{}, fmt.Errorf("unknown study %q: use %s", key, strings.Join(StudyKeys(), ", "))
+}
+
+// byHeader indexes CSV rows by column name.
+func byHeader(rows [][]string) []map[string]string {
+	if len(rows) == 0 {
+		return nil
+	}
+	var out []map[string]string
+	for _, r := range rows[1:] {
+		m := map[string]string{}
+		for i, h := range rows[0] {
+			if i < len(r) {
+				m[h] = r[i]
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// measuredConditions says under what the measured records ran.
+func measuredConditions(recs []record.Record) string {
+	var mtus, rates, delays, sizes []string
+	var rtts []float64
+	add := func(list *[]string, v string) {
+		if v != "" && !slices.Contains(*list, v) {
+			*list = append(*list, v)
+		}
+	}
+	n := 0
+	for _, r := range recs {
+		if !measured(r) {
+			continue
+		}
+		n++
+		add(&mtus, strconv.Itoa(r.MTU))
+		rate := "unlimited"
+		if r.RateLimit > 0 {
+			rate = LinkName(r.RateLimit)
+		}
+		add(&rates, rate)
+		d := r.Labels["delay"]
+		if d == "" {
+			d = "none"
+		}
+		add(&delays, d)
+		if r.Size > 0 {
+			add(&sizes, strconv.FormatInt(r.Size>>20, 10)+" MiB")
+		}
+		if r.MinRTT > 0 {
+			rtts = append(rtts, float64(r.MinRTT.Microseconds()))
+		}
+	}
+	if n == 0 {
+		return "Measured: no records match (run the preset, or widen --label/--since)."
+	}
+	s := fmt.Sprintf("Measured: %d records on pxeperf's testbed (veth pair in two namespaces, tbf rate on egress); MTU %s; rate %s; added one-way delay %s",
+		n, strings.Join(mtus, ","), strings.Join(rates, ","), strings.Join(delays, ","))
+	if len(sizes) > 0 {
+		s += "; image " + strings.Join(sizes, ",")
+	}
+	if len(rtts) > 0 {
+		s += fmt.Sprintf("; median TCP min RTT %v", time.Duration(Median(rtts))*time.Microsecond)
+	}
+	return s + "."
+}
+
+func medianCell(xs []float64) string {
+	if len(xs) == 0 {
+		return ""
+	}
+	return mbps(Median(xs))
+}
+
+// ratioCell is measured / published as a percentage.
+func ratioCell(meas []float64, pub string) string {
+	p, err := strconv.ParseFloat(pub, 64)
+	if len(meas) == 0 || err != nil || p <= 0 {
+		return ""
+	}
+	return strconv.FormatFloat(Median(meas)/p*100, 'f', 0, 64) + "%"
+}
+
+// GPXERow is one window of the gPXE comparison.
+type GPXERow struct {
+	Window       int     `json:"window"`
+	AsPrinted    string  `json:"window_as_printed"`
+	PublishedOff string  `json:"published_off_mbps"`
+	PublishedOn  string  `json:"published_on_mbps"`
+	MeasuredOff  float64 `json:"measured_off_mbps,omitempty"`
+	MeasuredOn   float64 `json:"measured_on_mbps,omitempty"`
+	NOff, NOn    int
+}
+
+func compareGPXE(_ Study, rows [][]string, recs []record.Record) Table {
+	typo := map[string]int{"6114": 6144, "14436": 14336}
+	var out []GPXERow
+	idx := map[int]int{}
+	for _, r := range byHeader(rows) {
+		w, ok := typo[r["window_bytes"]]
+		if !ok {
+			w, _ = strconv.Atoi(r["window_bytes"])
+		}
+		i, seen := idx[w]
+		if !seen {
+			i = len(out)
+			idx[w] = i
+			out = append(out, GPXERow{Window: w, AsPrinted: r["window_bytes"]})
+		}
+		if r["rx_checksum_offload"] == "with" {
+			out[i].PublishedOn = r["mbit_s"]
+		} else {
+			out[i].PublishedOff = r["mbit_s"]
+		}
+	}
+	meas := map[int]map[record.Offload][]float64{}
+	for _, r := range recs {
+		if !measured(r) || r.Proto != "http" || r.WndRequested == 0 {
+			continue
+		}
+		w := int(r.WndRequested)
+		if meas[w] == nil {
+			meas[w] = map[record.Offload][]float64{}
+		}
+		o := RxOffload(r)
+		meas[w][o] = append(meas[w][o], r.Mbps)
+	}
+	t := Table{
+		Columns: []Column{{Name: "Window", Key: "window"}, {Name: "Published off", Key: "published_off_mbps"}, {Name: "Measured off", Key: "measured_off_mbps"},
+			{Name: "n", Key: "n_off"}, {Name: "off %", Key: "off_ratio"},
+			{Name: "Published on", Key: "published_on_mbps"}, {Name: "Measured on", Key: "measured_on_mbps"}, {Name: "n", Key: "n_on"}, {Name: "on %", Key: "on_ratio"}},
+		Notes: []string{"Window: gPXE's TCP_MAX_WINDOW_SIZE, measured as the client's SO_RCVBUF asked (the bench's --window); the two misprinted windows (6114, 14436) are shown as the 1024-byte steps they stand in. Published cells empty in the source stay empty. %: measured median / published.",
+			"The published RTT is not stated: its 4096-byte row (136 Mbit/s) implies about 240 us per window; compare a run with --delay near half that."},
+	}
+	for i := range out {
+		r := &out[i]
+		m := meas[r.Window]
+		off, on := m[record.OffloadOff], m[record.OffloadOn]
+		if len(off) > 0 {
+			r.MeasuredOff = Median(off)
+		}
+		if len(on) > 0 {
+			r.MeasuredOn = Median(on)
+		}
+		r.NOff, r.NOn = len(off), len(on)
+		wname := strconv.Itoa(r.Window)
+		if r.AsPrinted != wname {
+			wname += " (" + r.AsPrinted + ")"
+		}
+		t.Rows = append(t.Rows, []string{wname, r.PublishedOff, medianCell(off), countCell(len(off)), ratioCell(off, r.PublishedOff),
+			r.PublishedOn, medianCell(on), countCell(len(on)), ratioCell(on, r.PublishedOn)})
+	}
+	t.Data = out
+	return t
+}
+
+func countCell(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}
+
+// StreamCompareRow is one published figure of a stream study beside the
+// measured median of the matching records.
+type StreamCompareRow struct {
+	Setting   string  `json:"setting"`
+	Published string  `json:"published_mbps"`
+	Range     string  `json:"published_range,omitempty"`
+	Measured  float64 `json:"measured_mbps,omitempty"`
+	N         int     `json:"n"`
+}
+
+// streamMatch selects measured records of a stream study's row.
+type streamMatch struct {
+	setting   string
+	proto     string // tcp, udp
+	direction string // tx, rx (board's view)
+	mtu       int    // 0: any
+	rate      int64  // 0: any
+	published []float64
+	as        string // published figure, when one
+}
+
+func streamTable(matches []streamMatch, recs []record.Record) Table {
+	t := Table{Columns: []Column{{Name: "Setting", Key: "setting", Left: true}, {Name: "Published", Key: "published_mbps"},
+		{Name: "range", Key: "published_range"}, {Name: "Measured", Key: "measured_mbps"}, {Name: "n", Key: "n"}, {Name: "%", Key: "ratio"}}}
+	var data []StreamCompareRow
+	for _, m := range matches {
+		var xs []float64
+		for _, r := range recs {
+			if !measured(r) || r.Proto != m.proto || r.Direction != m.direction || (m.mtu != 0 && r.MTU != m.mtu) || (m.rate != 0 && r.RateLimit != m.rate) {
+				continue
+			}
+			xs = append(xs, r.Mbps)
+		}
+		row := StreamCompareRow{Setting: m.setting, N: len(xs)}
+		pub := m.as
+		if len(m.published) > 0 {
+			pub = mbps(Median(m.published))
+			if len(m.published) > 1 {
+				row.Range = mbps(slices.Min(m.published)) + "-" + mbps(slices.Max(m.published))
+			}
+		}
+		row.Published = pub
+		if len(xs) > 0 {
+			row.Measured = Median(xs)
+		}
+		data = append(data, row)
+		t.Rows = append(t.Rows, []string{m.setting, pub, row.Range, medianCell(xs), countCell(len(xs)), ratioCell(xs, pub)})
+	}
+	t.Data = data
+	return t
+}
+
+func compareXilinx(_ Study, rows [][]string, recs []record.Record) Table {
+	type k struct {
+		proto, dir string
+		mtu        int
+	}
+	pub := map[k][]float64{}
+	var order []k
+	for _, r := range byHeader(rows) {
+		mtu, _ := strconv.Atoi(r["mtu"])
+		key := k{strings.ToLower(r["protocol"]), strings.ToLower(r["direction"]), mtu}
+		if _, ok := pub[key]; !ok {
+			order = append(order, key)
+			pub[key] = nil
+		}
+		if v, err := strconv.ParseFloat(r["mbit_s"], 64); err == nil {
+			pub[key] = append(pub[key], v)
+		}
+	}
+	var ms []streamMatch
+	for _, key := range order {
+		ms = append(ms, streamMatch{setting: fmt.Sprintf("%s %s MTU %d", strings.ToUpper(key.proto), key.dir, key.mtu),
+			proto: key.proto, direction: key.dir, mtu: key.mtu, published: pub[key]})
+	}
+	t := streamTable(ms, recs)
+	t.Notes = append(t.Notes, "Published: simple and advanced TCP client rows both count as TCP tx; the SDK 12.3-14.5 UDP cells are TBD in the source.")
+	return t
+}
+
+func compareLinkSpeed(_ Study, rows [][]string, recs []record.Record) Table {
+	var ms []streamMatch
+	for _, r := range byHeader(rows) {
+		if r["line_kind"] != "summary" {
+			continue
+		}
+		link, _ := strconv.ParseInt(r["link_mbit"], 10, 64)
+		dir := "rx"
+		if r["direction"] == "OUT" {
+			dir = "tx"
+		}
+		ms = append(ms, streamMatch{setting: fmt.Sprintf("%s %s %s (%s)", LinkName(link*1e6), r["protocol"], dir, r["tool"]),
+			proto: strings.ToLower(r["protocol"]), direction: dir, rate: link * 1e6, as: r["mbit_s"]})
+	}
+	return streamTable(ms, recs)
+}
+
+func compareNetperf(_ Study, rows [][]string, recs []record.Record) Table {
+	var ms []streamMatch
+	for _, r := range byHeader(rows) {
+		if r["field"] != "Throughput" || r["mbit_s"] == "" {
+			continue
+		}
+		ms = append(ms, streamMatch{setting: "TCP tx, " + r["run"], proto: "tcp", direction: "tx", as: r["mbit_s"]})
+	}
+	return streamTable(ms, recs)
+}
+
+func compareZynq(_ Study, rows [][]string, recs []record.Record) Table {
+	var ms []streamMatch
+	for _, r := range byHeader(rows) {
+		if r["line_kind"] != "receiver" {
+			continue
+		}
+		dir := "rx"
+		if r["zynq_role"] == "client" {
+			dir = "tx"
+		}
+		ms = append(ms, streamMatch{setting: fmt.Sprintf("TCP %s (%s, receiver)", dir, r["command"]), proto: "tcp", direction: dir, as: r["mbit_s"]})
+	}
+	return streamTable(ms, recs)
+}
