@@ -122,14 +122,6 @@ func newSightings(n int) *sightings {
 	return &sightings{max: n, ll: list.New(), m: map[string]*list.Element{}}
 }
 
-// has reports whether mac is remembered.
-func (s *sightings) has(key string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.m[key]
-	return ok
-}
-
 // see notes that mac was told told at now. admit is asked before a new
 // client takes a place. It returns whether to record the sighting (new, or
 // told changed, or the last record is sightingEvery old), whether the

@@ -279,16 +279,6 @@ func (r *reply) setSeconds(code byte, d time.Duration) {
 	r.put(code, s)
 }
 
-// get returns an option's value as set so far (nil: not set).
-func (r *reply) get(code byte) []byte {
-	for _, o := range r.opts {
-		if o.code == code {
-			return r.data[o.start:o.end:o.end]
-		}
-	}
-	return nil
-}
-
 // appendTo appends the reply's datagram to b: the BOOTP header, option 53,
 // the other options in code order (long ones split, RFC 3396), End, and
 // padding to 300 bytes (RFC 951; some relays drop shorter messages).

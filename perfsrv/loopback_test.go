@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"os/exec"
 	"strconv"
@@ -97,13 +96,6 @@ func runIperf3(t *testing.T, ns string, args ...string) (clientJSON, string) {
 		t.Fatalf("iperf3 %v: exit %v, error %q", args, err, cj.Error)
 	}
 	return cj, string(out)
-}
-
-func within(a, b, pct float64) bool {
-	if b == 0 {
-		return a == 0
-	}
-	return math.Abs(a-b)/math.Abs(b)*100 <= pct
 }
 
 type syncLog struct {
