@@ -96,8 +96,12 @@ type Options struct {
 	// forwarder holds every frame for the one-way delay (delay_linux.go).
 	// Without it the ends are one veth pair, the RTT a few microseconds.
 	DelayLine bool
-	Registry  *Registry    // optional: the testbed is in it until Close
-	Logger    *slog.Logger // optional: debug lines on build and teardown
+	// ServerIf and ClientIf name the veth ends (at most 15 bytes); empty:
+	// the package's ServerIf and ClientIf. Tests that move ends between
+	// namespaces give each testbed names of its own.
+	ServerIf, ClientIf string
+	Registry           *Registry    // optional: the testbed is in it until Close
+	Logger             *slog.Logger // optional: debug lines on build and teardown
 }
 
 // ErrClosed is returned by operations on a closed testbed.

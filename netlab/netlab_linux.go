@@ -91,6 +91,15 @@ func newTestbed(opt Options, pid int) (*Testbed, error) {
 		log:      log,
 		reg:      opt.Registry,
 	}
+	if opt.ServerIf != "" {
+		t.ServerIf = opt.ServerIf
+	}
+	if opt.ClientIf != "" {
+		t.ClientIf = opt.ClientIf
+	}
+	if len(t.ServerIf) > 15 || len(t.ClientIf) > 15 || t.ServerIf == t.ClientIf {
+		return nil, fmt.Errorf("netlab: interface names %q and %q: want two different names of at most 15 bytes", t.ServerIf, t.ClientIf)
+	}
 	t.ClientIP = t.ServerIP.Next()
 	// Register first: a signal arriving mid-build tears down what exists.
 	t.reg.add(t)

@@ -45,7 +45,7 @@ many servers share (--store postgres://..., default the config's store.url).
   pxeperf report --netperf 42                      one fetch, netperf TCP_STREAM summary
   pxeperf report --table window-offload --label fw=gpxe-1.0.1 --since 2h --format markdown
   pxeperf report --chart window.svg                Mbit/s by window, a line per offload (.svg, .png)
-  pxeperf report --compare gpxe-2010 --label bench_run=ID   a published study beside the measured run
+  pxeperf report --compare gpxe-2010 --label bench_run=ID   a published study beside a bench run
   pxeperf report --store postgres://pxeperf@db.lab/pxeperf --table servers  per server and site
   pxeperf report --store postgres://pxeperf@db.lab/pxeperf --site north      one site only
 
@@ -68,7 +68,7 @@ rx_offload=on|off on the host entry or the script URL.`,
 	fl.StringVar(&f.filter.Since, "since", "", "only fetches since: a duration back (90m, 2h, 7d) or a time (RFC 3339 or 2006-01-02)")
 	fl.StringArrayVar(&f.filter.Labels, "label", nil, "only fetches with label key=value (repeatable, all must match)")
 	fl.StringVar(&f.filter.Kind, "kind", "", "only these kinds: "+strings.Join(record.KindNames, ", ")+
-		" or all, comma-separated (throughput tables count images and streams unless given)")
+		" or all, comma-separated (default: throughput tables use images and streams)")
 	fl.StringVar(&f.filter.MinSize, "min-size", "", "only fetches of at least this size: bytes, or 64K, 1M, 1G")
 	fl.IntVar(&f.limit, "limit", 0, "only the newest N fetches (0: all)")
 	fl.StringVar(&f.format, "format", string(report.Text), "output format: text, markdown, csv or json")
@@ -80,7 +80,6 @@ rx_offload=on|off on the host entry or the script URL.`,
 	fl.StringVar(&f.chart, "chart", "", "draw Mbit/s against client window (the window-offload table) to FILE.svg or FILE.png")
 	fl.StringVar(&f.compare, "compare", "", "print a published study beside the measured records: "+
 		strings.Join(report.StudyKeys(), ", "))
-	cmd.MarkFlagsMutuallyExclusive("table", "intervals", "netperf", "compare")
 	_ = cmd.RegisterFlagCompletionFunc("compare", cobra.FixedCompletions(report.StudyKeys(), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("table", cobra.FixedCompletions(report.TableNames, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "markdown", "csv", "json"}, cobra.ShellCompDirectiveNoFileComp))
@@ -93,13 +92,13 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 	// Every argument is checked before the store is opened.
 	set := cmd.Flags().Changed
 	var picked []string
-	for _, n := range []string{"table", "intervals", "netperf"} {
+	for _, n := range []string{"table", "intervals", "netperf", "compare"} {
 		if set(n) {
 			picked = append(picked, "--"+n)
 		}
 	}
 	if len(picked) > 1 {
-		return usageErrorf("%s: give one of --table, --intervals and --netperf (each prints something else)",
+		return usageErrorf("%s: give one of --table, --intervals, --netperf and --compare (each prints something else)",
 			strings.Join(picked, " and "))
 	}
 	format, err := report.ParseFormat(f.format)

@@ -71,8 +71,11 @@ func NewPair(t testing.TB, opt Options) *Pair {
 	RequireRoot(t)
 	n := seq.Add(1)
 	subnet := int(os.Getpid()+int(n)*7) % 250
+	// Names unique to this pair, so a test may move ends between its pairs.
+	id := fmt.Sprintf("%d-%d", os.Getpid()%100000, n)
 	tb, err := netlab.New(netlab.Options{MTU: opt.MTU, NoClientAddr: opt.NoClientIP,
-		Prefix: netip.MustParsePrefix(fmt.Sprintf("10.251.%d.0/24", subnet))})
+		Prefix:   netip.MustParsePrefix(fmt.Sprintf("10.251.%d.0/24", subnet)),
+		ServerIf: "vs" + id, ClientIf: "vc" + id})
 	if err != nil {
 		t.Fatalf("nstest: %v", err)
 	}
