@@ -82,6 +82,16 @@ type TFTPInfo struct {
 	Datagrams   int64 // DATA packets sent, resends included
 	Retransmits int64 // DATA packets sent again
 	Timeouts    int64
+	// The effective window of a windowed transfer: the least, median and
+	// largest number of new blocks the server put in one round (it adapts
+	// under WindowSize, the ceiling; 0s for lock-step).
+	WindowMin, WindowMedian, WindowMax int
+	// LossEvents counts rounds the client answered short (an early or a
+	// repeated ACK) or not at all, each shrinking the effective window.
+	LossEvents int64
+	// RTT is the smoothed time from a round's last block to its ACK, which
+	// the retransmit timer follows (0 when never measured).
+	RTT time.Duration
 }
 
 // TCPInfo is read from the kernel (TCP_INFO) at the end of an HTTP fetch.

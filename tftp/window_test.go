@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/pxeperf/pxeperf/event"
 )
 
@@ -215,7 +216,7 @@ func TestWindowedFetch(t *testing.T) {
 	// Cases that must not resend run against a patient server and client,
 	// so a stall of the test machine cannot pass for a lost packet; lossy
 	// cases against a quick one, as every lost window tail costs a timeout.
-	patient := startServer(t, Config{Timeout: 5 * time.Second, MaxWindowSize: 32})
+	patient := startServer(t, Config{Timeout: 5 * time.Second, MaxWindowSize: 32, minRTO: 5 * time.Second})
 	quick := startServer(t, Config{Timeout: 100 * time.Millisecond, Retries: 20, MaxWindowSize: 32})
 	sizes := map[string]int{"small": 5000, "exact": 1468 * 32 * 4, "big": 3<<20 + 7}
 	files := map[string][]byte{}
@@ -312,12 +313,16 @@ func TestWindowedFetch(t *testing.T) {
 }
 
 // TestEarlyACKResendsAtOnce: an ACK inside the window (the client lost the
-// block after it) makes the server start the next window there at once; so
-// does the ACK before the window sent again (the window's first block was
-// lost), once. The server's timeout is far longer than the client waits, so
+// block after it) makes the server start the next round there at once; so
+// does the ACK before the window sent again (the round's first block was
+// lost), once. Each loss shrinks the effective window (to 0.7 of it), and a
+// round shorter than the window ends in a gap (the block after next) so the
+// client acknowledges it at once; a round acknowledged in full grows the
+// window by one, and a repeat that turns out to be a duplicate (the client
+// then ACKs all the round) undoes its shrink. The server's timer is far longer than the client waits, so
 // resends can only come from ACKs, and no timeout is counted.
 func TestEarlyACKResendsAtOnce(t *testing.T) {
-	ts := startServer(t, Config{Timeout: 30 * time.Second})
+	ts := startServer(t, Config{Timeout: 30 * time.Second, minRTO: 30 * time.Second})
 	want := ts.file(t, "f", 512*20+100) // blocks 1..21
 	c := newRawClient(t, ts.Addr())
 	c.send(ts.Addr(), rq(opRRQ, "f", "octet", "windowsize", "8"))
@@ -338,23 +343,26 @@ func TestEarlyACKResendsAtOnce(t *testing.T) {
 		return got
 	}
 	var seq []uint16
-	seq = append(seq, recvBlocks(8)...) // 1..8
-	c.send(from, ack(3))                // "block 4 was lost"
-	seq = append(seq, recvBlocks(8)...) // 4..11 at once
+	seq = append(seq, recvBlocks(8)...) // 1..8, the full window
+	c.send(from, ack(3))                // "block 4 was lost": window 8 -> 5.6
+	seq = append(seq, recvBlocks(6)...) // 4..8 and the gap block 10, at once
 	c.send(from, ack(2))                // stale: before the window
-	c.send(from, ack(3))                // a late copy of the early ACK: answered once...
-	seq = append(seq, recvBlocks(8)...) // 4..11
+	c.send(from, ack(3))                // a late copy of the early ACK: answered once (5.6 -> 3.9)...
+	seq = append(seq, recvBlocks(4)...) // 4..6, gap 8
 	c.send(from, ack(3))                // ...and no more
 	if !c.quiet(200 * time.Millisecond) {
 		t.Fatal("server answered a stale ACK or the same repeated ACK twice")
 	}
-	c.send(from, ack(11))
-	seq = append(seq, recvBlocks(8)...) // 12..19
-	c.send(from, ack(19))
-	seq = append(seq, recvBlocks(2)...) // 20, 21 (short)
+	// The client had 8 from the round before: the repeat was a duplicate,
+	// not a loss, so the shrink is undone (3.9 -> 5.6) and the full ACK
+	// grows the window (6.6).
+	c.send(from, ack(8))
+	seq = append(seq, recvBlocks(7)...) // 9..14, gap 16
+	c.send(from, ack(14))               // in full: 7.6
+	seq = append(seq, recvBlocks(7)...) // 15..21 (short): no block after next, no gap
 	c.send(from, ack(21))
-	wantSeq := []uint16{1, 2, 3, 4, 5, 6, 7, 8, 4, 5, 6, 7, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11,
-		12, 13, 14, 15, 16, 17, 18, 19, 20, 21}
+	wantSeq := []uint16{1, 2, 3, 4, 5, 6, 7, 8, 4, 5, 6, 7, 8, 10, 4, 5, 6, 8,
+		9, 10, 11, 12, 13, 14, 16, 15, 16, 17, 18, 19, 20, 21}
 	if diff := cmp.Diff(wantSeq, seq); diff != "" {
 		t.Errorf("DATA blocks in order sent (-want +got):\n%s", diff)
 	}
@@ -363,17 +371,24 @@ func TestEarlyACKResendsAtOnce(t *testing.T) {
 	}
 	ev := ts.fetches(t, 1)[0]
 	wantInfo := &event.TFTPInfo{BlockSize: 512, WindowSize: 8, Timeout: 30 * time.Second,
-		Datagrams: 34, Retransmits: 13, Timeouts: 0}
-	if diff := cmp.Diff(wantInfo, ev.TFTP); diff != "" {
+		Datagrams: 32, Retransmits: 11, Timeouts: 0,
+		WindowMin: 3, WindowMedian: 6, WindowMax: 8, LossEvents: 1}
+	if diff := cmp.Diff(wantInfo, ev.TFTP, cmpopts.IgnoreFields(event.TFTPInfo{}, "RTT")); diff != "" {
 		t.Errorf("TFTP info (-want +got):\n%s", diff)
+	}
+	if ev.TFTP.RTT <= 0 {
+		t.Errorf("RTT %v; want the round trips measured", ev.TFTP.RTT)
 	}
 	if ev.Outcome != event.OutcomeOK || ev.Bytes != int64(len(want)) {
 		t.Errorf("outcome %q bytes %d; want ok, %d", ev.Outcome, ev.Bytes, len(want))
 	}
 }
 
-// TestWindowTimeoutResendsWindow: with no ACK at all the server resends
-// the whole window after each timeout, then gives up; every send counted.
+// TestWindowTimeoutResendsWindow: with no ACK at all the server first
+// probes the window's tail (its last block), then resends the round shrunk
+// (2 blocks and a gap), then gives up after as many timeouts as with a
+// fixed timer: nothing was measured, so the timer stays at the negotiated
+// timeout.
 func TestWindowTimeoutResendsWindow(t *testing.T) {
 	ts := startServer(t, Config{Timeout: 50 * time.Millisecond, Retries: 2})
 	ts.file(t, "f", 512*10)
@@ -382,16 +397,19 @@ func TestWindowTimeoutResendsWindow(t *testing.T) {
 	_, from := c.recv()
 	c.send(from, ack(0))
 	var seq []uint16
-	for range 12 {
+	for range 8 {
 		b, _ := c.recv()
 		seq = append(seq, binary.BigEndian.Uint16(b[2:]))
 	}
-	if diff := cmp.Diff([]uint16{1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4}, seq); diff != "" {
+	if !c.quiet(300 * time.Millisecond) {
+		t.Error("the server sent more after giving up")
+	}
+	if diff := cmp.Diff([]uint16{1, 2, 3, 4, 4, 1, 2, 4}, seq); diff != "" {
 		t.Errorf("DATA blocks (-want +got):\n%s", diff)
 	}
 	ev := ts.fetches(t, 1)[0]
 	want := &event.TFTPInfo{BlockSize: 512, WindowSize: 4, Timeout: 50 * time.Millisecond,
-		Datagrams: 12, Retransmits: 8, Timeouts: 3}
+		Datagrams: 8, Retransmits: 4, Timeouts: 3, WindowMin: 2, WindowMedian: 2, WindowMax: 4, LossEvents: 1}
 	if diff := cmp.Diff(want, ev.TFTP); diff != "" {
 		t.Errorf("TFTP info (-want +got):\n%s", diff)
 	}

@@ -1,0 +1,157 @@
+package tftp
+
+import (
+	"slices"
+	"time"
+)
+
+// A windowed transfer adapts two things to the link and the client, as a
+// TCP or QUIC sender does (RFC 5681, RFC 6298, RFC 9002), so a large
+// window never turns into a collapse:
+//
+//   - The effective window (congestion window, cwnd) is what the sender puts
+//     in one round; the negotiated windowsize is only its ceiling. A round
+//     acknowledged in full grows it by one block; a loss signal (an ACK
+//     short of the round, a repeated ACK of the block before it, or a
+//     retransmit timeout) shrinks it to 0.7 of itself (CUBIC's beta), once
+//     per round. The client never sees anything but shorter windows.
+//   - The retransmit timer follows the round trip measured from a round's
+//     last packet to its ACK (smoothed as RFC 6298 does, Karn's rule: no
+//     sample from a round sent twice), between a floor of a few ms (defaultMinRTO) and the negotiated
+//     timeout, doubling on each timeout in a row.
+//
+// An RFC 7440 client acknowledges after windowsize blocks in order (atftp
+// counts blocks since its last ACK; U-Boot ACKs at fixed block numbers,
+// windowsize apart from its last ACK), or at the last block, or at once
+// when a block arrives ahead of the one it waits for (a gap), or on its own
+// timeout (5 s for both). A round of fewer blocks than the window would
+// wait for that timeout, so a short round ends in a gap: its blocks, then
+// the block after next (as the single-port proof does, proof.go). Both
+// clients acknowledge the last block in order at once, exactly the end of
+// the round, and the skipped block starts the next round. The gap block is
+// inside the negotiated window, so a round is at most windowsize-2 blocks.
+//
+// After a timeout the sender first sends a probe, the highest block of the
+// round again (a tail-loss probe): a client that lost only the tail sees
+// the round's last block in order (and ACKs it: it completes its count) or
+// sees a gap (and ACKs where it is), so a lost tail costs one packet and a
+// few round trips, not the client's 5 s. Only when the probe is not
+// answered either does the round go back to its first unacknowledged block.
+
+const (
+	// defaultMinRTO is the retransmit timer's floor: a few scheduler ticks
+	// of a loaded host, so a client that is merely slow is not flooded.
+	defaultMinRTO = 5 * time.Millisecond
+	// rttGranularity is the least variance term of the timer (RFC 9002's
+	// kGranularity).
+	rttGranularity = time.Millisecond
+	// cwndBeta is the multiplicative decrease on a loss signal.
+	cwndBeta = 0.7
+)
+
+// congestion is one windowed transfer's effective window and retransmit
+// timer.
+type congestion struct {
+	limit int           // negotiated windowsize: the ceiling
+	cwnd  float64       // effective window, blocks
+	floor time.Duration // the timer's least value
+	ceil  time.Duration // and its largest: the negotiated timeout
+
+	srtt, rttvar time.Duration // 0 until the first sample
+	backoff      int           // timeouts in a row
+
+	// rounds[n] counts the rounds that carried n new blocks (the
+	// effective window over time).
+	rounds []int64
+	losses int64 // loss signals: rounds answered short, repeated, or timed out
+}
+
+func newCongestion(limit int, timeout, floor time.Duration) *congestion {
+	if floor <= 0 {
+		floor = defaultMinRTO
+	}
+	return &congestion{limit: limit, cwnd: float64(limit), floor: floor, ceil: timeout, rounds: make([]int64, limit+1)}
+}
+
+// window is the number of blocks the next round may carry.
+func (c *congestion) window() int { return max(1, min(int(c.cwnd), c.limit)) }
+
+// rto is the retransmit timeout now.
+func (c *congestion) rto() time.Duration {
+	if c.srtt == 0 {
+		return c.ceil
+	}
+	d := c.srtt + max(4*c.rttvar, rttGranularity)
+	d = max(d, c.floor)
+	for range min(c.backoff, 20) {
+		d *= 2
+		if d >= c.ceil {
+			break
+		}
+	}
+	return min(d, c.ceil)
+}
+
+// atCeiling reports whether the timer runs at the negotiated timeout: only
+// such timeouts count against the retries, so a transfer gives up after as
+// long as it did with a fixed timer.
+func (c *congestion) atCeiling() bool { return c.rto() >= c.ceil }
+
+// sample adds a round trip measured on a round sent once (RFC 6298 2.2-2.3).
+func (c *congestion) sample(r time.Duration) {
+	if c.srtt == 0 {
+		c.srtt, c.rttvar = r, r/2
+		return
+	}
+	c.rttvar = (3*c.rttvar + (c.srtt - r).Abs()) / 4
+	c.srtt = (7*c.srtt + r) / 8
+}
+
+// sent records a round of n new blocks.
+func (c *congestion) sent(n int) { c.rounds[min(n, c.limit)]++ }
+
+// acked records a round acknowledged in full: additive increase.
+func (c *congestion) acked() {
+	c.backoff = 0
+	c.cwnd = min(c.cwnd+1, float64(c.limit))
+}
+
+// lost records a loss signal: multiplicative decrease.
+func (c *congestion) lost() {
+	c.losses++
+	c.cwnd = max(1, c.cwnd*cwndBeta)
+}
+
+// progress records an ACK that moved the window: the timer stops backing off.
+func (c *congestion) progress() { c.backoff = 0 }
+
+// timedOut records a timeout: the timer backs off.
+func (c *congestion) timedOut() { c.backoff++ }
+
+// stats returns the least, median and largest effective window over the
+// rounds sent (0s before any).
+func (c *congestion) stats() (lo, med, hi int) {
+	var total int64
+	for _, k := range c.rounds {
+		total += k
+	}
+	if total == 0 {
+		return 0, 0, 0
+	}
+	lo = slices.IndexFunc(c.rounds, func(k int64) bool { return k > 0 })
+	for n := len(c.rounds) - 1; n >= 0; n-- {
+		if c.rounds[n] > 0 {
+			hi = n
+			break
+		}
+	}
+	var seen int64
+	for n, k := range c.rounds {
+		seen += k
+		if 2*seen >= total {
+			med = n
+			break
+		}
+	}
+	return lo, med, hi
+}
