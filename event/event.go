@@ -5,6 +5,7 @@
 package event
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -175,6 +176,10 @@ func (l Log) Fetch(f *Fetch) {
 	}
 	if t := f.TFTP; t != nil {
 		attrs = append(attrs, "blksize", t.BlockSize, "windowsize", t.WindowSize, "retransmits", t.Retransmits, "timeouts", t.Timeouts)
+		if t.WindowMax > 0 {
+			attrs = append(attrs, "eff_window", fmt.Sprintf("%d/%d/%d", t.WindowMin, t.WindowMedian, t.WindowMax),
+				"losses", t.LossEvents, "tftp_rtt", t.RTT)
+		}
 	}
 	if t := f.TCP; t != nil {
 		attrs = append(attrs, "rtt", t.RTT, "retrans", t.Retransmits, "max_wnd", t.MaxSndWnd)

@@ -243,7 +243,7 @@ func (t *transfer) sendFile(w *window) error {
 	}()
 	base := int64(1) // oldest block not acknowledged
 	var (
-		sentMax int64                  // highest block sent in order
+		sentMax int64                  // every block up to it was sent at least once
 		gaps    = map[int64]struct{}{} // gap blocks sent above sentMax
 		// The round: blocks base..end in order, then maybe a gap block;
 		// top is the highest block an ACK may name, want the ACK that
@@ -274,11 +274,13 @@ func (t *transfer) sendFile(w *window) error {
 		if probe {
 			// The block after next beyond all sent in order, where the
 			// window allows: every client sees a gap there, whatever it
-			// has. Else the highest in order: it completes a full
-			// window's count, or is a gap. At the end, the last block:
-			// always acknowledged.
-			seq := sentMax + 2
-			if seq > base+size-1 {
+			// has. Else the next block, the last of the window: in order
+			// for a client that has all sent (it completes its count) and
+			// a gap for any other. Else the highest sent: the same for a
+			// full window. At the end, the last block: always
+			// acknowledged.
+			seq := min(sentMax+2, base+size-1)
+			if seq < sentMax {
 				seq = sentMax
 			}
 			p, err := w.packet(seq)
@@ -334,15 +336,9 @@ func (t *transfer) sendFile(w *window) error {
 				}
 				batch, seqs = append(batch, p), append(seqs, last)
 			}
-			if gated {
-				// Only an ACK of a block sent in order is honest: a
-				// higher one ends the transfer below.
-				top = last
-			} else {
-				// A shorter round than the last: the client may ACK
-				// any block an earlier send carried in order.
-				top = max(end, sentMax)
-			}
+			// Only an ACK of a block sent in order is honest: in a
+			// proof round a higher one ends the transfer below.
+			top = last
 			if adaptive {
 				cc.sent(int(end - base + 1))
 			}
@@ -396,6 +392,20 @@ func (t *transfer) sendFile(w *window) error {
 					}
 				}
 			}
+			// Gap blocks and probes can fill the blocks after sentMax:
+			// a client may then have them all, in order.
+			for {
+				if _, ok := gaps[sentMax+1]; !ok {
+					break
+				}
+				delete(gaps, sentMax+1)
+				sentMax++
+			}
+			if !gated {
+				// The client may ACK any block it could have in
+				// order, from this send or an earlier one.
+				top = max(end, sentMax)
+			}
 			if acked, why, err = t.awaitAck(base, top, repeatOK, false, rto); err != nil {
 				return err
 			}
@@ -420,7 +430,9 @@ func (t *transfer) sendFile(w *window) error {
 				// The round (or its probe) was lost: each such timeout
 				// is a loss signal of its own, as in TCP.
 				probe = false
-				cc.lost()
+				if adaptive {
+					cc.lost()
+				}
 				signalled, needGap = true, true
 			}
 		case ackRepeat:

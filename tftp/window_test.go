@@ -29,7 +29,8 @@ const (
 
 // winClient is an RFC 7440 reading client for tests. It acknowledges every
 // window (or the last block), acknowledges the last block in order once when
-// a block is missing, and resends its last ACK after a timeout. Its hooks
+// a block is missing, and after a timeout acknowledges the last block in
+// order (or, with resendOldACK, resends its last ACK). Its hooks
 // lose, reorder or duplicate DATA and duplicate or reorder ACKs on purpose.
 type winClient struct {
 	conn    *net.UDPConn
@@ -40,6 +41,12 @@ type winClient struct {
 	// dupACK sends every ACK twice; staleACK sends, after each ACK, the ACK
 	// before it again (an ACK overtaken by the next one).
 	dupACK, staleACK bool
+	// resendOldACK: on a timeout, send the last ACK sent again (RFC 1350's
+	// "retransmit the last packet"), not the last block received in order
+	// as atftp and U-Boot do. Such a client that also ignores duplicate
+	// blocks silently can deadlock within RFC 7440: it may hold the whole
+	// window while its count restarted at the old ACK.
+	resendOldACK bool
 
 	// Counted during get.
 	acks, earlyACKs, timeouts, mangled int
@@ -104,7 +111,11 @@ func (c *winClient) get(srv netip.AddrPort, file string, blksize, window int) ([
 			if c.timeouts > 50 {
 				return nil, nil, fmt.Errorf("gave up after %d timeouts at block %d", c.timeouts, next)
 			}
-			if err := sendACK(lastACK); err != nil {
+			resend := next - 1 // atftp and U-Boot: the last block in order
+			if c.resendOldACK || next == 1 {
+				resend = lastACK
+			}
+			if err := sendACK(resend); err != nil {
 				return nil, nil, err
 			}
 			continue
