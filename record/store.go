@@ -22,7 +22,7 @@ import (
 const FileName = "pxeperf.db"
 
 // SchemaVersion is the schema this pxeperf writes (PRAGMA user_version).
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // ErrNewerSchema means the file was written by a newer pxeperf.
 var ErrNewerSchema = errors.New("record store schema is newer than this pxeperf")
@@ -76,6 +76,11 @@ CREATE TABLE leases (
 CREATE INDEX leases_time ON leases(time_ns);
 `},
 	{"records.kind", `ALTER TABLE records ADD COLUMN kind TEXT NOT NULL DEFAULT '';`},
+	{"records.eff_wnd", `
+ALTER TABLE records ADD COLUMN eff_wnd_min INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN eff_wnd_median INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN eff_wnd_max INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN loss_events INTEGER NOT NULL DEFAULT 0;`},
 }
 
 // Store is the record database: one SQLite file in WAL mode. Safe for
@@ -340,8 +345,8 @@ func prepare(ctx context.Context, tx *sql.Tx) (*stmts, error) {
 		duration_us, mbps, outcome, err, labels, wnd_max, wnd_median, wnd_requested, rtt_us, min_rtt_us,
 		retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize,
 		tsize, datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso,
-		gso, gro, kernel, kind)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`},
+		gso, gro, kernel, kind, eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`},
 		{&st.uid, `SELECT id FROM records WHERE uid = ?`},
 		{&st.label, `INSERT INTO labels(record_id, key, value) VALUES (?,?,?)`},
 		{&st.interval, `INSERT INTO intervals(record_id, seq, start_us, end_us, bytes,
@@ -380,7 +385,8 @@ func (st *stmts) insertRecord(ctx context.Context, e *entry) error {
 		r.WndMax, r.WndMedian, r.WndRequested, us(r.RTT), us(r.MinRTT), r.Retransmits, int64(r.DeliveryRate),
 		us(r.RwndLimited), us(r.SndbufLimited), r.MSS, r.PMTU, r.BlkSize, r.WindowSize, r.TSize,
 		r.Datagrams, r.Acked, r.Timeouts, r.Iface, r.MTU, r.LinkMbps, r.RateLimit,
-		string(r.RxCsum), string(r.TxCsum), string(r.TSO), string(r.GSO), string(r.GRO), r.Kernel, r.Kind)
+		string(r.RxCsum), string(r.TxCsum), string(r.TSO), string(r.GSO), string(r.GRO), r.Kernel, r.Kind,
+		r.EffWndMin, r.EffWndMedian, r.EffWndMax, r.LossEvents)
 	if err != nil {
 		return err
 	}
@@ -410,7 +416,8 @@ func (st *stmts) insertRecord(ctx context.Context, e *entry) error {
 const recordColumns = `id, time_ns, source, proto, direction, client_mac, client_ip, host, arch, file, bytes,
 	size, duration_us, mbps, outcome, err, labels, wnd_max, wnd_median, wnd_requested, rtt_us, min_rtt_us,
 	retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize, tsize,
-	datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso, gso, gro, kernel, kind`
+	datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso, gso, gro, kernel, kind,
+	eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events`
 
 type scanner interface{ Scan(...any) error }
 
@@ -422,7 +429,8 @@ func scanRecord(sc scanner) (Record, error) {
 		&r.Arch, &r.File, &r.Bytes, &r.Size, &dur, &r.Mbps, &r.Outcome, &r.Err, &labels, &r.WndMax,
 		&r.WndMedian, &r.WndRequested, &rtt, &minRTT, &r.Retransmits, &rate, &rwnd, &sndbuf, &r.MSS,
 		&r.PMTU, &r.BlkSize, &r.WindowSize, &r.TSize, &r.Datagrams, &r.Acked, &r.Timeouts, &r.Iface,
-		&r.MTU, &r.LinkMbps, &r.RateLimit, &rx, &tx, &tso, &gso, &gro, &r.Kernel, &r.Kind)
+		&r.MTU, &r.LinkMbps, &r.RateLimit, &rx, &tx, &tso, &gso, &gro, &r.Kernel, &r.Kind,
+		&r.EffWndMin, &r.EffWndMedian, &r.EffWndMax, &r.LossEvents)
 	if err != nil {
 		return r, err
 	}
