@@ -1,28 +1,42 @@
 // Package api serves the measurement records and the report tables over
-// HTTP as JSON, for dashboards and scripts. httpboot mounts it at /api/:
+// HTTP as JSON, for dashboards and scripts. The admin listener
+// (admin.listen, loopback by default) mounts it at /api/; with http.api
+// the boot port does too:
 //
-//	GET /api/fetches                    records, newest first (filters below; limit default 100, 0 all)
+//	GET /api/fetches                    records, newest first, one page (filters below)
 //	GET /api/fetches/{id}               one record
 //	GET /api/fetches/{id}/intervals     its interval samples
 //	GET /api/report?table=NAME          a report table: window-offload, direction-mtu,
-//	                                    clients, linkspeed, tftp, fetches; intervals or netperf with &id=N
+//	                                    clients, linkspeed, tftp, fetches, servers; intervals or netperf with &id=N
 //
 // Filters, as query parameters, are those of pxeperf report: client (MAC,
 // IP or host), file (name or glob), since (2h, 7d or an RFC 3339 time),
-// label=k=v (repeatable), limit. Errors come back as {"error": "..."}: 400
-// for a bad parameter, 404 for an unknown record, 503 while the record
-// store cannot be opened.
+// label=k=v (repeatable), server and site (server.name and server.site of
+// the pxeperf that measured it, in a store many share). /api/fetches answers pages: limit (default 100,
+// at most Limits.MaxPage; 0 asks for a whole page), and when more records
+// match, a Link header rel="next" (and X-Next-Cursor) whose before=CURSOR
+// reads the next page. A report reads at most Limits.MaxReportRecords
+// records; past that it is refused (narrow the filter).
+//
+// Answers are streamed: a client that reads nothing for StallTimeout, or
+// takes longer than WriteTimeout in all, is dropped. Errors come back as
+// {"error": "..."}: 400 for a bad parameter, 404 for an unknown record, 503
+// while the record store cannot be opened.
 package api
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,20 +59,50 @@ var ErrUnavailable = errors.New("record store unavailable")
 // parameter.
 const DefaultLimit = 100
 
+// Limits bound what one API request may cost. Zero fields take the
+// defaults (those of the admin section of the config).
+type Limits struct {
+	// MaxPage caps limit= on /api/fetches. Default 1000.
+	MaxPage int
+	// MaxReportRecords caps the records one report table reads. Default 50000.
+	MaxReportRecords int
+	// StallTimeout drops an answer its client does not read. Default 10s.
+	StallTimeout time.Duration
+	// WriteTimeout bounds one whole answer. Default 60s.
+	WriteTimeout time.Duration
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxPage <= 0 {
+		l.MaxPage = 1000
+	}
+	if l.MaxReportRecords <= 0 {
+		l.MaxReportRecords = 50000
+	}
+	if l.StallTimeout <= 0 {
+		l.StallTimeout = 10 * time.Second
+	}
+	if l.WriteTimeout <= 0 {
+		l.WriteTimeout = 60 * time.Second
+	}
+	return l
+}
+
 // Handler is the API's http.Handler.
 type Handler struct {
 	src    Source
 	logger *slog.Logger
+	lim    Limits
 	now    func() time.Time
 	mux    *http.ServeMux
 }
 
 // New builds the handler over src; logger nil: discard.
-func New(src Source, logger *slog.Logger) *Handler {
+func New(src Source, logger *slog.Logger, lim Limits) *Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{src: src, logger: logger, now: time.Now, mux: http.NewServeMux()}
+	h := &Handler{src: src, logger: logger, lim: lim.withDefaults(), now: time.Now, mux: http.NewServeMux()}
 	h.mux.HandleFunc("GET /api/fetches", h.fetches)
 	h.mux.HandleFunc("GET /api/fetches/{id}", h.fetch)
 	h.mux.HandleFunc("GET /api/fetches/{id}/intervals", h.intervals)
@@ -88,7 +132,23 @@ func (h *Handler) filter(r *http.Request, defLimit string) (record.Filter, error
 	}
 	return report.ParseFilter(report.FilterArgs{
 		Client: q.Get("client"), File: q.Get("file"), Since: q.Get("since"), Labels: q["label"], Limit: limit,
+		Server: q.Get("server"), Site: q.Get("site"),
 	}, h.now())
+}
+
+// cursor is a page boundary: the last record's time (ns) and id.
+func cursor(r record.Record) string {
+	return strconv.FormatInt(r.Time.UnixNano(), 10) + "." + strconv.FormatInt(r.ID, 10)
+}
+
+func parseCursor(s string) (record.Position, error) {
+	ns, id, ok := strings.Cut(s, ".")
+	t, err1 := strconv.ParseInt(ns, 10, 64)
+	n, err2 := strconv.ParseInt(id, 10, 64)
+	if !ok || err1 != nil || err2 != nil || n < 0 {
+		return record.Position{}, fmt.Errorf("before %q: use the cursor the Link header (rel=\"next\") of the previous page names", s)
+	}
+	return record.Position{Time: time.Unix(0, t).UTC(), ID: n}, nil
 }
 
 func (h *Handler) fetches(w http.ResponseWriter, r *http.Request) {
@@ -97,15 +157,51 @@ func (h *Handler) fetches(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
+	// limit=0 used to mean every record, built in memory at once: now a
+	// whole page, and the rest by cursor.
+	if f.Limit <= 0 || f.Limit > h.lim.MaxPage {
+		f.Limit = h.lim.MaxPage
+	}
+	if b := r.URL.Query().Get("before"); b != "" {
+		if f.Before, err = parseCursor(b); err != nil {
+			h.fail(w, r, http.StatusBadRequest, err)
+			return
+		}
+	}
 	recs, err := h.src.Query(r.Context(), f)
 	if err != nil {
 		h.sourceError(w, r, err)
 		return
 	}
-	if recs == nil {
-		recs = []record.Record{}
+	if len(recs) == f.Limit && len(recs) > 0 {
+		next := cursor(recs[len(recs)-1])
+		q := r.URL.Query()
+		q.Set("before", next)
+		q.Set("limit", strconv.Itoa(f.Limit))
+		u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
+		w.Header().Set("Link", "<"+u.String()+`>; rel="next"`)
+		w.Header().Set("X-Next-Cursor", next)
 	}
-	h.json(w, recs)
+	h.stream(w, r, func(bw io.Writer) error {
+		if _, err := io.WriteString(bw, "["); err != nil {
+			return err
+		}
+		enc := json.NewEncoder(bw)
+		for i, rec := range recs {
+			sep := "\n"
+			if i > 0 {
+				sep = ",\n"
+			}
+			if _, err := io.WriteString(bw, sep); err != nil {
+				return err
+			}
+			if err := enc.Encode(rec); err != nil {
+				return err
+			}
+		}
+		_, err := io.WriteString(bw, "]\n")
+		return err
+	})
 }
 
 func (h *Handler) id(w http.ResponseWriter, r *http.Request) (int64, bool) {
@@ -131,7 +227,7 @@ func (h *Handler) fetch(w http.ResponseWriter, r *http.Request) {
 		h.sourceError(w, r, err)
 		return
 	}
-	h.json(w, rec)
+	h.json(w, r, rec)
 }
 
 func (h *Handler) intervals(w http.ResponseWriter, r *http.Request) {
@@ -151,7 +247,7 @@ func (h *Handler) intervals(w http.ResponseWriter, r *http.Request) {
 	if ivs == nil {
 		ivs = []record.Interval{}
 	}
-	h.json(w, ivs)
+	h.json(w, r, ivs)
 }
 
 func (h *Handler) report(w http.ResponseWriter, r *http.Request) {
@@ -180,7 +276,7 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request) {
 		t = report.Intervals(rec, ivs)
 	default:
 		if name == "" {
-			h.fail(w, r, http.StatusBadRequest, errors.New("missing table: use table=window-offload, direction-mtu, clients, linkspeed, tftp, fetches, intervals&id=N or netperf&id=N"))
+			h.fail(w, r, http.StatusBadRequest, errors.New("missing table: use table=window-offload, direction-mtu, clients, linkspeed, tftp, fetches, servers, intervals&id=N or netperf&id=N"))
 			return
 		}
 		if _, err := report.Build(name, nil); err != nil {
@@ -192,20 +288,25 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, http.StatusBadRequest, err)
 			return
 		}
+		// A table needs every matching record in memory: bounded. One
+		// more than the cap tells whether the cap was reached.
+		want := f.Limit
+		if want <= 0 || want > h.lim.MaxReportRecords {
+			f.Limit = h.lim.MaxReportRecords + 1
+		}
 		recs, err := h.src.Query(r.Context(), f)
 		if err != nil {
 			h.sourceError(w, r, err)
 			return
 		}
+		if len(recs) > h.lim.MaxReportRecords {
+			h.fail(w, r, http.StatusBadRequest, fmt.Errorf("more than %d records match: narrow the table with since=, client=, file= or label= (or raise admin.max_report_records)", h.lim.MaxReportRecords))
+			return
+		}
+		slices.Reverse(recs) // a limited query is newest first; tables read oldest first
 		t, _ = report.Build(name, recs)
 	}
-	var b bytes.Buffer
-	if err := report.Render(&b, t, report.JSON); err != nil {
-		h.fail(w, r, http.StatusInternalServerError, err)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b.Bytes())
+	h.stream(w, r, func(bw io.Writer) error { return report.Render(bw, t, report.JSON) })
 }
 
 func (h *Handler) sourceError(w http.ResponseWriter, r *http.Request, err error) {
@@ -230,16 +331,65 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, err e
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
 }
 
-func (h *Handler) json(w http.ResponseWriter, v any) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
+func (h *Handler) json(w http.ResponseWriter, r *http.Request, v any) {
+	h.stream(w, r, func(bw io.Writer) error {
+		enc := json.NewEncoder(bw)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	})
+}
+
+// stream writes a JSON answer through a buffer whose every flush must
+// reach the client within StallTimeout, and the whole answer within
+// WriteTimeout (write deadlines on the connection); a client that stops
+// reading is dropped, and its answer is never held whole in memory.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, write func(io.Writer) error) {
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b.Bytes())
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	sw := &stallWriter{w: w, rc: http.NewResponseController(w), stall: h.lim.StallTimeout,
+		end: time.Now().Add(h.lim.WriteTimeout)}
+	bw := bufio.NewWriterSize(sw, 32<<10)
+	err := write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	// Clear the deadline: the connection may carry the next request.
+	_ = sw.rc.SetWriteDeadline(time.Time{})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		h.logger.Info("api: answer dropped", "path", r.URL.Path, "client", r.RemoteAddr, "sent", sw.n, "err", err,
+			"stall_timeout", h.lim.StallTimeout, "write_timeout", h.lim.WriteTimeout)
+	}
+}
+
+// stallWriter moves the write deadline before each write.
+type stallWriter struct {
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	stall time.Duration
+	end   time.Time
+	n     int64
+	err   error
+}
+
+func (s *stallWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	d := time.Now().Add(s.stall)
+	if d.After(s.end) {
+		d = s.end
+	}
+	_ = s.rc.SetWriteDeadline(d) // unsupported writers (tests): no deadline
+	n, err := s.w.Write(p)
+	s.n += int64(n)
+	if err == nil {
+		err = s.rc.Flush()
+		if errors.Is(err, http.ErrNotSupported) {
+			err = nil
+		}
+	}
+	s.err = err
+	return n, err
 }
 
 // Lazy is a Source that opens the real one on first use, and again after

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -49,8 +50,16 @@ func (f *fake) Query(_ context.Context, flt record.Filter) ([]record.Record, err
 			out = append(out, r)
 		}
 	}
-	if flt.Limit > 0 && len(out) > flt.Limit {
-		out = out[len(out)-flt.Limit:]
+	if flt.Limit > 0 {
+		// As the store: newest first (time, then id), from the cursor on.
+		slices.Reverse(out)
+		out = slices.DeleteFunc(out, func(r record.Record) bool {
+			b := flt.Before
+			return !b.IsZero() && !(r.Time.Before(b.Time) || r.Time.Equal(b.Time) && r.ID < b.ID)
+		})
+		if len(out) > flt.Limit {
+			out = out[:flt.Limit]
+		}
 	}
 	return out, nil
 }
@@ -89,7 +98,7 @@ func newFake() *fake {
 
 func newServer(t *testing.T, src Source) *httptest.Server {
 	t.Helper()
-	h := New(src, nil)
+	h := New(src, nil, Limits{})
 	h.now = func() time.Time { return now }
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -135,10 +144,10 @@ func TestFetches(t *testing.T) {
 		t.Errorf("records (-want +got):\n%s", diff)
 	}
 
-	// No limit: DefaultLimit; limit=0: all.
+	// No limit: DefaultLimit; limit=0: a whole page (no longer everything).
 	get(t, srv, "/api/fetches", &got)
 	get(t, srv, "/api/fetches?limit=0", &got)
-	if src.filters[1].Limit != DefaultLimit || src.filters[2].Limit != 0 || len(got) != 4 {
+	if src.filters[1].Limit != DefaultLimit || src.filters[2].Limit != 1000 || len(got) != 4 {
 		t.Errorf("limits %d, %d (%d records)", src.filters[1].Limit, src.filters[2].Limit, len(got))
 	}
 	// Nothing matches: [], not null.
@@ -208,8 +217,8 @@ func TestReport(t *testing.T) {
 		got.Rows[1].Cells["off"].Median != 536 || got.Rows[1].Cells["on"].Median != 896 {
 		t.Errorf("window-offload: %+v", got)
 	}
-	if f := src.filters[0]; f.Client != "52:54:00:12:34:56" || f.Limit != 0 {
-		t.Errorf("filter %+v: want the client and no limit", f)
+	if f := src.filters[0]; f.Client != "52:54:00:12:34:56" || f.Limit != 50001 {
+		t.Errorf("filter %+v: want the client and max_report_records+1", f)
 	}
 	// The filters narrow the table.
 	got.Rows = nil

@@ -95,14 +95,15 @@ func (s *Source) resolve(cfg *configs.Config, file string) string {
 	if from, err := s.images.Source(file); err == nil {
 		return from
 	}
-	if s.global == nil {
+	ts := s.set.Load()
+	if ts == nil {
 		return ""
 	}
 	req, ok := Match(file)
 	if !ok {
 		return ""
 	}
-	if req.Loader == UBoot || s.custom[req.Loader] {
+	if req.Loader == UBoot || ts.custom[req.Loader] {
 		return "generated"
 	}
 	for _, h := range cfg.Hosts {

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync/atomic"
 	"text/template"
 	"time"
 
@@ -29,15 +30,22 @@ var Loaders = []Loader{PXELinux, GRUB, UBoot}
 // with New, which parses every template first, so a broken one fails at
 // start and not when a board boots. Safe for concurrent use.
 type Source struct {
-	images  *images.Store
-	hosts   *hosts.Table
-	server  netip.Addr
-	base    string // http://ADDR[:PORT], "" without HTTP
+	images *images.Store
+	hosts  *hosts.Table
+	server netip.Addr
+	base   string // http://ADDR[:PORT], "" without HTTP
+	// set is the parsed templates; nil for RootOnly. Reload swaps it
+	// whole, so a request sees the old set or the new one, never a mix.
+	set atomic.Pointer[templateSet]
+	log *slog.Logger
+}
+
+// templateSet is every parsed template of one configuration.
+type templateSet struct {
 	global  map[Loader]*template.Template
 	perHost map[string]map[Loader]*template.Template // by MAC string
 	custom  map[Loader]bool                          // a global template is configured
 	mtime   time.Time
-	log     *slog.Logger
 }
 
 // Options build a Source.
@@ -72,8 +80,11 @@ func New(o Options) (*Source, error) {
 	}
 	s := &Source{
 		images: o.Images, hosts: o.Hosts, server: o.Server, base: strings.TrimRight(o.HTTPBase, "/"),
+		log: o.Logger,
+	}
+	ts := &templateSet{
 		global: map[Loader]*template.Template{}, perHost: map[string]map[Loader]*template.Template{},
-		custom: map[Loader]bool{}, mtime: time.Now(), log: o.Logger,
+		custom: map[Loader]bool{}, mtime: time.Now(),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -92,14 +103,14 @@ func New(o Options) (*Source, error) {
 			errs = append(errs, err)
 			continue
 		}
-		s.custom[l] = t != nil
+		ts.custom[l] = t != nil
 		if t == nil {
 			if t, err = Parse(l, "built-in "+string(l)+" template", 0, Builtin(l)); err != nil {
 				errs = append(errs, err) // a bug in this package
 				continue
 			}
 		}
-		s.global[l] = t
+		ts.global[l] = t
 	}
 	for i := range cfg.Hosts {
 		h := &cfg.Hosts[i]
@@ -117,16 +128,37 @@ func New(o Options) (*Source, error) {
 				continue
 			}
 			key := h.MAC.String()
-			if s.perHost[key] == nil {
-				s.perHost[key] = map[Loader]*template.Template{}
+			if ts.perHost[key] == nil {
+				ts.perHost[key] = map[Loader]*template.Template{}
 			}
-			s.perHost[key][l] = t
+			ts.perHost[key][l] = t
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	s.set.Store(ts)
 	return s, nil
+}
+
+// Reload parses the templates of o.Config as New does (o.Images nil: this
+// Source's store) and, when every one parses, swaps them in at once:
+// transfers already running keep what they rendered, later requests get
+// the new set. On an error nothing changes and the error says what to fix.
+// The hosts table is not replaced here; see hosts.Table.Replace.
+func (s *Source) Reload(o Options) error {
+	if o.Images == nil {
+		o.Images = s.images
+	}
+	if o.Hosts == nil {
+		o.Hosts = s.hosts
+	}
+	n, err := New(o)
+	if err != nil {
+		return err
+	}
+	s.set.Store(n.set.Load())
+	return nil
 }
 
 func templateOf(ts configs.Templates, l Loader) configs.Template {
@@ -222,11 +254,16 @@ type Peer struct {
 // says what to configure). Anything else is fs.ErrNotExist, so a loader
 // moves on to the next name of its chain.
 func (s *Source) Open(name string, peer Peer) (*Content, error) {
-	f, size, err := s.images.Open(name)
+	client := ""
+	if peer.Client.IsValid() {
+		client = peer.Client.String()
+	}
+	f, size, err := s.images.OpenFor(name, client)
 	if err == nil {
 		return &Content{File: f, Size: size}, nil
 	}
-	if !errors.Is(err, fs.ErrNotExist) || s.global == nil {
+	ts := s.set.Load()
+	if !errors.Is(err, fs.ErrNotExist) || ts == nil {
 		return nil, err
 	}
 	req, ok := Match(name)
@@ -235,15 +272,15 @@ func (s *Source) Open(name string, peer Peer) (*Content, error) {
 	}
 	c, known := s.client(req, peer.Client)
 	host := c.Host
-	tmpl := s.perHost[macKey(c.MAC)][req.Loader]
-	if tmpl == nil && !s.custom[req.Loader] && req.Loader != UBoot && (host == nil || host.Kernel == "") {
+	tmpl := ts.perHost[macKey(c.MAC)][req.Loader]
+	if tmpl == nil && !ts.custom[req.Loader] && req.Loader != UBoot && (host == nil || host.Kernel == "") {
 		return nil, fmt.Errorf("%s: %w (no file in the root, and no host entry with a kernel or template to generate it from)", name, fs.ErrNotExist)
 	}
 	if tmpl == nil {
-		tmpl = s.global[req.Loader]
+		tmpl = ts.global[req.Loader]
 	}
 	d := s.data(c, known, peer)
-	b, rerr := Render(req.Loader, tmpl, d, s.mtime)
+	b, rerr := Render(req.Loader, tmpl, d, ts.mtime)
 	if rerr != nil {
 		return nil, rerr
 	}

@@ -43,13 +43,28 @@ type Config struct {
 	Data string `yaml:"data"`
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string `yaml:"log_level"`
+	// LogFormat is text (logfmt-style key=value) or json (one object per
+	// line). Default text.
+	LogFormat string `yaml:"log_format"`
 
 	DHCP  DHCP  `yaml:"dhcp"`
 	TFTP  TFTP  `yaml:"tftp"`
 	HTTP  HTTP  `yaml:"http"`
+	Admin Admin `yaml:"admin"`
 	Bench Bench `yaml:"bench"`
 	// Records bounds the memory the record queue may take.
 	Records Records `yaml:"records"`
+	// Iperf3 and Iperf2 are the servers boards measure against with their
+	// own iperf3 / iperf (package perfsrv).
+	Iperf3 Iperf `yaml:"iperf3"`
+	Iperf2 Iperf `yaml:"iperf2"`
+	// Images bounds the decompression cache (see Images).
+	Images Images `yaml:"images"`
+	// Store is where records go: SQLite in the data folder (default) or a
+	// shared PostgreSQL database.
+	Store Store `yaml:"store"`
+	// Server names this pxeperf on its records.
+	Server Server `yaml:"server"`
 	// Templates override the built-in boot config templates of pxelinux,
 	// GRUB and U-Boot for every host (a host's own templates win). Each is
 	// inline text or "@file" read from the root; see package bootcfg.
@@ -80,7 +95,7 @@ type Template struct {
 // UnmarshalYAML implements yaml.Unmarshaler.
 func (t *Template) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return &Error{Line: n.Line, Msg: "a template is text: inline (use a | block) or @file from the root"}
+		return typeError(n.Line, "a template is text: inline (use a | block) or @file from the root")
 	}
 	t.Text, t.Line = n.Value, n.Line
 	if t.Text == "" {
@@ -210,7 +225,65 @@ type HTTP struct {
 	// without a host-specific script (Go text/template; see README), inline
 	// or "@file" from the root.
 	Script Template `yaml:"script,omitempty"`
+
+	// Budgets. A lab network is a hostile network: every board can reach
+	// the boot port, so what one client can make pxeperf hold or write is
+	// bounded. The defaults are far above what a lab of 500 boards needs.
+	// A refusal is logged once per client and reason a minute and counted
+	// (GET /healthz, "refused").
+
+	// MaxConns caps open connections to the boot port; more are closed at
+	// once. Default 2048.
+	MaxConns int `yaml:"max_conns"`
+	// MaxConnsPerClient caps open connections from one address (iPXE and
+	// UEFI use one or two). Default 32.
+	MaxConnsPerClient int `yaml:"max_conns_per_client"`
+	// MaxLabels caps ?label.KEY=VALUE parameters on one request; more are
+	// refused with 400. Default 32.
+	MaxLabels int `yaml:"max_labels"`
+	// MaxLabelKey and MaxLabelValue cap a label's key and value in bytes.
+	// Defaults 64 and 256.
+	MaxLabelKey   int `yaml:"max_label_key"`
+	MaxLabelValue int `yaml:"max_label_value"`
+	// ErrorRecordsPerMinute is how many failed fetches (404, 400, 403, ...)
+	// one client may put on record per minute (a burst of as many, refilled
+	// evenly); past it they are still answered and counted, not recorded.
+	// Default 120.
+	ErrorRecordsPerMinute int `yaml:"error_records_per_minute"`
+	// TrustMACParam lets any client claim any MAC with ?mac= (the lab
+	// trusts every machine on it). Default false: a claim binds the MAC to
+	// the source address only where pxeperf's DHCP (lease or recent
+	// proxyDHCP sighting) or the host entry's address agrees; see README.
+	TrustMACParam bool `yaml:"trust_mac_param"`
+	// API also serves the record API (/api/) on the boot port, for labs
+	// that want it there; default false: only on admin.listen.
+	API bool `yaml:"api"`
 }
+
+// Admin configures the admin listener: the record API (/api/...) on an
+// address of its own, loopback by default, so boards cannot read what
+// other boards fetched.
+type Admin struct {
+	// Listen address HOST:PORT, or "off". Default 127.0.0.1:9069.
+	Listen string `yaml:"listen"`
+	// TokenFile names a file holding a bearer token; when set, every request
+	// needs "Authorization: Bearer TOKEN". Default "": no token.
+	TokenFile string `yaml:"token_file"`
+	// MaxPage caps /api/fetches?limit= (records per page; next pages by
+	// the cursor in the Link header). Default 1000.
+	MaxPage int `yaml:"max_page"`
+	// MaxReportRecords caps the records one /api/report table is built
+	// from; more are refused with advice to narrow the filter. Default 50000.
+	MaxReportRecords int `yaml:"max_report_records"`
+	// StallTimeout drops an answer whose client reads nothing for this
+	// long. Default 10s.
+	StallTimeout time.Duration `yaml:"stall_timeout"`
+	// WriteTimeout bounds one whole answer. Default 60s.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+}
+
+// AdminOff is the admin.listen value that turns the admin listener off.
+const AdminOff = "off"
 
 // Bench configures the stream server (package bench/stream) that
 // `pxeperf bench --server HOST` runs its TCP and UDP tests against. It is
@@ -220,6 +293,27 @@ type Bench struct {
 	Enabled bool `yaml:"enabled"`
 	// Listen address. Default ":5211".
 	Listen string `yaml:"listen"`
+}
+
+// Iperf configures an iperf3- or iperf 2-compatible server (package
+// perfsrv). Off by default, like the bench stream server: it sends as fast
+// as a board asks, within the caps. Every test is recorded (source iperf3 or
+// iperf2, one record per direction).
+type Iperf struct {
+	Enabled bool `yaml:"enabled"`
+	// Listen address, TCP and UDP. Default ":5201" (iperf3), ":5001" (iperf2).
+	Listen string `yaml:"listen"`
+	// MaxTests running at once over all boards. Default 16.
+	MaxTests int `yaml:"max_tests"`
+	// MaxPerClient tests at once from one board address. Default 4.
+	MaxPerClient int `yaml:"max_per_client"`
+	// MaxDuration of one test (-t plus -O). Default 60s.
+	MaxDuration time.Duration `yaml:"max_duration"`
+	// MaxRateMbps is the largest -b a test may ask for, Mbit/s over all its
+	// streams and directions. Default 10000.
+	MaxRateMbps int64 `yaml:"max_rate_mbps"`
+	// MaxStreams per test (-P). Default 16.
+	MaxStreams int `yaml:"max_streams"`
 }
 
 // Host is a per-MAC entry.
@@ -271,6 +365,34 @@ func Example(name string) ([]byte, error) {
 	return files.ReadFile("examples/" + name + ".yaml")
 }
 
+// ExampleNames lists the embedded examples by base name, each with the
+// first phrase of its leading comment.
+func ExampleNames() (names, about []string) {
+	ents, _ := files.ReadDir("examples")
+	for _, e := range ents {
+		n, ok := strings.CutSuffix(e.Name(), ".yaml")
+		if !ok {
+			continue
+		}
+		b, _ := files.ReadFile("examples/" + e.Name())
+		var comment []string
+		for _, line := range strings.Split(string(b), "\n") {
+			text, ok := strings.CutPrefix(line, "#")
+			if !ok {
+				break
+			}
+			comment = append(comment, strings.TrimSpace(text))
+		}
+		first := strings.Join(comment, " ")
+		if i := strings.IndexAny(first, ".:"); i > 0 {
+			first = first[:i]
+		}
+		names = append(names, n)
+		about = append(about, first)
+	}
+	return names, about
+}
+
 // DefaultYAML is the embedded default file's text.
 func DefaultYAML() []byte { return mustRead("default.yaml") }
 
@@ -316,6 +438,11 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		add("log_level", "%q is not a log level; use debug, info, warn or error", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		add("log_format", "%q is not a log format; use text or json", c.LogFormat)
 	}
 	if c.Root == "" {
 		add("root", "must not be empty; set the folder to serve, e.g. ./images")
@@ -391,10 +518,24 @@ func (c *Config) Validate() error {
 			add(key, "%s must be positive; e.g. 30s", v)
 		}
 	}
+	errs = append(errs, c.validateHTTPBudgets()...)
+	errs = append(errs, c.validateStore()...)
 	if _, err := netip.ParseAddrPort(fixHostPort(c.Bench.Listen)); err != nil {
 		add("bench.listen", "%q is not HOST:PORT; use e.g. :5211 or 0.0.0.0:5211", c.Bench.Listen)
 	}
 	validateBudgets(c, add)
+	for key, ip := range map[string]*Iperf{"iperf3": &c.Iperf3, "iperf2": &c.Iperf2} {
+		if _, err := netip.ParseAddrPort(fixHostPort(ip.Listen)); err != nil {
+			add(key+".listen", "%q is not HOST:PORT; use e.g. :5201 (iperf3) or :5001 (iperf2)", ip.Listen)
+		}
+		if ip.MaxTests < 1 || ip.MaxPerClient < 1 || ip.MaxStreams < 1 {
+			add(key, "max_tests, max_per_client and max_streams must be at least 1 (defaults 16, 4, 16)")
+		}
+		if ip.MaxDuration < time.Second || ip.MaxRateMbps < 1 {
+			add(key, "max_duration must be at least 1s and max_rate_mbps at least 1 (defaults 60s, 10000)")
+		}
+	}
+	c.validateImages(add)
 	seenMAC := map[string]int{}
 	seenAddr := map[netip.Addr]int{}
 	for i, host := range c.Hosts {
@@ -437,6 +578,52 @@ func validateBudgets(c *Config, add func(key, format string, a ...any)) {
 			add(b.key, "%d is outside %d..%d; the default %s is far above what a lab of 500 boards needs", b.v, b.lo, b.hi, b.eg)
 		}
 	}
+}
+
+// validateHTTPBudgets checks the http budgets and the admin section.
+func (c *Config) validateHTTPBudgets() []error {
+	var errs []error
+	add := func(key, format string, a ...any) {
+		errs = append(errs, &Error{Key: key, Msg: fmt.Sprintf(format, a...)})
+	}
+	h := &c.HTTP
+	for _, b := range []struct {
+		key      string
+		v, min   int
+		suggests string
+	}{
+		{"http.max_conns", h.MaxConns, 1, "2048"},
+		{"http.max_conns_per_client", h.MaxConnsPerClient, 1, "32"},
+		{"http.max_labels", h.MaxLabels, 1, "32"},
+		{"http.max_label_key", h.MaxLabelKey, 1, "64"},
+		{"http.max_label_value", h.MaxLabelValue, 1, "256"},
+		{"http.error_records_per_minute", h.ErrorRecordsPerMinute, 1, "120"},
+		{"admin.max_page", c.Admin.MaxPage, 1, "1000"},
+		{"admin.max_report_records", c.Admin.MaxReportRecords, 1, "50000"},
+	} {
+		if b.v < b.min {
+			add(b.key, "%d must be at least %d; the default is %s", b.v, b.min, b.suggests)
+		}
+	}
+	if h.MaxConnsPerClient > h.MaxConns && h.MaxConns > 0 {
+		add("http.max_conns_per_client", "%d is more than http.max_conns (%d); lower it or raise max_conns", h.MaxConnsPerClient, h.MaxConns)
+	}
+	a := &c.Admin
+	if a.Listen != AdminOff {
+		if _, err := netip.ParseAddrPort(fixHostPort(a.Listen)); err != nil {
+			add("admin.listen", "%q is not HOST:PORT; use e.g. 127.0.0.1:9069, or off to turn the admin listener off", a.Listen)
+		}
+	}
+	if a.StallTimeout <= 0 {
+		add("admin.stall_timeout", "%s must be positive; e.g. 10s", a.StallTimeout)
+	}
+	if a.WriteTimeout < a.StallTimeout {
+		add("admin.write_timeout", "%s must be at least admin.stall_timeout (%s); e.g. 60s", a.WriteTimeout, a.StallTimeout)
+	}
+	if a.TokenFile != "" && strings.TrimSpace(a.TokenFile) != a.TokenFile {
+		add("admin.token_file", "%q has leading or trailing spaces; write the path alone", a.TokenFile)
+	}
+	return errs
 }
 
 // fixHostPort accepts ":69" as "0.0.0.0:69" for parsing.

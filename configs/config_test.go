@@ -82,6 +82,11 @@ func TestErrors(t *testing.T) {
 		{"bad yaml", "dhcp: [\n", []string{"t.yaml", "not valid YAML"}},
 		{"log level", "log_level: loud\n", []string{"log_level", "debug, info, warn or error"}},
 		{"list for map", "dhcp: [1, 2]\n", []string{"t.yaml:1", "cannot use a list"}},
+		{"zero labels", "http:\n  max_labels: 0\n", []string{"t.yaml:2", "http.max_labels", "at least 1", "32"}},
+		{"per client over all", "http:\n  max_conns: 10\n  max_conns_per_client: 20\n", []string{"http.max_conns_per_client", "more than http.max_conns"}},
+		{"admin listen", "admin:\n  listen: loopback\n", []string{"t.yaml:2", "admin.listen", "127.0.0.1:9069", "off"}},
+		{"admin timeouts", "admin:\n  stall_timeout: 30s\n  write_timeout: 10s\n", []string{"admin.write_timeout", "at least admin.stall_timeout"}},
+		{"admin typo", "admin:\n  tokenfile: x\n", []string{"t.yaml:2", "admin.tokenfile", `did you mean "token_file"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,6 +104,25 @@ func TestErrors(t *testing.T) {
 				rest = rest[i+len(w):]
 			}
 		})
+	}
+}
+
+// TestBudgetDefaults: the defaults a lab of 500 boards never reaches, and
+// the admin listener on loopback.
+func TestBudgetDefaults(t *testing.T) {
+	c := Default()
+	h := c.HTTP
+	if h.MaxConns != 2048 || h.MaxConnsPerClient != 32 || h.MaxLabels != 32 || h.MaxLabelKey != 64 ||
+		h.MaxLabelValue != 256 || h.ErrorRecordsPerMinute != 120 || h.TrustMACParam || h.API {
+		t.Errorf("http budgets %+v", h)
+	}
+	a := c.Admin
+	if a.Listen != "127.0.0.1:9069" || a.TokenFile != "" || a.MaxPage != 1000 || a.MaxReportRecords != 50000 ||
+		a.StallTimeout != 10*time.Second || a.WriteTimeout != 60*time.Second {
+		t.Errorf("admin %+v", a)
+	}
+	if _, err := Parse("t.yaml", []byte("admin:\n  listen: \"off\"\n"), Default()); err != nil {
+		t.Errorf("admin.listen off: %v", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -100,15 +101,64 @@ func Parse(name string, data []byte, base *Config) (*Config, error) {
 		return nil, &Error{File: name, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
 	lines := map[string]int{}
-	var errs []error
-	checkKeys(&doc, reflect.TypeOf(Config{}), "", lines, &errs)
-	if len(errs) > 0 {
-		return nil, withFile(joinErrors(errs), name, lines)
-	}
+	// Every problem is reported at once: unknown keys, values that do not
+	// decode (the decoder goes on past them, keeping the base's value),
+	// and what Validate finds in the rest.
+	var errs Errors
+	var keyErrs []error
+	checkKeys(&doc, reflect.TypeOf(Config{}), "", lines, &keyErrs)
+	errs = append(errs, flatten(joinErrors(keyErrs))...)
 	if err := doc.Decode(c); err != nil {
-		return nil, withFile(decodeError(err), name, lines)
+		errs = append(errs, flatten(withFile(decodeError(err), name, lines))...)
 	}
-	return c, withFile(c.Validate(), name, lines)
+	bad := map[string]bool{}
+	for _, e := range flatten(withFile(errs, name, lines)) {
+		bad[e.Key] = true
+	}
+	for _, e := range flatten(c.Validate()) {
+		if !bad[e.Key] { // a value that did not decode is reported once
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		sort.SliceStable(errs, func(i, j int) bool { return lineOr(errs[i], lines) < lineOr(errs[j], lines) })
+		return nil, withFile(errs, name, lines)
+	}
+	return c, nil
+}
+
+// flatten lists the *Error values in err (an Errors, an *Error or other).
+func flatten(err error) Errors {
+	if err == nil {
+		return nil
+	}
+	var es Errors
+	if errors.As(err, &es) {
+		return es
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return Errors{e}
+	}
+	return Errors{{Msg: err.Error()}}
+}
+
+// lineOr is an error's line for sorting: its own, else its key's.
+func lineOr(e *Error, lines map[string]int) int {
+	if e.Line > 0 {
+		return e.Line
+	}
+	if l := lineOf(e.Key, lines); l > 0 {
+		return l
+	}
+	return 1 << 30
+}
+
+// typeError is how a value's UnmarshalYAML reports a bad value: as a
+// yaml.TypeError, so the decoder goes on and every bad value is reported,
+// not just the first.
+func typeError(line int, msg string) error {
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %s", line, msg)}}
 }
 
 // checkKeys walks the YAML tree beside the Go type, recording each key's line
@@ -257,19 +307,50 @@ func decodeError(err error) error {
 	return out
 }
 
-// friendlyType rewrites yaml.v3's Go-type wording into config wording.
+// goType is a Go type name in a yaml.v3 message: "into []configs.Addr".
+var goType = regexp.MustCompile(`into (\S+)`)
+
+// friendlyType rewrites yaml.v3's Go-type wording into config wording: no
+// Go type name reaches the user.
 func friendlyType(msg string) string {
 	r := strings.NewReplacer(
 		"cannot unmarshal !!str", "cannot use the text",
 		"cannot unmarshal !!int", "cannot use the number",
+		"cannot unmarshal !!float", "cannot use the number",
+		"cannot unmarshal !!bool", "cannot use true/false",
 		"cannot unmarshal !!map", "cannot use a mapping",
 		"cannot unmarshal !!seq", "cannot use a list",
-		"into time.Duration", "as a duration; write e.g. 30s, 5m or 1h",
-		"into int", "as a whole number",
-		"into bool", "as true/false",
-		"into string", "as text",
 	)
-	return r.Replace(msg)
+	msg = r.Replace(msg)
+	return goType.ReplaceAllStringFunc(msg, func(m string) string { return typeWords(strings.TrimPrefix(m, "into ")) })
+}
+
+// typeWords says what a Go type takes, in config words.
+func typeWords(t string) string {
+	switch {
+	case t == "time.Duration":
+		return "as a duration; write e.g. 30s, 5m or 1h"
+	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint"):
+		return "as a whole number"
+	case t == "bool":
+		return "as true/false"
+	case t == "string":
+		return "as text"
+	case t == "[]configs.Addr":
+		return "as a list of IP addresses; write [192.168.50.1] or one \"- 192.168.50.1\" line each"
+	case strings.HasPrefix(t, "[]"):
+		return "as a list; write [a, b] or one \"- item\" line each"
+	case strings.HasPrefix(t, "map["):
+		return "as a mapping; write one \"key: value\" line each"
+	case t == "configs.Addr":
+		return "as an IP address"
+	case t == "configs.MAC":
+		return "as a MAC address"
+	case t == "configs.Pool":
+		return "as a FIRST-LAST range"
+	default:
+		return "here; see pxeperf config default for the form"
+	}
 }
 
 // withFile attaches the file name and, from the key, the line to each error.

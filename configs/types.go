@@ -20,7 +20,7 @@ func (a *Addr) UnmarshalYAML(n *yaml.Node) error {
 	}
 	p, err := netip.ParseAddr(n.Value)
 	if err != nil {
-		return &Error{Line: n.Line, Msg: fmt.Sprintf("%q is not an IP address; write e.g. 192.168.50.1", n.Value)}
+		return typeError(n.Line, fmt.Sprintf("%q is not an IP address; write e.g. 192.168.50.1", n.Value))
 	}
 	a.Addr = p
 	return nil
@@ -41,7 +41,7 @@ type MAC struct{ net.HardwareAddr }
 func (m *MAC) UnmarshalYAML(n *yaml.Node) error {
 	hw, err := net.ParseMAC(n.Value)
 	if err != nil || len(hw) != 6 {
-		return &Error{Line: n.Line, Msg: fmt.Sprintf("%q is not an Ethernet MAC address; write e.g. 52:54:00:12:34:56", n.Value)}
+		return typeError(n.Line, fmt.Sprintf("%q is not an Ethernet MAC address; write e.g. 52:54:00:12:34:56", n.Value))
 	}
 	m.HardwareAddr = hw
 	return nil
@@ -107,7 +107,7 @@ func (p Pool) String() string {
 func (p *Pool) UnmarshalYAML(n *yaml.Node) error {
 	v, err := ParsePool(n.Value)
 	if err != nil {
-		return &Error{Line: n.Line, Msg: err.Error()}
+		return typeError(n.Line, err.Error())
 	}
 	*p = v
 	return nil

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/pxeperf/pxeperf/configs"
 )
 
@@ -43,18 +42,17 @@ type client struct {
 }
 
 // classify reads the boot-relevant options of a request.
-func classify(req *dhcpv4.DHCPv4) client {
-	c := client{MAC: req.ClientHWAddr, Arch: configs.ArchUnknown}
-	if v := req.Options.Get(dhcpv4.GenericOptionCode(optClientArch)); len(v) >= 2 {
+func classify(req *msg) client {
+	c := client{MAC: req.chaddr, Arch: configs.ArchUnknown}
+	if v := req.get(optClientArch); len(v) >= 2 {
 		c.Arch = binary.BigEndian.Uint16(v)
 	}
-	c.Vendor = string(req.Options.Get(dhcpv4.OptionClassIdentifier))
+	c.Vendor = string(req.get(optClassID))
 	c.PXE = strings.HasPrefix(c.Vendor, classPXE)
 	c.HTTP = strings.HasPrefix(c.Vendor, classHTTP)
 	c.UBoot = strings.HasPrefix(c.Vendor, classUBoot)
-	c.TFTPName = req.IsOptionRequested(dhcpv4.OptionTFTPServerName)
-	c.IPXE = req.Options.Has(dhcpv4.GenericOptionCode(optIPXEEncap)) ||
-		isIPXEUserClass(req.Options.Get(dhcpv4.GenericOptionCode(optUserClass)))
+	c.TFTPName = req.requested(optTFTPServer)
+	c.IPXE = req.present(optIPXEEncap) || isIPXEUserClass(req.get(optUserClass))
 	return c
 }
 
@@ -189,28 +187,33 @@ func (b booter) archFile(c client, arch configs.Arch, known bool) string {
 // (next-server) is the TFTP server, which U-Boot, pxelinux and many PXE ROMs
 // take as the server to load from; option 66 names it too when the client
 // asks for it; the file field and option 67 carry the boot file.
-func applyBoot(r *dhcpv4.DHCPv4, req *dhcpv4.DHCPv4, c client, b bootReply, tftpServer netip.Addr) {
-	r.ServerIPAddr = net.IP(tftpServer.AsSlice())
+func applyBoot(r *reply, req *msg, c client, b bootReply, tftpServer netip.Addr) {
+	r.siaddr = tftpServer
 	if len(b.File) < 128 {
-		r.BootFileName = b.File
+		r.file = b.File
 	}
 	if c.TFTPName {
-		r.UpdateOption(dhcpv4.OptTFTPServerName(tftpServer.String()))
+		r.setString(optTFTPServer, tftpServer.String())
 	}
-	r.UpdateOption(dhcpv4.OptBootFileName(b.File))
+	r.setString(optBootFile, b.File)
 	if b.Class != "" {
-		r.UpdateOption(dhcpv4.OptClassIdentifier(b.Class))
+		r.setString(optClassID, b.Class)
 	}
 	if b.PXEVendor {
-		r.UpdateOption(dhcpv4.OptGeneric(dhcpv4.OptionVendorSpecificInformation, []byte{pxeDiscControl, 1, 8, 255}))
+		r.set(optVendor, pxeVendorOption[:])
 	}
 	if b.IPXE {
-		r.UpdateOption(dhcpv4.OptGeneric(dhcpv4.GenericOptionCode(optIPXEEncap), []byte{ipxeNoPXEDHCP, 1, 1}))
+		r.set(optIPXEEncap, ipxeOption[:])
 	}
-	if uuid := req.Options.Get(dhcpv4.GenericOptionCode(optClientUUID)); uuid != nil && b.Class == classPXE {
-		r.UpdateOption(dhcpv4.OptGeneric(dhcpv4.GenericOptionCode(optClientUUID), uuid))
+	if uuid := req.get(optClientUUID); uuid != nil && b.Class == classPXE {
+		r.set(optClientUUID, uuid)
 	}
 }
+
+var (
+	pxeVendorOption = [...]byte{pxeDiscControl, 1, 8, 255} // discovery control 8: boot from the file given
+	ipxeOption      = [...]byte{ipxeNoPXEDHCP, 1, 1}
+)
 
 // tftpServerAddr is the address boot replies name as next-server: the
 // address TFTP listens on when tftp.listen names one, else the server's.

@@ -28,6 +28,16 @@ func TestNewBooterURLBase(t *testing.T) {
 	}
 }
 
+// toMsg parses a request built with dhcpv4 as the server does.
+func toMsg(t testing.TB, req *dhcpv4.DHCPv4) *msg {
+	t.Helper()
+	var m msg
+	if err := m.parse(req.ToBytes()); err != nil {
+		t.Fatal(err)
+	}
+	return &m
+}
+
 // request builds a DISCOVER with the given option 60, 93 and 77/175.
 func request(t testing.TB, vendor string, arch int, ipxe string) *dhcpv4.DHCPv4 {
 	t.Helper()
@@ -125,7 +135,7 @@ func TestDecide(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			c := classify(request(t, tc.vendor, tc.arch, tc.ipxe))
+			c := classify(toMsg(t, request(t, tc.vendor, tc.arch, tc.ipxe)))
 			got, ok := b.decide(c, tc.host, tc.proxy)
 			if ok != tc.wantOK {
 				t.Fatalf("decide ok = %v, want %v", ok, tc.wantOK)
@@ -149,7 +159,7 @@ func TestClassifyArch(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := classify(request(t, "", tc.arch, "")).Arch; got != tc.want {
+			if got := classify(toMsg(t, request(t, "", tc.arch, ""))).Arch; got != tc.want {
 				t.Errorf("arch = %d, want %d", got, tc.want)
 			}
 		})
@@ -173,7 +183,7 @@ func TestDecideConfiguredUBootAndDefault(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, ok := b.decide(classify(request(t, tc.vendor, tc.arch, "")), nil, false)
+			got, ok := b.decide(classify(toMsg(t, request(t, tc.vendor, tc.arch, ""))), nil, false)
 			if !ok || got.File != tc.want {
 				t.Errorf("decide = %q, %v; want %q", got.File, ok, tc.want)
 			}
@@ -204,12 +214,14 @@ func TestApplyBoot(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := dhcpv4.NewReplyFromRequest(req)
+			m := toMsg(t, req)
+			var rb reply
+			rb.start(m, dhcpv4.MessageTypeOffer, tftp)
+			applyBoot(&rb, m, classify(m), bootReply{File: "boot.scr.uimg"}, tftp)
+			r, err := dhcpv4.FromBytes(rb.appendTo(nil))
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := classify(req)
-			applyBoot(r, req, c, bootReply{File: "boot.scr.uimg"}, tftp)
 			if r.ServerIPAddr.String() != "10.0.0.5" || r.BootFileName != "boot.scr.uimg" {
 				t.Errorf("siaddr %s file %q, want 10.0.0.5 boot.scr.uimg", r.ServerIPAddr, r.BootFileName)
 			}

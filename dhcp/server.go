@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,10 +77,37 @@ type Stats struct {
 	// constants in budget.go); each is also logged once per client per
 	// minute.
 	Refused map[string]uint64
+	// Packets counts the requests that parsed, by their message type and
+	// the reply's (Reply "none": no answer), e.g. {discover offer}: 3.
+	Packets map[PacketKind]uint64
 }
+
+// PacketKind is a request's DHCP message type and its reply's, in lower
+// case ("discover", "offer"); "other" for a type outside RFC 2132's eight,
+// "none" for no reply.
+type PacketKind struct{ Type, Reply string }
 
 type counters struct {
 	received, malformed, ignored, offers, acks, naks, releases, declines, informs, errors atomic.Uint64
+	// byType counts handled requests by message type (1-8, 0 other) and
+	// reply type (0 none).
+	byType [9][9]atomic.Uint64
+}
+
+// typeIndex maps a message type to its byType index (0 other).
+func typeIndex(t dhcpv4.MessageType) int {
+	if t >= 1 && t <= 8 {
+		return int(t)
+	}
+	return 0
+}
+
+// typeName is a byType index's name.
+func typeName(i int, zero string) string {
+	if i == 0 {
+		return zero
+	}
+	return strings.ToLower(dhcpv4.MessageType(i).String())
 }
 
 // Server is a DHCP server bound to its sockets; New binds, Serve serves.
@@ -90,6 +118,7 @@ type Server struct {
 	tftpAddr netip.Addr // next-server in boot replies
 	ip       net.IP     // addr as net.IP
 	mask     net.IPMask
+	dns      []netip.Addr // option 6 in full mode
 	boot     booter
 	hosts    *hosts.Table
 	sink     event.Sink
@@ -159,6 +188,9 @@ func newServer(o Options) (*Server, error) {
 	if s.workers <= 0 {
 		s.workers = 64
 	}
+	for _, a := range cfg.DNS {
+		s.dns = append(s.dns, a.Addr)
+	}
 	switch {
 	case cfg.Netmask.IsValid():
 		s.mask = net.IPMask(cfg.Netmask.AsSlice())
@@ -197,7 +229,11 @@ func (s *Server) listen(ctx context.Context, iface string) error {
 	cfg := s.cfg
 	c, err := listenUDP(ctx, iface, cfg.Port)
 	if err != nil {
-		return fmt.Errorf("dhcp: listening on port %d: %w (another DHCP server running? stop it, use --dhcp proxy, or --dhcp off)", cfg.Port, err)
+		hint := "another DHCP server running? stop it, use --dhcp proxy, or --dhcp off"
+		if cfg.Mode == configs.ModeProxy {
+			hint = "another DHCP or proxyDHCP server (dnsmasq?) on this interface? stop it, or use --dhcp off"
+		}
+		return fmt.Errorf("dhcp: listening on port %d: %w (%s)", cfg.Port, err, hint)
 	}
 	// Absorb bursts (a rack powering on) while workers wait on fsync.
 	_ = c.SetReadBuffer(4 << 20)
@@ -220,7 +256,14 @@ func (s *Server) Stats() Stats {
 		Received: c.received.Load(), Malformed: c.malformed.Load(), Ignored: c.ignored.Load(),
 		Offers: c.offers.Load(), Acks: c.acks.Load(), Naks: c.naks.Load(), Releases: c.releases.Load(),
 		Declines: c.declines.Load(), Informs: c.informs.Load(), Errors: c.errors.Load(),
-		Refused: s.refuse.Counts(),
+		Refused: s.refuse.Counts(), Packets: map[PacketKind]uint64{},
+	}
+	for i := range c.byType {
+		for j := range c.byType[i] {
+			if n := c.byType[i][j].Load(); n > 0 {
+				st.Packets[PacketKind{typeName(i, "other"), typeName(j, "none")}] = n
+			}
+		}
 	}
 	if s.leases != nil {
 		st.Reclaimed = s.leases.Reclaimed()
@@ -271,6 +314,7 @@ func (s *Server) Serve(ctx context.Context) error {
 
 func (s *Server) worker(c *net.UDPConn, onProxy bool) {
 	buf := make([]byte, 1500) // reused for every packet this worker reads
+	w := &wire{}              // and its parsed request and built reply
 	for {
 		n, src, err := c.ReadFromUDPAddrPort(buf)
 		if err != nil {
@@ -280,7 +324,7 @@ func (s *Server) worker(c *net.UDPConn, onProxy bool) {
 			s.log.Debug("dhcp: read", "err", err)
 			continue
 		}
-		out, dst := s.handleSafe(buf[:n], src, onProxy)
+		out, dst := s.handleSafe(w, buf[:n], src, onProxy)
 		if out == nil {
 			continue
 		}
@@ -294,7 +338,7 @@ func (s *Server) worker(c *net.UDPConn, onProxy bool) {
 // handleSafe is Handle with a last line of defence: a panic on some packet
 // nobody thought of drops that packet, not the server. (FuzzHandle calls
 // Handle directly, so such panics still surface there.)
-func (s *Server) handleSafe(pkt []byte, src netip.AddrPort, onProxy bool) (out []byte, dst netip.AddrPort) {
+func (s *Server) handleSafe(w *wire, pkt []byte, src netip.AddrPort, onProxy bool) (out []byte, dst netip.AddrPort) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.stats.malformed.Add(1)
@@ -302,144 +346,86 @@ func (s *Server) handleSafe(pkt []byte, src netip.AddrPort, onProxy bool) (out [
 			out = nil
 		}
 	}()
-	return s.Handle(pkt, src, onProxy, time.Now())
+	return s.handle(w, pkt, src, onProxy, time.Now())
 }
 
 // Handle answers one datagram from src: it returns the reply and where to
-// send it, or nil. It is what the socket loop calls, and what FuzzHandle
-// feeds. onProxy is true for the PXE port (4011).
+// send it, or nil. It is the request path the socket loop runs (with its
+// worker's buffers), and what FuzzHandle feeds. onProxy is true for the PXE
+// port (4011).
 func (s *Server) Handle(pkt []byte, src netip.AddrPort, onProxy bool, now time.Time) ([]byte, netip.AddrPort) {
+	out, dst := s.handle(&wire{}, pkt, src, onProxy, now)
+	return out, dst
+}
+
+// wire is a worker's parsed request, reply and output buffer, reused for
+// every packet it handles.
+type wire struct {
+	req msg
+	rep reply
+	out []byte
+}
+
+// handle answers pkt; the reply it returns is w.out, valid until w's next
+// packet.
+func (s *Server) handle(w *wire, pkt []byte, src netip.AddrPort, onProxy bool, now time.Time) ([]byte, netip.AddrPort) {
 	s.stats.received.Add(1)
-	req, err := dhcpv4.FromBytes(pkt)
-	if err == nil {
-		err = checkRequest(req)
-	}
-	if err != nil {
+	req := &w.req
+	if err := req.parse(pkt); err != nil {
 		s.stats.malformed.Add(1)
 		s.log.Debug("dhcp: dropped malformed packet", "from", src, "bytes", len(pkt), "err", err)
 		return nil, netip.AddrPort{}
 	}
-	var r *dhcpv4.DHCPv4
+	var ok bool
 	var dst netip.AddrPort
 	if s.mode == configs.ModeProxy {
-		r, dst = s.handleProxy(req, src, onProxy, now)
+		ok, dst = s.handleProxy(req, &w.rep, src, onProxy, now)
 	} else {
-		r, dst = s.handleFull(req, now)
+		ok, dst = s.handleFull(req, &w.rep, now)
 	}
-	if r == nil {
+	reply := 0
+	if ok {
+		reply = typeIndex(w.rep.mt)
+	}
+	s.stats.byType[typeIndex(req.mt)][reply].Add(1)
+	if !ok {
 		return nil, netip.AddrPort{}
 	}
-	return msgTypeFirst(r.ToBytes()), dst
+	w.out = w.rep.appendTo(w.out[:0])
+	return w.out, dst
 }
 
-// msgTypeFirst moves option 53 to the front of the options (dhcpv4 sorts
-// them by code). That is the order dnsmasq and ISC dhcpd send, which is
-// what old PXE ROMs were tested against.
-func msgTypeFirst(b []byte) []byte {
-	const start = 240 // fixed header + magic cookie
-	if len(b) <= start {
-		return b
-	}
-	opts := b[start:]
-	for i := 0; i < len(opts); {
-		code := opts[i]
-		switch code {
-		case 0:
-			i++
-			continue
-		case 255:
-			return b
-		}
-		if i+1 >= len(opts) || i+2+int(opts[i+1]) > len(opts) {
-			return b
-		}
-		n := 2 + int(opts[i+1])
-		if code == 53 {
-			tlv := append([]byte(nil), opts[i:i+n]...)
-			copy(opts[n:i+n], opts[:i])
-			copy(opts, tlv)
-			return b
-		}
-		i += n
-	}
-	return b
-}
-
-// checkRequest rejects what no client would send.
-func checkRequest(req *dhcpv4.DHCPv4) error {
-	switch {
-	case req.OpCode != dhcpv4.OpcodeBootRequest:
-		return errors.New("not a BOOTREQUEST")
-	case len(req.ClientHWAddr) == 0:
-		return errors.New("no client hardware address")
-	case req.MessageType() == dhcpv4.MessageTypeNone:
-		return errors.New("no DHCP message type (plain BOOTP is not served)")
-	}
-	return nil
-}
-
-// reply starts a reply carrying what every reply to req carries.
-func (s *Server) reply(req *dhcpv4.DHCPv4, mt dhcpv4.MessageType) *dhcpv4.DHCPv4 {
-	r := &dhcpv4.DHCPv4{
-		OpCode:        dhcpv4.OpcodeBootReply,
-		HWType:        req.HWType,
-		TransactionID: req.TransactionID,
-		Flags:         req.Flags,
-		ClientIPAddr:  net.IPv4zero,
-		YourIPAddr:    net.IPv4zero,
-		ServerIPAddr:  net.IPv4zero,
-		GatewayIPAddr: req.GatewayIPAddr,
-		ClientHWAddr:  req.ClientHWAddr,
-		Options:       dhcpv4.Options{},
-	}
-	r.UpdateOption(dhcpv4.OptMessageType(mt))
-	r.UpdateOption(dhcpv4.OptServerIdentifier(s.ip))
-	for _, code := range []dhcpv4.OptionCode{dhcpv4.OptionRelayAgentInformation, dhcpv4.OptionClientIdentifier} {
-		if v := req.Options.Get(code); v != nil {
-			r.UpdateOption(dhcpv4.OptGeneric(code, v))
-		}
-	}
-	return r
+// start begins a reply of type mt to req with what every reply carries.
+func (s *Server) start(r *reply, req *msg, mt dhcpv4.MessageType) {
+	r.start(req, mt, s.addr)
 }
 
 // network adds the configuration options of full mode.
-func (s *Server) network(r *dhcpv4.DHCPv4) {
-	r.UpdateOption(dhcpv4.OptSubnetMask(s.mask))
+func (s *Server) network(r *reply) {
+	r.set(optSubnetMask, s.mask)
 	if s.cfg.Router.IsValid() {
-		r.UpdateOption(dhcpv4.OptRouter(net.IP(s.cfg.Router.AsSlice())))
+		r.setIP(optRouter, s.cfg.Router.Addr)
 	}
-	if len(s.cfg.DNS) > 0 {
-		ips := make([]net.IP, 0, len(s.cfg.DNS))
-		for _, a := range s.cfg.DNS {
-			ips = append(ips, net.IP(a.AsSlice()))
-		}
-		r.UpdateOption(dhcpv4.OptDNS(ips...))
+	if len(s.dns) > 0 {
+		r.setIPs(optDNS, s.dns)
 	}
 	if s.cfg.Domain != "" {
-		r.UpdateOption(dhcpv4.OptDomainName(s.cfg.Domain))
+		r.setString(optDomainName, s.cfg.Domain)
 	}
 }
 
-func (s *Server) leaseTimes(r *dhcpv4.DHCPv4, d time.Duration) {
-	r.UpdateOption(dhcpv4.OptIPAddressLeaseTime(d))
-	r.UpdateOption(dhcpv4.OptRenewTimeValue(d / 2))
-	r.UpdateOption(dhcpv4.OptRebindingTimeValue(d * 7 / 8))
+func (s *Server) leaseTimes(r *reply, d time.Duration) {
+	r.setSeconds(optLeaseTime, d)
+	r.setSeconds(optRenewal, d/2)
+	r.setSeconds(optRebinding, d*7/8)
 }
 
-func (s *Server) dest(req, r *dhcpv4.DHCPv4, nak bool) netip.AddrPort {
-	d := replyDest(ip4(req.GatewayIPAddr), ip4(req.ClientIPAddr), ip4(r.YourIPAddr), req.IsBroadcast(), nak, s.port, ClientPort)
+func (s *Server) dest(req *msg, r *reply, nak bool) netip.AddrPort {
+	d := replyDest(req.giaddr, req.ciaddr, r.yiaddr, req.broadcast(), nak, s.port, ClientPort)
 	if d.SetBroadcast {
-		r.SetBroadcast()
+		r.setBroadcast()
 	}
 	return d.To
-}
-
-func ip4(ip net.IP) netip.Addr {
-	a, ok := netip.AddrFromSlice(ip.To4())
-	if !ok {
-		return netip.Addr{}
-	}
-	return a
 }
 
 func (s *Server) host(mac net.HardwareAddr) *configs.Host {
@@ -455,35 +441,36 @@ func hostName(h *configs.Host) string {
 }
 
 // handleFull serves full mode.
-func (s *Server) handleFull(req *dhcpv4.DHCPv4, now time.Time) (*dhcpv4.DHCPv4, netip.AddrPort) {
+// It builds the reply in r and reports whether there is one.
+func (s *Server) handleFull(req *msg, r *reply, now time.Time) (bool, netip.AddrPort) {
 	c := classify(req)
 	host := s.host(c.MAC)
-	log := clientLog{s.log, c.MAC, req.TransactionID}
-	switch req.MessageType() {
+	log := clientLog{s.log, c.MAC, req.xid}
+	switch req.mt {
 	case dhcpv4.MessageTypeDiscover:
 		had := s.leases.Known(c.MAC)
 		if host == nil && !had && !s.newClients.allow(relayKey(req), now) {
 			s.refuse.Refuse(reasonNewClients, c.MAC.String(), "relay", relayKey(req), "per_second", s.newClients.rate,
 				"fix", "raise dhcp.new_clients_per_second, or find what floods DISCOVERs")
-			return nil, netip.AddrPort{}
+			return false, netip.AddrPort{}
 		}
-		addr, err := s.leases.Offer(c.MAC, ip4(req.RequestedIPAddress()), now, host != nil)
+		addr, err := s.leases.Offer(c.MAC, req.requestedIP(), now, host != nil)
 		switch {
 		case errors.Is(err, ErrTooManyOffers):
 			s.refuse.Refuse(reasonMaxOffers, c.MAC.String(), "max_offers", s.leases.maxOffers,
 				"fix", "raise dhcp.max_offers, or find what floods DISCOVERs")
-			return nil, netip.AddrPort{}
+			return false, netip.AddrPort{}
 		case errors.Is(err, ErrPoolExhausted):
 			s.stats.errors.Add(1)
 			s.refuse.Refuse(reasonPoolExhausted, c.MAC.String(), "err", err)
-			return nil, netip.AddrPort{}
+			return false, netip.AddrPort{}
 		case err != nil:
 			s.stats.errors.Add(1)
 			log.Warn("dhcp: no address to offer", "err", err)
-			return nil, netip.AddrPort{}
+			return false, netip.AddrPort{}
 		}
-		r := s.reply(req, dhcpv4.MessageTypeOffer)
-		r.YourIPAddr = net.IP(addr.AsSlice())
+		s.start(r, req, dhcpv4.MessageTypeOffer)
+		r.yiaddr = addr
 		s.network(r)
 		s.leaseTimes(r, s.cfg.LeaseTime)
 		s.addBoot(r, req, c, host, false)
@@ -494,76 +481,84 @@ func (s *Server) handleFull(req *dhcpv4.DHCPv4, now time.Time) (*dhcpv4.DHCPv4, 
 			s.hosts.Observe(hosts.Client{MAC: c.MAC, Arch: c.Arch, IPXE: c.IPXE, Host: host})
 		}
 		log.Debug("dhcp: offer", "ip", addr, "arch", c.Arch, "ipxe", c.IPXE)
-		return r, s.dest(req, r, false)
+		return true, s.dest(req, r, false)
 
 	case dhcpv4.MessageTypeRequest:
-		sid := ip4(req.ServerIdentifier())
+		sid := req.serverID()
 		if sid.IsValid() && sid != s.addr {
 			s.leases.DropOffer(c.MAC) // the client took another server's offer
 			s.stats.ignored.Add(1)
-			return nil, netip.AddrPort{}
+			return false, netip.AddrPort{}
 		}
-		want := ip4(req.RequestedIPAddress())
+		want := req.requestedIP()
 		if !want.IsValid() {
-			want = ip4(req.ClientIPAddr)
+			want = req.ciaddr
 		}
 		if !set(want) {
 			s.stats.malformed.Add(1)
 			log.Debug("dhcp: REQUEST names no address")
-			return nil, netip.AddrPort{}
+			return false, netip.AddrPort{}
 		}
 		expiry, err := s.leases.Bind(c.MAC, want, sid.IsValid(), now)
 		if errors.Is(err, errNotYours) {
-			r := s.reply(req, dhcpv4.MessageTypeNak)
-			r.UpdateOption(dhcpv4.OptMessage("address not available"))
+			s.start(r, req, dhcpv4.MessageTypeNak)
+			r.setString(optMessage, "address not available")
 			s.stats.naks.Add(1)
 			log.Info("dhcp: nak", "ip", want)
-			return r, s.dest(req, r, true)
+			return true, s.dest(req, r, true)
 		}
 		if err != nil {
 			s.stats.errors.Add(1)
 			s.refuse.Refuse(reasonJournal, c.MAC.String(), "ip", want, "err", err,
 				"then", "not acknowledged; the client retries and is ACKed once the disk takes writes again")
-			return nil, netip.AddrPort{}
+			return false, netip.AddrPort{}
 		}
-		r := s.reply(req, dhcpv4.MessageTypeAck)
-		r.YourIPAddr = net.IP(want.AsSlice())
-		r.ClientIPAddr = req.ClientIPAddr
+		s.start(r, req, dhcpv4.MessageTypeAck)
+		r.yiaddr = want
+		r.ciaddr = req.ciaddr
 		s.network(r)
 		s.leaseTimes(r, expiry.Sub(now))
 		b := s.addBoot(r, req, c, host, false)
 		s.stats.acks.Add(1)
-		_, _, evicted := s.sightings.see(c.MAC, want.String(), now, func() bool { return true })
+		// A lease record when the client is new or what it was told changed,
+		// else at most once a minute (sightingEvery), as in proxy mode: a
+		// renewal is durable in the lease journal already, and the record
+		// store is no place to pay a row per renewal (perfdhcp's clients
+		// renew many times a second).
+		told := told(b.File, c, want)
+		record, _, evicted := s.sightings.see(c.MAC, told, now, func() bool { return true })
 		s.forget(evicted)
 		s.hosts.Observe(hosts.Client{MAC: c.MAC, Addr: want, Arch: c.Arch, IPXE: c.IPXE, Host: host, Seen: now})
-		s.sink.Lease(&event.Lease{Time: now, MAC: c.MAC, Addr: want, Arch: c.Arch, Host: hostName(host),
-			BootFile: b.File, Expiry: expiry})
+		if record {
+			s.sink.Lease(&event.Lease{Time: now, MAC: c.MAC, Addr: want, Arch: c.Arch, Host: hostName(host),
+				BootFile: b.File, Expiry: expiry})
+		}
 		log.Debug("dhcp: ack", "ip", want, "boot_file", b.File)
-		return r, s.dest(req, r, false)
+		return true, s.dest(req, r, false)
 
 	case dhcpv4.MessageTypeRelease:
-		ok, err := s.leases.Release(c.MAC, ip4(req.ClientIPAddr), now)
+		ok, err := s.leases.Release(c.MAC, req.ciaddr, now)
 		s.count(err, &s.stats.releases, ok)
-		log.Debug("dhcp: release", "ip", ip4(req.ClientIPAddr), "known", ok, "err", err)
-		return nil, netip.AddrPort{}
+		log.Debug("dhcp: release", "ip", req.ciaddr, "known", ok, "err", err)
+		return false, netip.AddrPort{}
 
 	case dhcpv4.MessageTypeDecline:
-		addr := ip4(req.RequestedIPAddress())
+		addr := req.requestedIP()
 		ok, err := s.leases.Decline(c.MAC, addr, now)
 		s.count(err, &s.stats.declines, ok)
 		log.Warn("dhcp: client declined its address (in use by someone else?)", "ip", addr, "known", ok)
-		return nil, netip.AddrPort{}
+		return false, netip.AddrPort{}
 
 	case dhcpv4.MessageTypeInform:
-		r := s.reply(req, dhcpv4.MessageTypeAck)
-		r.ClientIPAddr = req.ClientIPAddr
+		s.start(r, req, dhcpv4.MessageTypeAck)
+		r.ciaddr = req.ciaddr
 		s.network(r)
 		s.addBoot(r, req, c, host, false)
 		s.stats.informs.Add(1)
-		return r, s.dest(req, r, false)
+		return true, s.dest(req, r, false)
 	}
 	s.stats.ignored.Add(1)
-	return nil, netip.AddrPort{}
+	return false, netip.AddrPort{}
 }
 
 func (s *Server) count(err error, c *atomic.Uint64, ok bool) {
@@ -578,7 +573,7 @@ func (s *Server) count(err error, c *atomic.Uint64, ok bool) {
 	}
 }
 
-func (s *Server) addBoot(r, req *dhcpv4.DHCPv4, c client, host *configs.Host, proxy bool) bootReply {
+func (s *Server) addBoot(r *reply, req *msg, c client, host *configs.Host, proxy bool) bootReply {
 	b, ok := s.boot.decide(c, host, proxy)
 	if ok {
 		applyBoot(r, req, c, b, s.tftpAddr)
@@ -590,10 +585,10 @@ func (s *Server) addBoot(r, req *dhcpv4.DHCPv4, c client, host *configs.Host, pr
 // gets an OFFER without address; on 4011 a REQUEST (or INFORM) gets an ACK
 // sent straight back to its source. Everything else is left to the
 // network's DHCP server.
-func (s *Server) handleProxy(req *dhcpv4.DHCPv4, src netip.AddrPort, onProxy bool, now time.Time) (*dhcpv4.DHCPv4, netip.AddrPort) {
+func (s *Server) handleProxy(req *msg, r *reply, src netip.AddrPort, onProxy bool, now time.Time) (bool, netip.AddrPort) {
 	c := classify(req)
 	host := s.host(c.MAC)
-	mt := req.MessageType()
+	mt := req.mt
 	var replyType dhcpv4.MessageType
 	switch {
 	case !onProxy && mt == dhcpv4.MessageTypeDiscover:
@@ -602,27 +597,26 @@ func (s *Server) handleProxy(req *dhcpv4.DHCPv4, src netip.AddrPort, onProxy boo
 		replyType = dhcpv4.MessageTypeAck
 	default:
 		s.stats.ignored.Add(1)
-		return nil, netip.AddrPort{}
+		return false, netip.AddrPort{}
 	}
 	b, ok := s.boot.decide(c, host, true)
 	if !ok {
 		s.stats.ignored.Add(1)
 		s.log.Debug("dhcp: proxy ignores a client that is not a PXE/HTTP boot client", "client_mac", c.MAC.String(), "vendor", c.Vendor)
-		return nil, netip.AddrPort{}
+		return false, netip.AddrPort{}
 	}
-	r := s.reply(req, replyType)
+	s.start(r, req, replyType)
 	applyBoot(r, req, c, b, s.tftpAddr)
 	// A proxy OFFER must carry option 60 even for iPXE (PXE spec), which
 	// decide already echoes from the request's class.
 	var addr netip.Addr // unknown unless the client says (ciaddr on 4011)
-	if a := ip4(req.ClientIPAddr); set(a) {
-		addr = a
+	if set(req.ciaddr) {
+		addr = req.ciaddr
 	}
 	// Remember and record the client only when that says something new
 	// (see sightings): a flood of spoofed DISCOVERs must grow neither the
 	// hosts table nor the lease rows.
-	told := fmt.Sprintf("%s|%d|%t|%s", b.File, c.Arch, c.IPXE, addr)
-	record, admitted, evicted := s.sightings.see(c.MAC, told, now, func() bool {
+	record, admitted, evicted := s.sightings.see(c.MAC, told(b.File, c, addr), now, func() bool {
 		return host != nil || s.newClients.allow(relayKey(req), now)
 	})
 	s.forget(evicted)
@@ -637,15 +631,20 @@ func (s *Server) handleProxy(req *dhcpv4.DHCPv4, src netip.AddrPort, onProxy boo
 	s.log.Debug("dhcp: proxy answer", "client_mac", c.MAC.String(), "type", replyType.String(), "boot_file", b.File)
 	if replyType == dhcpv4.MessageTypeOffer {
 		s.stats.offers.Add(1)
-		return r, s.dest(req, r, false)
+		return true, s.dest(req, r, false)
 	}
 	s.stats.acks.Add(1)
-	r.ClientIPAddr = req.ClientIPAddr
+	r.ciaddr = req.ciaddr
 	dst := src
 	if !set(src.Addr()) || src.Port() == 0 {
 		dst = s.dest(req, r, false)
 	}
-	return r, dst
+	return true, dst
+}
+
+// told is what a sighting compares: what the client was told.
+func told(file string, c client, addr netip.Addr) string {
+	return fmt.Sprintf("%s|%d|%t|%s", file, c.Arch, c.IPXE, addr)
 }
 
 // forget drops a client the sightings let go from the hosts table.
@@ -657,9 +656,9 @@ func (s *Server) forget(mac net.HardwareAddr) {
 
 // relayKey is what new-client budgets are kept per: the relay (giaddr),
 // or the zero address for clients on the served segment.
-func relayKey(req *dhcpv4.DHCPv4) netip.Addr {
-	if a := ip4(req.GatewayIPAddr); set(a) {
-		return a
+func relayKey(req *msg) netip.Addr {
+	if set(req.giaddr) {
+		return req.giaddr
 	}
 	return netip.Addr{}
 }

@@ -17,6 +17,8 @@ import (
 const (
 	ProtoTFTP = "tftp"
 	ProtoHTTP = "http"
+	ProtoTCP  = "tcp" // a TCP throughput test (perfsrv)
+	ProtoUDP  = "udp" // a UDP throughput test (perfsrv)
 )
 
 // Outcomes used in Fetch.Outcome.
@@ -54,6 +56,13 @@ type Fetch struct {
 	// Intervals are per-period samples (default 1 s) of an HTTP fetch, for
 	// iperf3-style interval lines; the last one may be shorter.
 	Intervals []Interval
+	// Source names who measured when it is not the serving sink's default
+	// (perfsrv: "iperf3", "iperf2"); "" keeps the sink's.
+	Source string
+	// Direction as seen from the board: "rx" (the board received; every
+	// served fetch) or "tx" (the board sent, e.g. iperf3 without -R). ""
+	// means "rx".
+	Direction string
 }
 
 // Interval is one sampling period of a fetch, as iperf3 prints it.
@@ -187,9 +196,15 @@ func (l Log) Fetch(f *Fetch) {
 	l.Logger.Info("fetch", attrs...)
 }
 
+// Lease logs a binding; a proxy answer has no address, so it has no ip
+// (not ip="invalid IP").
 func (l Log) Lease(e *Lease) {
-	l.Logger.Info("lease", "client_mac", e.MAC.String(), "ip", e.Addr.String(), "arch", e.Arch,
-		"host", e.Host, "boot_file", e.BootFile, "proxy", e.Proxy)
+	attrs := []any{"client_mac", e.MAC.String()}
+	if e.Addr.IsValid() {
+		attrs = append(attrs, "ip", e.Addr.String())
+	}
+	attrs = append(attrs, "arch", e.Arch, "host", e.Host, "boot_file", e.BootFile, "proxy", e.Proxy)
+	l.Logger.Info("lease", attrs...)
 }
 
 func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }

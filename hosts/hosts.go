@@ -30,6 +30,7 @@ type Table struct {
 	byMAC  map[string]*configs.Host
 	seen   map[string]Client     // by MAC string
 	byAddr map[netip.Addr]string // address -> MAC string
+	fixed  map[netip.Addr]string // host entry address -> MAC string
 }
 
 // New builds a table from the configured host entries.
@@ -38,12 +39,34 @@ func New(entries []configs.Host) *Table {
 		byMAC:  make(map[string]*configs.Host, len(entries)),
 		seen:   make(map[string]Client),
 		byAddr: make(map[netip.Addr]string),
+		fixed:  make(map[netip.Addr]string),
 	}
 	for i := range entries {
 		h := &entries[i]
 		t.byMAC[h.MAC.String()] = h
+		if h.Address.IsValid() {
+			t.fixed[h.Address.Unmap()] = h.MAC.String()
+		}
 	}
 	return t
+}
+
+// Replace puts a new set of host entries in place of the old one, at once
+// (SIGHUP reloads the config this way). What DHCP saw is kept; each
+// sighting now carries its MAC's new entry, or none.
+func (t *Table) Replace(entries []configs.Host) {
+	byMAC := make(map[string]*configs.Host, len(entries))
+	for i := range entries {
+		h := &entries[i]
+		byMAC[h.MAC.String()] = h
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.byMAC = byMAC
+	for key, c := range t.seen {
+		c.Host = byMAC[key]
+		t.seen[key] = c
+	}
 }
 
 // Host returns the host entry for a MAC.
@@ -78,12 +101,18 @@ func (t *Table) Observe(c Client) {
 	}
 }
 
-// ByAddr returns the client last seen with that address.
+// ByAddr returns the client last seen with that address, else the host
+// entry with that fixed address (a board with a static address, measured
+// before DHCP has seen it).
 func (t *Table) ByAddr(a netip.Addr) (Client, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	key, ok := t.byAddr[a.Unmap()]
 	if !ok {
+		if mac, fixed := t.fixed[a.Unmap()]; fixed {
+			h := t.byMAC[mac]
+			return Client{MAC: h.MAC.HardwareAddr, Addr: a.Unmap(), Host: h, Arch: configs.ArchUnknown}, true
+		}
 		return Client{}, false
 	}
 	c, ok := t.seen[key]

@@ -37,3 +37,24 @@ func TestTable(t *testing.T) {
 		t.Fatalf("ByAddr(b) = %+v, %v", c, ok)
 	}
 }
+
+// TestReplace: new host entries take effect at once, and DHCP sightings
+// are kept, carrying their MAC's new entry (or none).
+func TestReplace(t *testing.T) {
+	mac1, _ := net.ParseMAC("52:54:00:00:00:01")
+	mac2, _ := net.ParseMAC("52:54:00:00:00:02")
+	a := netip.MustParseAddr("10.0.0.5")
+	tab := New([]configs.Host{{MAC: configs.MAC{HardwareAddr: mac1}, Name: "one"}})
+	tab.Observe(Client{MAC: mac1, Addr: a})
+	tab.Replace([]configs.Host{{MAC: configs.MAC{HardwareAddr: mac1}, Name: "uno"}, {MAC: configs.MAC{HardwareAddr: mac2}, Name: "two"}})
+	if c, ok := tab.ByAddr(a); !ok || c.Host == nil || c.Host.Name != "uno" {
+		t.Fatalf("sighting after Replace = %+v, %v; want host uno", c, ok)
+	}
+	if h, ok := tab.Host(mac2); !ok || h.Name != "two" {
+		t.Fatalf("new entry: %+v, %v", h, ok)
+	}
+	tab.Replace(nil)
+	if c, ok := tab.ByAddr(a); !ok || c.Host != nil {
+		t.Fatalf("sighting after removing its entry = %+v, %v; want kept, without host", c, ok)
+	}
+}

@@ -13,7 +13,7 @@ import (
 	"github.com/pxeperf/pxeperf/hosts"
 )
 
-func get(t *testing.T, url string) (int, string, http.Header) {
+func getText(t *testing.T, url string) (int, string, http.Header) {
 	t.Helper()
 	resp, err := rawClient().Get(url)
 	if err != nil {
@@ -38,24 +38,24 @@ func TestGeneratedConfigs(t *testing.T) {
 		observe:  []hosts.Client{{MAC: mac.HardwareAddr, Addr: netip.MustParseAddr("127.0.0.1")}},
 		files:    map[string][]byte{"grub.cfg": []byte("# lab's own grub.cfg\n")},
 	})
-	code, body, h := get(t, e.url+"/pxelinux.cfg/01-52-54-00-00-0c-01")
+	code, body, h := getText(t, e.url+"/pxelinux.cfg/01-52-54-00-00-0c-01")
 	if code != 200 || !strings.Contains(body, "kernel zImage") || !strings.Contains(body, "append console=ttyPS0,115200") {
 		t.Fatalf("pxelinux.cfg: %d\n%s", code, body)
 	}
 	if h.Get("Content-Type") != "text/plain; charset=utf-8" || h.Get("Cache-Control") != "no-store" {
 		t.Errorf("headers %v", h)
 	}
-	code, body, _ = get(t, e.url+"/boot.scr.uimg")
+	code, body, _ = getText(t, e.url+"/boot.scr.uimg")
 	if code != 200 {
 		t.Fatalf("boot.scr.uimg: %d", code)
 	}
 	if _, script, err := bootcfg.ParseScriptImage([]byte(body)); err != nil || !strings.Contains(string(script), "tftpboot ${kernel_addr_r} zImage") {
 		t.Errorf("boot.scr.uimg: %v\n%s", err, script)
 	}
-	if code, body, _ = get(t, e.url+"/grub.cfg"); code != 200 || body != "# lab's own grub.cfg\n" {
+	if code, body, _ = getText(t, e.url+"/grub.cfg"); code != 200 || body != "# lab's own grub.cfg\n" {
 		t.Errorf("root grub.cfg not served as is: %d %q", code, body)
 	}
-	if code, _, _ = get(t, e.url+"/pxelinux.cfg/01-52-54-00-00-0c-99"); code != 404 {
+	if code, _, _ = getText(t, e.url+"/pxelinux.cfg/01-52-54-00-00-0c-99"); code != 404 {
 		t.Errorf("unknown MAC's pxelinux.cfg: %d, want 404", code)
 	}
 	fs := e.waitFetches(t, 4)
@@ -80,7 +80,7 @@ func TestGeneratedConfigs(t *testing.T) {
 // not the built-in script, and is not marked generated.
 func TestRootScriptWins(t *testing.T) {
 	e := newTestEnv(t, envOpts{files: map[string][]byte{"boot.ipxe": []byte("#!ipxe\necho lab's own\n")}})
-	code, body, _ := get(t, e.url+"/boot.ipxe?mac=52:54:00:00:00:01")
+	code, body, _ := getText(t, e.url+"/boot.ipxe")
 	if code != 200 || body != "#!ipxe\necho lab's own\n" {
 		t.Fatalf("boot.ipxe: %d %q", code, body)
 	}
@@ -88,7 +88,7 @@ func TestRootScriptWins(t *testing.T) {
 		t.Errorf("root script recorded as kind %q file %q", f.Kind, f.File)
 	}
 	e2 := newTestEnv(t, envOpts{})
-	if code, body, _ = get(t, e2.url+"/boot.ipxe"); code != 200 || !strings.Contains(body, "pxeperf built-in script") {
+	if code, body, _ = getText(t, e2.url+"/boot.ipxe"); code != 200 || !strings.Contains(body, "pxeperf built-in script") {
 		t.Fatalf("built-in boot.ipxe: %d %q", code, body)
 	}
 	if f := e2.waitFetches(t, 1)[0]; f.Kind != event.KindConfig {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/configs"
@@ -88,6 +90,7 @@ func (s *Server) serveFile(w *countingWriter, r *http.Request, rec *event.Fetch)
 	}
 	defer c.Close()
 	rec.Size = c.Size
+	w.live.SetSize(c.Size)
 	var mod time.Time
 	ctype := contentType(r.URL.Path)
 	if c.Generated() {
@@ -112,9 +115,20 @@ func (s *Server) serveFile(w *countingWriter, r *http.Request, rec *event.Fetch)
 	return -1
 }
 
+// refusal is a request turned away before it is served: the status and
+// message it is answered with and the outcome its record gets.
+type refusal struct {
+	status  int
+	outcome string
+	msg     string
+}
+
 // newFetch starts the record of one request and finds the client: by ?mac=
-// when given (iPXE's ${net0/mac}), else by the lease of the source address.
-func (s *Server) newFetch(r *http.Request, start time.Time) (*event.Fetch, hosts.Client) {
+// when given (iPXE's ${net0/mac}) and the claim holds (see claimMAC), else
+// by the lease of the source address. A request over a budget (path,
+// labels) or with a refused claim comes back with a refusal; its record
+// then carries no query labels.
+func (s *Server) newFetch(r *http.Request, start time.Time) (*event.Fetch, hosts.Client, *refusal) {
 	rec := &event.Fetch{
 		Start:     start,
 		Proto:     event.ProtoHTTP,
@@ -125,30 +139,35 @@ func (s *Server) newFetch(r *http.Request, start time.Time) (*event.Fetch, hosts
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 		rec.Client = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	}
+	src := rec.Client.Addr()
+	if len(r.URL.Path) > maxPathLen {
+		rec.File = truncate(rec.File, 128)
+		s.refused.Refuse(refusePath, src.String(), "bytes", len(r.URL.Path), "cap", maxPathLen)
+		return rec, hosts.Client{}, &refusal{http.StatusRequestURITooLong, event.OutcomeDenied,
+			fmt.Sprintf("path of %d bytes: at most %d", len(r.URL.Path), maxPathLen)}
+	}
 	q := r.URL.Query()
 	var c hosts.Client
+	var refused *refusal
 	found := false
 	if m := q.Get("mac"); m != "" {
 		hw, err := net.ParseMAC(m)
 		if err == nil && len(hw) == 6 {
-			if c, found = s.opt.Hosts.ByMAC(hw); !found {
-				c, found = hosts.Client{MAC: hw, Arch: configs.ArchUnknown}, true
-			}
-			// Remember the address this MAC fetches from: in proxy mode no
-			// lease tells us, and the image fetches that follow the script
-			// carry no ?mac=.
-			if src := rec.Client.Addr(); rec.Client.IsValid() && c.Addr != src {
-				c.Addr = src
-				c.Seen = time.Time{}
-				s.opt.Hosts.Observe(c)
+			var why string
+			c, found, why = s.claimMAC(hw, src, time.Now())
+			if !found {
+				s.refused.Refuse(refuseMACClaim, src.String(), "mac", hw.String(), "why", why,
+					"fix", "boot it through pxeperf's DHCP, give its host entry address: "+src.String()+", or set http.trust_mac_param: true")
+				refused = &refusal{http.StatusForbidden, event.OutcomeDenied,
+					fmt.Sprintf("?mac=%s is not bound to %s: %s (http.trust_mac_param is off)", hw, src, why)}
 			}
 		} else {
 			s.badRequests.Add(1)
-			s.opt.Logger.Debug("http boot: ignoring bad ?mac=", "client", r.RemoteAddr, "mac", m)
+			s.opt.Logger.Debug("http boot: ignoring bad ?mac=", "client", r.RemoteAddr, "mac", truncate(m, 64))
 		}
 	}
-	if !found && rec.Client.IsValid() {
-		c, found = s.opt.Hosts.ByAddr(rec.Client.Addr())
+	if refused == nil && !found && rec.Client.IsValid() {
+		c, found = s.opt.Hosts.ByAddr(src)
 	}
 	if found {
 		rec.MAC = c.MAC
@@ -156,31 +175,96 @@ func (s *Server) newFetch(r *http.Request, start time.Time) (*event.Fetch, hosts
 			rec.Host = c.Host.Name
 		}
 	}
-	rec.Labels = labels(c.Host, q)
-	return rec, c
+	lb, err := s.labels(c.Host, q)
+	if err != nil && refused == nil {
+		s.refused.Refuse(refuseLabels, src.String(), "err", err.Error())
+		refused = &refusal{http.StatusBadRequest, event.OutcomeError, err.Error()}
+	}
+	rec.Labels = lb
+	if refused != nil {
+		rec.Labels = labelsOf(c.Host)
+	}
+	return rec, c, refused
+}
+
+// labelsOf copies a host entry's labels; nil when there are none.
+func labelsOf(h *configs.Host) map[string]string {
+	if h == nil || len(h.Labels) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(h.Labels))
+	for k, v := range h.Labels {
+		out[k] = v
+	}
+	return out
 }
 
 // labels merges the host entry's labels with ?label.KEY=VALUE parameters
-// (the query wins). nil when there are none.
-func labels(h *configs.Host, q map[string][]string) map[string]string {
-	var out map[string]string
-	if h != nil && len(h.Labels) > 0 {
-		out = make(map[string]string, len(h.Labels))
-		for k, v := range h.Labels {
-			out[k] = v
-		}
-	}
+// (the query wins). nil when there are none. The query's labels are
+// bounded (http.max_labels, max_label_key, max_label_value): keys are
+// letters, digits and . _ : -, values printable UTF-8; past a bound the
+// request is refused rather than recorded with some labels missing.
+func (s *Server) labels(h *configs.Host, q map[string][]string) (map[string]string, error) {
+	out := labelsOf(h)
+	n := 0
 	for k, vs := range q {
 		key, ok := strings.CutPrefix(k, "label.")
 		if !ok || key == "" || len(vs) == 0 {
 			continue
 		}
+		if n++; n > s.opt.HTTP.MaxLabels {
+			return out, fmt.Errorf("more than %d ?label. parameters (http.max_labels)", s.opt.HTTP.MaxLabels)
+		}
+		if len(key) > s.opt.HTTP.MaxLabelKey || !labelKey(key) {
+			return out, fmt.Errorf("label key %q: at most %d bytes (http.max_label_key) of letters, digits and . _ : -",
+				truncate(key, 64), s.opt.HTTP.MaxLabelKey)
+		}
+		v := vs[0]
+		if len(v) > s.opt.HTTP.MaxLabelValue || !printable(v) {
+			return out, fmt.Errorf("label %s: the value must be at most %d bytes (http.max_label_value) of printable text",
+				key, s.opt.HTTP.MaxLabelValue)
+		}
 		if out == nil {
 			out = map[string]string{}
 		}
-		out[key] = vs[0]
+		out[key] = v
 	}
-	return out
+	return out, nil
+}
+
+func labelKey(k string) bool {
+	for _, c := range []byte(k) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '_' || c == ':' || c == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// printable reports whether v is valid UTF-8 without control characters.
+func printable(v string) bool {
+	if !utf8.ValidString(v) {
+		return false
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// truncate shortens s to at most n bytes (on a rune boundary), marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // countingWriter counts body bytes and remembers the first write error. It
@@ -194,6 +278,9 @@ type countingWriter struct {
 	// beforeLast, when set, runs before the last byte of a file body is
 	// written (see ReadFrom).
 	beforeLast func()
+	// live is the fetch's entry in Options.Active (nil: none); the
+	// monitor updates its bytes.
+	live *event.Transfer
 }
 
 func (c *countingWriter) WriteHeader(code int) {

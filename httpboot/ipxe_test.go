@@ -43,9 +43,10 @@ http:
 hosts:
   - mac: %q
     name: qemu-vm
+    address: %s   # DHCP is off: the entry's address lets ?mac= claim the host
     kernel: vmlinuz-fake
     cmdline: console=ttyS0
-`, p.ServerIP, mac)
+`, p.ServerIP, mac, p.ClientIP)
 	cfgPath := filepath.Join(dir, "pxeperf.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

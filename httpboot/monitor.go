@@ -92,6 +92,7 @@ func (m *monitor) run(every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	lastAcked := m.base.acked
+	startAcked, haveStart := m.base.acked, m.haveBase
 	var lastN int64
 	for {
 		select {
@@ -108,6 +109,14 @@ func (m *monitor) run(every time.Duration) {
 			if sm.acked != lastAcked {
 				lastAcked, progress = sm.acked, true
 			}
+			if !haveStart {
+				startAcked, haveStart = sm.acked, true
+			}
+			// One sendfile call writes a whole image: the kernel's count
+			// of acknowledged bytes is what moves while it runs.
+			m.w.live.Set(max(lastN, int64(sm.acked-startAcked)))
+		} else {
+			m.w.live.Set(lastN)
 		}
 		if progress && m.conn != nil && m.stall > 0 {
 			_ = m.conn.SetWriteDeadline(time.Now().Add(m.stall))

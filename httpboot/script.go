@@ -57,6 +57,12 @@ func scriptFuncs(base string) template.FuncMap {
 // serveScript renders the client's iPXE script. It returns the promised
 // body length, or 0 when it already set the outcome.
 func (s *Server) serveScript(w *countingWriter, r *http.Request, rec *event.Fetch, c hosts.Client) int64 {
+	if err := scriptQuery(r.URL.Query()); err != nil {
+		s.refused.Refuse(refuseScriptValue, rec.Client.Addr().String(), "err", err.Error())
+		rec.Outcome, rec.Err = event.OutcomeError, err.Error()
+		http.Error(w, "pxeperf: "+err.Error(), http.StatusBadRequest)
+		return 0
+	}
 	src, tmpl, err := s.scriptSource(c.Host)
 	if err != nil {
 		return s.scriptFailed(w, rec, src, err)
@@ -172,6 +178,38 @@ func CheckScripts(cfg *configs.Config, store *images.Store) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// scriptQuery checks that every query parameter can reach a script as it
+// is. iPXE has no quoting a template could rely on (a newline starts a
+// command, ${...} expands, || and && chain, # comments), and generated
+// shells (U-Boot hush, GRUB) split on ; and spaces; so a name or value is
+// taken only when it is made of letters, digits and . _ : / @ + = , % ~ -
+// and the request is refused otherwise. Values from the config are trusted.
+func scriptQuery(q map[string][]string) error {
+	for k, vs := range q {
+		if !scriptSafe(k) {
+			return fmt.Errorf("query parameter %q: a script takes names of letters, digits and . _ : / @ + = , %% ~ - only", truncate(k, 64))
+		}
+		for _, v := range vs {
+			if !scriptSafe(v) {
+				return fmt.Errorf("query parameter %s=%q: a value that reaches a script must be letters, digits and . _ : / @ + = , %% ~ - only (no spaces, newlines, $ { } ; | & # quotes)",
+					truncate(k, 64), truncate(v, 64))
+			}
+		}
+	}
+	return nil
+}
+
+func scriptSafe(v string) bool {
+	for _, c := range []byte(v) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			strings.IndexByte("._:/@+=,%~-", c) >= 0
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // scriptData is what a template sees. Query parameters whose names are Go

@@ -29,12 +29,14 @@ labels={{range $k, $v := .Labels}}{{$k}}={{$v}};{{end}} q={{.Query.x}} x={{.x}} 
 
 func TestScripts(t *testing.T) {
 	macA, macB, macC := mustMAC("52:54:00:00:00:0a"), mustMAC("52:54:00:00:00:0b"), mustMAC("52:54:00:00:00:0c")
-	hostA := configs.Host{MAC: macA, Name: "board-a", Script: configs.Template{Text: varsTemplate}, Kernel: "a/vmlinuz",
+	lo := netip.MustParseAddr("127.0.0.1")
+	// A and C claim their MAC with ?mac= from 127.0.0.1: their entries
+	// name that address, so the claim holds (TestMACClaim has the rule).
+	hostA := configs.Host{MAC: macA, Name: "board-a", Address: configs.Addr{Addr: lo}, Script: configs.Template{Text: varsTemplate}, Kernel: "a/vmlinuz",
 		Initrd: "a/initrd", Cmdline: "console=ttyS0", Labels: map[string]string{"rack": "r1"}}
 	hostB := configs.Host{MAC: macB, Name: "board-b", Script: configs.Template{Text: "@tmpl/b.ipxe"}}
-	hostC := configs.Host{MAC: macC, Name: "board-c", Kernel: "c/vmlinuz", Initrd: "c/initrd.img",
+	hostC := configs.Host{MAC: macC, Name: "board-c", Address: configs.Addr{Addr: lo}, Kernel: "c/vmlinuz", Initrd: "c/initrd.img",
 		Cmdline: "console=ttyS0 quiet"}
-	lo := netip.MustParseAddr("127.0.0.1")
 	type want struct {
 		Status int
 		Body   string

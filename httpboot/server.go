@@ -30,6 +30,7 @@ import (
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/refuse"
 )
 
 // Options are what a Server is built from.
@@ -60,8 +61,27 @@ type Options struct {
 	Logger *slog.Logger
 	// API, when set, serves every path under /api/ (the records and report
 	// tables as JSON); those requests are not fetches and are not recorded.
+	// serve sets it only with http.api: true (the API lives on the admin
+	// listener).
 	API http.Handler
+	// Refused counts and logs refusals (budgets, bad input); nil: a log of
+	// the server's own on Logger.
+	Refused *refuse.Log
+	// Active, when set, lists each fetch while it runs, with the bytes the
+	// client acknowledged so far (updated by the TCP_INFO sampler, not per
+	// write); nil: none.
+	Active *event.Active
 }
+
+// Budget defaults, used where Options.HTTP leaves them zero (tests, bench).
+const (
+	DefaultMaxConns              = 2048
+	DefaultMaxConnsPerClient     = 32
+	DefaultMaxLabels             = 32
+	DefaultMaxLabelKey           = 64
+	DefaultMaxLabelValue         = 256
+	DefaultErrorRecordsPerMinute = 120
+)
 
 // Server is the HTTP boot service. Build it with New, run it with Serve.
 type Server struct {
@@ -74,6 +94,11 @@ type Server struct {
 
 	active      atomic.Int64 // requests being served
 	badRequests atomic.Int64 // malformed input dropped (bad ?mac=, ...)
+
+	refused   *refuse.Log
+	conns     *connLimiter
+	errBudget *budget // failed fetches each client may put on record
+	claims    claims  // accepted ?mac= claims (see claimMAC)
 }
 
 type connKey struct{}
@@ -105,6 +130,22 @@ func New(opt Options) (*Server, error) {
 	if opt.HTTP.Listen == "" {
 		opt.HTTP.Listen = ":80"
 	}
+	if opt.Refused == nil {
+		opt.Refused = refuse.New(opt.Logger, 0)
+	}
+	h := &opt.HTTP
+	for _, d := range []struct {
+		v   *int
+		def int
+	}{
+		{&h.MaxConns, DefaultMaxConns}, {&h.MaxConnsPerClient, DefaultMaxConnsPerClient},
+		{&h.MaxLabels, DefaultMaxLabels}, {&h.MaxLabelKey, DefaultMaxLabelKey},
+		{&h.MaxLabelValue, DefaultMaxLabelValue}, {&h.ErrorRecordsPerMinute, DefaultErrorRecordsPerMinute},
+	} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
 	zenc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
 	if err != nil {
 		return nil, fmt.Errorf("httpboot: zstd encoder: %w", err)
@@ -113,7 +154,9 @@ func New(opt Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("http boot: listening on %s: %w (free the port, or set http.listen / --http-addr, or --http-addr off)", opt.HTTP.Listen, err)
 	}
-	s := &Server{opt: opt, ln: ln, zenc: zenc, started: time.Now()}
+	s := &Server{opt: opt, ln: ln, zenc: zenc, started: time.Now(), refused: opt.Refused,
+		errBudget: newBudget(opt.HTTP.ErrorRecordsPerMinute), claims: claims{at: map[string]time.Time{}}}
+	s.conns = newConnLimiter(opt.HTTP.MaxConns, opt.HTTP.MaxConnsPerClient, s.refused.Refuse)
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok {
 		s.port = ta.Port
 	}
@@ -122,6 +165,7 @@ func New(opt Options) (*Server, error) {
 		ReadHeaderTimeout: opt.HTTP.ReadHeaderTimeout,
 		IdleTimeout:       opt.HTTP.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
+		ConnState:         s.conns.connState,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, connKey{}, c)
 		},
@@ -129,6 +173,9 @@ func New(opt Options) (*Server, error) {
 	}
 	return s, nil
 }
+
+// Refused is the server's refusal log (its counts feed /healthz).
+func (s *Server) Refused() *refuse.Log { return s.refused }
 
 // Addr is the bound listen address (useful with port 0).
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
@@ -183,8 +230,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.active.Add(1)
 	defer s.active.Add(-1)
 	start := time.Now()
-	rec, client := s.newFetch(r, start)
-	cw := &countingWriter{ResponseWriter: w}
+	rec, client, refusal := s.newFetch(r, start)
+	cw := &countingWriter{ResponseWriter: w, live: s.opt.Active.Begin(rec)}
+	defer cw.live.End()
 	mon := s.watch(r, cw)
 	var expect int64
 	emitted := false
@@ -197,6 +245,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.outcome(rec, cw, r, expect)
 		if cw.status >= 400 {
 			rec.Bytes = 0 // an error page is not the file
+			// A lab wants to see failed boots, but one client's flood of
+			// them must not fill the store: each client has a budget.
+			if !s.errBudget.take(rec.Client.Addr()) {
+				s.refused.Refuse(refuseErrorRecords, rec.Client.Addr().String(), "status", cw.status,
+					"file", rec.File, "cap_per_minute", s.opt.HTTP.ErrorRecordsPerMinute,
+					"fix", "raise http.error_records_per_minute")
+				return
+			}
 		}
 		s.opt.Sink.Fetch(rec)
 	}
@@ -206,10 +262,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		emit(1)
 		mon.arm()
 	}
-	if r.URL.Path == s.opt.ScriptPath && !s.scriptInRoot() {
+	switch {
+	case refusal != nil:
+		rec.Outcome, rec.Err = refusal.outcome, refusal.msg
+		http.Error(cw, "pxeperf: "+refusal.msg, refusal.status)
+	case r.URL.Path == s.opt.ScriptPath && !s.scriptInRoot():
 		rec.Kind = event.KindConfig
 		expect = s.serveScript(cw, r, rec, client)
-	} else {
+	default:
 		expect = s.serveFile(cw, r, rec)
 	}
 	if emitted {
@@ -270,7 +330,10 @@ type health struct {
 	Status      string  `json:"status"`
 	UptimeS     float64 `json:"uptime_s"`
 	Active      int64   `json:"active"`
+	Conns       int     `json:"conns"`
 	BadRequests int64   `json:"bad_requests"`
+	// Refused counts refusals by reason (budgets, refused claims, ...).
+	Refused map[string]uint64 `json:"refused"`
 }
 
 func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
@@ -278,7 +341,9 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 		Status:      "ok",
 		UptimeS:     time.Since(s.started).Round(time.Millisecond).Seconds(),
 		Active:      s.active.Load(),
+		Conns:       s.conns.count(),
 		BadRequests: s.badRequests.Load(),
+		Refused:     s.refused.Counts(),
 	})
 	s.writeText(w, r, "application/json", append(b, '\n'))
 }
@@ -310,9 +375,12 @@ func (s *Server) serverAddr(r *http.Request) netip.Addr {
 
 // serverURL is the base URL scripts use for this server: the Host the
 // client itself used when it sent one (right behind NAT and port
-// forwards), else http://addr[:port] for the listener's port.
+// forwards), else http://addr[:port] for the listener's port. The Host
+// header comes from the client and ends up in scripts and generated
+// configs, so only a plain host[:port] is taken (a ";reset" in it would be
+// a U-Boot command).
 func (s *Server) serverURL(r *http.Request) string {
-	if r.Host != "" && !strings.ContainsAny(r.Host, "/?#@ ") {
+	if r.Host != "" && safeHost(r.Host) {
 		return "http://" + r.Host
 	}
 	a := s.serverAddr(r)
@@ -324,4 +392,20 @@ func (s *Server) serverURL(r *http.Request) string {
 		host += ":" + strconv.Itoa(s.port)
 	}
 	return "http://" + host
+}
+
+// safeHost reports whether a Host header is a plain name or address with
+// an optional port: letters, digits, '.', '-', ':', '[' and ']'.
+func safeHost(h string) bool {
+	if len(h) > 255 {
+		return false
+	}
+	for _, c := range []byte(h) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '-' || c == ':' || c == '[' || c == ']'
+		if !ok {
+			return false
+		}
+	}
+	return true
 }

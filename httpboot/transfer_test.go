@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -25,7 +26,9 @@ func TestFetchEvent(t *testing.T) {
 	mac := mustMAC("52:54:00:00:00:01")
 	e := newTestEnv(t, envOpts{
 		files: map[string][]byte{"img/disk.img": pattern(size, 5)},
-		hosts: []configs.Host{{MAC: mac, Name: "board-1", Labels: map[string]string{"rack": "r2"}}},
+		// The entry's address agrees with ?mac= from 127.0.0.1.
+		hosts: []configs.Host{{MAC: mac, Name: "board-1", Address: configs.Addr{Addr: netip.MustParseAddr("127.0.0.1")},
+			Labels: map[string]string{"rack": "r2"}}},
 	})
 	resp, err := rawClient().Get(e.url + "/img/disk.img?mac=52:54:00:00:00:01&label.run=3")
 	if err != nil {

@@ -88,23 +88,40 @@ func (s *Store) openUnpacked(n, srcName string, c codec, src *os.File) (*os.File
 		return nil, 0, fmt.Errorf("%s is not a regular file: %w", srcName, fs.ErrNotExist)
 	}
 	key := s.cacheKey(n)
-	v, err, _ := s.flights.Do(key, func() (any, error) {
-		return s.ensureCached(key, n, srcName, c, src, st)
-	})
-	if err != nil {
-		return nil, 0, err
+	// An eviction may remove the image between the unpack and the open
+	// (it cannot once the shared lock is held): then ask again, a few
+	// times at most.
+	for range 3 {
+		v, err, _ := s.flights.Do(key, func() (any, error) {
+			return s.ensureCached(key, n, srcName, c, src, st)
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+		cr := v.(*os.Root)
+		f, err := cr.Open(key + ".img")
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("opening cached %s: %w", n, err)
+		}
+		// The shared lock marks the entry in use until the client closes
+		// the file; eviction skips it.
+		lockShared(f)
+		fst, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, 0, err
+		}
+		if unlinked(fst) {
+			f.Close()
+			continue
+		}
+		s.touch(key, fst.Size())
+		return f, fst.Size(), nil
 	}
-	cr := v.(*os.Root)
-	f, err := cr.Open(key + ".img")
-	if err != nil {
-		return nil, 0, fmt.Errorf("opening cached %s: %w", n, err)
-	}
-	fst, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
-	return f, fst.Size(), nil
+	return nil, 0, fmt.Errorf("%s: the unpacked image kept being evicted from the cache: %w", n, ErrCacheFull)
 }
 
 // cacheRoot opens (creating) the cache folder once.
@@ -123,6 +140,7 @@ func (s *Store) cacheRoot() (*os.Root, error) {
 	}
 	s.cache = r
 	s.removeTemps(r)
+	s.scanEntries(r)
 	return r, nil
 }
 
@@ -208,23 +226,106 @@ func (s *Store) ensureCached(key, n, srcName string, c codec, src *os.File, st f
 			return cr, nil
 		}
 	}
+	if err := s.knownFailure(key, srcName, src, st); err != nil {
+		return nil, err
+	}
 	m, err = s.unpack(cr, key, n, srcName, c, src, st)
 	if err != nil {
+		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrTooLarge) {
+			s.rememberFailure(key, srcName, src, st, err)
+		}
 		return nil, err
 	}
 	return cr, s.saveMeta(cr, key, m)
+}
+
+// failure is a compressed source that did not unpack (ErrCorrupt,
+// ErrTooLarge): it is not tried again until it changes, so a broken image
+// costs one unpack, not one per request. Kept in memory only: a restart
+// tries once more.
+type failure struct {
+	source  string
+	size    int64
+	mtimeNS int64
+	sha256  string
+	checked time.Time // when the source was last compared
+	err     error
+}
+
+// racyWindow: a source modified this close to when it was looked at may
+// change again without its mtime moving (coarse file system clocks), so
+// its contents are compared, as git does for "racily clean" files.
+const racyWindow = 2 * time.Second
+
+// knownFailure returns the remembered error when src is the source that
+// failed before: same name and size, and the same mtime (unless racily
+// recent) or else the same contents.
+func (s *Store) knownFailure(key, srcName string, src *os.File, st fs.FileInfo) error {
+	s.mu.Lock()
+	f, ok := s.failures[key]
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	forget := func() {
+		s.mu.Lock()
+		delete(s.failures, key)
+		s.mu.Unlock()
+	}
+	if f.source != srcName || f.size != st.Size() {
+		forget()
+		return nil
+	}
+	mtime := st.ModTime().UnixNano()
+	if mtime == f.mtimeNS && f.checked.Sub(st.ModTime()) > racyWindow {
+		return f.err
+	}
+	sum, err := hashReader(src)
+	if err != nil || sum != f.sha256 {
+		forget()
+		return nil
+	}
+	s.mu.Lock()
+	f.mtimeNS, f.checked = mtime, time.Now()
+	s.failures[key] = f
+	s.mu.Unlock()
+	return f.err
+}
+
+// rememberFailure records that src did not unpack, and logs it once.
+func (s *Store) rememberFailure(key, srcName string, src *os.File, st fs.FileInfo, err error) {
+	sum, herr := hashReader(src)
+	if herr != nil {
+		return // cannot tell it again: try again next time
+	}
+	s.mu.Lock()
+	s.failures[key] = failure{
+		source: srcName, size: st.Size(), mtimeNS: st.ModTime().UnixNano(), sha256: sum,
+		checked: time.Now(), err: fmt.Errorf("%w (not unpacked again until %s changes)", err, srcName),
+	}
+	s.mu.Unlock()
+	s.logger.Warn("compressed image does not unpack; refusing it until the file changes",
+		"source", srcName, "source_bytes", st.Size(), "err", err)
 }
 
 // unpack decompresses src into KEY.img through a temp file and a rename, so
 // a reader never sees a partial image.
 func (s *Store) unpack(cr *os.Root, key, n, srcName string, c codec, src *os.File, st fs.FileInfo) (cacheMeta, error) {
 	start := time.Now()
+	s.attempts.Add(1)
 	if _, err := src.Seek(0, io.SeekStart); err != nil {
+		return cacheMeta{}, err
+	}
+	// Room for the first chunk before anything is written; the writer
+	// claims the rest as it goes.
+	rw := &reservingWriter{s: s, cr: cr, key: key, src: srcName}
+	if err := rw.start(); err != nil {
 		return cacheMeta{}, err
 	}
 	tmpName := fmt.Sprintf("%s.img.tmp%d", key, start.UnixNano())
 	tmp, err := cr.OpenFile(tmpName, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
+		s.release(rw.reserved)
 		return cacheMeta{}, fmt.Errorf("unpacking %s: %w (is the cache folder %s writable?)", srcName, err, s.data)
 	}
 	ok := false
@@ -232,6 +333,7 @@ func (s *Store) unpack(cr *os.Root, key, n, srcName string, c codec, src *os.Fil
 		if !ok {
 			tmp.Close()
 			cr.Remove(tmpName)
+			s.release(rw.reserved)
 		}
 	}()
 	srcHash := sha256.New()
@@ -240,12 +342,15 @@ func (s *Store) unpack(cr *os.Root, key, n, srcName string, c codec, src *os.Fil
 	if err != nil {
 		return cacheMeta{}, fmt.Errorf("%s: %w: %v", srcName, ErrCorrupt, err)
 	}
-	out := &limitWriter{w: tmp, left: s.maxUnpacked}
+	out := &limitWriter{w: tmp, left: min(s.maxUnpacked, s.cacheMax), claim: rw.claim}
 	size, err := io.Copy(out, dec)
 	dec.Close()
 	if out.err != nil {
 		if errors.Is(out.err, ErrTooLarge) {
-			return cacheMeta{}, fmt.Errorf("%s: %w (%d bytes; raise the limit or unpack it into the root yourself)", srcName, ErrTooLarge, s.maxUnpacked)
+			return cacheMeta{}, fmt.Errorf("%s: %w (%d bytes; raise the limit or unpack it into the root yourself)", srcName, ErrTooLarge, min(s.maxUnpacked, s.cacheMax))
+		}
+		if errors.Is(out.err, ErrCacheFull) || errors.Is(out.err, ErrLowSpace) {
+			return cacheMeta{}, out.err
 		}
 		return cacheMeta{}, fmt.Errorf("unpacking %s into %s: %w", srcName, s.data, out.err)
 	}
@@ -264,6 +369,7 @@ func (s *Store) unpack(cr *os.Root, key, n, srcName string, c codec, src *os.Fil
 		return cacheMeta{}, fmt.Errorf("unpacking %s into %s: %w", srcName, s.data, err)
 	}
 	ok = true
+	s.replaced(key, size, rw.reserved)
 	s.unpacks.Add(1)
 	took := time.Since(start)
 	s.logger.Info("unpacked compressed image into the cache", "file", n, "source", srcName,
@@ -280,12 +386,14 @@ func (s *Store) unpack(cr *os.Root, key, n, srcName string, c codec, src *os.Fil
 	}, nil
 }
 
-// limitWriter fails with ErrTooLarge past left bytes and remembers the first
+// limitWriter fails with ErrTooLarge past left bytes, asks claim for room
+// before each write (the cache cap and free space), and remembers the first
 // write error, so unpack can tell a full disk from a corrupt archive.
 type limitWriter struct {
-	w    io.Writer
-	left int64
-	err  error
+	w     io.Writer
+	left  int64
+	claim func(n int) error // nil: no claim
+	err   error
 }
 
 func (l *limitWriter) Write(p []byte) (int, error) {
@@ -295,6 +403,12 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	if int64(len(p)) > l.left {
 		l.err = ErrTooLarge
 		return 0, l.err
+	}
+	if l.claim != nil {
+		if err := l.claim(len(p)); err != nil {
+			l.err = err
+			return 0, err
+		}
 	}
 	n, err := l.w.Write(p)
 	l.left -= int64(n)

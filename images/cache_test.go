@@ -229,7 +229,7 @@ func TestCorruptArchive(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s, root, data := newStore(t)
 			writeFile(t, filepath.Join(root, "img"+tc.ext), tc.data)
-			for i := range 2 { // not cached as a success, nor as a failure
+			for i := range 2 { // never cached as a success; the failure is remembered
 				_, _, err := readOpen(t, s, "img")
 				if !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("open %d: err = %v, want ErrCorrupt", i, err)
@@ -359,5 +359,92 @@ func TestCacheSharedByTwoRoots(t *testing.T) {
 	}
 	if a, b := stores[0].unpacks.Load(), stores[1].unpacks.Load(); a != 1 || b != 1 {
 		t.Errorf("unpacks %d and %d, want one each (separate entries, no thrash)", a, b)
+	}
+}
+
+// TestCorruptRemembered: a corrupt or oversized archive is unpacked once,
+// not on every request (each try wrote up to the whole image to the cache
+// folder), until the source changes.
+func TestCorruptRemembered(t *testing.T) {
+	good := testData(t, 4<<20, 7)
+	zst := compress(t, ".zst", good)
+	bad := bytes.Clone(zst)
+	bad[len(bad)*3/4] ^= 0x40 // most of the image unpacks before the error
+	small := good[:512<<10]
+	tests := map[string]struct {
+		opts         []Option
+		data         []byte
+		wantErr      error
+		fixed, fixer []byte // the fixed source and what it unpacks to
+	}{
+		// Fixed in place with the same size: the contents are compared.
+		"corrupt":   {data: bad, wantErr: ErrCorrupt, fixed: zst, fixer: good},
+		"too large": {opts: []Option{WithMaxUnpacked(1 << 20)}, data: zst, wantErr: ErrTooLarge, fixed: compress(t, ".zst", small), fixer: small},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s, root, _ := newStore(t, tc.opts...)
+			src := filepath.Join(root, "img.zst")
+			writeFile(t, src, tc.data)
+			old := time.Now().Add(-time.Hour) // not racily recent
+			if err := os.Chtimes(src, old, old); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 5 {
+				if _, _, err := s.OpenFor("img", "192.0.2.9"); !errors.Is(err, tc.wantErr) {
+					t.Fatalf("open %d: err = %v, want %v", i, err, tc.wantErr)
+				}
+			}
+			if n := s.attempts.Load(); n != 1 {
+				t.Errorf("5 requests tried %d unpacks, want 1 (the failure remembered)", n)
+			}
+			if got := s.Refusals(); got[refusalReason(tc.wantErr)] != 5 {
+				t.Errorf("refusals = %v, want 5 of %q", got, refusalReason(tc.wantErr))
+			}
+
+			// Touched, same bytes: still the same broken file, no unpack.
+			later := old.Add(time.Minute)
+			if err := os.Chtimes(src, later, later); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.Open("img"); !errors.Is(err, tc.wantErr) || s.attempts.Load() != 1 {
+				t.Fatalf("after touch: %v, %d attempts; want %v from memory", err, s.attempts.Load(), tc.wantErr)
+			}
+
+			writeFile(t, src, tc.fixed)
+			if got, _, err := readOpen(t, s, "img"); err != nil || !bytes.Equal(got, tc.fixer) {
+				t.Fatalf("after fixing: %v", err)
+			}
+			if n := s.attempts.Load(); n != 2 {
+				t.Errorf("attempts = %d after the fix, want 2", n)
+			}
+		})
+	}
+}
+
+// TestCorruptRememberedRacy: a source rewritten with the same size right
+// after its failure was recorded may keep its mtime (coarse file system
+// clocks), so a recent failure is checked against the contents.
+func TestCorruptRememberedRacy(t *testing.T) {
+	good := testData(t, 1<<20, 8)
+	zst := compress(t, ".zst", good)
+	bad := bytes.Clone(zst)
+	bad[len(bad)/2] ^= 0x40
+	s, root, _ := newStore(t)
+	src := filepath.Join(root, "img.zst")
+	writeFile(t, src, bad)
+	st, err := os.Stat(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Open("img"); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Open = %v, want ErrCorrupt", err)
+	}
+	writeFile(t, src, zst)
+	if err := os.Chtimes(src, st.ModTime(), st.ModTime()); err != nil { // the same tick
+		t.Fatal(err)
+	}
+	if got, _, err := readOpen(t, s, "img"); err != nil || !bytes.Equal(got, good) {
+		t.Fatalf("after a same-size rewrite in the same tick: %v", err)
 	}
 }

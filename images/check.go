@@ -92,7 +92,7 @@ func (s *Store) hashServed(n string) (size int64, sum, from string, err error) {
 		}
 	}
 	if p := s.FallbackPath(n); p != "" {
-		f, err := os.Open(p)
+		f, _, err := openRegular(hostFS{}, p)
 		if err != nil {
 			return 0, "", p, err
 		}

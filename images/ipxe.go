@@ -42,18 +42,13 @@ func (s *Store) openFallback(n string) (*os.File, int64, bool) {
 	if p == "" {
 		return nil, 0, false
 	}
-	f, err := os.Open(p)
+	f, size, err := openRegular(hostFS{}, p)
 	if err != nil {
-		return nil, 0, false
-	}
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		f.Close()
 		return nil, 0, false
 	}
 	if _, seen := s.logged.LoadOrStore(n, true); !seen {
 		s.logger.Info("serving iPXE binary from the fallback folder; put your own build in the root to override",
 			"file", n, "path", p, "root", s.dir)
 	}
-	return f, st.Size(), true
+	return f, size, true
 }

@@ -2,7 +2,8 @@
 // one Record per fetch (served, or later a bench run) with the conditions
 // that explain the number (window, RTT, MTU, offloads, link speed, labels),
 // plus per-interval samples. Records live in one SQLite file under the data
-// folder; report/ reads them back.
+// folder, or in a PostgreSQL database many servers share (store.url); the
+// journal is the commit point either way. report/ reads them back.
 package record
 
 import (
@@ -44,6 +45,11 @@ type Record struct {
 	Outcome  string            `json:"outcome"`
 	Err      string            `json:"err,omitempty"`
 	Labels   map[string]string `json:"labels,omitempty"`
+	// Server is the pxeperf that measured the fetch (server.name, default
+	// the host name) and Site its lab segment (server.site, optional): one
+	// PostgreSQL store holds the records of many servers.
+	Server string `json:"server,omitempty"`
+	Site   string `json:"site,omitempty"`
 
 	// HTTP / TCP, from TCP_INFO sampled during the fetch.
 	WndMax        uint32        `json:"wnd_max,omitempty"`       // largest window the client advertised
@@ -115,5 +121,19 @@ type Filter struct {
 	Labels map[string]string // every key must have that value
 	Source string
 	Proto  string
-	Limit  int // 0: no limit; newest first when set
+	Server string // server.name of the pxeperf that measured it
+	Site   string // server.site
+	Limit  int    // 0: no limit; newest first when set
+	// Before, when set, keeps only records older than this position in
+	// the newest-first order (time, then id): the cursor of a paged read.
+	Before Position
 }
+
+// Position is a record's place in the newest-first order: its time and id.
+type Position struct {
+	Time time.Time
+	ID   int64
+}
+
+// IsZero reports whether p is unset.
+func (p Position) IsZero() bool { return p.Time.IsZero() && p.ID == 0 }

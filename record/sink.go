@@ -31,6 +31,9 @@ type SinkOptions struct {
 	Hosts *hosts.Table
 	// Source of the records; default "serve".
 	Source string
+	// Server and Site are stamped on every record and lease (server.name,
+	// server.site): which pxeperf measured it, in a store many share.
+	Server, Site string
 	// MaxPending bounds the events held in memory while the store is slow
 	// or failing (default 65536), and MaxPendingBytes their size (default
 	// 64 MiB; an event counts as its journal line). Past either, journaled
@@ -237,12 +240,14 @@ func (s *Sink) Stats() SinkStats {
 // Fetch records one fetch.
 func (s *Sink) Fetch(f *event.Fetch) {
 	r, ivs := s.convert(f)
+	r.Server, r.Site = s.opt.Server, s.opt.Site
 	s.put(&entry{UID: newUID(), Record: r, Intervals: ivs})
 }
 
 // Lease records one DHCP binding.
 func (s *Sink) Lease(l *event.Lease) {
-	lr := &Lease{Time: l.Time.UTC(), Arch: l.Arch, Host: l.Host, BootFile: l.BootFile, Proxy: l.Proxy}
+	lr := &Lease{Time: l.Time.UTC(), Arch: l.Arch, Host: l.Host, BootFile: l.BootFile, Proxy: l.Proxy,
+		Server: s.opt.Server, Site: s.opt.Site}
 	if l.MAC != nil {
 		lr.MAC = l.MAC.String()
 	}
@@ -552,6 +557,12 @@ func (s *Sink) convert(f *event.Fetch) (*Record, []Interval) {
 		Time: f.Start.UTC(), Source: s.opt.Source, Proto: f.Proto, Direction: "rx",
 		Host: f.Host, File: f.File, Bytes: f.Bytes, Size: f.Size, Duration: f.Duration, Mbps: f.Mbps(),
 		Outcome: f.Outcome, Err: f.Err, Kernel: s.opt.Kernel, Kind: f.Kind,
+	}
+	if f.Source != "" {
+		r.Source = f.Source
+	}
+	if f.Direction != "" {
+		r.Direction = f.Direction
 	}
 	if a := f.Client.Addr(); a.IsValid() {
 		r.ClientIP = a.Unmap().String()

@@ -22,7 +22,7 @@ import (
 const FileName = "pxeperf.db"
 
 // SchemaVersion is the schema this pxeperf writes (PRAGMA user_version).
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // ErrNewerSchema means the file was written by a newer pxeperf.
 var ErrNewerSchema = errors.New("record store schema is newer than this pxeperf")
@@ -76,20 +76,31 @@ CREATE TABLE leases (
 CREATE INDEX leases_time ON leases(time_ns);
 `},
 	{"records.kind", `ALTER TABLE records ADD COLUMN kind TEXT NOT NULL DEFAULT '';`},
-	{"records.eff_wnd", `
+	{"records and leases: server, site", `
+ALTER TABLE records ADD COLUMN server TEXT NOT NULL DEFAULT '';
+ALTER TABLE records ADD COLUMN site TEXT NOT NULL DEFAULT '';
+CREATE INDEX records_server ON records(server, site);
+ALTER TABLE leases ADD COLUMN server TEXT NOT NULL DEFAULT '';
+ALTER TABLE leases ADD COLUMN site TEXT NOT NULL DEFAULT '';
+`},
+	{"records: TFTP effective window, loss events", `
 ALTER TABLE records ADD COLUMN eff_wnd_min INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN eff_wnd_median INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN eff_wnd_max INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN loss_events INTEGER NOT NULL DEFAULT 0;`},
 }
 
-// Store is the record database: one SQLite file in WAL mode. Safe for
-// concurrent use. A read-write Store is held by one process (serve or bench);
-// any number of read-only ones (report) may read while it writes.
+// Store is the record database: one SQLite file in WAL mode, or a
+// PostgreSQL database (OpenURL) that many servers share. Safe for
+// concurrent use. A read-write SQLite Store is held by one process (serve or
+// bench); any number of read-only ones (report) may read while it writes.
+// The queries, the scans and the migrations are the same for both; what
+// differs is behind backend.
 type Store struct {
 	db       *sql.DB
-	path     string
+	path     string // the file, or the URL without its password
 	readOnly bool
+	be       backend
 }
 
 // Option tunes Open and OpenReadOnly.
@@ -182,6 +193,7 @@ func open(path, dsn string, ro bool) (*Store, error) {
 		return nil, fmt.Errorf("record store %s: %w", path, err)
 	}
 	s := &Store{db: db, path: path, readOnly: ro}
+	s.be = sqliteBackend{s}
 	// Ping runs the pragmas: a corrupt or locked file fails here.
 	if err := db.Ping(); err != nil {
 		db.Close()
@@ -193,8 +205,11 @@ func open(path, dsn string, ro bool) (*Store, error) {
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-// wrap turns a SQLite error into one that names the file and the fix.
-func (s *Store) wrap(what string, err error) error {
+// wrap turns a database error into one that names the store and the fix.
+func (s *Store) wrap(what string, err error) error { return s.be.wrap(what, err) }
+
+// wrapSQLite turns a SQLite error into one that names the file and the fix.
+func (s *Store) wrapSQLite(what string, err error) error {
 	var se *sqlite.Error
 	if errors.As(err, &se) {
 		switch se.Code() & 0xff {
@@ -286,12 +301,17 @@ func (s *Store) AddLease(ctx context.Context, l *Lease) error {
 }
 
 // addBatch writes entries in one transaction. An entry whose uid is already
-// stored (a journal replayed twice) is skipped. Statements are prepared once
-// per batch: parsing SQL is most of an insert's cost.
+// stored (a journal replayed twice, a copy run again) is skipped.
 func (s *Store) addBatch(ctx context.Context, es []*entry) error {
 	if s.readOnly {
 		return fmt.Errorf("record store %s is open read-only", s.path)
 	}
+	return s.be.addBatch(ctx, es)
+}
+
+// addBatchSQLite is SQLite's addBatch. Statements are prepared once per
+// batch: parsing SQL is most of an insert's cost.
+func (s *Store) addBatchSQLite(ctx context.Context, es []*entry) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.wrap("starting a write", err)
@@ -340,13 +360,8 @@ func prepare(ctx context.Context, tx *sql.Tx) (*stmts, error) {
 		dst **sql.Stmt
 		sql string
 	}{
-		{&st.record, `INSERT OR IGNORE INTO records (
-		uid, time_ns, source, proto, direction, client_mac, client_ip, host, arch, file, bytes, size,
-		duration_us, mbps, outcome, err, labels, wnd_max, wnd_median, wnd_requested, rtt_us, min_rtt_us,
-		retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize,
-		tsize, datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso,
-		gso, gro, kernel, kind, eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`},
+		{&st.record, `INSERT OR IGNORE INTO records (` + recordInsertColumns + `)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`},
 		{&st.uid, `SELECT id FROM records WHERE uid = ?`},
 		{&st.label, `INSERT INTO labels(record_id, key, value) VALUES (?,?,?)`},
 		{&st.interval, `INSERT INTO intervals(record_id, seq, start_us, end_us, bytes,
@@ -371,22 +386,11 @@ func (st *stmts) close() {
 
 func (st *stmts) insertRecord(ctx context.Context, e *entry) error {
 	r := e.Record
-	labels := "{}"
-	if len(r.Labels) > 0 {
-		b, err := json.Marshal(r.Labels)
-		if err != nil {
-			return err
-		}
-		labels = string(b)
+	args, err := recordArgs(e)
+	if err != nil {
+		return err
 	}
-	res, err := st.record.ExecContext(ctx,
-		e.UID, r.Time.UnixNano(), r.Source, r.Proto, r.Direction, strings.ToLower(r.ClientMAC), r.ClientIP,
-		r.Host, r.Arch, r.File, r.Bytes, r.Size, us(r.Duration), r.Mbps, r.Outcome, r.Err, labels,
-		r.WndMax, r.WndMedian, r.WndRequested, us(r.RTT), us(r.MinRTT), r.Retransmits, int64(r.DeliveryRate),
-		us(r.RwndLimited), us(r.SndbufLimited), r.MSS, r.PMTU, r.BlkSize, r.WindowSize, r.TSize,
-		r.Datagrams, r.Acked, r.Timeouts, r.Iface, r.MTU, r.LinkMbps, r.RateLimit,
-		string(r.RxCsum), string(r.TxCsum), string(r.TSO), string(r.GSO), string(r.GRO), r.Kernel, r.Kind,
-		r.EffWndMin, r.EffWndMedian, r.EffWndMax, r.LossEvents)
+	res, err := st.record.ExecContext(ctx, args...)
 	if err != nil {
 		return err
 	}
@@ -413,24 +417,64 @@ func (st *stmts) insertRecord(ctx context.Context, e *entry) error {
 	return nil
 }
 
+// recordArgs are the values of an entry's records row, in the order of
+// recordInsertColumns. Booleans are 0/1: both backends store integers.
+func recordArgs(e *entry) ([]any, error) {
+	r := e.Record
+	labels := "{}"
+	if len(r.Labels) > 0 {
+		b, err := json.Marshal(r.Labels)
+		if err != nil {
+			return nil, err
+		}
+		labels = string(b)
+	}
+	return []any{
+		e.UID, r.Time.UnixNano(), r.Source, r.Proto, r.Direction, strings.ToLower(r.ClientMAC), r.ClientIP,
+		r.Host, r.Arch, r.File, r.Bytes, r.Size, us(r.Duration), r.Mbps, r.Outcome, r.Err, labels,
+		int64(r.WndMax), int64(r.WndMedian), int64(r.WndRequested), us(r.RTT), us(r.MinRTT), r.Retransmits,
+		int64(r.DeliveryRate), us(r.RwndLimited), us(r.SndbufLimited), int64(r.MSS), int64(r.PMTU),
+		int64(r.BlkSize), int64(r.WindowSize), b2i(r.TSize), r.Datagrams, r.Acked, r.Timeouts, r.Iface,
+		int64(r.MTU), int64(r.LinkMbps), r.RateLimit, string(r.RxCsum), string(r.TxCsum), string(r.TSO),
+		string(r.GSO), string(r.GRO), r.Kernel, r.Kind, r.Server, r.Site,
+		int64(r.EffWndMin), int64(r.EffWndMedian), int64(r.EffWndMax), r.LossEvents,
+	}, nil
+}
+
+// recordInsertColumns are the columns recordArgs fills.
+const recordInsertColumns = `uid, time_ns, source, proto, direction, client_mac, client_ip, host, arch, file, bytes, size,
+	duration_us, mbps, outcome, err, labels, wnd_max, wnd_median, wnd_requested, rtt_us, min_rtt_us,
+	retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize,
+	tsize, datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso,
+	gso, gro, kernel, kind, server, site, eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events`
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 const recordColumns = `id, time_ns, source, proto, direction, client_mac, client_ip, host, arch, file, bytes,
 	size, duration_us, mbps, outcome, err, labels, wnd_max, wnd_median, wnd_requested, rtt_us, min_rtt_us,
 	retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize, tsize,
 	datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso, gso, gro, kernel, kind,
-	eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events`
+	server, site, eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events`
 
 type scanner interface{ Scan(...any) error }
 
-func scanRecord(sc scanner) (Record, error) {
+// scanRecord reads a row of recordColumns, after the columns first names
+// (e.g. uid for a copy).
+func scanRecord(sc scanner, first ...any) (Record, error) {
 	var r Record
 	var tns, dur, rtt, minRTT, rwnd, sndbuf, rate int64
 	var labels, rx, tx, tso, gso, gro string
-	err := sc.Scan(&r.ID, &tns, &r.Source, &r.Proto, &r.Direction, &r.ClientMAC, &r.ClientIP, &r.Host,
+	err := sc.Scan(append(first, &r.ID, &tns, &r.Source, &r.Proto, &r.Direction, &r.ClientMAC, &r.ClientIP, &r.Host,
 		&r.Arch, &r.File, &r.Bytes, &r.Size, &dur, &r.Mbps, &r.Outcome, &r.Err, &labels, &r.WndMax,
 		&r.WndMedian, &r.WndRequested, &rtt, &minRTT, &r.Retransmits, &rate, &rwnd, &sndbuf, &r.MSS,
 		&r.PMTU, &r.BlkSize, &r.WindowSize, &r.TSize, &r.Datagrams, &r.Acked, &r.Timeouts, &r.Iface,
-		&r.MTU, &r.LinkMbps, &r.RateLimit, &rx, &tx, &tso, &gso, &gro, &r.Kernel, &r.Kind,
-		&r.EffWndMin, &r.EffWndMedian, &r.EffWndMax, &r.LossEvents)
+		&r.MTU, &r.LinkMbps, &r.RateLimit, &rx, &tx, &tso, &gso, &gro, &r.Kernel, &r.Kind, &r.Server, &r.Site,
+		&r.EffWndMin, &r.EffWndMedian, &r.EffWndMax, &r.LossEvents)...)
 	if err != nil {
 		return r, err
 	}
@@ -462,9 +506,9 @@ func (s *Store) Query(ctx context.Context, f Filter) ([]Record, error) {
 	}
 	if f.File != "" {
 		if strings.ContainsAny(f.File, "*?") {
-			// GLOB also treats [ as a class; escape it so only * and ? are special.
-			where = append(where, "file GLOB ?")
-			args = append(args, strings.ReplaceAll(f.File, "[", "[[]"))
+			clause, arg := s.be.fileGlob(f.File)
+			where = append(where, clause)
+			args = append(args, arg)
 		} else {
 			where = append(where, "file = ?")
 			args = append(args, f.File)
@@ -486,6 +530,19 @@ func (s *Store) Query(ctx context.Context, f Filter) ([]Record, error) {
 		where = append(where, "proto = ?")
 		args = append(args, f.Proto)
 	}
+	if f.Server != "" {
+		where = append(where, "server = ?")
+		args = append(args, f.Server)
+	}
+	if f.Site != "" {
+		where = append(where, "site = ?")
+		args = append(args, f.Site)
+	}
+	if !f.Before.IsZero() {
+		where = append(where, "(time_ns < ? OR (time_ns = ? AND id < ?))")
+		ns := f.Before.Time.UnixNano()
+		args = append(args, ns, ns, f.Before.ID)
+	}
 	q := "SELECT " + recordColumns + " FROM records"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
@@ -496,7 +553,7 @@ func (s *Store) Query(ctx context.Context, f Filter) ([]Record, error) {
 	} else {
 		q += " ORDER BY time_ns, id"
 	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.db.QueryContext(ctx, s.be.rebind(q), args...)
 	if err != nil {
 		return nil, s.wrap("querying records", err)
 	}
@@ -520,7 +577,7 @@ var ErrNotFound = errors.New("no such record")
 
 // Get returns one record.
 func (s *Store) Get(ctx context.Context, id int64) (Record, error) {
-	r, err := scanRecord(s.db.QueryRowContext(ctx, "SELECT "+recordColumns+" FROM records WHERE id = ?", id))
+	r, err := scanRecord(s.db.QueryRowContext(ctx, s.be.rebind("SELECT "+recordColumns+" FROM records WHERE id = ?"), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("record %d: %w (list ids with pxeperf report --format json)", id, ErrNotFound)
 	}
@@ -532,8 +589,8 @@ func (s *Store) Get(ctx context.Context, id int64) (Record, error) {
 
 // Intervals returns a record's interval samples in order.
 func (s *Store) Intervals(ctx context.Context, id int64) ([]Interval, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT start_us, end_us, bytes, retransmits, cwnd, snd_wnd, rtt_us
-		FROM intervals WHERE record_id = ? ORDER BY seq`, id)
+	rows, err := s.db.QueryContext(ctx, s.be.rebind(`SELECT start_us, end_us, bytes, retransmits, cwnd, snd_wnd, rtt_us
+		FROM intervals WHERE record_id = ? ORDER BY seq`), id)
 	if err != nil {
 		return nil, s.wrap("querying intervals", err)
 	}

@@ -17,12 +17,15 @@ type FilterArgs struct {
 	Since  string   // a duration back from now (90m, 2h, 7d) or a time (RFC 3339, or 2006-01-02)
 	Labels []string // k=v, every one must match
 	Limit  string   // a count; "" no limit
+	Server string   // server.name of the pxeperf that measured it
+	Site   string   // server.site
 }
 
 // ParseFilter turns the filter arguments into a record.Filter; now anchors
 // a relative --since. Errors say which argument is wrong and how to write it.
 func ParseFilter(a FilterArgs, now time.Time) (record.Filter, error) {
-	f := record.Filter{Client: strings.TrimSpace(a.Client), File: strings.TrimSpace(a.File)}
+	f := record.Filter{Client: strings.TrimSpace(a.Client), File: strings.TrimSpace(a.File),
+		Server: strings.TrimSpace(a.Server), Site: strings.TrimSpace(a.Site)}
 	var errs []error
 	if a.Since != "" {
 		t, err := ParseSince(a.Since, now)

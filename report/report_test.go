@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"flag"
+	"fmt"
 	"image/png"
 	"io"
 	"math"
@@ -500,5 +501,27 @@ func TestBenchRowsByRequestedWindow(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[uint32]int{32768: 2, 65532: 1, 65536: 1}, got); diff != "" {
 		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+}
+
+// TestServersTable groups by site, then server, with distinct clients.
+func TestServersTable(t *testing.T) {
+	recs := lab()
+	for i := range recs {
+		recs[i].Server, recs[i].Site = []string{"pxe-a", "pxe-b", "pxe-c"}[i%3], []string{"north", "south", "north"}[i%3]
+	}
+	tb := Servers(recs)
+	var got []string
+	for _, r := range tb.Rows {
+		got = append(got, r[0]+"/"+r[1]+"/"+r[2])
+	}
+	n := len(recs)
+	want := []string{fmt.Sprintf("north/pxe-a/%d", (n+2)/3), fmt.Sprintf("north/pxe-c/%d", n/3),
+		fmt.Sprintf("south/pxe-b/%d", (n+1)/3)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("servers rows (-want +got):\n%s", diff)
+	}
+	if f, _ := ParseFilter(FilterArgs{Server: " pxe-a ", Site: "north"}, time.Now()); f.Server != "pxe-a" || f.Site != "north" {
+		t.Errorf("ParseFilter server/site: %+v", f)
 	}
 }

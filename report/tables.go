@@ -23,7 +23,8 @@ const (
 )
 
 // TableNames lists the tables Build makes.
-var TableNames = []string{TableWindowOffload, TableDirectionMTU, TableClients, TableLinkSpeed, TableTFTP, TableFetches}
+var TableNames = []string{TableWindowOffload, TableDirectionMTU, TableClients, TableLinkSpeed, TableTFTP, TableFetches,
+	TableServers}
 
 // Build makes the named table from recs.
 func Build(name string, recs []record.Record) (Table, error) {
@@ -40,6 +41,8 @@ func Build(name string, recs []record.Record) (Table, error) {
 		return Fetches(recs), nil
 	case TableTFTP:
 		return TFTP(recs), nil
+	case TableServers:
+		return Servers(recs), nil
 	}
 	return Table{}, fmt.Errorf("unknown table %q: use %s", name, strings.Join(TableNames, ", "))
 }

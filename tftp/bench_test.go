@@ -99,7 +99,7 @@ func startBenchServers(t *testing.T, p *nstest.Pair, root, ip string) {
 	bin := nstest.Binary(t)
 	for _, s := range []struct{ port, yaml string }{{"69", ""}, {"70", "tftp:\n  single_port: true\n"}} {
 		data := t.TempDir()
-		args := []string{"serve", "--dhcp", "off", "--http-addr", "off", "--tftp-addr", ip + ":" + s.port,
+		args := []string{"serve", "--admin-addr", "off", "--dhcp", "off", "--http-addr", "off", "--tftp-addr", ip + ":" + s.port,
 			"--root", root, "--data", data, "--iface", p.ServerIf, "--log-level", "warn"}
 		if s.yaml != "" {
 			cfg := filepath.Join(data, "c.yaml")
@@ -182,7 +182,7 @@ func TestBenchWindowsize(t *testing.T) {
 		proc       *nstest.Proc
 	}
 	servers := []*server{{name: "pxeperf", port: "69"}, {name: "atftpd", port: "1069"}}
-	servers[0].proc = nstest.Start(t, p.Server, bin, "serve", "--dhcp", "off", "--http-addr", "off", "--tftp-addr", ip+":69",
+	servers[0].proc = nstest.Start(t, p.Server, bin, "serve", "--admin-addr", "off", "--dhcp", "off", "--http-addr", "off", "--tftp-addr", ip+":69",
 		"--root", root, "--data", t.TempDir(), "--iface", p.ServerIf, "--log-level", "warn")
 	servers[1].proc = nstest.Start(t, p.Server, atftpd, "--daemon", "--no-fork", "--user", "root", "--group", "root",
 		"--port", "1069", "--bind-address", ip, "--logfile", "-", "--verbose=3", root)

@@ -118,6 +118,9 @@ type Config struct {
 	Hosts  *hosts.Table // MAC, host name and labels for events; may be nil
 	Sink   event.Sink   // default event.Discard
 	Logger *slog.Logger // default: discard
+	// Active, when set, lists each transfer while it runs, with the bytes
+	// acknowledged so far (one atomic add per window); nil: none.
+	Active *event.Active
 }
 
 // Stats counts what the server did outside of transfers.
@@ -541,6 +544,8 @@ func (s *Server) handle(base, ctx context.Context, req request, raw []byte, peer
 		return
 	}
 	t := &transfer{link: l, timeout: neg.timeout, minRTO: s.cfg.minRTO, retries: s.cfg.Retries, info: f.TFTP, req: raw}
+	t.live = s.cfg.Active.Begin(f)
+	defer t.live.End()
 	if s.budget != nil && neg.windowSize > 2 {
 		t.proof = newProof(neg.windowSize, func(n int64) bool { return s.budget.spend(peer.Addr(), n) })
 	}

@@ -138,8 +138,9 @@ type transfer struct {
 	proof   *proof          // single-port windowed transfers: see proof.go
 	heard   bool            // the client has acknowledged something
 
-	acked int64 // payload bytes the client acknowledged
-	stray int64 // packets that were neither an ACK nor an ERROR
+	acked int64           // payload bytes the client acknowledged
+	live  *event.Transfer // the live view's entry; nil: none
+	stray int64           // packets that were neither an ACK nor an ERROR
 	rbuf  [maxRequestLen]byte
 }
 
@@ -479,9 +480,11 @@ func (t *transfer) sendFile(w *window) error {
 				needGap = true
 			}
 			cc.progress()
+			was := t.acked
 			for seq := base; seq <= acked; seq++ {
 				t.acked += int64(len(w.pkts[seq%size]) - 4)
 			}
+			t.live.Add(t.acked - was)
 			if acked == w.last {
 				return nil
 			}

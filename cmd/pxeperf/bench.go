@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/bench"
-	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
@@ -21,10 +20,10 @@ import (
 
 // benchFlags are the flags of `pxeperf bench`.
 type benchFlags struct {
-	sweep          bench.Flags
-	data, format   string
-	verbose, quiet bool
-	stream         streamFlags // bench_stream.go
+	sweep                bench.Flags
+	data, format, config string
+	verbose, quiet       bool
+	stream               streamFlags // bench_stream.go
 }
 
 func newBenchCmd() *cobra.Command {
@@ -37,11 +36,13 @@ HTTP boot server on one side and a client on the other, and fetch an image at
 every point of a sweep. Records go to the store under --data (Source "bench"),
 so pxeperf report prints them too. Needs root. Ctrl-C tears the testbed down.
 
-  pxeperf bench --preset gpxe                      the 2010 gPXE study: window 4096..65532 x RX csum on/off, 1gbit, 500MiB x3
+  pxeperf bench --preset gpxe           the 2010 gPXE study: window 4096..65532 x RX csum on/off,
+                                        1gbit, 500MiB x3
   pxeperf bench --preset gpxe --size 64MiB --repeat 1   the same, quicker
-  pxeperf bench --window 4K..64K/4K --offload on,off --mtu 1500,9000 --rate 1gbit --size 500MiB --repeat 3
+  pxeperf bench --window 4K..64K/4K --offload on,off --mtu 1500,9000 --rate 1gbit \
+                --size 500MiB --repeat 3
   pxeperf bench --window 4K,16K,64K,auto --rate 100mbit,10mbit --size 16MiB
-  pxeperf bench --preset tftp                      TFTP blksize 512,1468 x windowsize 1..64, 1gbit, 64MiB x3
+  pxeperf bench --preset tftp           TFTP blksize 512,1468 x windowsize 1..64, 1gbit, 64MiB x3
   pxeperf bench --proto tftp --blksize 1468 --windowsize 1..64 --rate 100mbit --size 16MiB
 
 --window is the client's SO_RCVBUF, set before connect (auto: not set, the
@@ -49,7 +50,8 @@ kernel autotunes); --offload the client's RX checksum offload (the board's
 knob in the gPXE study); --rate a tbf on the server's egress, what the board
 receives (none: unlimited). --proto tftp fetches with pxeperf's TFTP client
 instead and sweeps --blksize x --windowsize (RFC 2348, RFC 7440) in place of
---window; 1..64 doubles, 512..1468/478 steps. One protocol per run. Presets: ` + strings.Join(bench.PresetNames(), ", ") + `; flags given with a preset
+--window; 1..64 doubles, 512..1468/478 steps. One protocol per run.
+Presets: ` + strings.Join(bench.PresetNames(), ", ") + `; flags given with a preset
 replace its values.` + streamHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, &f) },
@@ -67,7 +69,8 @@ replace its values.` + streamHelp,
 	fl.IntVar(&f.sweep.Repeat, "repeat", 0, "fetches per point (default 1)")
 	fl.Uint64Var(&f.sweep.Seed, "seed", 0, "seed of the generated image's bytes (default 1)")
 	addStreamFlags(cmd, &f)
-	fl.StringVar(&f.data, "data", configs.Default().Data, "state folder holding the record store (as for serve)")
+	fl.StringVar(&f.data, "data", "", "state folder holding the record store (default: the config's data, as serve's)")
+	addConfigFlag(cmd, &f.config)
 	fl.StringVar(&f.format, "format", string(report.Text), "table format: text, markdown, csv or json")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print iperf3-style interval lines for every fetch")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress on stderr")
@@ -78,15 +81,22 @@ replace its values.` + streamHelp,
 }
 
 func runBench(cmd *cobra.Command, f *benchFlags) error {
+	if cmd.Flags().Changed("repeat") && f.sweep.Repeat < 1 {
+		return usageErrorf("--repeat %d: every point needs at least one fetch; use --repeat 1 (up to %d)",
+			f.sweep.Repeat, bench.MaxRepeat)
+	}
 	spec, err := bench.ParseSpec(f.sweep)
 	if err != nil {
-		return err
+		return usageError(err)
 	}
 	format, err := report.ParseFormat(f.format)
 	if err != nil {
-		return fmt.Errorf("--format: %w", err)
+		return usageErrorf("--format: %w", err)
 	}
 	if err := checkStreamFlags(cmd, f, spec); err != nil {
+		return usageError(err)
+	}
+	if f.data, err = dataFolder(cmd, f.config, f.data); err != nil {
 		return err
 	}
 	if f.stream.server != "" {

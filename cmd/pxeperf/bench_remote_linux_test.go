@@ -42,7 +42,7 @@ func TestBenchRemote(t *testing.T) {
 		t.Fatal(err)
 	}
 	httpPort, streamPort := freePort(t), freePort(t)
-	cmd := exec.Command(bin, "serve", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off", "--tftp-addr", "off",
+	cmd := exec.Command(bin, "serve", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off", "--tftp-addr", "off", "--admin-addr", "off",
 		"--http-addr", "127.0.0.1:"+strconv.Itoa(httpPort), "--bench-addr", "127.0.0.1:"+strconv.Itoa(streamPort),
 		"--root", root, "--data", filepath.Join(dir, "serve-data"))
 	var out nstest.SyncBuffer

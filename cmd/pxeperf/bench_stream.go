@@ -29,9 +29,11 @@ type streamFlags struct {
 
 const streamHelp = `
 TCP and UDP streams (pxeperf's own iperf3-like test, package bench/stream):
-  pxeperf bench --preset xilinx                    TCP/UDP x tx/rx x MTU 1500,9000 on 1gbit, 10s x3: the direction-mtu table
-  pxeperf bench --preset linkspeed                 TCP tx/rx x 1gbit,100mbit,10mbit, 10s x3: the linkspeed table
-  pxeperf bench --proto tcp,udp --direction tx,rx --duration 10s --udp-rate 100mbit --cross-check iperf3
+  pxeperf bench --preset xilinx       TCP/UDP x tx/rx x MTU 1500,9000 on 1gbit, 10s x3:
+                                      the direction-mtu table
+  pxeperf bench --preset linkspeed    TCP tx/rx x 1gbit,100mbit,10mbit, 10s x3: the linkspeed table
+  pxeperf bench --proto tcp,udp --direction tx,rx --duration 10s --udp-rate 100mbit \
+                --cross-check iperf3
   pxeperf bench --proto tcp --window 16K,64K,auto --rate 1gbit --cross-check iperf3
 --direction is seen from the board: tx = the client sends, rx = it receives.
 --rate is a tbf on both veth ends for streams. --window sets SO_RCVBUF and

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/httpboot"
@@ -20,7 +21,7 @@ func newConfigCmd() *cobra.Command {
 	var root string
 	check := &cobra.Command{
 		Use:   "check FILE",
-		Short: "Validate a config file, its boot config templates and boot files, and print the effective configuration",
+		Short: "Validate a config file, its templates and boot files; print the effective config",
 		Long: `Validate a config file and print the effective configuration.
 
 Every boot config template (templates.*, hosts[].templates.*, iPXE scripts)
@@ -66,20 +67,7 @@ with the config key to set or the package to install.`,
 			_, err := cmd.OutOrStdout().Write(configs.DefaultYAML())
 			return err
 		},
-	}, &cobra.Command{
-		Use:       "example NAME",
-		Short:     "Print an example configuration: lab-proxy or isolated-full",
-		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"lab-proxy", "isolated-full"},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := configs.Example(args[0])
-			if err != nil {
-				return fmt.Errorf("no example %q; use lab-proxy or isolated-full", args[0])
-			}
-			_, err = cmd.OutOrStdout().Write(b)
-			return err
-		},
-	})
+	}, newConfigExampleCmd())
 	return cmd
 }
 
@@ -125,4 +113,36 @@ func checkBoot(c *configs.Config) ([]string, error) {
 		}
 	}
 	return append(notes, bootSummary(c, src)...), nil
+}
+
+func newConfigExampleCmd() *cobra.Command {
+	names, _ := configs.ExampleNames()
+	return &cobra.Command{
+		Use:       "example NAME",
+		Short:     "Print an example configuration: " + strings.Join(names, ", "),
+		Args:      cobra.MaximumNArgs(1),
+		ValidArgs: names,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErrorf("name an example, e.g. pxeperf config example %s > pxeperf.yaml; the examples:\n%s",
+					names[0], exampleList())
+			}
+			b, err := configs.Example(args[0])
+			if err != nil {
+				return usageErrorf("no example %q; the examples:\n%s", args[0], exampleList())
+			}
+			_, err = cmd.OutOrStdout().Write(b)
+			return err
+		},
+	}
+}
+
+// exampleList is one "  NAME  what it is for" line per example.
+func exampleList() string {
+	names, about := configs.ExampleNames()
+	var b strings.Builder
+	for i, n := range names {
+		fmt.Fprintf(&b, "  %-14s %s\n", n, about[i])
+	}
+	return strings.TrimRight(b.String(), "\n")
 }

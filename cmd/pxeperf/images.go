@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -15,7 +17,7 @@ import (
 
 // imagesFlags are the flags shared by the `pxeperf images` commands.
 type imagesFlags struct {
-	root string
+	config, root string
 }
 
 // newImagesCmd is `pxeperf images`: list, generate and verify.
@@ -31,13 +33,33 @@ func newImagesCmd() *cobra.Command {
   pxeperf images verify                       check files against their .sha256 sidecars
 
 NAME.zst and NAME.gz are served as NAME, decompressed; iPXE binaries missing
-from the root are served from ` + images.DefaultFallbackDir + ` (Debian's ipxe package).`,
+from the root are served from ` + images.DefaultFallbackDir + ` (Debian's ipxe package).
+The folder is --root, else the root of the config serve reads (--config,
+./pxeperf.yaml, /etc/pxeperf/pxeperf.yaml; the default's is ./images).`,
 		Args: cobra.NoArgs,
 	}
-	cmd.PersistentFlags().StringVar(&f.root, "root", "./images", "image folder (as serve's --root)")
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&f.root, "root", "", "image folder (default: the config's root, as serve's; ./images)")
+	pf.StringVar(&f.config, "config", "", "config file whose root to use; default: ./pxeperf.yaml, then "+
+		"/etc/pxeperf/pxeperf.yaml, else the embedded default")
 	_ = cmd.MarkPersistentFlagDirname("root")
+	_ = cmd.MarkPersistentFlagFilename("config", "yaml", "yml")
+	cmd.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return f.resolve(cmd) }
 	cmd.AddCommand(newImagesListCmd(f), newImagesGenerateCmd(f), newImagesVerifyCmd(f))
 	return cmd
+}
+
+// resolve sets the root from the config when --root is not given.
+func (f *imagesFlags) resolve(cmd *cobra.Command) error {
+	if cmd.Flags().Changed("root") {
+		return nil
+	}
+	cfg, err := loadConfig(f.config)
+	if err != nil {
+		return err
+	}
+	f.root = cfg.Root
+	return nil
 }
 
 func (f *imagesFlags) open() (*images.Store, error) {
@@ -95,23 +117,34 @@ func newImagesListCmd(f *imagesFlags) *cobra.Command {
 func newImagesGenerateCmd(f *imagesFlags) *cobra.Command {
 	var size string
 	var seed uint64
+	var force bool
 	cmd := &cobra.Command{
-		Use:   "generate NAME --size SIZE [--seed N]",
+		Use:   "generate NAME --size SIZE [--seed N] [--force]",
 		Short: "Write a deterministic pseudo-random test image and its .sha256 sidecar",
 		Long: `Write ROOT/NAME with SIZE pseudo-random bytes and ROOT/NAME.sha256.
 
 The same NAME, SIZE and --seed give the same bytes on any machine, so two labs
 can compare throughput on identical images. The data does not compress.
 SIZE: bytes (1000000) or a unit: 64M, 500MiB, 1GiB (powers of 1024), 500MB
-(powers of 1000).`,
+(powers of 1000). An existing NAME is replaced only with --force.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if size == "" {
-				return errors.New("--size is required, e.g. --size 500MiB")
+				return usageErrorf("--size is required, e.g. --size 500MiB")
 			}
 			n, err := images.ParseSize(size)
 			if err != nil {
-				return fmt.Errorf("--size: %w", err)
+				return usageErrorf("--size: %w", err)
+			}
+			root, err := folderFor("root", "--root", f.root)
+			if err != nil {
+				return err
+			}
+			if name, err := images.Clean(args[0]); err == nil && !force {
+				if st, err := os.Stat(filepath.Join(root, filepath.FromSlash(name))); err == nil {
+					return fmt.Errorf("%s already exists (%s); add --force to replace it, or pick another name",
+						filepath.Join(root, filepath.FromSlash(name)), images.FormatSize(st.Size()))
+				}
 			}
 			start := time.Now()
 			sum, err := images.GenerateFile(f.root, args[0], n, seed)
@@ -127,6 +160,7 @@ SIZE: bytes (1000000) or a unit: 64M, 500MiB, 1GiB (powers of 1024), 500MB
 	}
 	cmd.Flags().StringVar(&size, "size", "", "image size: 1000000, 64M, 500MiB, 1GiB, 500MB (required)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "generator seed; same name+size+seed gives the same bytes")
+	cmd.Flags().BoolVar(&force, "force", false, "replace NAME (and its .sha256) when it exists")
 	return cmd
 }
 

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
 	"github.com/spf13/cobra"
@@ -18,18 +17,22 @@ import (
 
 // reportFlags are the flags of `pxeperf report`.
 type reportFlags struct {
-	table, format, data, chart string
-	intervals, netperf         int64
-	filter                     report.FilterArgs
+	table, format, data, chart, config, store string
+	intervals, netperf                        int64
+	limit                                     int
+	filter                                    report.FilterArgs
 }
 
 func newReportCmd() *cobra.Command {
 	var f reportFlags
 	cmd := &cobra.Command{
 		Use:   "report",
-		Short: "Tables of the measured fetches: by window and offload, direction and MTU, client, link speed",
+		Short: "Tables of the measured fetches: window x offload, direction x MTU, clients, link speed",
 		Long: `Print the measurements pxeperf serve recorded, as the tables labs publish.
-It reads the store under --data, also while serve is running.
+It reads the store under --data (default: the data folder of the config serve
+reads: --config, ./pxeperf.yaml, /etc/pxeperf/pxeperf.yaml; the default's is
+./pxeperf-data), also while serve is running, or the PostgreSQL database
+many servers share (--store postgres://..., default the config's store.url).
 
   pxeperf report                                   fetches per client
   pxeperf report --table window-offload            Mbit/s by client window x RX checksum offload
@@ -40,7 +43,9 @@ It reads the store under --data, also while serve is running.
   pxeperf report --intervals 42                    one fetch, iperf3-style interval lines
   pxeperf report --netperf 42                      one fetch, netperf TCP_STREAM summary
   pxeperf report --table window-offload --label fw=gpxe-1.0.1 --since 2h --format markdown
-  pxeperf report --chart window.svg                Mbit/s against window, one line per offload (.svg or .png)
+  pxeperf report --chart window.svg                Mbit/s by window, a line per offload (.svg, .png)
+  pxeperf report --store postgres://pxeperf@db.lab/pxeperf --table servers  per server and site
+  pxeperf report --store postgres://pxeperf@db.lab/pxeperf --site north      one site only
 
 A board's RX checksum offload is invisible to the server: give it as the label
 rx_offload=on|off on the host entry or the script URL.`,
@@ -55,11 +60,14 @@ rx_offload=on|off on the host entry or the script URL.`,
 	fl.StringVar(&f.filter.File, "file", "", "only this file: a name, or a glob with * and ?")
 	fl.StringVar(&f.filter.Since, "since", "", "only fetches since: a duration back (90m, 2h, 7d) or a time (RFC 3339 or 2006-01-02)")
 	fl.StringArrayVar(&f.filter.Labels, "label", nil, "only fetches with label key=value (repeatable, all must match)")
-	fl.StringVar(&f.filter.Limit, "limit", "", "only the newest N fetches")
+	fl.IntVar(&f.limit, "limit", 0, "only the newest N fetches (0: all)")
 	fl.StringVar(&f.format, "format", string(report.Text), "output format: text, markdown, csv or json")
-	fl.StringVar(&f.data, "data", configs.Default().Data, "state folder holding the record store (as for serve)")
+	fl.StringVar(&f.data, "data", "", "state folder holding the record store (default: the config's data, as serve's)")
+	fl.StringVar(&f.store, "store", "", "record store: postgres://USER@HOST/DB or sqlite:PATH (default: the config's store.url, else --data)")
+	fl.StringVar(&f.filter.Server, "server", "", "only fetches measured by this server (server.name)")
+	fl.StringVar(&f.filter.Site, "site", "", "only fetches of this site (server.site)")
+	addConfigFlag(cmd, &f.config)
 	fl.StringVar(&f.chart, "chart", "", "also draw Mbit/s against client window to FILE.svg or FILE.png")
-	cmd.MarkFlagsMutuallyExclusive("table", "intervals", "netperf")
 	_ = cmd.RegisterFlagCompletionFunc("table", cobra.FixedCompletions(report.TableNames, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "markdown", "csv", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("data")
@@ -69,30 +77,61 @@ rx_offload=on|off on the host entry or the script URL.`,
 
 func runReport(cmd *cobra.Command, f *reportFlags) error {
 	// Every argument is checked before the store is opened.
+	set := cmd.Flags().Changed
+	var picked []string
+	for _, n := range []string{"table", "intervals", "netperf"} {
+		if set(n) {
+			picked = append(picked, "--"+n)
+		}
+	}
+	if len(picked) > 1 {
+		return usageErrorf("%s: give one of --table, --intervals and --netperf (each prints something else)",
+			strings.Join(picked, " and "))
+	}
 	format, err := report.ParseFormat(f.format)
 	if err != nil {
-		return fmt.Errorf("--format: %w", err)
+		return usageErrorf("--format: %w", err)
+	}
+	if set("limit") {
+		if f.limit < 0 {
+			return usageErrorf("--limit %d: want a count of fetches, e.g. --limit 20", f.limit)
+		}
+		if f.limit > 0 {
+			f.filter.Limit = strconv.Itoa(f.limit)
+		}
 	}
 	filter, err := report.ParseFilter(f.filter, time.Now())
 	if err != nil {
-		return fmt.Errorf("bad filter (--client, --file, --since, --label, --limit): %w", err)
+		return usageErrorf("bad filter (--client, --file, --since, --label, --limit): %w", err)
 	}
 	if _, err := report.Build(f.table, nil); err != nil {
-		return fmt.Errorf("--table: %w", err)
+		return usageErrorf("--table: %w", err)
 	}
 	ext := strings.ToLower(filepath.Ext(f.chart))
 	if f.chart != "" && ext != ".svg" && ext != ".png" {
-		return fmt.Errorf("--chart %s: the file name must end in .svg or .png", f.chart)
+		return usageErrorf("--chart %s: the file name must end in .svg or .png", f.chart)
 	}
-	set := cmd.Flags().Changed
 	if (set("intervals") && f.intervals <= 0) || (set("netperf") && f.netperf <= 0) {
-		return errors.New("--intervals and --netperf take a record ID (a positive number): list them with --table fetches")
+		return usageError(errors.New("--intervals and --netperf take a record ID (a positive number): list them with --table fetches"))
 	}
 	if f.chart != "" && (set("intervals") || set("netperf")) {
-		return errors.New("--chart draws the window-offload chart of many fetches: use it without --intervals or --netperf")
+		return usageError(errors.New("--chart draws the window-offload chart of many fetches: use it without --intervals or --netperf"))
 	}
-
-	st, err := record.OpenReadOnly(f.data)
+	var loc record.Location
+	if set("store") {
+		if loc, err = record.ParseLocation(f.store, ""); err != nil {
+			return usageErrorf("--store: %w", err)
+		}
+	} else {
+		data, err := dataFolder(cmd, f.config, f.data)
+		if err != nil {
+			return err
+		}
+		if loc, err = storeLocation(cmd, f.config, "", data); err != nil {
+			return err
+		}
+	}
+	st, err := record.OpenURLReadOnly(cmd.Context(), loc)
 	if err != nil {
 		return err
 	}
@@ -137,6 +176,23 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 		fmt.Fprintln(errOut, t.Empty)
 	}
 	return report.Render(out, t, format)
+}
+
+// dataFolder is --data when given, else the config's data folder; a file
+// given as --data is refused with the folder to pass instead.
+func dataFolder(cmd *cobra.Command, config, data string) (string, error) {
+	if !cmd.Flags().Changed("data") {
+		cfg, err := loadConfig(config)
+		if err != nil {
+			return "", err
+		}
+		data = cfg.Data
+	}
+	if st, err := os.Stat(data); err == nil && !st.IsDir() {
+		return "", usageErrorf("--data %s is a file; pass the folder that holds it: --data %s "+
+			"(the state folder serve writes, with pxeperf.db in it)", data, filepath.Dir(data))
+	}
+	return data, nil
 }
 
 // writeChart draws the window-offload chart as SVG or PNG by the file's

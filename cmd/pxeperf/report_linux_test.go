@@ -19,8 +19,10 @@ import (
 // TestReportOfServedFetches runs the real binary: serve (HTTP only) in a
 // namespace, curl fetches an image twice from the other one with the
 // board's offload as a URL label, then the records come back through the
-// /api/ endpoints of the running server and through `pxeperf report` read
-// while serve still holds the store.
+// /api/ endpoints of the running server's admin listener (loopback in the
+// server's namespace; the boards' side cannot reach it, and the boot port
+// has no /api/) and through `pxeperf report` read while serve still holds
+// the store.
 func TestReportOfServedFetches(t *testing.T) {
 	nstest.RequireTool(t, "curl")
 	bin := nstest.Binary(t)
@@ -38,6 +40,7 @@ func TestReportOfServedFetches(t *testing.T) {
 		t.Fatalf("serve did not start:\n%s", srv.Out.String())
 	}
 	base := "http://" + p.ServerIP.String()
+	admin := "http://127.0.0.1:9069" // the default admin.listen
 	for _, off := range []string{"off", "on"} {
 		// Paced so the fetch lasts over one sampling interval.
 		nstest.Run(t, p.Client, "curl", "-sSf", "--limit-rate", "40M", "-o", "/dev/null", base+"/big.img?label.rx_offload="+off)
@@ -46,7 +49,7 @@ func TestReportOfServedFetches(t *testing.T) {
 	// Records are written behind the fetch; wait for both.
 	var recs []record.Record
 	if !nstest.WaitFor(15*time.Second, func() bool {
-		out, err := nstest.Output(p.Client, 10*time.Second, "curl", "-sSf", base+"/api/fetches")
+		out, err := nstest.Output(p.Server, 10*time.Second, "curl", "-sSf", admin+"/api/fetches")
 		recs = nil
 		return err == nil && json.Unmarshal([]byte(out), &recs) == nil && len(recs) == 2
 	}) {
@@ -57,7 +60,7 @@ func TestReportOfServedFetches(t *testing.T) {
 			t.Errorf("record %+v", r)
 		}
 	}
-	out := nstest.Run(t, p.Client, "curl", "-sSf", base+"/api/report?table=window-offload&label=rx_offload=off")
+	out := nstest.Run(t, p.Server, "curl", "-sSf", admin+"/api/report?table=window-offload&label=rx_offload=off")
 	var tb struct {
 		Table string `json:"table"`
 		Rows  []struct {
@@ -68,6 +71,15 @@ func TestReportOfServedFetches(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &tb); err != nil || len(tb.Rows) != 1 || tb.Rows[0].Window == 0 ||
 		tb.Rows[0].Cells["off"] == nil || tb.Rows[0].Cells["on"] != nil {
 		t.Errorf("/api/report window-offload with rx_offload=off (%v):\n%s", err, out)
+	}
+
+	// A board cannot read the records: not on the boot port, not on the
+	// admin listener (loopback).
+	if code, _ := nstest.Output(p.Client, 10*time.Second, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", base+"/api/fetches"); code != "404" {
+		t.Errorf("/api/fetches on the boot port: HTTP %s, want 404", code)
+	}
+	if _, err := nstest.Output(p.Client, 10*time.Second, "curl", "-sSf", "--max-time", "3", "http://"+p.ServerIP.String()+":9069/api/fetches"); err == nil {
+		t.Errorf("the admin listener answered a board")
 	}
 
 	// The CLI reads the store while serve holds it.

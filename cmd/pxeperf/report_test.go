@@ -181,7 +181,7 @@ func TestReportCommandErrors(t *testing.T) {
 		"bad format":        {[]string{"--format", "html"}, "use text, markdown, csv or json"},
 		"bad table":         {[]string{"--table", "windows"}, "use window-offload, direction-mtu"},
 		"chart extension":   {[]string{"--chart", "w.jpg"}, "must end in .svg or .png"},
-		"two views":         {[]string{"--table", "clients", "--netperf", "1"}, "none of the others can be"},
+		"two views":         {[]string{"--table", "clients", "--netperf", "1"}, "give one of --table, --intervals and --netperf"},
 		"unknown record":    {[]string{"--intervals", "999"}, "no such record"},
 		"zero id":           {[]string{"--netperf", "0"}, "positive number"},
 		"no store":          {[]string{"--data", filepath.Join(dir, "nothing")}, "run pxeperf serve"},

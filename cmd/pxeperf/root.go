@@ -2,13 +2,34 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = ""
+
+// helpWidth is the widest line help text may have; flag descriptions are
+// wrapped to it.
+const helpWidth = 100
+
+// run runs pxeperf with args and returns the process exit code (see
+// exitError): main only passes it to os.Exit.
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := newRootCmd()
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	err := cmd.Execute()
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "pxeperf:", err)
+	return exitCode(err)
+}
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
@@ -20,18 +41,28 @@ func newRootCmd() *cobra.Command {
   pxeperf serve --dhcp full --pool 192.168.50.100-192.168.50.200 --iface lab0
   pxeperf config check FILE     validate a config and print the effective one
   pxeperf images list           files served, with sizes and sha256
-  pxeperf report --table window-offload   the measured fetches as tables`,
+  pxeperf report --table window-offload   the measured fetches as tables
+
+serve, images, report and bench read ` + configSearchText + `
+(the first that exists) unless --config names a file.
+Exit status: 0 done, 1 the work failed, 2 the command line is wrong.`,
+		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newConfigCmd(), newVersionCmd(), newImagesCmd(), newReportCmd(), newBenchCmd())
+	root.SetVersionTemplate("pxeperf {{.Version}}\n")
+	root.SetFlagErrorFunc(flagError)
+	root.SetUsageFunc(usage)
+	root.AddCommand(newServeCmd(), newConfigCmd(), newVersionCmd(), newImagesCmd(), newReportCmd(), newBenchCmd(),
+		newHealthcheckCmd(), newStoreCmd(), newStatusCmd(), newLeasesCmd())
+	usageArgs(root)
 	return root
 }
 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
+		Short: "Print the version (also pxeperf --version)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintln(cmd.OutOrStdout(), "pxeperf", versionString())
@@ -54,4 +85,39 @@ func versionString() string {
 		return v + " " + bi.GoVersion
 	}
 	return "(devel)"
+}
+
+// usage is cobra's usage text with flag descriptions wrapped to helpWidth.
+func usage(c *cobra.Command) error {
+	var b strings.Builder
+	b.WriteString("Usage:")
+	if c.Runnable() {
+		fmt.Fprintf(&b, "\n  %s", c.UseLine())
+	}
+	if c.HasAvailableSubCommands() {
+		fmt.Fprintf(&b, "\n  %s [command]", c.CommandPath())
+	}
+	if c.HasExample() {
+		fmt.Fprintf(&b, "\n\nExamples:\n%s", c.Example)
+	}
+	if c.HasAvailableSubCommands() {
+		b.WriteString("\n\nAvailable Commands:")
+		for _, s := range c.Commands() {
+			if s.IsAvailableCommand() || s.Name() == "help" {
+				fmt.Fprintf(&b, "\n  %-*s %s", s.NamePadding(), s.Name(), s.Short)
+			}
+		}
+	}
+	if c.HasAvailableLocalFlags() {
+		fmt.Fprintf(&b, "\n\nFlags:\n%s", strings.TrimRight(c.LocalFlags().FlagUsagesWrapped(helpWidth), " \n"))
+	}
+	if c.HasAvailableInheritedFlags() {
+		fmt.Fprintf(&b, "\n\nGlobal Flags:\n%s", strings.TrimRight(c.InheritedFlags().FlagUsagesWrapped(helpWidth), " \n"))
+	}
+	if c.HasAvailableSubCommands() {
+		fmt.Fprintf(&b, "\n\nUse \"%s [command] --help\" for more information about a command.", c.CommandPath())
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(c.OutOrStderr(), b.String())
+	return err
 }

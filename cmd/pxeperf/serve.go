@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,18 +20,22 @@ import (
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
+	"github.com/pxeperf/pxeperf/httpboot"
 	"github.com/pxeperf/pxeperf/images"
 	"github.com/pxeperf/pxeperf/internal/datalock"
 	"github.com/pxeperf/pxeperf/internal/netif"
+	"github.com/pxeperf/pxeperf/metrics"
 	"github.com/pxeperf/pxeperf/netstate"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
 	"golang.org/x/sync/errgroup"
 )
 
 // serveFlags are the flags of `pxeperf serve`; set ones override the file.
 type serveFlags struct {
-	config, iface, addr, dhcpMode, pool, root, httpAddr, tftpAddr, benchAddr, data, logLevel string
+	config, iface, addr, dhcpMode, pool, root, httpAddr, tftpAddr, benchAddr, adminAddr, iperf3Addr, iperf2Addr, data, logLevel string
+	store, logFormat                                                                                                            string
 }
 
 // serveEnv is what every service is built from.
@@ -41,6 +49,12 @@ type serveEnv struct {
 	// boot serves the root and the loader configs generated per host,
 	// for TFTP and HTTP alike.
 	boot *bootcfg.Source
+	// live is what the admin listener shows of serving as it happens:
+	// transfers in progress, metrics, the dashboard (serve_live.go).
+	live *liveState
+	// built holds the services built so far, by name, for the admin
+	// listener's metrics (built last).
+	built map[string]service
 }
 
 // service is a started server: New* has bound its sockets; Serve returns nil
@@ -56,48 +70,65 @@ func newServeCmd() *cobra.Command {
 		Short: "Serve DHCP (full or proxy), TFTP and HTTP boot, and measure every fetch",
 		Long: `Serve DHCP, TFTP and HTTP boot on one interface.
 
-With no config file pxeperf runs the embedded default: proxyDHCP (answers only
-PXE and HTTP-boot clients, never hands out addresses), TFTP on :69 and HTTP on
-:80 serving ./images (created with a sample iPXE script when missing).`,
+With no config file (--config, ./pxeperf.yaml or /etc/pxeperf/pxeperf.yaml)
+pxeperf runs the embedded default: proxyDHCP (answers only PXE and HTTP-boot
+clients, never hands out addresses), TFTP on :69 and HTTP on :80 serving
+./images (created with a sample iPXE script when missing), and the record API
+(/api/) on the admin listener 127.0.0.1:9069, away from the boards.
+
+Signals: SIGINT and SIGTERM stop serving (running HTTP downloads get
+http.shutdown_grace to finish). SIGHUP reloads hosts[] and templates.* from
+the config file: when the new file is invalid the old settings stay and the
+log says why. Other keys (interface, ports, pool, ...) need a restart.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadServeConfig(cmd, &f)
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return runServe(ctx, cfg)
+			sigs := make(chan os.Signal, 4)
+			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+			defer signal.Stop(sigs)
+			return runServe(cmd.Context(), cfg, serveSignals{
+				c:      sigs,
+				reload: func() (*configs.Config, error) { return loadServeConfig(cmd, &f) },
+			})
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.config, "config", "", "config file (YAML); default: the embedded default")
+	addConfigFlag(cmd, &f.config)
 	fl.StringVar(&f.iface, "iface", "", "interface to serve on (default: first up interface with IPv4)")
-	fl.StringVar(&f.addr, "addr", "", "address clients reach pxeperf at (default: the interface's first IPv4)")
+	fl.StringVar(&f.addr, "addr", "", "address clients reach pxeperf at, one of the interface's (default: its first IPv4)")
 	fl.StringVar(&f.dhcpMode, "dhcp", "", "DHCP mode: full, proxy or off (default proxy)")
-	fl.StringVar(&f.pool, "pool", "", "address pool for --dhcp full, FIRST-LAST")
+	fl.StringVar(&f.pool, "pool", "", "address pool for --dhcp full, FIRST-LAST, inside the interface's subnet")
 	fl.StringVar(&f.root, "root", "", "folder served over TFTP and HTTP (default ./images)")
 	fl.StringVar(&f.httpAddr, "http-addr", "", "HTTP listen address HOST:PORT (default :80); \"off\" disables HTTP")
 	fl.StringVar(&f.tftpAddr, "tftp-addr", "", "TFTP listen address HOST:PORT (default :69); \"off\" disables TFTP")
-	fl.StringVar(&f.benchAddr, "bench-addr", "", "bench stream server HOST:PORT for `pxeperf bench --server` (default off; :5211 turns it on); \"off\" disables it")
+	fl.StringVar(&f.benchAddr, "bench-addr", "", "stream server HOST:PORT for pxeperf bench --server "+
+		"(default off; :5211 turns it on); \"off\" disables it")
+	fl.StringVar(&f.adminAddr, "admin-addr", "", "admin listener HOST:PORT serving the record API /api/ "+
+		"(default 127.0.0.1:9069); \"off\" disables it")
+	fl.StringVar(&f.iperf3Addr, "iperf3-addr", "", "iperf3-compatible server HOST:PORT "+
+		"(default off; :5201 turns it on); \"off\" disables it")
+	fl.StringVar(&f.iperf2Addr, "iperf2-addr", "", "iperf 2 server HOST:PORT "+
+		"(default off; :5001 turns it on); \"off\" disables it")
 	fl.StringVar(&f.data, "data", "", "state folder: leases, records, cache (default ./pxeperf-data)")
+	fl.StringVar(&f.store, "store", "", "record store: postgres://USER@HOST/DB shared by many servers, or sqlite:PATH "+
+		"(default store.url, else <data>/pxeperf.db); the journal in --data stays the commit point")
 	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
+	fl.StringVar(&f.logFormat, "log-format", "", "text or json: json writes one object per line, fetches and leases "+
+		"with the record fields (default text)")
 	_ = cmd.RegisterFlagCompletionFunc("dhcp", cobra.FixedCompletions([]string{"full", "proxy", "off"}, cobra.ShellCompDirectiveNoFileComp))
-	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 	_ = cmd.MarkFlagDirname("root")
 	_ = cmd.MarkFlagDirname("data")
 	return cmd
 }
 
-// loadServeConfig reads the file (or the default) and applies set flags.
+// loadServeConfig reads the config (--config, else the first of
+// configSearch, else the default) and applies set flags. A flag that
+// cannot be read is a usage error.
 func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error) {
-	var cfg *configs.Config
-	var err error
-	if f.config != "" {
-		cfg, err = configs.Load(f.config)
-	} else {
-		cfg = configs.Default()
-	}
+	cfg, err := loadConfig(f.config)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +139,7 @@ func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error)
 	if set("addr") {
 		a, err := netip.ParseAddr(f.addr)
 		if err != nil || !a.Is4() {
-			return nil, fmt.Errorf("--addr %q is not an IPv4 address; write e.g. --addr 192.168.50.1", f.addr)
+			return nil, usageErrorf("--addr %q is not an IPv4 address; write e.g. --addr 192.168.50.1", f.addr)
 		}
 		cfg.Address = configs.Addr{Addr: a}
 	}
@@ -118,7 +149,11 @@ func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error)
 	if set("pool") {
 		p, err := configs.ParsePool(f.pool)
 		if err != nil {
-			return nil, fmt.Errorf("--pool: %w", err)
+			return nil, usageErrorf("--pool: %w", err)
+		}
+		if cfg.DHCP.Mode != configs.ModeFull {
+			return nil, usageErrorf("--pool is for --dhcp full; in %s mode pxeperf hands out no addresses "+
+				"(dhcp.mode from %s): add --dhcp full, or drop --pool", cfg.DHCP.Mode, configName(cfg))
 		}
 		cfg.DHCP.Pool = p
 	}
@@ -130,6 +165,12 @@ func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error)
 	}
 	if set("log-level") {
 		cfg.LogLevel = f.logLevel
+	}
+	if set("store") {
+		cfg.Store.URL = f.store
+	}
+	if set("log-format") {
+		cfg.LogFormat = f.logFormat
 	}
 	if set("http-addr") {
 		cfg.HTTP.Enabled = f.httpAddr != "off"
@@ -143,6 +184,20 @@ func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error)
 			cfg.Bench.Listen = f.benchAddr
 		}
 	}
+	for _, a := range []struct {
+		flag, val string
+		c         *configs.Iperf
+	}{{"iperf3-addr", f.iperf3Addr, &cfg.Iperf3}, {"iperf2-addr", f.iperf2Addr, &cfg.Iperf2}} {
+		if set(a.flag) {
+			a.c.Enabled = a.val != "off"
+			if a.c.Enabled {
+				a.c.Listen = a.val
+			}
+		}
+	}
+	if set("admin-addr") {
+		cfg.Admin.Listen = f.adminAddr
+	}
 	if set("tftp-addr") {
 		cfg.TFTP.Enabled = f.tftpAddr != "off"
 		if cfg.TFTP.Enabled {
@@ -150,51 +205,89 @@ func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error)
 		}
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("invalid settings (flags over %s):\n%w", orDefault(f.config), err)
+		return nil, fmt.Errorf("invalid settings (flags over %s):\n%w", configName(cfg), err)
 	}
 	return cfg, nil
 }
 
-func orDefault(s string) string {
-	if s == "" {
-		return "the embedded default"
-	}
-	return s
-}
-
-func newLogger(level string) *slog.Logger {
+func newLogger(level, format string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+	return metrics.NewLogger(os.Stderr, format, l)
+}
+
+// serveSignals is what serve listens to: c delivers SIGINT/SIGTERM (stop)
+// and SIGHUP (reload reads the config again); a nil c: only ctx stops.
+type serveSignals struct {
+	c      <-chan os.Signal
+	reload func() (*configs.Config, error)
+}
+
+// namedService is a built service and the name the log gives it.
+type namedService struct {
+	name string
+	service
 }
 
 // runServe builds every service (binding all sockets first, so a busy port
-// fails before anything runs), then serves until ctx ends.
-func runServe(ctx context.Context, cfg *configs.Config) error {
-	logger := newLogger(cfg.LogLevel)
+// fails before anything runs), then serves until ctx ends or a stop signal
+// arrives.
+func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error {
+	logger := newLogger(cfg.LogLevel, cfg.LogFormat)
 	ni, err := netif.Resolve(cfg.Interface, cfg.Address.Addr)
+	if err != nil {
+		return err
+	}
+	if err := checkNetSettings(cfg, ni); err != nil {
+		return err
+	}
+	root, err := folderFor("root", "--root", cfg.Root)
+	if err != nil {
+		return err
+	}
+	data, err := ensureFolder("data", "--data", cfg.Data, logger)
 	if err != nil {
 		return err
 	}
 	// The data folder is single-owner: a second serve is refused here,
 	// before it touches the journals or the image cache and its temp files.
-	lock, err := datalock.Acquire(cfg.Data)
+	lock, err := datalock.Acquire(data)
 	if err != nil {
 		return err
 	}
 	defer lock.Release()
-	if err := images.EnsureRoot(cfg.Root, logger); err != nil {
+	if err := images.EnsureRoot(root, logger); err != nil {
 		return err
 	}
-	store, err := images.Open(cfg.Root, filepath.Join(cfg.Data, "cache"), logger)
+	if goSourceFolder(root) {
+		logger.Warn("the root is a Go source folder (serve runs in a checkout of pxeperf, whose images/ package "+
+			"shares the default root's name): run serve from a folder of its own, or set --root", "root", root)
+	}
+	store, err := images.Open(cfg.Root, filepath.Join(cfg.Data, "cache"), logger,
+		images.WithCacheLimits(int64(cfg.Images.CacheMaxBytes), int64(cfg.Images.MinFreeBytes)),
+		images.WithMaxUnpacked(int64(cfg.Images.MaxUnpackedBytes)))
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	table := hosts.New(cfg.Hosts)
-	sink := event.Sink(event.Log{Logger: logger})
+	live, err := newLiveState(cfg, logger)
+	if err != nil {
+		return err
+	}
+	// JSON lines carry the record store's field names; the text format
+	// keeps its established keys (rtt=, max_wnd=), which tests and lab
+	// scripts read.
+	var logSink event.Sink = event.Log{Logger: logger}
+	if cfg.LogFormat == "json" {
+		logSink = metrics.Log{Logger: logger}
+	}
+	sink := event.Sink(append(event.Multi(live.sinks()), logSink))
 	if rec := openRecording(cfg, ni.Iface.Name, table, logger); rec != nil {
 		defer rec.close(logger)
+		if live != nil {
+			live.records = rec.sink
+		}
 		// The record sink first: a fetch is committed (journaled) as soon
 		// as possible after its last byte, before the log line is written.
 		sink = event.Multi{rec.sink, sink}
@@ -211,28 +304,141 @@ func runServe(ctx context.Context, cfg *configs.Config) error {
 		hosts:  table,
 		images: store,
 		boot:   boot,
+		live:   live,
+		built:  map[string]service{},
 	}
-	var services []service
-	for _, build := range []func(*serveEnv) (service, error){newDHCPService, newTFTPService, newHTTPService, newStreamService} {
-		s, err := build(env)
+	var services []namedService
+	var names []string
+	boards := 0 // DHCP, TFTP and HTTP: the admin listener alone serves no board
+	for i, b := range []struct {
+		name  string
+		build func(*serveEnv) (service, error)
+	}{{"dhcp", newDHCPService}, {"tftp", newTFTPService}, {"http", newHTTPService}, {"bench", newStreamService}, {"admin", newAdminService}, {"iperf3", newIperf3Service}, {"iperf2", newIperf2Service}} {
+		s, err := b.build(env)
 		if err != nil {
 			releaseAll(services)
-			return err
+			return bindHint(err)
 		}
 		if s != nil {
-			services = append(services, s)
+			env.built[b.name] = s
+			services = append(services, namedService{b.name, s})
+			names = append(names, b.name)
+			if i < 3 {
+				boards++
+			}
 		}
 	}
-	if len(services) == 0 {
+	if boards == 0 {
+		releaseAll(services)
 		return errors.New("nothing to serve: DHCP, TFTP and HTTP are all off")
 	}
 	logger.Info("pxeperf serving", "iface", ni.Iface.Name, "addr", ni.Addr, "dhcp", cfg.DHCP.Mode,
-		"root", cfg.Root, "data", cfg.Data, "version", versionString())
+		"root", cfg.Root, "data", data, "config", configName(cfg), "version", versionString())
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	g, gctx := errgroup.WithContext(ctx)
 	for _, s := range services {
 		g.Go(func() error { return s.Serve(gctx) })
 	}
-	return g.Wait()
+	g.Go(func() error {
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case s := <-sig.c:
+				if s == syscall.SIGHUP {
+					reloadConfig(env, sig.reload)
+					continue
+				}
+				logger.Info("stopping on "+signalName(s), "signal", signalName(s), "services", strings.Join(names, ","),
+					"http_grace", cfg.HTTP.ShutdownGrace)
+				stop()
+				return nil
+			}
+		}
+	})
+	err = g.Wait()
+	if err != nil {
+		logger.Error("pxeperf stopped on an error", "err", err)
+	} else {
+		logger.Info("pxeperf stopped", "services", strings.Join(names, ","))
+	}
+	return err
+}
+
+// signalName is SIGINT, SIGTERM, SIGHUP.
+func signalName(s os.Signal) string {
+	if n, ok := s.(syscall.Signal); ok {
+		switch n {
+		case syscall.SIGINT:
+			return "SIGINT"
+		case syscall.SIGTERM:
+			return "SIGTERM"
+		case syscall.SIGHUP:
+			return "SIGHUP"
+		}
+	}
+	return s.String()
+}
+
+// reloadConfig (SIGHUP) reads the config again and puts its hosts and
+// templates in place, both or neither: a file that does not load or a
+// template that does not parse leaves everything as it was, logged with
+// the reason. Keys that need a restart are named when they changed.
+func reloadConfig(env *serveEnv, load func() (*configs.Config, error)) {
+	log := env.logger
+	if load == nil {
+		log.Warn("SIGHUP: nothing to reload")
+		return
+	}
+	cfg, err := load()
+	if err != nil {
+		log.Error("SIGHUP: reload refused; still serving the previous hosts and templates", "config", configName(env.cfg), "err", err)
+		return
+	}
+	base := ""
+	if env.cfg.HTTP.Enabled {
+		base = env.cfg.HTTPBase(env.net.Addr)
+	}
+	next := *env.cfg
+	next.Hosts, next.Templates, next.File = cfg.Hosts, cfg.Templates, cfg.File
+	if err := httpboot.CheckScripts(&next, env.images); err != nil {
+		log.Error("SIGHUP: reload refused; still serving the previous hosts and templates", "config", configName(cfg), "err", err)
+		return
+	}
+	if err := env.boot.Reload(bootcfg.Options{Config: &next, Server: env.net.Addr, HTTPBase: base, Logger: log}); err != nil {
+		log.Error("SIGHUP: reload refused; still serving the previous hosts and templates", "config", configName(cfg), "err", err)
+		return
+	}
+	env.hosts.Replace(cfg.Hosts)
+	if restart := restartKeys(env.cfg, cfg); len(restart) > 0 {
+		log.Warn("SIGHUP: these changes need a restart and are not in effect", "keys", strings.Join(restart, ","))
+	}
+	log.Info("SIGHUP: reloaded hosts and templates", "config", configName(cfg), "hosts", len(cfg.Hosts))
+}
+
+// restartKeys names the top-level settings that differ between old and
+// new other than hosts and templates (which a reload applies).
+func restartKeys(old, cur *configs.Config) []string {
+	a, b := *old, *cur
+	a.Hosts, b.Hosts, a.Templates, b.Templates = nil, nil, configs.Templates{}, configs.Templates{}
+	ya, err1 := a.YAML()
+	yb, err2 := b.YAML()
+	if err1 != nil || err2 != nil || bytes.Equal(ya, yb) {
+		return nil
+	}
+	var ma, mb map[string]any
+	if yaml.Unmarshal(ya, &ma) != nil || yaml.Unmarshal(yb, &mb) != nil {
+		return []string{"(unknown)"}
+	}
+	var out []string
+	for k := range mb {
+		if !reflect.DeepEqual(ma[k], mb[k]) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // recording is the record store, its journal and the sink feeding them.
@@ -256,8 +462,13 @@ func openRecording(cfg *configs.Config, iface string, table *hosts.Table, logger
 		logger.Error("RECORDING IS OFF: fetches are logged but not stored; serving goes on", "err", jerr)
 		return nil
 	}
-	st, err := record.Open(data)
-	if err != nil {
+	st, err := openStore(cfg)
+	switch {
+	case errors.Is(err, record.ErrUnreachable) && st != nil:
+		// PostgreSQL is away: the sink keeps records in the journal and
+		// ships them when it is back.
+		logger.Warn("record database unreachable; records wait in the journal and are shipped when it is back", "err", err)
+	case err != nil:
 		logger.Error("record store unavailable; serving goes on", "err", err)
 		st = nil
 	}
@@ -271,9 +482,11 @@ func openRecording(cfg *configs.Config, iface string, table *hosts.Table, logger
 	rec.sink = record.NewSink(st, logger, record.SinkOptions{
 		Journal: j, Interface: iface, Net: ns, Hosts: table,
 		MaxPending: cfg.Records.QueueEntries, MaxPendingBytes: int64(cfg.Records.QueueMiB) << 20,
+		BatchSize: cfg.Store.Batch, Server: cfg.ServerName(), Site: cfg.Server.Site,
 	})
 	if st != nil {
-		logger.Info("recording fetches", "store", st.Path(), "journal", j.Path())
+		logger.Info("recording fetches", "store", st.String(), "journal", j.Path(), "server", cfg.ServerName(),
+			"site", cfg.Server.Site)
 	}
 	return rec
 }
@@ -297,7 +510,7 @@ func (r *recording) close(logger *slog.Logger) {
 
 // releaseAll closes the sockets of services already built when a later one
 // fails: Serve on an ended context returns at once, having closed them.
-func releaseAll(services []service) {
+func releaseAll(services []namedService) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, s := range services {

@@ -16,7 +16,7 @@ import (
 func TestServeSecondOnSameDataRefused(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	args := []string{"serve", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off",
+	args := []string{"serve", "--admin-addr", "off", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off",
 		"--tftp-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
 		"--root", filepath.Join(dir, "images"), "--data", data}
 	ctx1, stop1 := context.WithCancel(context.Background())

@@ -6,22 +6,17 @@ import (
 
 	"github.com/pxeperf/pxeperf/api"
 	"github.com/pxeperf/pxeperf/httpboot"
-	"github.com/pxeperf/pxeperf/record"
 )
 
 // newHTTPService builds the HTTP boot server (image files, per-client iPXE
-// scripts, /healthz, the records API under /api/) when http.enabled; it
-// binds the listener now.
+// scripts, /healthz, and with http.api the records API under /api/) when
+// http.enabled; it binds the listener now.
 func newHTTPService(env *serveEnv) (service, error) {
 	if !env.cfg.HTTP.Enabled {
 		return nil, nil
 	}
 	// The script URL handed out may carry a query (?mac=...); route by path.
 	scriptPath, _, _ := strings.Cut(env.cfg.DHCP.IPXEScript, "?")
-	// The API reads the record store through its own read-only connection,
-	// opened on first use: the store may not exist before the first fetch,
-	// and until it does /api/ answers 503 with the reason.
-	records := api.NewLazy(func() (api.Source, error) { return record.OpenReadOnly(env.cfg.Data) })
 	if err := httpboot.CheckScripts(env.cfg, env.images); err != nil {
 		return nil, err
 	}
@@ -33,8 +28,14 @@ func newHTTPService(env *serveEnv) (service, error) {
 		Files:      env.boot,
 		Hosts:      env.hosts,
 		Sink:       env.sink,
+		Active:     env.live.activeOrNil(),
 		Logger:     env.logger.With("svc", "http"),
-		API:        api.New(records, env.logger.With("svc", "api")),
+	}
+	var records *api.Lazy
+	if env.cfg.HTTP.API {
+		// Every board can reach the boot port: the lab asked for it.
+		opt.API, records = newAPI(env)
+		env.logger.Warn("the record API is on the boot port too (http.api): every board can read every record")
 	}
 	if env.net != nil {
 		opt.ServerAddr = env.net.Addr
@@ -49,13 +50,29 @@ func newHTTPService(env *serveEnv) (service, error) {
 	return &httpService{Server: s, records: records}, nil
 }
 
-// httpService closes the API's store connection when serving ends.
+// newAPI builds the record API over a read-only store connection of its
+// own, opened on first use: the store may not exist before the first
+// fetch, and until it does /api/ answers 503 with the reason.
+func newAPI(env *serveEnv) (*api.Handler, *api.Lazy) {
+	records := api.NewLazy(func() (api.Source, error) {
+		return openStoreReadOnly(context.Background(), env.cfg.Store.URL, env.cfg.Data)
+	})
+	a := &env.cfg.Admin
+	return api.New(records, env.logger.With("svc", "api"), api.Limits{
+		MaxPage: a.MaxPage, MaxReportRecords: a.MaxReportRecords,
+		StallTimeout: a.StallTimeout, WriteTimeout: a.WriteTimeout,
+	}), records
+}
+
+// httpService closes the API's store connection, if any, when serving ends.
 type httpService struct {
 	*httpboot.Server
 	records *api.Lazy
 }
 
 func (h *httpService) Serve(ctx context.Context) error {
-	defer h.records.Close()
+	if h.records != nil {
+		defer h.records.Close()
+	}
 	return h.Server.Serve(ctx)
 }

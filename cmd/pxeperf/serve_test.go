@@ -115,3 +115,31 @@ func TestServeBusyPortReleasesOthers(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestReadToken: admin.token_file holds one token; an empty or missing
+// file fails serve's start with the fix.
+func TestReadToken(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if tok, err := readToken(write("good", "s3cret\n")); err != nil || tok != "s3cret" {
+		t.Errorf("good file: %q %v", tok, err)
+	}
+	for name, file := range map[string]string{
+		"empty":   write("empty", "\n"),
+		"two":     write("two", "a b\n"),
+		"missing": filepath.Join(dir, "nope"),
+	} {
+		if _, err := readToken(file); err == nil || !strings.Contains(err.Error(), "admin.token_file") || !strings.Contains(err.Error(), "urandom") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if tok, err := readToken(""); err != nil || tok != "" {
+		t.Errorf("no file: %q %v", tok, err)
+	}
+}

@@ -28,6 +28,7 @@ func newTFTPService(env *serveEnv) (service, error) {
 		Files:                 env.boot,
 		Hosts:                 env.hosts,
 		Sink:                  env.sink,
+		Active:                env.live.activeOrNil(),
 		Logger:                env.logger,
 	})
 	if err != nil {

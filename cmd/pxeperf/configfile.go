@@ -1,0 +1,57 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/pxeperf/pxeperf/configs"
+	"github.com/spf13/cobra"
+)
+
+// configSearch is where serve, images, report and bench look for a config
+// file when --config is not given, in order; without one they run on the
+// embedded default. So the quick start's `images generate` writes into the
+// root that `serve` serves, and `report` reads serve's data folder.
+var configSearch = []string{"pxeperf.yaml", "/etc/pxeperf/pxeperf.yaml"}
+
+const configSearchText = "./pxeperf.yaml, then /etc/pxeperf/pxeperf.yaml,"
+
+// addConfigFlag adds --config to a command that reads the config.
+func addConfigFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "config", "", "config file (YAML); default: ./pxeperf.yaml, then "+
+		"/etc/pxeperf/pxeperf.yaml, else the embedded default")
+	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
+}
+
+// loadConfig reads path, or when path is "" the first file of configSearch
+// that exists, or else the embedded default (File ""). A file that exists
+// but does not load is an error, never silently skipped.
+func loadConfig(path string) (*configs.Config, error) {
+	if path != "" {
+		return configs.Load(path)
+	}
+	for _, p := range configSearch {
+		st, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("config %s: %w (fix its permissions, or pass --config FILE)", p, err)
+		}
+		if st.IsDir() {
+			return nil, fmt.Errorf("config %s is a folder; remove it or pass --config FILE", p)
+		}
+		return configs.Load(p)
+	}
+	return configs.Default(), nil
+}
+
+// configName names where the settings came from, for messages.
+func configName(c *configs.Config) string {
+	if c.File == "" {
+		return "the embedded default"
+	}
+	return c.File
+}

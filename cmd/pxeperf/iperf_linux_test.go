@@ -1,0 +1,298 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pxeperf/pxeperf/bench"
+	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/record"
+)
+
+// iperfServe starts the real `pxeperf serve` in p's server namespace with
+// the iperf3 and iperf 2 servers on and a config with extra (YAML) added.
+func iperfServe(t *testing.T, p *nstest.Pair, extra string) (data string, out *nstest.SyncBuffer) {
+	t.Helper()
+	nstest.RequireTool(t, "iperf3", "tc")
+	bin := nstest.Binary(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "pxeperf.yaml")
+	data = filepath.Join(dir, "data")
+	if err := os.WriteFile(cfg, []byte("log_level: info\n"+extra), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := nstest.Start(t, p.Server, bin, "serve", "--config", cfg, "--iface", p.ServerIf, "--dhcp", "off",
+		"--tftp-addr", "off", "--http-addr", "off", "--iperf3-addr", ":5201", "--iperf2-addr", ":5001",
+		"--root", filepath.Join(dir, "images"), "--data", data)
+	if !nstest.WaitFor(15*time.Second, func() bool { return strings.Contains(srv.Out.String(), "pxeperf serving") }) {
+		t.Fatalf("serve did not start:\n%s", srv.Out.String())
+	}
+	return data, srv.Out
+}
+
+// tbf puts a 1 Gbit/s token bucket on both veth ends.
+func tbf(t *testing.T, p *nstest.Pair) {
+	t.Helper()
+	for _, e := range [][2]string{{p.Server, p.ServerIf}, {p.Client, p.ClientIf}} {
+		nstest.Run(t, e[0], "tc", "qdisc", "replace", "dev", e[1], "root", "tbf", "rate", "1gbit", "burst", "256kb", "latency", "20ms")
+	}
+}
+
+type iperfJSON struct {
+	Intervals []struct {
+		Sum struct {
+			Omitted bool `json:"omitted"`
+		} `json:"sum"`
+	} `json:"intervals"`
+	End   map[string]json.RawMessage `json:"end"`
+	Error string                     `json:"error"`
+}
+
+type iperfSum struct {
+	Bytes int64   `json:"bytes"`
+	BPS   float64 `json:"bits_per_second"`
+}
+
+func (j iperfJSON) sum(key string) iperfSum {
+	var s iperfSum
+	_ = json.Unmarshal(j.End[key], &s)
+	return s
+}
+
+// iperf3 runs the client in ns and parses its -J output.
+func iperf3(t *testing.T, ns string, args ...string) iperfJSON {
+	t.Helper()
+	out, err := nstest.Output(ns, 60*time.Second, "iperf3", append([]string{"-J"}, args...)...)
+	var j iperfJSON
+	if jerr := json.Unmarshal([]byte(out), &j); jerr != nil || err != nil || j.Error != "" {
+		t.Fatalf("iperf3 %s: exit %v, error %q\n%s", strings.Join(args, " "), err, j.Error, out)
+	}
+	return j
+}
+
+// records waits until the store holds n iperf records and returns them,
+// oldest first.
+func iperfRecords(t *testing.T, data string, n int) []record.Record {
+	t.Helper()
+	var recs []record.Record
+	ok := nstest.WaitFor(15*time.Second, func() bool {
+		st, err := record.OpenReadOnly(data)
+		if err != nil {
+			return false
+		}
+		defer st.Close()
+		recs, err = st.Query(context.Background(), record.Filter{Source: "iperf3"})
+		return err == nil && len(recs) >= n
+	})
+	if !ok {
+		t.Fatalf("%d iperf3 records in the store, want %d", len(recs), n)
+	}
+	slicesSortByID(recs)
+	return recs
+}
+
+func slicesSortByID(recs []record.Record) {
+	for i := 1; i < len(recs); i++ {
+		for j := i; j > 0 && recs[j].ID < recs[j-1].ID; j-- {
+			recs[j], recs[j-1] = recs[j-1], recs[j]
+		}
+	}
+}
+
+func pctOff(a, b float64) float64 { return math.Abs(a-b) / b * 100 }
+
+// TestIperf3Clients: Debian's iperf3 client in a namespace against the
+// real binary over a veth with a 1 Gbit/s tbf. Each test's record matches
+// the client's own JSON sums (bytes and Mbit/s within 1%: the client's
+// sender sum when the board sends, its receiver sum when it receives) and
+// its interval count.
+func TestIperf3Clients(t *testing.T) {
+	p := nstest.NewPair(t, nstest.Options{})
+	tbf(t, p)
+	data, _ := iperfServe(t, p, "")
+	srv := p.ServerIP.String()
+	cases := []struct {
+		name string
+		args []string
+		// client JSON sum per record direction (the board's own measure)
+		sums map[string]string
+	}{
+		{"tcp tx", []string{"-t", "3"}, map[string]string{"tx": "sum_sent"}},
+		{"tcp rx", []string{"-t", "3", "-R"}, map[string]string{"rx": "sum_received"}},
+		{"tcp bidir", []string{"-t", "3", "--bidir"}, map[string]string{"tx": "sum_sent", "rx": "sum_received_bidir_reverse"}},
+		{"tcp -P 4", []string{"-t", "3", "-P", "4"}, map[string]string{"tx": "sum_sent"}},
+		{"tcp -w 16K", []string{"-t", "3", "-w", "16K", "-R"}, map[string]string{"rx": "sum_received"}},
+		{"udp tx", []string{"-t", "3", "-u", "-b", "100M"}, map[string]string{"tx": "sum_sent"}},
+		{"udp rx", []string{"-t", "3", "-u", "-b", "100M", "-R"}, map[string]string{"rx": "sum_received"}},
+	}
+	total := 0
+	for _, tc := range cases {
+		j := iperf3(t, p.Client, append([]string{"-c", srv, "--get-server-output"}, tc.args...)...)
+		total += len(tc.sums)
+		recs := iperfRecords(t, data, total)
+		recs = recs[total-len(tc.sums):]
+		lines := 0
+		for _, iv := range j.Intervals {
+			if !iv.Sum.Omitted {
+				lines++
+			}
+		}
+		for _, r := range recs {
+			key, ok := tc.sums[r.Direction]
+			if !ok {
+				t.Errorf("%s: unexpected %s record", tc.name, r.Direction)
+				continue
+			}
+			c := j.sum(key)
+			db, dm := pctOff(float64(r.Bytes), float64(c.Bytes)), pctOff(r.Mbps, c.BPS/1e6)
+			t.Logf("%-10s %s: pxeperf %d B %.1f Mbit/s, client %s %d B %.1f Mbit/s: %.2f%% / %.2f%%",
+				tc.name, r.Direction, r.Bytes, r.Mbps, key, c.Bytes, c.BPS/1e6, db, dm)
+			if db > 1 || dm > 1 {
+				t.Errorf("%s %s: pxeperf %d B %.1f Mbit/s vs client %d B %.1f Mbit/s: over 1%%", tc.name, r.Direction,
+					r.Bytes, r.Mbps, c.Bytes, c.BPS/1e6)
+			}
+			if r.Outcome != "ok" || r.Source != "iperf3" || r.MTU != 1500 || r.Iface != p.ServerIf {
+				t.Errorf("%s: record %+v", tc.name, r)
+			}
+			if r.Labels["client_bytes"] == "" {
+				t.Errorf("%s: no client figures on the record: %v", tc.name, r.Labels)
+			}
+			st, _ := record.OpenReadOnly(data)
+			ivs, err := st.Intervals(context.Background(), r.ID)
+			st.Close()
+			if err != nil || len(ivs) != lines {
+				t.Errorf("%s %s: %d interval samples (%v), client printed %d lines", tc.name, r.Direction, len(ivs), err, lines)
+			}
+		}
+	}
+	// `report --intervals` lays a record out as iperf3 does.
+	recs := iperfRecords(t, data, total)
+	out, err := exec.Command(nstest.Binary(t), "report", "--data", data, "--intervals", fmt.Sprint(recs[0].ID)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "sender") || !strings.Contains(string(out), "iperf3") {
+		t.Errorf("report --intervals: %v\n%s", err, out)
+	}
+}
+
+// TestIperf3ManyBoards: 8 iperf3 clients at once, each in its own
+// namespace with a host entry (fixed address), all finish and each record
+// carries its board's MAC and name.
+func TestIperf3ManyBoards(t *testing.T) {
+	const n = 8
+	pairs := make([]*nstest.Pair, n)
+	var hostsYAML strings.Builder
+	hostsYAML.WriteString("hosts:\n")
+	for i := range pairs {
+		pairs[i] = nstest.NewPair(t, nstest.Options{})
+	}
+	// One server namespace: move every pair's server end into the first
+	// server namespace, each on its own subnet.
+	srvNS := pairs[0].Server
+	for i, p := range pairs[1:] {
+		nstest.Run(t, p.Server, "ip", "link", "set", p.ServerIf, "netns", srvNS)
+		nstest.Run(t, srvNS, "ip", "addr", "add", p.ServerIP.String()+"/24", "dev", p.ServerIf)
+		nstest.Run(t, srvNS, "ip", "link", "set", p.ServerIf, "up")
+		_ = i
+	}
+	macs := make([]string, n)
+	for i, p := range pairs {
+		macs[i] = fmt.Sprintf("52:54:00:14:00:%02x", i+1)
+		nstest.Run(t, p.Client, "ip", "link", "set", p.ClientIf, "address", macs[i])
+		fmt.Fprintf(&hostsYAML, "  - mac: %q\n    name: board%d\n    address: %s\n", macs[i], i+1, p.ClientIP)
+	}
+	srv := &nstest.Pair{Server: srvNS, ServerIf: pairs[0].ServerIf, ServerIP: pairs[0].ServerIP}
+	data, _ := iperfServe(t, srv, hostsYAML.String()+"iperf3:\n  max_tests: 8\n")
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	for i, p := range pairs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			args := []string{"-J", "-c", p.ServerIP.String(), "-t", "2"}
+			if i%2 == 1 {
+				args = append(args, "-R")
+			}
+			out, err := nstest.Output(p.Client, 60*time.Second, "iperf3", args...)
+			if err != nil {
+				errs <- fmt.Sprintf("board%d: %v\n%s", i+1, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	recs := iperfRecords(t, data, n)
+	seen := map[string]string{}
+	for _, r := range recs {
+		seen[r.ClientMAC] = r.Host
+		if r.Outcome != "ok" || r.Bytes <= 0 {
+			t.Errorf("record %d of %s: %s %d bytes", r.ID, r.Host, r.Outcome, r.Bytes)
+		}
+	}
+	for i, mac := range macs {
+		if seen[mac] != fmt.Sprintf("board%d", i+1) {
+			t.Errorf("no record for %s (board%d); have %v", mac, i+1, seen)
+		}
+	}
+}
+
+// TestIperf3XilinxGrid loops the `bench --preset xilinx` grid (TCP and
+// UDP, board tx and rx, MTU 1500 and 9000 over a 1 Gbit/s tbf) with real
+// iperf3 clients, then `pxeperf report --table direction-mtu` fills every
+// cell.
+func TestIperf3XilinxGrid(t *testing.T) {
+	spec, ok := bench.Preset("xilinx")
+	if !ok {
+		t.Fatal("no xilinx preset")
+	}
+	p := nstest.NewPair(t, nstest.Options{})
+	tbf(t, p)
+	data, _ := iperfServe(t, p, "")
+	for _, mtu := range spec.MTUs {
+		for _, e := range [][2]string{{p.Server, p.ServerIf}, {p.Client, p.ClientIf}} {
+			nstest.Run(t, e[0], "ip", "link", "set", "dev", e[1], "mtu", fmt.Sprint(mtu))
+		}
+		time.Sleep(5500 * time.Millisecond) // netstate caches an interface's state for 5 s
+		for _, proto := range spec.Streams {
+			for _, dir := range spec.Directions {
+				args := []string{"-c", p.ServerIP.String(), "-t", "1"}
+				if proto == "udp" {
+					args = append(args, "-u", "-b", "500M")
+				}
+				if dir == "rx" {
+					args = append(args, "-R")
+				}
+				iperf3(t, p.Client, args...)
+			}
+		}
+	}
+	iperfRecords(t, data, 8)
+	out, err := exec.Command(nstest.Binary(t), "report", "--data", data, "--table", "direction-mtu").CombinedOutput()
+	if err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	t.Logf("\n%s", out)
+	for _, want := range []string{"MTU 1500", "MTU 9000", "TCP Tx", "TCP Rx", "UDP Tx", "UDP Rx"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("direction-mtu lacks %q", want)
+		}
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && (f[0] == "TCP" || f[0] == "UDP") && len(f) != 4 {
+			t.Errorf("row with an empty cell: %q", line)
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/pxeperf/pxeperf/admin"
+	"github.com/pxeperf/pxeperf/api"
+	"github.com/pxeperf/pxeperf/configs"
+)
+
+// newAdminService builds the admin listener (admin.listen, loopback by
+// default; "off": none) serving the record API at /api/, behind the token
+// of admin.token_file when set; it binds the listener now.
+func newAdminService(env *serveEnv) (service, error) {
+	a := &env.cfg.Admin
+	if a.Listen == configs.AdminOff {
+		return nil, nil
+	}
+	token, err := readToken(a.TokenFile)
+	if err != nil {
+		return nil, err
+	}
+	s, err := admin.New(admin.Options{
+		Listen: a.Listen, Token: token, WriteTimeout: a.WriteTimeout,
+		Logger: env.logger.With("svc", "admin"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	h, records := newAPI(env)
+	s.Handle("/api/", h)
+	if env.live != nil {
+		if err := mountLive(env, s, records); err != nil {
+			_ = s.Serve(canceled())
+			return nil, err
+		}
+	}
+	return &adminService{Server: s, records: records}, nil
+}
+
+// readToken reads the bearer token from admin.token_file ("" none).
+func readToken(file string) (string, error) {
+	if file == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("admin.token_file: %w (write a token into it, e.g. `head -c 32 /dev/urandom | base64 > %s`, or unset the key)", err, file)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+		return "", fmt.Errorf("admin.token_file %s: want one token on one line (e.g. `head -c 32 /dev/urandom | base64 > %s`)", file, file)
+	}
+	return tok, nil
+}
+
+// adminService closes the API's store connection when serving ends.
+type adminService struct {
+	*admin.Server
+	records *api.Lazy
+}
+
+func (s *adminService) Serve(ctx context.Context) error {
+	defer s.records.Close()
+	return s.Server.Serve(ctx)
+}
+
+// canceled is an ended context: Serve on it releases a service's sockets.
+func canceled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}

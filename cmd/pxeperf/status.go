@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pxeperf/pxeperf/configs"
+	"github.com/pxeperf/pxeperf/dashboard"
+	"github.com/pxeperf/pxeperf/record"
+)
+
+// adminFlags locate a running serve's admin listener.
+type adminFlags struct {
+	config, addr, tokenFile, format string
+}
+
+func addAdminFlags(cmd *cobra.Command, f *adminFlags) {
+	addConfigFlag(cmd, &f.config)
+	cmd.Flags().StringVar(&f.addr, "admin-addr", "", "serve's admin listener HOST:PORT (default: admin.listen of the config)")
+	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "file holding the admin token (default: admin.token_file of the config)")
+	cmd.Flags().StringVar(&f.format, "format", "text", "text or json")
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// adminClient reads a running serve's admin API.
+type adminClient struct {
+	base, token string
+	hc          *http.Client
+}
+
+func newAdminClient(f *adminFlags) (*adminClient, *configs.Config, error) {
+	if f.format != "text" && f.format != "json" {
+		return nil, nil, usageErrorf("--format %q: use text or json", f.format)
+	}
+	cfg, err := loadConfig(f.config)
+	if err != nil {
+		return nil, nil, err
+	}
+	addr, tf := cfg.Admin.Listen, cfg.Admin.TokenFile
+	if f.addr != "" {
+		addr = f.addr
+	}
+	if f.tokenFile != "" {
+		tf = f.tokenFile
+	}
+	if addr == configs.AdminOff {
+		return nil, cfg, errors.New("the admin listener is off (admin.listen: off): set --admin-addr")
+	}
+	tok, err := readToken(tf)
+	if err != nil {
+		return nil, cfg, err
+	}
+	return &adminClient{base: "http://" + addr, token: tok, hc: &http.Client{Timeout: 10 * time.Second}}, cfg, nil
+}
+
+func (c *adminClient) get(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("reaching serve's admin listener: %w (is pxeperf serve running? set --admin-addr)", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("%s: HTTP %d: %s", path, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// statusView is what `pxeperf status` shows.
+type statusView struct {
+	Health  map[string]any       `json:"health"`
+	Active  []dashboard.Transfer `json:"transfers"`
+	Recent  []dashboard.Fetch    `json:"recent"`
+	Leases  []dashboard.Lease    `json:"leases"`
+	Refused map[string]uint64    `json:"refused,omitempty"`
+}
+
+func newStatusCmd() *cobra.Command {
+	var f adminFlags
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show what a running pxeperf serve is doing now (transfers in progress, latest fetches, leases)",
+		Long: `Ask a running pxeperf serve, through its admin listener, what it is doing:
+transfers in progress with bytes so far and current Mbit/s, the latest
+fetches, and the leases in use. --format json prints the same as one object.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, _, err := newAdminClient(&f)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			var v statusView
+			var active struct {
+				Transfers []dashboard.Transfer `json:"transfers"`
+			}
+			var recent struct {
+				Fetches []dashboard.Fetch `json:"fetches"`
+			}
+			var leases struct {
+				Leases []dashboard.Lease `json:"leases"`
+			}
+			for _, q := range []struct {
+				path string
+				v    any
+			}{{"/healthz", &v.Health}, {"/api/active", &active}, {"/api/recent", &recent}, {"/api/leases", &leases}} {
+				if err := c.get(ctx, q.path, q.v); err != nil {
+					return err
+				}
+			}
+			v.Active, v.Recent, v.Leases = active.Transfers, recent.Fetches, leases.Leases
+			if len(v.Recent) > 10 {
+				v.Recent = v.Recent[:10]
+			}
+			out := cmd.OutOrStdout()
+			if f.format == "json" {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(v)
+			}
+			return printStatus(out, v)
+		},
+	}
+	addAdminFlags(cmd, &f)
+	return cmd
+}
+
+func printStatus(w io.Writer, v statusView) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if up, ok := v.Health["uptime_s"].(float64); ok {
+		fmt.Fprintf(tw, "serving for %s\n\n", time.Duration(up*float64(time.Second)).Round(time.Second))
+	}
+	fmt.Fprintf(tw, "In progress (%d)\n", len(v.Active))
+	if len(v.Active) > 0 {
+		fmt.Fprintln(tw, "PROTO\tCLIENT\tHOST\tFILE\tBYTES\tSIZE\tMBIT/S")
+		for _, t := range v.Active {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.1f\n", t.Proto, or(t.ClientMAC, t.ClientIP), dashIfEmpty(t.Host), t.File, t.Bytes, t.Size, t.Mbps)
+		}
+	}
+	fmt.Fprintf(tw, "\nLatest fetches\n")
+	if len(v.Recent) > 0 {
+		fmt.Fprintln(tw, "TIME\tPROTO\tCLIENT\tFILE\tBYTES\tMBIT/S\tOUTCOME")
+		for _, r := range v.Recent {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.1f\t%s\n", r.Time.Local().Format("15:04:05"), r.Proto, or(r.ClientMAC, r.ClientIP), r.File, r.Bytes, r.Mbps, r.Outcome)
+		}
+	}
+	fmt.Fprintf(tw, "\nLeases (%d)\n", len(v.Leases))
+	if err := printLeases(tw, v.Leases); err != nil {
+		return err
+	}
+	if ref, ok := v.Health["refused"].(map[string]any); ok && len(ref) > 0 {
+		keys := make([]string, 0, len(ref))
+		for k := range ref {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		fmt.Fprintln(tw, "\nRefused (admin)")
+		for _, k := range keys {
+			fmt.Fprintf(tw, "%s\t%v\n", k, ref[k])
+		}
+	}
+	return tw.Flush()
+}
+
+func printLeases(tw *tabwriter.Writer, ls []dashboard.Lease) error {
+	if len(ls) == 0 {
+		return nil
+	}
+	fmt.Fprintln(tw, "MAC\tADDRESS\tHOST\tBOOT FILE\tEXPIRY")
+	for _, l := range ls {
+		exp := "-"
+		if !l.Expiry.IsZero() {
+			exp = l.Expiry.Local().Format(time.DateTime)
+		}
+		addr := l.Addr
+		if l.Proxy {
+			addr = "(proxy)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", l.MAC, dashIfEmpty(addr), dashIfEmpty(l.Host), dashIfEmpty(l.BootFile), exp)
+	}
+	return nil
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func dashIfEmpty(s string) string { return or(s, "-") }
+
+func newLeasesCmd() *cobra.Command {
+	var f adminFlags
+	var offline bool
+	cmd := &cobra.Command{
+		Use:   "leases",
+		Short: "List the DHCP leases in use (from a running serve, else from the record store)",
+		Long: `List the leases in use: from a running serve's admin listener (/api/leases),
+or, when none answers or with --offline, from the leases recorded in the
+data folder's record store (the latest lease per MAC that has not expired;
+proxy-mode answers of the last day).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, cfg, err := newAdminClient(&f)
+			var ls []dashboard.Lease
+			source := ""
+			if err == nil && !offline {
+				var v struct {
+					Leases []dashboard.Lease `json:"leases"`
+				}
+				if err = c.get(cmd.Context(), "/api/leases", &v); err == nil {
+					ls, source = v.Leases, "serve"
+				}
+			}
+			if source == "" {
+				if cfg == nil {
+					return err
+				}
+				ls, err = storedLeases(cmd.Context(), cfg, time.Now())
+				if err != nil {
+					return err
+				}
+				source = "store"
+			}
+			out := cmd.OutOrStdout()
+			if f.format == "json" {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(map[string]any{"source": source, "leases": ls})
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			if len(ls) == 0 {
+				fmt.Fprintln(tw, "no leases in use")
+			}
+			if err := printLeases(tw, ls); err != nil {
+				return err
+			}
+			return tw.Flush()
+		},
+	}
+	addAdminFlags(cmd, &f)
+	cmd.Flags().BoolVar(&offline, "offline", false, "read the record store even when serve is running")
+	return cmd
+}
+
+// storedLeases is the latest recorded lease of each MAC that is still in
+// force at now (proxy answers: seen within a day).
+func storedLeases(ctx context.Context, cfg *configs.Config, now time.Time) ([]dashboard.Lease, error) {
+	st, err := record.OpenReadOnly(cfg.Data)
+	if err != nil {
+		return nil, fmt.Errorf("no running serve answered and the record store cannot be read: %w", err)
+	}
+	defer st.Close()
+	all, err := st.Leases(ctx, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	latest := map[string]record.Lease{}
+	for _, l := range all { // oldest first
+		latest[l.MAC] = l
+	}
+	var out []dashboard.Lease
+	for _, l := range latest {
+		if l.Proxy && now.Sub(l.Time) > 24*time.Hour || !l.Proxy && !l.Expiry.After(now) {
+			continue
+		}
+		out = append(out, dashboard.Lease{MAC: l.MAC, Addr: l.Addr, Arch: l.Arch, Host: l.Host, BootFile: l.BootFile,
+			Time: l.Time, Expiry: l.Expiry, Proxy: l.Proxy})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Addr+out[i].MAC < out[j].Addr+out[j].MAC })
+	return out, nil
+}

@@ -1,0 +1,42 @@
+package event
+
+import (
+	"bytes"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// TestLogLease: a proxy answer has no address and its line has no ip (not
+// ip="invalid IP"); a full-mode lease has its ip.
+func TestLogLease(t *testing.T) {
+	mac, _ := net.ParseMAC("52:54:00:00:00:01")
+	tests := map[string]struct {
+		lease Lease
+		want  []string
+		not   []string
+	}{
+		"proxy": {Lease{MAC: mac, Proxy: true, BootFile: "undionly.kpxe"},
+			[]string{"msg=lease", "client_mac=52:54:00:00:00:01", "proxy=true", "boot_file=undionly.kpxe"}, []string{"ip=", "invalid"}},
+		"full": {Lease{MAC: mac, Addr: netip.MustParseAddr("10.0.0.5")},
+			[]string{"msg=lease", "ip=10.0.0.5", "proxy=false"}, []string{"invalid"}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			var b bytes.Buffer
+			Log{Logger: slog.New(slog.NewTextHandler(&b, nil))}.Lease(&tt.lease)
+			for _, w := range tt.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("log %q lacks %q", b.String(), w)
+				}
+			}
+			for _, n := range tt.not {
+				if strings.Contains(b.String(), n) {
+					t.Errorf("log %q has %q", b.String(), n)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,153 @@
+package images
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+)
+
+// cached reports whether name has an unpacked image in the cache.
+func cached(t *testing.T, s *Store, data, name string) bool {
+	t.Helper()
+	_, err := os.Stat(filepath.Join(data, s.cacheKey(name)+".img"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// TestCacheCap: the unpacked images together stay under the cap; the least
+// recently used entries no client has open are evicted to make room, and
+// when every entry is in use the unpack is refused (ErrCacheFull).
+func TestCacheCap(t *testing.T) {
+	const mb = 1 << 20
+	s, root, data := newStore(t, WithCacheLimits(3*mb+mb/2, 0))
+	for _, n := range []string{"a", "b", "c", "d"} {
+		writeFile(t, filepath.Join(root, n+".zst"), compress(t, ".zst", testData(t, mb, uint64(n[0]))))
+	}
+	open := func(n string) {
+		t.Helper()
+		if _, _, err := readOpen(t, s, n); err != nil {
+			t.Fatalf("Open(%s): %v", n, err)
+		}
+	}
+	want := func(names map[string]bool) {
+		t.Helper()
+		for n, w := range names {
+			if got := cached(t, s, data, n); got != w {
+				t.Errorf("%s cached = %v, want %v", n, got, w)
+			}
+		}
+	}
+	open("a")
+	open("b")
+	open("c")
+	open("a") // a is now more recent than b
+	open("d") // 4 MiB > 3.5 MiB: b, the least recently used, goes
+	want(map[string]bool{"a": true, "b": false, "c": true, "d": true})
+
+	// c is the least recently used but a client has it open: a goes.
+	f, _, err := s.Open("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open("d")
+	open("b")
+	want(map[string]bool{"a": false, "b": true, "c": true, "d": true})
+	// Served from the open file while and after it is evicted: whole.
+	f.Close()
+
+	// Everything in use: refused, nothing evicted, counted.
+	var held []*os.File
+	for _, n := range []string{"b", "c", "d"} {
+		f, _, err := s.Open(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, f)
+	}
+	if _, _, err := s.OpenFor("a", "192.0.2.7"); !errors.Is(err, ErrCacheFull) {
+		t.Fatalf("Open(a) with every entry in use = %v, want ErrCacheFull", err)
+	}
+	want(map[string]bool{"a": false, "b": true, "c": true, "d": true})
+	if got := s.Refusals()[ReasonCacheFull]; got != 1 {
+		t.Errorf("cache-full refusals = %d, want 1", got)
+	}
+	for _, f := range held {
+		f.Close()
+	}
+	// A cache full is not remembered: once entries are free, a works.
+	open("a")
+	assertCacheFlat(t, data)
+	if total := cacheBytes(t, data); total > 3*mb+mb/2 {
+		t.Errorf("cache holds %d bytes, over the %d cap", total, 3*mb+mb/2)
+	}
+}
+
+func cacheBytes(t *testing.T, data string) int64 {
+	t.Helper()
+	var total int64
+	ents, err := os.ReadDir(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Type().IsRegular() { // images, temp files and notes
+			fi, err := e.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += fi.Size()
+		}
+	}
+	return total
+}
+
+// TestCacheMinFree: no unpack starts when the data filesystem has less
+// than the minimum free, and one stops when the space runs out under it;
+// least recently used entries not in use are evicted first to make room.
+func TestCacheMinFree(t *testing.T) {
+	const mb = 1 << 20
+	s, root, data := newStore(t, WithCacheLimits(1<<40, 64*mb))
+	var free atomic.Int64 // what statfs says, minus what the cache writes
+	s.freeSpace = func(dir string) (int64, error) { return free.Load() - cacheBytes(t, data), nil }
+	for _, n := range []string{"a", "b"} {
+		writeFile(t, filepath.Join(root, n+".zst"), compress(t, ".zst", testData(t, 40*mb, uint64(n[0]))))
+	}
+
+	free.Store(32 * mb) // below the minimum already
+	if _, _, err := s.OpenFor("a", "192.0.2.8"); !errors.Is(err, ErrLowSpace) {
+		t.Fatalf("Open with 32 MiB free = %v, want ErrLowSpace", err)
+	}
+	if cached(t, s, data, "a") {
+		t.Error("unpacked below the minimum free space")
+	}
+
+	free.Store(120 * mb) // room for one 40 MiB image above 64 MiB
+	if _, _, err := readOpen(t, s, "a"); err != nil {
+		t.Fatalf("Open(a) with room: %v", err)
+	}
+	// b would leave 40 MiB: a (not in use) is evicted to make room.
+	if _, _, err := readOpen(t, s, "b"); err != nil {
+		t.Fatalf("Open(b): %v", err)
+	}
+	if cached(t, s, data, "a") || !cached(t, s, data, "b") {
+		t.Errorf("after b: a cached %v, b cached %v; want a evicted for b", cached(t, s, data, "a"), cached(t, s, data, "b"))
+	}
+	// b in use, a needs room: refused mid-unpack, no temp file left.
+	f, _, err := s.Open("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, _, err := s.OpenFor("a", "192.0.2.8"); !errors.Is(err, ErrLowSpace) {
+		t.Fatalf("Open(a) with b in use = %v, want ErrLowSpace", err)
+	}
+	if got := s.Refusals()[ReasonLowSpace]; got != 2 {
+		t.Errorf("low-space refusals = %d, want 2", got)
+	}
+	assertCacheFlat(t, data)
+}

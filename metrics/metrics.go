@@ -1,0 +1,244 @@
+// Package metrics is pxeperf's live instrumentation: Prometheus metrics
+// (New, served at /metrics on the admin listener) and one structured log
+// line per fetch and per lease with the record store's field names (Log).
+//
+// Metrics come from two places. Fetches and leases arrive as events: Metrics
+// is an event.Sink that counts them (a few atomic adds per fetch, nothing
+// per block). Everything the servers already count (DHCP packets, refusals,
+// malformed packets, the record queue, transfers in progress) is read from
+// their Stats when Prometheus scrapes, so serving pays nothing for it.
+//
+// The registry is passed in (no global registry). Labels are bounded sets:
+// protocol, outcome, DHCP message type, refusal reason; never a MAC, an
+// address or a file name.
+package metrics
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/pxeperf/pxeperf/dhcp"
+	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/internal/refuse"
+	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/tftp"
+)
+
+// Namespace prefixes every pxeperf metric name.
+const Namespace = "pxeperf"
+
+// Sources are the servers whose counters are read at scrape time; a nil
+// field is a service that is off, and its metrics are left out.
+type Sources struct {
+	DHCP interface {
+		Stats() dhcp.Stats
+		Leases() []dhcp.Lease
+	}
+	// PoolSize is the number of addresses in dhcp.pool (0: proxy mode).
+	PoolSize int
+	TFTP     interface{ Stats() tftp.Stats }
+	HTTP     interface {
+		Refused() *refuse.Log
+		BadRequests() int64
+	}
+	// Admin counts the admin listener's refusals (bad token).
+	Admin   *refuse.Log
+	Records interface{ Stats() record.SinkStats }
+	Active  *event.Active
+}
+
+// Metrics counts fetches and leases (as an event.Sink) and exports the
+// servers' counters. Build it with New.
+type Metrics struct {
+	fetches  *prometheus.CounterVec
+	bytes    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	mbps     *prometheus.HistogramVec
+	leases   *prometheus.CounterVec
+}
+
+var _ event.Sink = (*Metrics)(nil)
+
+// New registers the fetch and lease metrics, the Go runtime's and the
+// process's on reg. The servers' counters follow with Watch, once the
+// servers are built (the Metrics sink must exist before them).
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "fetches_total",
+			Help: "Files served, by protocol (tftp, http) and outcome (ok, aborted, not-found, denied, error).",
+		}, []string{"proto", "outcome"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "fetch_bytes_total",
+			Help: "Payload bytes delivered by finished fetches, by protocol and outcome.",
+		}, []string{"proto", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "fetch_duration_seconds",
+			Help:    "Duration of finished fetches, by protocol.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1 ms .. 262 s
+		}, []string{"proto"}),
+		mbps: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "fetch_throughput_mbps",
+			Help:    "Throughput of fetches that delivered the whole file, in Mbit/s (10^6 bit/s), by protocol.",
+			Buckets: []float64{0.1, 0.5, 1, 5, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000},
+		}, []string{"proto"}),
+		leases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "dhcp_leases_total",
+			Help: "DHCP bindings handed out or renewed (mode full) and boot clients answered (mode proxy).",
+		}, []string{"mode"}),
+	}
+	cs := []prometheus.Collector{m.fetches, m.bytes, m.duration, m.mbps, m.leases,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	// Every protocol and outcome starts at zero, so rate() and absent()
+	// work before the first fetch.
+	for _, p := range []string{event.ProtoTFTP, event.ProtoHTTP} {
+		for _, o := range []string{event.OutcomeOK, event.OutcomeAborted, event.OutcomeNotFound, event.OutcomeDenied, event.OutcomeError} {
+			m.fetches.WithLabelValues(p, o)
+			m.bytes.WithLabelValues(p, o)
+		}
+	}
+	m.leases.WithLabelValues("full")
+	m.leases.WithLabelValues("proxy")
+	return m, nil
+}
+
+// Watch registers on reg the metrics read from src's counters at scrape
+// time.
+func Watch(reg prometheus.Registerer, src Sources) error {
+	return reg.Register(newStatsCollector(src))
+}
+
+// Handler serves reg's metrics in the Prometheus exposition formats.
+func Handler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, MaxRequestsInFlight: 4})
+}
+
+// Fetch counts a finished fetch.
+func (m *Metrics) Fetch(f *event.Fetch) {
+	proto, outcome := bounded(f.Proto, "other"), bounded(f.Outcome, event.OutcomeError)
+	m.fetches.WithLabelValues(proto, outcome).Inc()
+	m.bytes.WithLabelValues(proto, outcome).Add(float64(f.Bytes))
+	m.duration.WithLabelValues(proto).Observe(f.Duration.Seconds())
+	if f.Outcome == event.OutcomeOK && f.Bytes > 0 && f.Duration > 0 {
+		m.mbps.WithLabelValues(proto).Observe(f.Mbps())
+	}
+}
+
+// Lease counts a binding or a proxy answer.
+func (m *Metrics) Lease(l *event.Lease) {
+	if l.Proxy {
+		m.leases.WithLabelValues("proxy").Inc()
+	} else {
+		m.leases.WithLabelValues("full").Inc()
+	}
+}
+
+// bounded keeps label values to the known sets: anything else is def.
+func bounded(v, def string) string {
+	switch v {
+	case event.ProtoTFTP, event.ProtoHTTP,
+		event.OutcomeOK, event.OutcomeAborted, event.OutcomeNotFound, event.OutcomeDenied, event.OutcomeError:
+		return v
+	}
+	return def
+}
+
+// statsCollector reads the servers' counters at scrape time.
+type statsCollector struct {
+	src                                                        Sources
+	active, dhcpPackets, leasesInUse, poolSize, malformed, ref *prometheus.Desc
+	queue, queueBytes, backlog, storeErrs, written, dropped    *prometheus.Desc
+}
+
+func newStatsCollector(src Sources) *statsCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(Namespace+"_"+name, help, labels, nil)
+	}
+	return &statsCollector{src: src,
+		active:      d("active_transfers", "Transfers in progress, by protocol.", "proto"),
+		dhcpPackets: d("dhcp_packets_total", "DHCP requests that parsed, by message type (discover, request, release, decline, inform, other) and outcome: the reply's type (offer, ack, nak) or none.", "type", "outcome"),
+		leasesInUse: d("dhcp_leases_in_use", "Bound, unexpired leases (mode full)."),
+		poolSize:    d("dhcp_pool_size", "Addresses in dhcp.pool (mode full)."),
+		malformed:   d("malformed_packets_total", "Packets or requests dropped because they did not parse, by protocol.", "proto"),
+		ref:         d("refusals_total", "Requests or entries turned away by a budget, by the service and the budget's reason.", "proto", "reason"),
+		queue:       d("record_queue_depth", "Records waiting in memory for the record store."),
+		queueBytes:  d("record_queue_bytes", "Size of the records waiting in memory, as counted against records.queue_mib."),
+		backlog:     d("record_journal_backlog", "Records kept only in the journal (memory queue full, or no store), not yet read back into the store."),
+		storeErrs:   d("record_store_errors_total", "Failed record store writes (each is retried)."),
+		written:     d("records_written_total", "Records committed to the record store."),
+		dropped:     d("records_dropped_total", "Records lost: neither journaled nor kept in memory."),
+	}
+}
+
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.active, c.dhcpPackets, c.leasesInUse, c.poolSize, c.malformed, c.ref,
+		c.queue, c.queueBytes, c.backlog, c.storeErrs, c.written, c.dropped} {
+		ch <- d
+	}
+}
+
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.src
+	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
+	}
+	counter := func(d *prometheus.Desc, v float64, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, lv...)
+	}
+	refusals := func(proto string, counts map[string]uint64) {
+		for reason, n := range counts {
+			counter(c.ref, float64(n), proto, strings.TrimPrefix(reason, proto+": "))
+		}
+	}
+	if s.Active != nil {
+		n := s.Active.Count()
+		for _, p := range []string{event.ProtoTFTP, event.ProtoHTTP} {
+			gauge(c.active, float64(n[p]), p)
+		}
+	}
+	if s.DHCP != nil {
+		st := s.DHCP.Stats()
+		for k, n := range st.Packets {
+			counter(c.dhcpPackets, float64(n), k.Type, k.Reply)
+		}
+		counter(c.malformed, float64(st.Malformed), "dhcp")
+		refusals("dhcp", st.Refused)
+		if s.PoolSize > 0 {
+			gauge(c.leasesInUse, float64(len(s.DHCP.Leases())))
+			gauge(c.poolSize, float64(s.PoolSize))
+		}
+	}
+	if s.TFTP != nil {
+		st := s.TFTP.Stats()
+		counter(c.malformed, float64(st.Malformed), "tftp")
+		refusals("tftp", st.Refused)
+	}
+	if s.HTTP != nil {
+		counter(c.malformed, float64(s.HTTP.BadRequests()), "http")
+		refusals("http", s.HTTP.Refused().Counts())
+	}
+	if s.Admin != nil {
+		refusals("admin", s.Admin.Counts())
+	}
+	if s.Records != nil {
+		st := s.Records.Stats()
+		gauge(c.queue, float64(st.Pending))
+		gauge(c.queueBytes, float64(st.PendingBytes))
+		gauge(c.backlog, float64(max(st.JournalOnly-st.Recovered, 0)))
+		counter(c.storeErrs, float64(st.StoreErrors))
+		counter(c.written, float64(st.Written))
+		counter(c.dropped, float64(st.Dropped))
+		refusals("record", st.Refused)
+	}
+}

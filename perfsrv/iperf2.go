@@ -1,0 +1,404 @@
+package perfsrv
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/internal/refuse"
+)
+
+// iperf 2 has no control channel: a TCP test is one connection the client
+// writes to until it closes; a UDP test is a flow of datagrams (payloads.h
+// UDP_datagram: id, tv_sec, tv_usec, id2, all big-endian) ended by
+// datagrams with a negative sequence number, which the server answers with
+// its report (server_hdr: flags, total_len1/2, stop_sec/usec, error_cnt,
+// outorder_cnt, datagrams, jitter1/2) so the client prints "Server Report".
+const (
+	iperf2HeaderVersion1 = 0x80000000
+	iperf2HeaderSeqno64  = 0x08000000
+	iperf2FlowIdle       = 10 * time.Second
+)
+
+// Iperf2 is an `iperf -s`-compatible server for TCP and UDP tests.
+type Iperf2 struct {
+	cfg    Config
+	ln     *net.TCPListener
+	udp    *net.UDPConn
+	refuse *refuse.Log
+
+	mu        sync.Mutex
+	active    int
+	perClient map[netip.Addr]int
+	flows     map[netip.AddrPort]*flow2
+
+	wg sync.WaitGroup
+}
+
+// NewIperf2 binds TCP and UDP on cfg.Addr.
+func NewIperf2(cfg Config) (*Iperf2, error) {
+	cfg = cfg.withDefaults()
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("iperf2 listen on %s: %w (another iperf -s running? set iperf2.listen or --iperf2-addr)", cfg.Addr, err)
+	}
+	port := addrPort(ln.Addr()).Port()
+	pc, err := net.ListenPacket("udp", net.JoinHostPort(hostOf(cfg.Addr), strconv.Itoa(int(port))))
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("iperf2 UDP listen on port %d: %w", port, err)
+	}
+	u := pc.(*net.UDPConn)
+	_ = u.SetReadBuffer(4 << 20)
+	return &Iperf2{cfg: cfg, ln: ln.(*net.TCPListener), udp: u, refuse: refuse.New(cfg.Log, 0),
+		perClient: map[netip.Addr]int{}, flows: map[netip.AddrPort]*flow2{}}, nil
+}
+
+// Addr is the bound address (TCP and UDP share the port).
+func (s *Iperf2) Addr() net.Addr { return s.ln.Addr() }
+
+// Serve runs until ctx ends, then returns nil.
+func (s *Iperf2) Serve(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		s.ln.Close()
+		s.udp.Close()
+	})
+	defer stop()
+	if ctx.Err() != nil {
+		s.ln.Close()
+		s.udp.Close()
+		return nil
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.readUDP(ctx)
+	}()
+	for {
+		c, err := s.ln.AcceptTCP()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.handleTCP(ctx, c)
+		}()
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// admit counts a test against the caps.
+func (s *Iperf2) admit(ip netip.Addr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.admitLocked(ip)
+}
+
+func (s *Iperf2) admitLocked(ip netip.Addr) bool {
+	l := s.cfg.Limits
+	if s.active >= l.MaxTests || s.perClient[ip] >= l.MaxPerClient {
+		return false
+	}
+	s.active++
+	s.perClient[ip]++
+	return true
+}
+
+func (s *Iperf2) release(ip netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.releaseLocked(ip)
+}
+
+func (s *Iperf2) releaseLocked(ip netip.Addr) {
+	s.active--
+	if s.perClient[ip]--; s.perClient[ip] <= 0 {
+		delete(s.perClient, ip)
+	}
+}
+
+// handleTCP counts one client's bytes until it closes (the board sends).
+func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
+	defer c.Close()
+	peer := addrPort(c.RemoteAddr())
+	ip := peer.Addr().Unmap()
+	if !s.admit(ip) {
+		s.refuse.Refuse("iperf2: busy", ip.String(), clientAttrs(s.cfg.Clients, ip)...)
+		return
+	}
+	defer s.release(ip)
+	stopCtx := context.AfterFunc(ctx, func() { c.Close() })
+	defer stopCtx()
+	start := time.Now()
+	var n atomic.Int64
+	done := make(chan struct{})
+	var samples []sample
+	var smu sync.Mutex
+	go func() {
+		tk := time.NewTicker(s.cfg.Interval)
+		defer tk.Stop()
+		for {
+			select {
+			case now := <-tk.C:
+				smu.Lock()
+				samples = append(samples, sample{at: now.Sub(start), bytes: n.Load()})
+				smu.Unlock()
+			case <-done:
+				return
+			}
+		}
+	}()
+	deadline := start.Add(s.cfg.Limits.MaxDuration + 5*time.Second)
+	_ = c.SetReadDeadline(deadline)
+	buf := make([]byte, 256<<10)
+	var head []byte
+	outcome, why := event.OutcomeOK, ""
+	for {
+		k, err := c.Read(buf)
+		if len(head) < 24 {
+			head = append(head, buf[:min(k, 24-len(head))]...)
+		}
+		n.Add(int64(k))
+		if err != nil {
+			var ne net.Error
+			switch {
+			case errors.As(err, &ne) && ne.Timeout():
+				outcome, why = event.OutcomeAborted, fmt.Sprintf("test ran past the %s cap", s.cfg.Limits.MaxDuration)
+			case ctx.Err() != nil:
+				outcome, why = event.OutcomeAborted, "server shutting down"
+			case !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF):
+				outcome, why = event.OutcomeAborted, "client vanished mid-test: "+err.Error()
+			}
+			break
+		}
+	}
+	end := time.Now()
+	close(done)
+	smu.Lock()
+	ss := append(samples, sample{at: end.Sub(start), bytes: n.Load()})
+	smu.Unlock()
+	f := &event.Fetch{Start: start, Proto: event.ProtoTCP, Client: peer, File: "iperf -c (tcp)", Bytes: n.Load(), Size: -1,
+		Duration: end.Sub(start), Outcome: outcome, Err: why, Source: SourceIperf2, Direction: "tx",
+		Interface: ifaceOf(addrPort(c.LocalAddr()).Addr()), Intervals: intervals(sample{}, ss, s.cfg.Interval),
+		Labels: map[string]string{"streams": "1"}}
+	if len(head) >= 24 {
+		flags := binary.BigEndian.Uint32(head)
+		if flags&iperf2HeaderVersion1 != 0 {
+			f.Labels["iperf2_flags"] = fmt.Sprintf("%#x", flags)
+		}
+	}
+	s.cfg.Sink.Fetch(f)
+	if outcome != event.OutcomeOK {
+		s.cfg.Log.Warn("iperf2 test ended early", append(clientAttrs(s.cfg.Clients, ip), "why", why)...)
+	}
+}
+
+// flow2 is one UDP test: the datagrams from one client port.
+type flow2 struct {
+	peer                netip.AddrPort
+	first, last         time.Time
+	bytes               int64
+	packets, lost, ooo  int64
+	jitter, prevTransit float64
+	seq64               bool
+	done                bool
+	report              []byte
+	admitted            bool
+	tx                  []sample
+	nextSample          time.Time
+}
+
+func (s *Iperf2) readUDP(ctx context.Context) {
+	buf := make([]byte, 65536)
+	sweep := time.Now()
+	for {
+		_ = s.udp.SetReadDeadline(time.Now().Add(time.Second))
+		n, from, err := s.udp.ReadFromUDPAddrPort(buf)
+		now := time.Now()
+		if now.Sub(sweep) > time.Second {
+			s.sweep(now)
+			sweep = now
+		}
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+				s.mu.Lock()
+				for _, f := range s.flows {
+					if !f.done {
+						s.finish(f, event.OutcomeAborted, "server shutting down")
+					}
+				}
+				s.mu.Unlock()
+				return
+			}
+			continue
+		}
+		if n < 12 {
+			s.refuse.Refuse("iperf2: UDP datagram too short", from.Addr().Unmap().String(), "bytes", n)
+			continue
+		}
+		s.datagram(from, buf[:n], now)
+	}
+}
+
+func (s *Iperf2) datagram(from netip.AddrPort, b []byte, now time.Time) {
+	ip := from.Addr().Unmap()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.flows[from]
+	if f == nil {
+		if int32(binary.BigEndian.Uint32(b)) < 0 {
+			return // the end of a flow we did not see (or already forgot)
+		}
+		f = &flow2{peer: from, first: now, nextSample: now.Add(s.cfg.Interval)}
+		s.flows[from] = f
+		f.admitted = s.admitLocked(ip)
+		if !f.admitted {
+			s.refuse.Refuse("iperf2: busy", ip.String(), clientAttrs(s.cfg.Clients, ip)...)
+		}
+		if len(b) >= 20 && binary.BigEndian.Uint32(b[16:])&iperf2HeaderSeqno64 != 0 {
+			f.seq64 = true
+		}
+	}
+	seq := int64(int32(binary.BigEndian.Uint32(b)))
+	if f.seq64 && len(b) >= 16 {
+		seq = int64(uint64(binary.BigEndian.Uint32(b[12:]))<<32 | uint64(binary.BigEndian.Uint32(b)))
+	}
+	if seq < 0 {
+		if !f.done {
+			s.finish(f, event.OutcomeOK, "")
+		}
+		if f.report != nil {
+			reply := append(append([]byte(nil), b[:16]...), f.report...)
+			_, _ = s.udp.WriteToUDPAddrPort(reply, from)
+		}
+		return
+	}
+	if f.done || !f.admitted {
+		return
+	}
+	if now.Sub(f.first) > s.cfg.Limits.MaxDuration+5*time.Second {
+		s.finish(f, event.OutcomeAborted, fmt.Sprintf("test ran past the %s cap", s.cfg.Limits.MaxDuration))
+		return
+	}
+	for !now.Before(f.nextSample) {
+		f.tx = append(f.tx, sample{at: f.nextSample.Sub(f.first), bytes: f.bytes})
+		f.nextSample = f.nextSample.Add(s.cfg.Interval)
+	}
+	f.last = now
+	f.bytes += int64(len(b))
+	first := f.packets == 0
+	if seq >= f.packets+1 {
+		if seq > f.packets+1 && !first {
+			f.lost += seq - 1 - f.packets
+		}
+		f.packets = seq
+	} else {
+		f.ooo++
+		if f.lost > 0 {
+			f.lost--
+		}
+	}
+	sent := time.Unix(int64(binary.BigEndian.Uint32(b[4:])), int64(binary.BigEndian.Uint32(b[8:]))*1000)
+	transit := now.Sub(sent).Seconds()
+	if first {
+		f.prevTransit = transit
+	}
+	f.jitter += (math.Abs(transit-f.prevTransit) - f.jitter) / 16
+	f.prevTransit = transit
+}
+
+// finish records a flow and builds its server report. Holds s.mu.
+func (s *Iperf2) finish(f *flow2, outcome, why string) {
+	f.done = true
+	if !f.admitted {
+		return
+	}
+	s.releaseLocked(f.peer.Addr().Unmap())
+	end := f.last
+	if end.IsZero() {
+		end = f.first
+	}
+	dur := end.Sub(f.first)
+	r := make([]byte, 40+60+12)
+	be := binary.BigEndian
+	be.PutUint32(r[0:], iperf2HeaderVersion1)
+	be.PutUint32(r[4:], uint32(uint64(f.bytes)>>32))
+	be.PutUint32(r[8:], uint32(f.bytes))
+	be.PutUint32(r[12:], uint32(dur/time.Second))
+	be.PutUint32(r[16:], uint32(dur%time.Second/time.Microsecond))
+	be.PutUint32(r[20:], uint32(f.lost))
+	be.PutUint32(r[24:], uint32(f.ooo))
+	be.PutUint32(r[28:], uint32(f.packets))
+	be.PutUint32(r[32:], uint32(f.jitter))
+	be.PutUint32(r[36:], uint32((f.jitter-math.Floor(f.jitter))*1e6))
+	f.report = r
+	ss := append(f.tx, sample{at: dur, bytes: f.bytes})
+	ev := &event.Fetch{Start: f.first, Proto: event.ProtoUDP, Client: f.peer, File: "iperf -c -u (udp)", Bytes: f.bytes,
+		Size: -1, Duration: dur, Outcome: outcome, Err: why, Source: SourceIperf2, Direction: "tx",
+		Interface: ifaceOf(addrPort(s.udp.LocalAddr()).Addr()), Intervals: intervals(sample{}, ss, s.cfg.Interval),
+		Labels: map[string]string{"streams": "1"}}
+	if ev.Interface == "" {
+		ev.Interface = ifaceRoute(f.peer.Addr())
+	}
+	udpLabels(ev, f.lost, f.packets, f.jitter)
+	go s.cfg.Sink.Fetch(ev)
+	if outcome != event.OutcomeOK {
+		s.cfg.Log.Warn("iperf2 UDP test ended early", append(clientAttrs(s.cfg.Clients, f.peer.Addr().Unmap()), "why", why)...)
+	}
+}
+
+// sweep ends flows that went quiet without their end datagrams (the
+// client vanished) and forgets finished ones. Holds no lock on entry.
+func (s *Iperf2) sweep(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, f := range s.flows {
+		last := f.last
+		if last.IsZero() {
+			last = f.first
+		}
+		if now.Sub(last) < iperf2FlowIdle {
+			continue
+		}
+		if !f.done {
+			s.finish(f, event.OutcomeAborted, "client vanished mid-test (no end datagrams)")
+		}
+		delete(s.flows, k)
+	}
+}
+
+// ifaceRoute names the interface whose subnet holds a (for sockets bound
+// to the wildcard address).
+func ifaceRoute(a netip.Addr) string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	for _, ifc := range ifs {
+		as, _ := ifc.Addrs()
+		for _, x := range as {
+			if n, ok := x.(*net.IPNet); ok {
+				if p, err := netip.ParsePrefix(n.String()); err == nil && p.Contains(a.Unmap()) && ifc.Flags&net.FlagLoopback == 0 {
+					return ifc.Name
+				}
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,549 @@
+package perfsrv
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/pxeperf/pxeperf/internal/refuse"
+)
+
+// Iperf3 is an iperf3-compatible server. Build it with NewIperf3; Serve
+// runs it until ctx ends.
+type Iperf3 struct {
+	cfg    Config
+	ln     *net.TCPListener
+	udp    *net.UDPConn // unconnected: receives the UDP stream set-up datagrams
+	local  netip.AddrPort
+	refuse *refuse.Log
+	seq    atomic.Uint64 // accept order: iperf3 numbers streams in it
+
+	mu        sync.Mutex
+	byCookie  map[string]*test3
+	active    int
+	perClient map[netip.Addr]int
+	udpWait   map[netip.Addr]*test3 // the test taking UDP streams from an address
+
+	wg sync.WaitGroup
+}
+
+// NewIperf3 validates cfg and binds TCP and UDP on cfg.Addr.
+func NewIperf3(cfg Config) (*Iperf3, error) {
+	cfg = cfg.withDefaults()
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("iperf3 listen on %s: %w (another iperf3 -s running? set iperf3.listen or --iperf3-addr)", cfg.Addr, err)
+	}
+	local := addrPort(ln.Addr())
+	lc := net.ListenConfig{Control: reuseAddr}
+	pc, err := lc.ListenPacket(context.Background(), "udp", net.JoinHostPort(hostOf(cfg.Addr), strconv.Itoa(int(local.Port()))))
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("iperf3 UDP listen on port %d: %w", local.Port(), err)
+	}
+	return &Iperf3{
+		cfg: cfg, ln: ln.(*net.TCPListener), udp: pc.(*net.UDPConn), local: local,
+		refuse:   refuse.New(cfg.Log, 0),
+		byCookie: map[string]*test3{}, perClient: map[netip.Addr]int{}, udpWait: map[netip.Addr]*test3{},
+	}, nil
+}
+
+func hostOf(addr string) string {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	return h
+}
+
+// Addr is the bound address (TCP and UDP share the port).
+func (s *Iperf3) Addr() net.Addr { return s.ln.Addr() }
+
+// Refusals counts refused connections and tests by reason.
+func (s *Iperf3) Refusals() map[string]uint64 { return s.refuse.Counts() }
+
+// Running is the number of tests in progress.
+func (s *Iperf3) Running() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active
+}
+
+// Serve accepts tests until ctx ends, then ends running tests (the
+// clients are told the server terminated) and returns nil.
+func (s *Iperf3) Serve(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		s.ln.Close()
+		s.udp.Close()
+	})
+	defer stop()
+	if ctx.Err() != nil {
+		s.ln.Close()
+		s.udp.Close()
+		return nil
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.readUDP()
+	}()
+	for {
+		c, err := s.ln.AcceptTCP()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				break
+			}
+			s.cfg.Log.Warn("iperf3 accept", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		seq := s.seq.Add(1)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.handle(ctx, c, seq)
+		}()
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// handle reads the cookie of a new connection: a stream of a test being
+// set up, or the control connection of a new test.
+func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
+	peer := addrPort(c.RemoteAddr())
+	ip := peer.Addr().Unmap()
+	_ = c.SetReadDeadline(time.Now().Add(s.cfg.SetupTimeout))
+	var ck [cookieSize]byte
+	if _, err := io.ReadFull(c, ck[:]); err != nil {
+		s.refuse.Refuse("iperf3: no cookie", ip.String(), "err", err)
+		c.Close()
+		return
+	}
+	if !validCookie(ck[:]) {
+		s.refuse.Refuse("iperf3: not an iperf3 cookie (not an iperf3 client?)", ip.String())
+		c.Close()
+		return
+	}
+	key := string(ck[:cookieSize-1])
+	s.mu.Lock()
+	if t := s.byCookie[key]; t != nil {
+		s.mu.Unlock()
+		if !t.offerTCP(c, seq) {
+			s.refuse.Refuse("iperf3: stream for a test that takes no more streams", ip.String(), "test", key[:8])
+			_, _ = c.Write([]byte{stateByte(stateAccessDenied)})
+			c.Close()
+		}
+		return
+	}
+	l := s.cfg.Limits
+	if s.active >= l.MaxTests || s.perClient[ip] >= l.MaxPerClient {
+		running, mine := s.active, s.perClient[ip]
+		s.mu.Unlock()
+		s.refuse.Refuse("iperf3: busy", ip.String(), append(clientAttrs(s.cfg.Clients, ip),
+			"running", running, "max_tests", l.MaxTests, "client_running", mine, "max_per_client", l.MaxPerClient)...)
+		_, _ = c.Write([]byte{stateByte(stateAccessDenied)})
+		c.Close()
+		return
+	}
+	t := &test3{s: s, ctl: c, peer: peer, cookie: key, tcpIn: make(chan seqConn, 2*l.MaxStreams),
+		udpIn: make(chan *net.UDPConn, 2*l.MaxStreams)}
+	s.byCookie[key] = t
+	s.active++
+	s.perClient[ip]++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.byCookie, key)
+		if s.udpWait[ip] == t {
+			delete(s.udpWait, ip)
+		}
+		s.active--
+		if s.perClient[ip]--; s.perClient[ip] <= 0 {
+			delete(s.perClient, ip)
+		}
+		s.mu.Unlock()
+	}()
+	t.run(ctx)
+}
+
+// readUDP answers the UDP stream set-up datagrams: each gets its own socket
+// on the server port, connected to the client, handed to the test that
+// waits for UDP streams from that address.
+func (s *Iperf3) readUDP() {
+	buf := make([]byte, 65536)
+	for {
+		n, from, err := s.udp.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		ip := from.Addr().Unmap()
+		s.mu.Lock()
+		t := s.udpWait[ip]
+		s.mu.Unlock()
+		if t == nil || !t.accepting.Load() || n != 4 {
+			s.refuse.Refuse("iperf3: UDP datagram outside a stream set-up", ip.String(), "bytes", n)
+			continue
+		}
+		d := net.Dialer{LocalAddr: net.UDPAddrFromAddrPort(netip.AddrPortFrom(s.udpLocalIP(), s.local.Port())), Control: reuseAddr}
+		c, err := d.Dial("udp", from.String())
+		if err != nil {
+			s.cfg.Log.Warn("iperf3: cannot open a UDP stream socket", "client", ip.String(), "err", err)
+			continue
+		}
+		var reply [4]byte
+		binary.LittleEndian.PutUint32(reply[:], udpConnectReply)
+		if _, err := c.Write(reply[:]); err != nil {
+			c.Close()
+			continue
+		}
+		select {
+		case t.udpIn <- c.(*net.UDPConn):
+		default:
+			c.Close()
+		}
+	}
+}
+
+func (s *Iperf3) udpLocalIP() netip.Addr {
+	a := addrPort(s.udp.LocalAddr()).Addr()
+	if !a.IsValid() {
+		return netip.IPv4Unspecified()
+	}
+	return a
+}
+
+type seqConn struct {
+	c   *net.TCPConn
+	seq uint64
+}
+
+// test3 is one iperf3 test: its control connection and streams.
+type test3 struct {
+	s      *Iperf3
+	ctl    *net.TCPConn
+	peer   netip.AddrPort
+	cookie string
+	p      Params
+
+	ctlMu     sync.Mutex // writes on ctl
+	accepting atomic.Bool
+	tcpIn     chan seqConn
+	udpIn     chan *net.UDPConn
+}
+
+func (t *test3) offerTCP(c *net.TCPConn, seq uint64) bool {
+	if !t.accepting.Load() {
+		return false
+	}
+	select {
+	case t.tcpIn <- seqConn{c, seq}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (t *test3) send(b ...byte) error {
+	t.ctlMu.Lock()
+	defer t.ctlMu.Unlock()
+	_ = t.ctl.SetWriteDeadline(time.Now().Add(t.s.cfg.SetupTimeout))
+	_, err := t.ctl.Write(b)
+	return err
+}
+
+func (t *test3) state(st int) error { return t.send(stateByte(st)) }
+
+// run is the whole test: parameters, streams, the measured part, results.
+func (t *test3) run(ctx context.Context) {
+	cfg := &t.s.cfg
+	ip := t.peer.Addr().Unmap()
+	log := cfg.Log.With(append(clientAttrs(cfg.Clients, ip), "test", t.cookie[:8])...)
+	defer t.ctl.Close()
+	_ = t.ctl.SetNoDelay(true)
+	ended := make(chan struct{})
+	defer close(ended)
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = t.state(stateServerTerminate)
+			t.ctl.Close()
+		case <-ended:
+		}
+	}()
+
+	if err := t.state(stateParamExchange); err != nil {
+		log.Info("iperf3 test ended: client left before the parameters", "err", err)
+		return
+	}
+	_ = t.ctl.SetReadDeadline(time.Now().Add(cfg.SetupTimeout))
+	b, err := readJSON(t.ctl)
+	if err != nil {
+		log.Warn("iperf3 test ended: no parameters (wrong cookie on a data stream, or not an iperf3 client)", "err", err)
+		if !errors.Is(err, io.EOF) {
+			_ = t.send(serverError(ieRecvParams, int(syscall.EBADMSG))...)
+		}
+		return
+	}
+	p, err := ParseParams(b)
+	if err != nil {
+		errno := syscall.EBADMSG
+		if p.SCTP {
+			errno = syscall.EPROTONOSUPPORT
+		}
+		log.Warn("iperf3 test refused: bad parameters", "err", err)
+		_ = t.send(serverError(ieRecvParams, int(errno))...)
+		return
+	}
+	t.p = p
+	if ie, errno, why := t.overCap(); why != "" {
+		t.s.refuse.Refuse("iperf3: over cap", ip.String(), "why", why)
+		log.Warn("iperf3 test refused: over cap", "why", why)
+		_ = t.send(serverError(ie, errno)...)
+		return
+	}
+	dirs := 1
+	if p.Bidir {
+		dirs = 2
+	}
+	want := p.Parallel * dirs
+	if p.UDP && !t.waitUDPTurn(ip) {
+		log.Warn("iperf3 test ended: another UDP test from this client was still setting up")
+		_ = t.send(serverError(ieInitTest, int(syscall.EBUSY))...)
+		return
+	}
+	t.accepting.Store(true)
+	if err := t.state(stateCreateStreams); err != nil {
+		return
+	}
+	conns, err := t.collect(want)
+	t.accepting.Store(false)
+	if p.UDP {
+		t.s.mu.Lock()
+		delete(t.s.udpWait, ip)
+		t.s.mu.Unlock()
+	}
+	if err != nil {
+		log.Warn("iperf3 test ended: streams did not arrive", "err", err, "want", want, "got", len(conns))
+		_ = t.send(serverError(ieStreamAccept, int(syscall.ETIMEDOUT))...)
+		for _, c := range conns {
+			c.Close()
+		}
+		return
+	}
+	ss := t.streams(conns, log)
+	defer func() {
+		for _, st := range ss {
+			st.c.Close()
+		}
+	}()
+	m := newMeasure(t, ss)
+	if err := t.state(stateTestStart); err != nil {
+		return
+	}
+	if err := t.state(stateTestRunning); err != nil {
+		return
+	}
+	m.start()
+	outcome, why := t.waitEnd(log)
+	m.stop(outcome == "ok")
+	var client *results
+	if outcome == "ok" {
+		client = t.exchange(m, log)
+	}
+	for _, f := range m.events(client, outcome, why) {
+		cfg.Sink.Fetch(f)
+	}
+	if outcome != "ok" {
+		log.Warn("iperf3 test ended early", "why", why)
+	}
+}
+
+// overCap checks the parameters against the limits: the i_errno and errno
+// the client prints, and why for the log ("" when within the caps).
+func (t *test3) overCap() (ie, errno int, why string) {
+	l, p := t.s.cfg.Limits, t.p
+	dirs := int64(1)
+	if p.Bidir {
+		dirs = 2
+	}
+	if p.Parallel > l.MaxStreams {
+		return ieInitTest, int(syscall.EMFILE), fmt.Sprintf("-P %d: at most %d streams per test", p.Parallel, l.MaxStreams)
+	}
+	if d := time.Duration(p.Time+p.Omit) * time.Second; d > l.MaxDuration {
+		return ieInitTest, int(syscall.ERANGE), fmt.Sprintf("-t %d -O %d: at most %s per test", p.Time, p.Omit, l.MaxDuration)
+	}
+	if total := p.Bandwidth * int64(p.Parallel) * dirs; total > l.MaxRate {
+		return ieTotalRate, 0, fmt.Sprintf("-b %d x %d streams x %d directions = %d bit/s: at most %d bit/s per test",
+			p.Bandwidth, p.Parallel, dirs, total, l.MaxRate)
+	}
+	return 0, 0, ""
+}
+
+// waitUDPTurn serializes the UDP stream set-up per client address: the
+// set-up datagrams carry no cookie, so only one test of a client may
+// collect them at a time.
+func (t *test3) waitUDPTurn(ip netip.Addr) bool {
+	deadline := time.Now().Add(t.s.cfg.SetupTimeout)
+	for time.Now().Before(deadline) {
+		t.s.mu.Lock()
+		if t.s.udpWait[ip] == nil {
+			t.s.udpWait[ip] = t
+			t.s.mu.Unlock()
+			return true
+		}
+		t.s.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// collect waits for want streams, TCP in accept order (the client connects
+// them one after another; iperf3 numbers them in that order).
+func (t *test3) collect(want int) ([]net.Conn, error) {
+	timer := time.NewTimer(t.s.cfg.SetupTimeout)
+	defer timer.Stop()
+	var tcp []seqConn
+	var conns []net.Conn
+	for len(tcp)+len(conns) < want {
+		select {
+		case sc := <-t.tcpIn:
+			tcp = append(tcp, sc)
+		case c := <-t.udpIn:
+			conns = append(conns, c)
+		case <-timer.C:
+			for _, sc := range tcp {
+				conns = append(conns, sc.c)
+			}
+			return conns, fmt.Errorf("%d of %d streams within %s", len(conns), want, t.s.cfg.SetupTimeout)
+		}
+	}
+	if len(tcp) > 0 {
+		// Insertion sort: at most a few hundred.
+		for i := 1; i < len(tcp); i++ {
+			for j := i; j > 0 && tcp[j].seq < tcp[j-1].seq; j-- {
+				tcp[j], tcp[j-1] = tcp[j-1], tcp[j]
+			}
+		}
+		for _, sc := range tcp {
+			conns = append(conns, sc.c)
+		}
+	}
+	return conns, nil
+}
+
+// streams assigns ids and roles: the server receives on the client's
+// sending streams (made first under --bidir) and sends on the rest.
+func (t *test3) streams(conns []net.Conn, log interface{ Debug(string, ...any) }) []*stream3 {
+	p := t.p
+	ss := make([]*stream3, len(conns))
+	for i, c := range conns {
+		sender := p.Reverse || p.Bidir && i >= p.Parallel
+		st := &stream3{id: streamID(i), sender: sender, c: c, udp: p.UDP}
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(p.NoDelay)
+			if p.Congestion != "" {
+				if err := setCongestion(tc, p.Congestion); err != nil {
+					log.Debug("iperf3: congestion control not set", "algo", p.Congestion, "err", err)
+				}
+			}
+		}
+		if p.Window > 0 {
+			type bufs interface {
+				SetReadBuffer(int) error
+				SetWriteBuffer(int) error
+			}
+			if b, ok := c.(bufs); ok {
+				_ = b.SetReadBuffer(p.Window)
+				_ = b.SetWriteBuffer(p.Window)
+			}
+		} else if p.UDP {
+			if u, ok := c.(*net.UDPConn); ok {
+				_ = u.SetReadBuffer(4 << 20)
+			}
+		}
+		ss[i] = st
+	}
+	return ss
+}
+
+// waitEnd reads the control connection during the test: TEST_END is the
+// normal end; anything else ends it early.
+func (t *test3) waitEnd(log interface{ Debug(string, ...any) }) (outcome, why string) {
+	limit := t.s.cfg.Limits.MaxDuration + 10*time.Second
+	_ = t.ctl.SetReadDeadline(time.Now().Add(limit))
+	var b [1]byte
+	_, err := io.ReadFull(t.ctl, b[:])
+	switch {
+	case err == nil && int8(b[0]) == stateTestEnd:
+		return "ok", ""
+	case err == nil && int8(b[0]) == stateClientTerminate:
+		return "aborted", "client terminated the test (Ctrl-C)"
+	case err == nil:
+		return "error", fmt.Sprintf("unexpected control state %d", int8(b[0]))
+	case os.IsTimeout(err):
+		_ = t.state(stateServerTerminate)
+		return "aborted", fmt.Sprintf("test ran past %s (the duration cap plus 10 s)", limit)
+	case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
+		return "aborted", "client vanished mid-test (control connection closed)"
+	}
+	return "aborted", "control connection: " + err.Error()
+}
+
+// exchange runs the result exchange and returns the client's results (nil
+// when it failed; the test is still recorded from the server's side).
+func (t *test3) exchange(m *measure, log interface {
+	Warn(string, ...any)
+	Debug(string, ...any)
+}) *results {
+	if err := t.state(stateExchangeResults); err != nil {
+		log.Warn("iperf3: client left before the results", "err", err)
+		return nil
+	}
+	_ = t.ctl.SetReadDeadline(time.Now().Add(t.s.cfg.SetupTimeout))
+	b, err := readJSON(t.ctl)
+	if err != nil {
+		log.Warn("iperf3: no results from the client", "err", err)
+		return nil
+	}
+	cr, err := parseResults(b)
+	if err != nil {
+		log.Warn("iperf3: client results unreadable", "err", err)
+		_ = t.send(serverError(ieRecvResults, int(syscall.EBADMSG))...)
+		return nil
+	}
+	out := m.results()
+	if t.p.GetServerOutput {
+		out.ServerOutputText = m.text()
+	}
+	t.ctlMu.Lock()
+	_ = t.ctl.SetWriteDeadline(time.Now().Add(t.s.cfg.SetupTimeout))
+	err = writeJSON(t.ctl, out)
+	t.ctlMu.Unlock()
+	if err != nil {
+		log.Warn("iperf3: cannot send results", "err", err)
+		return &cr
+	}
+	if err := t.state(stateDisplayResults); err != nil {
+		return &cr
+	}
+	_ = t.ctl.SetReadDeadline(time.Now().Add(t.s.cfg.SetupTimeout))
+	var b1 [1]byte
+	if _, err := io.ReadFull(t.ctl, b1[:]); err == nil && int8(b1[0]) != stateIperfDone {
+		log.Debug("iperf3: expected IPERF_DONE", "state", int8(b1[0]))
+	}
+	return &cr
+}

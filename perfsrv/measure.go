@@ -1,0 +1,628 @@
+package perfsrv
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pxeperf/pxeperf/event"
+)
+
+// stream3 is one data stream of a test.
+type stream3 struct {
+	id     int
+	sender bool // the server sends on it
+	udp    bool
+	c      net.Conn
+
+	bytes    atomic.Int64 // payload bytes read, or written
+	lastRead atomic.Int64 // UnixNano of the last read with data
+	base     int64        // bytes at the measured start (after -O)
+
+	// UDP receiver (iperf_udp_recv), owned by the reading goroutine until
+	// it ends.
+	packets    int64 // highest sequence number seen
+	lost       int64 // cnt_error
+	outOfOrder int64
+	jitter     float64 // seconds
+	prevTrans  float64
+	// UDP sender
+	sent int64 // datagrams
+
+	atEnd tcpState
+}
+
+// measure runs the measured part of a test and keeps its samples.
+type measure struct {
+	t       *test3
+	ss      []*stream3
+	wall    time.Time // test start (TEST_RUNNING sent)
+	t0      time.Time // measured start (after the omitted seconds)
+	end     time.Time
+	ended   chan struct{}
+	stopped atomic.Bool
+	wg      sync.WaitGroup
+	total   atomic.Int64 // bytes the server sent, all streams (-n)
+	blocks  atomic.Int64 // blocks the server sent (-k)
+
+	congestion string // TCP congestion control of the streams
+
+	mu         sync.Mutex
+	baseTx     sample // at t0, the direction the board sends (server receives)
+	baseRx     sample
+	tx, rx     []sample
+	sampleDone chan struct{}
+}
+
+func newMeasure(t *test3, ss []*stream3) *measure {
+	return &measure{t: t, ss: ss, ended: make(chan struct{}), sampleDone: make(chan struct{})}
+}
+
+func (m *measure) start() {
+	m.wall = time.Now()
+	m.t0 = m.wall.Add(time.Duration(m.t.p.Omit) * time.Second)
+	for _, st := range m.ss {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			switch {
+			case st.sender && st.udp:
+				m.sendUDP(st)
+			case st.sender:
+				m.sendTCP(st)
+			case st.udp:
+				m.recvUDP(st)
+			default:
+				m.recvTCP(st)
+			}
+		}()
+	}
+	go m.sampler()
+}
+
+// snap sums one direction: sending=true is the server's sending streams.
+func (m *measure) snap(sending bool, at time.Duration) sample {
+	s := sample{at: at}
+	first := true
+	for _, st := range m.ss {
+		if st.sender != sending {
+			continue
+		}
+		if sending && !st.udp {
+			ti := readTCPInfo(st.c)
+			if ti.ok {
+				s.bytes += ti.acked
+				s.retransmits += ti.retransmits
+				s.cwnd += ti.cwnd
+				if first {
+					s.rtt, s.sndWnd = ti.rtt, ti.sndWnd
+				}
+				first = false
+				continue
+			}
+		}
+		s.bytes += st.bytes.Load()
+	}
+	return s
+}
+
+func (m *measure) sampler() {
+	defer close(m.sampleDone)
+	period := m.t.s.cfg.Interval
+	wait := func(until time.Time) bool {
+		tm := time.NewTimer(time.Until(until))
+		defer tm.Stop()
+		select {
+		case <-tm.C:
+			return true
+		case <-m.ended:
+			return false
+		}
+	}
+	if m.t0.After(m.wall) {
+		if !wait(m.t0) {
+			return
+		}
+	}
+	m.mu.Lock()
+	m.baseTx, m.baseRx = m.snap(false, 0), m.snap(true, 0)
+	for _, st := range m.ss {
+		if !st.sender || st.udp {
+			st.base = st.bytes.Load()
+		}
+	}
+	m.mu.Unlock()
+	for k := 1; ; k++ {
+		if !wait(m.t0.Add(time.Duration(k) * period)) {
+			return
+		}
+		at := time.Duration(k) * period
+		tx, rx := m.snap(false, at), m.snap(true, at)
+		m.mu.Lock()
+		m.tx, m.rx = append(m.tx, tx), append(m.rx, rx)
+		m.mu.Unlock()
+	}
+}
+
+// stop ends the measured part. After TEST_END (ok) the receivers read
+// what is still in flight for a moment: the client counted those bytes as
+// sent before it stopped.
+func (m *measure) stop(ok bool) {
+	m.end = time.Now()
+	if m.end.Before(m.t0) {
+		m.t0 = m.end // ended during the omitted seconds
+	}
+	for _, st := range m.ss {
+		if st.sender {
+			_ = st.c.SetWriteDeadline(time.Now())
+			if !st.udp {
+				st.atEnd = readTCPInfo(st.c)
+			}
+		} else {
+			d := 300 * time.Millisecond
+			if !ok {
+				d = 0
+			}
+			_ = st.c.SetReadDeadline(m.end.Add(d))
+		}
+	}
+	if len(m.ss) > 0 {
+		m.congestion = congestion(m.ss[0].c)
+	}
+	m.stopped.Store(true)
+	close(m.ended)
+	m.wg.Wait()
+	<-m.sampleDone
+	// iperf3 closes the streams at TEST_END, before the result exchange:
+	// a 3.12 client may sit in a blocking read of a stream until then.
+	for _, st := range m.ss {
+		st.c.Close()
+	}
+	at := m.end.Sub(m.t0)
+	m.mu.Lock()
+	tx := m.snap(false, at)
+	rx := m.snap(true, at)
+	// Bytes acknowledged at TEST_END, not after: the client stopped
+	// reading then.
+	rx.bytes, rx.retransmits, rx.cwnd = 0, 0, 0
+	for _, st := range m.ss {
+		if !st.sender {
+			continue
+		}
+		if st.udp || !st.atEnd.ok {
+			rx.bytes += st.bytes.Load()
+			continue
+		}
+		rx.bytes += st.atEnd.acked
+		rx.retransmits += st.atEnd.retransmits
+		rx.cwnd += st.atEnd.cwnd
+	}
+	m.tx, m.rx = append(m.tx, tx), append(m.rx, rx)
+	m.mu.Unlock()
+}
+
+func payload(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i>>8)
+	}
+	return b
+}
+
+func (m *measure) blockLen() int {
+	if n := m.t.p.Len; n > 0 {
+		return n
+	}
+	if m.t.p.UDP {
+		return 1460
+	}
+	return 128 << 10
+}
+
+// limitReached: -n or -k satisfied (bytes over all sending streams, as
+// iperf3 counts test->bytes_sent).
+func (m *measure) limitReached() bool {
+	p := m.t.p
+	return p.Bytes > 0 && m.total.Load() >= p.Bytes || p.Blocks > 0 && m.blocks.Load() >= p.Blocks
+}
+
+// pace sleeps until sending n more bytes keeps to rate bits/s since start.
+func pace(rate int64, start time.Time, sent int64, ended chan struct{}) bool {
+	if rate <= 0 {
+		return true
+	}
+	due := start.Add(time.Duration(float64(sent*8) / float64(rate) * float64(time.Second)))
+	if d := time.Until(due); d > time.Millisecond {
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		select {
+		case <-tm.C:
+		case <-ended:
+			return false
+		}
+	}
+	return true
+}
+
+func (m *measure) sendTCP(st *stream3) {
+	buf := payload(m.blockLen())
+	rate := m.t.p.Bandwidth
+	for !m.stopped.Load() && !m.limitReached() {
+		if !pace(rate, m.wall, st.bytes.Load(), m.ended) {
+			return
+		}
+		n, err := st.c.Write(buf)
+		st.bytes.Add(int64(n))
+		m.total.Add(int64(n))
+		m.blocks.Add(1)
+		if err != nil {
+			return
+		}
+	}
+	if m.limitReached() {
+		<-m.ended // the client ends the test; keep the stream open until then
+	}
+}
+
+func (m *measure) sendUDP(st *stream3) {
+	size := m.blockLen()
+	buf := payload(size)
+	rate := m.t.p.Bandwidth
+	if rate <= 0 {
+		rate = 1e6 // iperf3's UDP default
+	}
+	wide := m.t.p.UDP64
+	for !m.stopped.Load() && !m.limitReached() {
+		if !pace(rate, m.wall, st.bytes.Load(), m.ended) {
+			return
+		}
+		st.sent++
+		now := time.Now()
+		binary.BigEndian.PutUint32(buf[0:], uint32(now.Unix()))
+		binary.BigEndian.PutUint32(buf[4:], uint32(now.Nanosecond()/1000))
+		if wide {
+			binary.BigEndian.PutUint64(buf[8:], uint64(st.sent))
+		} else {
+			binary.BigEndian.PutUint32(buf[8:], uint32(st.sent))
+		}
+		n, err := st.c.Write(buf)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// ICMP unreachable from a client that went away: it shows as
+			// loss; the control connection ends the test.
+			continue
+		}
+		st.bytes.Add(int64(n))
+		m.total.Add(int64(n))
+		m.blocks.Add(1)
+	}
+	if m.limitReached() {
+		<-m.ended
+	}
+}
+
+func (m *measure) recvTCP(st *stream3) {
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := st.c.Read(buf)
+		if n > 0 {
+			st.bytes.Add(int64(n))
+			st.lastRead.Store(time.Now().UnixNano())
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// recvUDP counts datagrams, loss, reordering and jitter as iperf_udp_recv
+// does (RFC 1889 jitter from the sender's timestamps).
+func (m *measure) recvUDP(st *stream3) {
+	buf := make([]byte, 65536)
+	wide := m.t.p.UDP64
+	for {
+		n, err := st.c.Read(buf)
+		if err != nil {
+			return
+		}
+		if n < 12 || wide && n < 16 {
+			continue
+		}
+		st.bytes.Add(int64(n))
+		st.lastRead.Store(time.Now().UnixNano())
+		sec, usec := binary.BigEndian.Uint32(buf[0:]), binary.BigEndian.Uint32(buf[4:])
+		var seq int64
+		if wide {
+			seq = int64(binary.BigEndian.Uint64(buf[8:]) & math.MaxInt64)
+		} else {
+			seq = int64(binary.BigEndian.Uint32(buf[8:]))
+		}
+		first := st.packets == 0 && st.lost == 0 && st.outOfOrder == 0
+		if seq >= st.packets+1 {
+			if seq > st.packets+1 {
+				st.lost += seq - 1 - st.packets
+			}
+			st.packets = seq
+		} else {
+			st.outOfOrder++
+			if st.lost > 0 {
+				st.lost--
+			}
+		}
+		now := time.Now()
+		sent := time.Unix(int64(sec), int64(usec)*1000)
+		transit := now.Sub(sent).Seconds()
+		if first {
+			st.prevTrans = transit
+		}
+		d := math.Abs(transit - st.prevTrans)
+		st.prevTrans = transit
+		st.jitter += (d - st.jitter) / 16
+	}
+}
+
+// measured is the length of the measured part.
+func (m *measure) measured() time.Duration { return m.end.Sub(m.t0) }
+
+// results are the server's side of the result exchange (send_results).
+func (m *measure) results() results {
+	r := results{SenderHasRetransmit: -1}
+	hasSender := false
+	for _, st := range m.ss {
+		hasSender = hasSender || st.sender
+	}
+	if hasSender {
+		r.SenderHasRetransmit = 0
+		if m.t.p.TCP {
+			r.SenderHasRetransmit = 1
+		}
+	}
+	if m.t.p.TCP {
+		r.Congestion = m.congestion
+	}
+	secs := m.measured().Seconds()
+	for _, st := range m.ss {
+		sr := streamResult{ID: st.id, Retransmits: -1, StartTime: 0, EndTime: secs}
+		if st.sender {
+			sr.Bytes = st.bytes.Load() - st.base
+			sr.Packets = st.sent
+			if !st.udp && st.atEnd.ok {
+				sr.Retransmits = int64(st.atEnd.retransmits)
+			}
+		} else {
+			sr.Bytes = st.bytes.Load() - st.base
+			sr.Jitter, sr.Errors, sr.Packets = st.jitter, st.lost, st.packets
+		}
+		r.Streams = append(r.Streams, sr)
+	}
+	return r
+}
+
+// text is the server's output for --get-server-output, in iperf3's layout.
+func (m *measure) text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pxeperf iperf3-compatible server\nAccepted connection from %s, port %d\n",
+		m.t.peer.Addr().Unmap(), m.t.peer.Port())
+	b.WriteString("[ ID] Interval           Transfer     Bitrate\n")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, dir := range []struct {
+		name string
+		base sample
+		ss   []sample
+	}{{"RX-S", m.baseTx, m.tx}, {"TX-S", m.baseRx, m.rx}} {
+		if len(dir.ss) == 0 || dir.ss[len(dir.ss)-1].bytes == dir.base.bytes {
+			continue
+		}
+		for _, iv := range intervals(dir.base, dir.ss, m.t.s.cfg.Interval) {
+			fmt.Fprintf(&b, "[SUM][%s] %6.2f-%-6.2f sec  %d Bytes  %.2f Mbits/sec\n", dir.name,
+				iv.Start.Seconds(), iv.End.Seconds(), iv.Bytes, float64(iv.Bytes)*8/(iv.End-iv.Start).Seconds()/1e6)
+		}
+	}
+	return b.String()
+}
+
+// events are the test's records: one per direction with traffic, summed
+// over streams. tx: the board sent (server received); rx: the board
+// received (server sent).
+func (m *measure) events(client *results, outcome, why string) []*event.Fetch {
+	p := m.t.p
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*event.Fetch
+	for _, sending := range []bool{false, true} {
+		var mine []*stream3
+		for _, st := range m.ss {
+			if st.sender == sending {
+				mine = append(mine, st)
+			}
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		base, ss, dir := m.baseTx, m.tx, "tx"
+		if sending {
+			base, ss, dir = m.baseRx, m.rx, "rx"
+		}
+		var bytes int64
+		if len(ss) > 0 {
+			bytes = ss[len(ss)-1].bytes - base.bytes
+		}
+		f := &event.Fetch{
+			Start: m.wall, Proto: event.ProtoTCP, Client: m.t.peer, File: m.describe(dir), Bytes: bytes, Size: -1,
+			Duration: m.measured(), Outcome: outcome, Err: why, Source: SourceIperf3, Direction: dir,
+			Interface: ifaceOf(addrPort(m.t.ctl.LocalAddr()).Addr()),
+			Intervals: intervals(base, ss, m.t.s.cfg.Interval),
+			Labels:    map[string]string{"streams": strconv.Itoa(len(mine)), "test": m.t.cookie[:8]},
+		}
+		if p.UDP {
+			f.Proto = event.ProtoUDP
+		}
+		if !sending && outcome == event.OutcomeOK {
+			// The board sent: it stopped at its last byte, which the
+			// server saw; TEST_END may arrive later on a busy host.
+			var last int64
+			for _, st := range mine {
+				last = max(last, st.lastRead.Load())
+			}
+			if d := time.Unix(0, last).Sub(m.t0); last > 0 && d > 0 && d < f.Duration {
+				f.Duration = d
+			}
+		}
+		m.labels(f)
+		var written int64
+		for _, st := range mine {
+			written += st.bytes.Load() - st.base
+		}
+		if sending && !p.UDP {
+			f.Labels["server_written"] = strconv.FormatInt(written, 10)
+			ti := &event.TCPInfo{}
+			for i, st := range mine {
+				ti.Retransmits += st.atEnd.retransmits
+				if i == 0 {
+					ti.RTT, ti.SndWnd, ti.MaxSndWnd = st.atEnd.rtt, st.atEnd.sndWnd, st.atEnd.sndWnd
+				}
+			}
+			f.TCP = ti
+		}
+		if !sending && p.UDP {
+			var lost, pk int64
+			var jit float64
+			for _, st := range mine {
+				lost, pk, jit = lost+st.lost, pk+st.packets, jit+st.jitter
+			}
+			udpLabels(f, lost, pk, jit/float64(len(mine)))
+		}
+		if cb := m.clientSide(f, client, mine, sending); sending && p.UDP && cb >= 0 {
+			// UDP the board received: only the board knows what arrived.
+			f.Labels["server_sent"] = strconv.FormatInt(f.Bytes, 10)
+			f.Bytes = cb
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func udpLabels(f *event.Fetch, lost, packets int64, jitter float64) {
+	f.Labels["jitter_ms"] = strconv.FormatFloat(jitter*1000, 'f', 3, 64)
+	f.Labels["udp_lost"] = strconv.FormatInt(lost, 10)
+	f.Labels["udp_packets"] = strconv.FormatInt(packets, 10)
+	if packets > 0 {
+		f.Labels["udp_lost_pct"] = strconv.FormatFloat(float64(lost)*100/float64(packets), 'f', 3, 64)
+	}
+}
+
+// clientSide puts the client's own figures from the result exchange
+// beside the server's: the client's streams matching this direction. It
+// returns the client's bytes, -1 when it sent none.
+func (m *measure) clientSide(f *event.Fetch, client *results, mine []*stream3, sending bool) int64 {
+	if client == nil {
+		return -1
+	}
+	ids := map[int]bool{}
+	for _, st := range mine {
+		ids[st.id] = true
+	}
+	var bytes, retr, lost, pk int64
+	var jit, secs float64
+	n := 0
+	for _, cs := range client.Streams {
+		if !ids[cs.ID] {
+			continue
+		}
+		n++
+		bytes += cs.Bytes
+		if cs.Retransmits > 0 {
+			retr += cs.Retransmits
+		}
+		lost, pk, jit = lost+cs.Errors, pk+cs.Packets, jit+cs.Jitter
+		secs = math.Max(secs, cs.EndTime-cs.StartTime)
+	}
+	if n == 0 {
+		return -1
+	}
+	f.Labels["client_bytes"] = strconv.FormatInt(bytes, 10)
+	if secs > 0 {
+		f.Labels["client_mbps"] = strconv.FormatFloat(float64(bytes)*8/secs/1e6, 'f', 2, 64)
+	}
+	if !sending {
+		// The board sent: its TCP_INFO retransmits are the sending side's.
+		if !m.t.p.UDP {
+			f.TCP = &event.TCPInfo{Retransmits: uint32(retr)}
+		}
+		f.Labels["client_retransmits"] = strconv.FormatInt(retr, 10)
+	} else if m.t.p.UDP {
+		// The board received: its loss and jitter are the measure.
+		udpLabels(f, lost, pk, jit/float64(n))
+	}
+	return bytes
+}
+
+func (m *measure) labels(f *event.Fetch) {
+	p := m.t.p
+	set := func(k string, v int64) {
+		if v != 0 {
+			f.Labels[k] = strconv.FormatInt(v, 10)
+		}
+	}
+	set("window", int64(p.Window))
+	set("len", int64(p.Len))
+	set("bandwidth", p.Bandwidth)
+	set("omit", int64(p.Omit))
+	set("parallel", int64(p.Parallel))
+	if p.ZeroCopy {
+		f.Labels["zerocopy"] = "1"
+	}
+	if p.Congestion != "" {
+		f.Labels["congestion"] = p.Congestion
+	}
+	if p.ClientVersion != "" {
+		f.Labels["client_version"] = p.ClientVersion
+	}
+	if p.Title != "" {
+		f.Labels["title"] = p.Title
+	}
+}
+
+// describe is the record's File: the test as an iperf3 command line would
+// say it, from the board's side.
+func (m *measure) describe(dir string) string {
+	p := m.t.p
+	var b strings.Builder
+	b.WriteString("iperf3")
+	if p.UDP {
+		fmt.Fprintf(&b, " -u -b %d", p.Bandwidth)
+	}
+	if p.Parallel > 1 {
+		fmt.Fprintf(&b, " -P %d", p.Parallel)
+	}
+	switch {
+	case p.Bidir:
+		b.WriteString(" --bidir")
+	case p.Reverse:
+		b.WriteString(" -R")
+	}
+	if p.Window > 0 {
+		fmt.Fprintf(&b, " -w %d", p.Window)
+	}
+	if p.Len > 0 {
+		fmt.Fprintf(&b, " -l %d", p.Len)
+	}
+	if p.Bytes > 0 {
+		fmt.Fprintf(&b, " -n %d", p.Bytes)
+	} else if p.Time > 0 {
+		fmt.Fprintf(&b, " -t %d", p.Time)
+	}
+	b.WriteString(" (" + dir + ")")
+	return b.String()
+}

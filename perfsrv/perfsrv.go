@@ -1,0 +1,186 @@
+// Package perfsrv lets boards measure with their own tools: an
+// iperf3-compatible server (control protocol, TCP and UDP tests, -R,
+// --bidir, -P, -b, -l, -w, -t, -n, -O, --get-server-output) and an
+// iperf 2 server (`iperf -s`: TCP and UDP with its server report). Unlike
+// iperf3's own server, tests run side by side, bounded per client and in
+// total. Every test ends as events (one event.Fetch per direction, summed
+// over streams, with per-second intervals) that record/ stores like any
+// fetch: Source "iperf3" or "iperf2", Direction as seen from the board.
+//
+// Like the boot protocols, this package knows nothing of storage: it speaks
+// through event.Sink.
+package perfsrv
+
+import (
+	"log/slog"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/hosts"
+)
+
+// Sources stamped on the events.
+const (
+	SourceIperf3 = "iperf3"
+	SourceIperf2 = "iperf2"
+)
+
+// Limits bound what clients may ask for. Zero fields take the defaults.
+type Limits struct {
+	// MaxTests running at once over all clients (default 16).
+	MaxTests int
+	// MaxPerClient tests running at once from one client address (default 4).
+	MaxPerClient int
+	// MaxDuration of one test, omitted seconds included (default 60 s). A
+	// test ended by bytes (-n) is cut off after it.
+	MaxDuration time.Duration
+	// MaxRate is the largest total rate one test may ask for with -b,
+	// bits/s over all its streams and directions (default 10 Gbit/s).
+	MaxRate int64
+	// MaxStreams per test (-P, default 16; doubled for --bidir).
+	MaxStreams int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxTests <= 0 {
+		l.MaxTests = 16
+	}
+	if l.MaxPerClient <= 0 {
+		l.MaxPerClient = 4
+	}
+	if l.MaxDuration <= 0 {
+		l.MaxDuration = 60 * time.Second
+	}
+	if l.MaxRate <= 0 {
+		l.MaxRate = 10e9
+	}
+	if l.MaxStreams <= 0 {
+		l.MaxStreams = 16
+	}
+	return l
+}
+
+// Clients names a board by its address (hosts.Table: DHCP leases and host
+// entries with a fixed address). Only logs use it; the record sink looks
+// the address up again.
+type Clients interface {
+	ByAddr(netip.Addr) (hosts.Client, bool)
+}
+
+// Config shapes a server.
+type Config struct {
+	// Addr to listen on, HOST:PORT (TCP and UDP on the same port).
+	Addr   string
+	Limits Limits
+	// Interval between interval samples (default 1 s, as iperf3 -i 1).
+	Interval time.Duration
+	// SetupTimeout bounds each wait before and after the measured part:
+	// the cookie, parameters, streams, results (default 10 s).
+	SetupTimeout time.Duration
+	Sink         event.Sink // nil: events are dropped
+	Clients      Clients    // nil: logs name clients by address only
+	Log          *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	c.Limits = c.Limits.withDefaults()
+	if c.Interval <= 0 {
+		c.Interval = time.Second
+	}
+	if c.SetupTimeout <= 0 {
+		c.SetupTimeout = 10 * time.Second
+	}
+	if c.Sink == nil {
+		c.Sink = event.Discard{}
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// clientAttrs are the log attributes naming a client.
+func clientAttrs(c Clients, a netip.Addr) []any {
+	attrs := []any{"client", a.String()}
+	if c == nil {
+		return attrs
+	}
+	if cl, ok := c.ByAddr(a); ok {
+		if cl.MAC != nil {
+			attrs = append(attrs, "client_mac", cl.MAC.String())
+		}
+		if cl.Host != nil && cl.Host.Name != "" {
+			attrs = append(attrs, "host", cl.Host.Name)
+		}
+	}
+	return attrs
+}
+
+// ifaceOf names the local interface holding addr, so a record carries the
+// MTU and link of the interface the test really ran over.
+func ifaceOf(addr netip.Addr) string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	addr = addr.Unmap()
+	for _, ifc := range ifs {
+		as, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range as {
+			if n, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == addr {
+					return ifc.Name
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func addrPort(a net.Addr) netip.AddrPort {
+	switch v := a.(type) {
+	case *net.TCPAddr:
+		return v.AddrPort()
+	case *net.UDPAddr:
+		return v.AddrPort()
+	}
+	ap, _ := netip.ParseAddrPort(a.String())
+	return ap
+}
+
+// sample is one interval of one direction, summed over its streams.
+type sample struct {
+	at          time.Duration // end, from the measured start
+	bytes       int64         // cumulative
+	retransmits uint32        // cumulative (sending side only)
+	cwnd        uint32        // bytes, at the end
+	rtt         time.Duration
+	sndWnd      uint32
+}
+
+// intervals turns cumulative samples into event intervals, from base
+// (the sample at the measured start). A last interval shorter than a tenth
+// of the period is folded into the one before, as iperf3 drops such a tail
+// (iperf_print_intermediate), so the counts match the client's lines.
+func intervals(base sample, ss []sample, period time.Duration) []event.Interval {
+	var out []event.Interval
+	prev := base
+	for _, s := range ss {
+		iv := event.Interval{Start: prev.at, End: s.at, Bytes: s.bytes - prev.bytes,
+			Retransmits: s.retransmits - prev.retransmits, Cwnd: s.cwnd, SndWnd: s.sndWnd, RTT: s.rtt}
+		if iv.End-iv.Start < period/10 && len(out) > 0 {
+			last := &out[len(out)-1]
+			last.End, last.Bytes, last.Retransmits = iv.End, last.Bytes+iv.Bytes, last.Retransmits+iv.Retransmits
+			last.Cwnd, last.SndWnd, last.RTT = iv.Cwnd, iv.SndWnd, iv.RTT
+		} else if iv.End > iv.Start {
+			out = append(out, iv)
+		}
+		prev = s
+	}
+	return out
+}
