@@ -341,7 +341,7 @@ func (t *transfer) sendFile(w *window) error {
 			// proof round a higher one ends the transfer below.
 			top = last
 			if adaptive {
-				cc.sent(int(end - base + 1))
+				cc.sent(int(end-base+1), end == w.last && end-base+1 < int64(cc.window()))
 			}
 			if sends == 0 {
 				firstEnd, undo = end, 0
@@ -422,6 +422,9 @@ func (t *transfer) sendFile(w *window) error {
 				attempt++
 			}
 			cc.timedOut()
+			// After a timeout an ACK of base-1 says where the client
+			// is, whatever was in flight before.
+			repeatOK = size > 1
 			switch {
 			case adaptive && !gated && !probe:
 				// Probe the tail first (adapt.go); the next timeout
@@ -488,7 +491,16 @@ func (t *transfer) sendFile(w *window) error {
 			if acked == w.last {
 				return nil
 			}
-			base, attempt, repeatOK = acked+1, 0, size > 1
+			// A round sent more than once (resent, or probed) put
+			// blocks the client may already have in flight, and atftp
+			// answers each duplicate with an ACK of where it is: the
+			// block before the next round. Taken as a repeat, each
+			// would resend that whole round, whose duplicates draw
+			// more such ACKs: a loop that resent most of a clean
+			// transfer once a single spurious timeout started it. So
+			// after such a round a repeat is not answered until the
+			// timer fires (a timeout re-arms it).
+			base, attempt, repeatOK = acked+1, 0, size > 1 && sends <= 1
 			sends, signalled, probe, pick = 0, false, false, true
 		}
 	}
