@@ -435,7 +435,7 @@ func (t *transfer) sendFile(w *window) error {
 				// is a loss signal of its own, as in TCP.
 				probe = false
 				if adaptive {
-					cc.lost()
+					cc.lost(true)
 				}
 				signalled, needGap = true, true
 			}
@@ -448,7 +448,7 @@ func (t *transfer) sendFile(w *window) error {
 			}
 			if !signalled {
 				undo = cc.cwnd
-				cc.lost()
+				cc.lost(false)
 				signalled = true
 			}
 			needGap = true
@@ -475,11 +475,17 @@ func (t *transfer) sendFile(w *window) error {
 				cc.acked()
 				needGap = false
 			case signalled:
+			case acked >= want && sends > 1:
+				// The client had the round but said nothing until
+				// probed: its tail (the gap block) was lost.
+				cc.lost(true)
 			case acked >= want:
 				cc.acked()
 				needGap = false
 			default:
-				cc.lost()
+				// Short of the round: after a timeout (the probe
+				// found where the client is) the tail was lost.
+				cc.lost(sends > 1)
 				needGap = true
 			}
 			cc.progress()

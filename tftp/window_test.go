@@ -326,12 +326,13 @@ func TestWindowedFetch(t *testing.T) {
 // TestEarlyACKResendsAtOnce: an ACK inside the window (the client lost the
 // block after it) makes the server start the next round there at once; so
 // does the ACK before the window sent again (the round's first block was
-// lost), once. Each loss shrinks the effective window (to 0.7 of it), and a
-// round shorter than the window ends in a gap (the block after next) so the
-// client acknowledges it at once; a round acknowledged in full grows the
-// window by one, and a repeat that turns out to be a duplicate (the client
-// then ACKs all the round) undoes its shrink. The server's timer is far longer than the client waits, so
-// resends can only come from ACKs, and no timeout is counted.
+// lost), once. Such a loss keeps the effective window (only a lost tail
+// shrinks it, adapt.go), but the next rounds end in a gap (the block after
+// next) until one is acknowledged in full, since the client's count may be
+// out of step; a repeat that turns out to be a duplicate (the client then
+// ACKs all the round) is not counted. The server's timer is far longer
+// than the client waits, so resends can only come from ACKs, and no
+// timeout is counted.
 func TestEarlyACKResendsAtOnce(t *testing.T) {
 	ts := startServer(t, Config{Timeout: 30 * time.Second, minRTO: 30 * time.Second})
 	want := ts.file(t, "f", 512*20+100) // blocks 1..21
@@ -355,25 +356,24 @@ func TestEarlyACKResendsAtOnce(t *testing.T) {
 	}
 	var seq []uint16
 	seq = append(seq, recvBlocks(8)...) // 1..8, the full window
-	c.send(from, ack(3))                // "block 4 was lost": window 8 -> 5.6
-	seq = append(seq, recvBlocks(6)...) // 4..8 and the gap block 10, at once
+	c.send(from, ack(3))                // "block 4 was lost": window kept
+	seq = append(seq, recvBlocks(7)...) // 4..9 and the gap block 11, at once
 	c.send(from, ack(2))                // stale: before the window
-	c.send(from, ack(3))                // a late copy of the early ACK: answered once (5.6 -> 3.9)...
-	seq = append(seq, recvBlocks(4)...) // 4..6, gap 8
+	c.send(from, ack(3))                // a late copy of the early ACK: answered once...
+	seq = append(seq, recvBlocks(7)...) // 4..9, gap 11
 	c.send(from, ack(3))                // ...and no more
 	if !c.quiet(200 * time.Millisecond) {
 		t.Fatal("server answered a stale ACK or the same repeated ACK twice")
 	}
-	// The client had 8 from the round before: the repeat was a duplicate,
-	// not a loss, so the shrink is undone (3.9 -> 5.6) and the full ACK
-	// grows the window (6.6).
-	c.send(from, ack(8))
-	seq = append(seq, recvBlocks(7)...) // 9..14, gap 16
-	c.send(from, ack(14))               // in full: 7.6
-	seq = append(seq, recvBlocks(7)...) // 15..21 (short): no block after next, no gap
+	// The client had all of the round's first send: the repeat was a
+	// duplicate, not a loss, and a round in full ends the gap rounds.
+	c.send(from, ack(9))
+	seq = append(seq, recvBlocks(8)...) // 10..17, full, no gap
+	c.send(from, ack(17))
+	seq = append(seq, recvBlocks(4)...) // 18..21 (short)
 	c.send(from, ack(21))
-	wantSeq := []uint16{1, 2, 3, 4, 5, 6, 7, 8, 4, 5, 6, 7, 8, 10, 4, 5, 6, 8,
-		9, 10, 11, 12, 13, 14, 16, 15, 16, 17, 18, 19, 20, 21}
+	wantSeq := []uint16{1, 2, 3, 4, 5, 6, 7, 8, 4, 5, 6, 7, 8, 9, 11, 4, 5, 6, 7, 8, 9, 11,
+		10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21}
 	if diff := cmp.Diff(wantSeq, seq); diff != "" {
 		t.Errorf("DATA blocks in order sent (-want +got):\n%s", diff)
 	}
@@ -382,8 +382,8 @@ func TestEarlyACKResendsAtOnce(t *testing.T) {
 	}
 	ev := ts.fetches(t, 1)[0]
 	wantInfo := &event.TFTPInfo{BlockSize: 512, WindowSize: 8, Timeout: 30 * time.Second,
-		Datagrams: 32, Retransmits: 11, Timeouts: 0,
-		WindowMin: 3, WindowMedian: 6, WindowMax: 8, LossEvents: 1}
+		Datagrams: 34, Retransmits: 13, Timeouts: 0,
+		WindowMin: 6, WindowMedian: 6, WindowMax: 8, LossEvents: 1}
 	if diff := cmp.Diff(wantInfo, ev.TFTP, cmpopts.IgnoreFields(event.TFTPInfo{}, "RTT")); diff != "" {
 		t.Errorf("TFTP info (-want +got):\n%s", diff)
 	}
