@@ -5,6 +5,7 @@
 package event
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -96,6 +97,16 @@ type TFTPInfo struct {
 	Datagrams   int64 // DATA packets sent, resends included
 	Retransmits int64 // DATA packets sent again
 	Timeouts    int64
+	// The effective window of a windowed transfer: the least, median and
+	// largest number of new blocks the server put in one round (it adapts
+	// under WindowSize, the ceiling; 0s for lock-step).
+	WindowMin, WindowMedian, WindowMax int
+	// LossEvents counts rounds the client answered short (an early or a
+	// repeated ACK) or not at all, each shrinking the effective window.
+	LossEvents int64
+	// RTT is the smoothed time from a round's last block to its ACK, which
+	// the retransmit timer follows (0 when never measured).
+	RTT time.Duration
 }
 
 // TCPInfo is read from the kernel (TCP_INFO) at the end of an HTTP fetch.
@@ -179,6 +190,10 @@ func (l Log) Fetch(f *Fetch) {
 	}
 	if t := f.TFTP; t != nil {
 		attrs = append(attrs, "blksize", t.BlockSize, "windowsize", t.WindowSize, "retransmits", t.Retransmits, "timeouts", t.Timeouts)
+		if t.WindowMax > 0 {
+			attrs = append(attrs, "eff_window", fmt.Sprintf("%d/%d/%d", t.WindowMin, t.WindowMedian, t.WindowMax),
+				"losses", t.LossEvents, "tftp_rtt", t.RTT)
+		}
 	}
 	if t := f.TCP; t != nil {
 		attrs = append(attrs, "rtt", t.RTT, "retrans", t.Retransmits, "max_wnd", t.MaxSndWnd)

@@ -70,6 +70,8 @@ func FromFetch(f *event.Fetch, c Conditions) (Record, []Interval) {
 	if t := f.TFTP; t != nil {
 		r.BlkSize, r.WindowSize, r.TSize = t.BlockSize, t.WindowSize, t.TSize
 		r.Datagrams, r.Retransmits, r.Timeouts = t.Datagrams, t.Retransmits, t.Timeouts
+		r.EffWndMin, r.EffWndMedian, r.EffWndMax, r.LossEvents = t.WindowMin, t.WindowMedian, t.WindowMax, t.LossEvents
+		r.RTT = t.RTT
 		if f.Outcome == event.OutcomeOK {
 			// Every distinct block of a completed transfer was acknowledged.
 			r.Acked = t.Datagrams - t.Retransmits

@@ -71,6 +71,13 @@ type Record struct {
 	Datagrams  int64 `json:"datagrams,omitempty"`
 	Acked      int64 `json:"acked,omitempty"`
 	Timeouts   int64 `json:"timeouts,omitempty"`
+	// The adaptive sender's effective window (blocks per round: least,
+	// median, largest) and its loss events; RTT above holds its smoothed
+	// round trip.
+	EffWndMin    int   `json:"eff_wnd_min,omitempty"`
+	EffWndMedian int   `json:"eff_wnd_median,omitempty"`
+	EffWndMax    int   `json:"eff_wnd_max,omitempty"`
+	LossEvents   int64 `json:"loss_events,omitempty"`
 
 	// Server side, read when the record is written, from the interface
 	// holding the fetch's local address (cached per interface).

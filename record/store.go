@@ -22,7 +22,7 @@ import (
 const FileName = "pxeperf.db"
 
 // SchemaVersion is the schema this pxeperf writes (PRAGMA user_version).
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // ErrNewerSchema means the file was written by a newer pxeperf.
 var ErrNewerSchema = errors.New("record store schema is newer than this pxeperf")
@@ -83,6 +83,11 @@ CREATE INDEX records_server ON records(server, site);
 ALTER TABLE leases ADD COLUMN server TEXT NOT NULL DEFAULT '';
 ALTER TABLE leases ADD COLUMN site TEXT NOT NULL DEFAULT '';
 `},
+	{"records: TFTP effective window, loss events", `
+ALTER TABLE records ADD COLUMN eff_wnd_min INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN eff_wnd_median INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN eff_wnd_max INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN loss_events INTEGER NOT NULL DEFAULT 0;`},
 }
 
 // Store is the record database: one SQLite file in WAL mode, or a
@@ -360,7 +365,7 @@ func prepare(ctx context.Context, tx *sql.Tx) (*stmts, error) {
 		sql string
 	}{
 		{&st.record, `INSERT OR IGNORE INTO records (` + recordInsertColumns + `)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`},
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`},
 		{&st.uid, `SELECT id FROM records WHERE uid = ?`},
 		{&st.label, `INSERT INTO labels(record_id, key, value) VALUES (?,?,?)`},
 		{&st.interval, `INSERT INTO intervals(record_id, seq, start_us, end_us, bytes,
@@ -439,6 +444,7 @@ func recordArgs(e *entry) ([]any, error) {
 		int64(r.BlkSize), int64(r.WindowSize), b2i(r.TSize), r.Datagrams, r.Acked, r.Timeouts, r.Iface,
 		int64(r.MTU), int64(r.LinkMbps), r.RateLimit, string(r.RxCsum), string(r.TxCsum), string(r.TSO),
 		string(r.GSO), string(r.GRO), r.Kernel, r.Kind, r.Server, r.Site,
+		int64(r.EffWndMin), int64(r.EffWndMedian), int64(r.EffWndMax), r.LossEvents,
 	}, nil
 }
 
@@ -447,7 +453,7 @@ const recordInsertColumns = `uid, time_ns, source, proto, direction, client_mac,
 	duration_us, mbps, outcome, err, labels, wnd_max, wnd_median, wnd_requested, rtt_us, min_rtt_us,
 	retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize,
 	tsize, datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso,
-	gso, gro, kernel, kind, server, site`
+	gso, gro, kernel, kind, server, site, eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events`
 
 func b2i(b bool) int64 {
 	if b {
@@ -460,7 +466,7 @@ const recordColumns = `id, time_ns, source, proto, direction, client_mac, client
 	size, duration_us, mbps, outcome, err, labels, wnd_max, wnd_median, wnd_requested, rtt_us, min_rtt_us,
 	retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize, tsize,
 	datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso, gso, gro, kernel, kind,
-	server, site`
+	server, site, eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events`
 
 type scanner interface{ Scan(...any) error }
 
@@ -474,7 +480,8 @@ func scanRecord(sc scanner, first ...any) (Record, error) {
 		&r.Arch, &r.File, &r.Bytes, &r.Size, &dur, &r.Mbps, &r.Outcome, &r.Err, &labels, &r.WndMax,
 		&r.WndMedian, &r.WndRequested, &rtt, &minRTT, &r.Retransmits, &rate, &rwnd, &sndbuf, &r.MSS,
 		&r.PMTU, &r.BlkSize, &r.WindowSize, &r.TSize, &r.Datagrams, &r.Acked, &r.Timeouts, &r.Iface,
-		&r.MTU, &r.LinkMbps, &r.RateLimit, &rx, &tx, &tso, &gso, &gro, &r.Kernel, &r.Kind, &r.Server, &r.Site)...)
+		&r.MTU, &r.LinkMbps, &r.RateLimit, &rx, &tx, &tso, &gso, &gro, &r.Kernel, &r.Kind, &r.Server, &r.Site,
+		&r.EffWndMin, &r.EffWndMedian, &r.EffWndMax, &r.LossEvents)...)
 	if err != nil {
 		return r, err
 	}

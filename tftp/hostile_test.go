@@ -299,10 +299,17 @@ func TestSinglePortProofThenWindows(t *testing.T) {
 			if string(got) != string(want) || oack["windowsize"] != "64" {
 				t.Fatalf("got %d bytes, OACK %v", len(got), oack)
 			}
-			// ~1430 blocks: whole windows after the proof means few ACKs.
+			// ~1430 blocks: whole windows after the proof means few ACKs
+			// on a clean link. Under loss (2%, every 50th block) the
+			// effective window adapts (adapt.go) to about a dozen blocks,
+			// still far from lock-step.
 			t.Logf("%d ACKs (%d early), %d timeouts", c.acks, c.earlyACKs, c.timeouts)
-			if c.acks > 120 {
-				t.Errorf("%d ACKs for %d blocks: windows did not open after the proof", c.acks, len(got)/1468)
+			limit := 120
+			if data != nil {
+				limit = len(got) / 1468 / 6
+			}
+			if c.acks > limit {
+				t.Errorf("%d ACKs for %d blocks (want at most %d): windows did not open after the proof", c.acks, len(got)/1468, limit)
 			}
 		})
 	}

@@ -110,6 +110,10 @@ type Config struct {
 	// there. nil: fn runs as it is.
 	OpenIn func(fn func() error) error
 
+	// minRTO overrides the adaptive retransmit timer's floor (tests that
+	// must see no timeout on a slow machine). 0: defaultMinRTO.
+	minRTO time.Duration
+
 	Files  Files        // required
 	Hosts  *hosts.Table // MAC, host name and labels for events; may be nil
 	Sink   event.Sink   // default event.Discard
@@ -540,7 +544,7 @@ func (s *Server) handle(base, ctx context.Context, req request, raw []byte, peer
 		s.log.Warn("opening a TFTP transfer socket", "client", peer, "file", req.file, "err", err)
 		return
 	}
-	t := &transfer{link: l, timeout: neg.timeout, retries: s.cfg.Retries, info: f.TFTP, req: raw}
+	t := &transfer{link: l, timeout: neg.timeout, minRTO: s.cfg.minRTO, retries: s.cfg.Retries, info: f.TFTP, req: raw}
 	t.live = s.cfg.Active.Begin(f)
 	defer t.live.End()
 	if s.budget != nil && neg.windowSize > 2 {

@@ -131,6 +131,7 @@ func outcomeOf(err error) string {
 type transfer struct {
 	link    link
 	timeout time.Duration
+	minRTO  time.Duration // the adaptive timer's floor; 0: defaultMinRTO
 	retries int
 	info    *event.TFTPInfo // counters are written here
 	req     []byte          // the request this transfer answers
@@ -232,50 +233,119 @@ func (w *window) packet(seq int64) ([]byte, error) {
 // position only: duplicates cost one window at most and cannot multiply.
 func (t *transfer) sendFile(w *window) error {
 	size := int64(len(w.pkts))
+	// Lock-step (RFC 1350) keeps the negotiated timeout: old PXE ROMs that
+	// ask for no window are slow and uneven, and each ACK there releases one
+	// block anyway. Windowed transfers adapt (adapt.go).
+	adaptive := size > 1
+	cc := newCongestion(int(size), t.timeout, t.minRTO)
+	defer func() {
+		t.info.WindowMin, t.info.WindowMedian, t.info.WindowMax = cc.stats()
+		t.info.LossEvents, t.info.RTT = cc.losses, cc.srtt
+	}()
 	base := int64(1) // oldest block not acknowledged
-	var sentMax int64
+	var (
+		sentMax int64                  // every block up to it was sent at least once
+		gaps    = map[int64]struct{}{} // gap blocks sent above sentMax
+		// The round: blocks base..end in order, then maybe a gap block;
+		// top is the highest block an ACK may name, want the ACK that
+		// completes it.
+		end, top, want, last int64  // last: the highest block sent in the round
+		sends                int    // sends of the round (the first, resends, probes)
+		signalled            bool   // the round's loss was signalled to cc
+		needGap              bool   // the client's ACK counter may be out of step: end rounds in a gap
+		probe                bool   // the next send is a tail-loss probe
+		pick                 = true // gated: draw the round's size
+		sentAt               time.Time
+		// A repeated ACK shrank the window: undo, to the cwnd saved, if
+		// an ACK then covers the round's first send up to firstEnd (the
+		// client had it all: the repeat was a duplicate, not a loss).
+		undo     float64
+		firstEnd int64
+	)
 	repeatOK := size > 1 // a repeated ACK of base-1 may be answered
 	batch := make([][]byte, 0, size)
+	seqs := make([]int64, 0, size)
+	readErr := func(err error) error {
+		_ = t.link.send(appendError(nil, errNotDefined, "server read error"))
+		return fmt.Errorf("reading the file: %w", err)
+	}
 	for attempt := 0; ; {
-		batch = batch[:0]
-		end := base + size - 1
+		batch, seqs = batch[:0], seqs[:0]
 		gated := t.proof != nil && !t.proof.proven
-		if gated {
-			if attempt == 0 {
-				t.proof.pick()
+		if probe {
+			// The block after next beyond all sent in order, where the
+			// window allows: every client sees a gap there, whatever it
+			// has. Else the next block, the last of the window: in order
+			// for a client that has all sent (it completes its count) and
+			// a gap for any other. Else the highest sent: the same for a
+			// full window. At the end, the last block: always
+			// acknowledged.
+			seq := min(sentMax+2, base+size-1)
+			if seq < sentMax {
+				seq = sentMax
 			}
-			end = base + t.proof.c - 1
-		}
-		for seq := base; seq <= end; seq++ {
 			p, err := w.packet(seq)
 			if err != nil {
-				_ = t.link.send(appendError(nil, errNotDefined, "server read error"))
-				return fmt.Errorf("reading the file: %w", err)
+				return readErr(err)
 			}
-			batch = append(batch, p)
-			if seq == w.last {
-				end = seq
+			if w.last != 0 && seq > w.last {
+				seq = w.last
+				p = w.pkts[seq%size]
 			}
-		}
-		hi := end // the highest block an ACK may name
-		if gated && end != w.last {
-			// The round ends in a gap: block end+2, so the client
-			// acknowledges end at once (proof.go). c <= window-2 keeps it
-			// in the window.
-			p, err := w.packet(end + 2)
-			if err != nil {
-				_ = t.link.send(appendError(nil, errNotDefined, "server read error"))
-				return fmt.Errorf("reading the file: %w", err)
+			batch, seqs = append(batch, p), append(seqs, seq)
+		} else {
+			n, gap := size, false
+			switch {
+			case gated:
+				if pick {
+					t.proof.pick()
+					pick = false
+				}
+				n, gap = t.proof.c, true
+			case adaptive:
+				n = int64(cc.window())
+				if size >= 3 && (n < size || needGap) {
+					n, gap = min(n, size-2), true
+				}
 			}
-			if w.last == end+1 {
-				// No block after next: send the last one, no gap needed.
-				end++
-				hi = end
-				p = w.pkts[end%size]
-			} else {
-				hi = end + 2
+			end = base + n - 1
+			for seq := base; seq <= end; seq++ {
+				p, err := w.packet(seq)
+				if err != nil {
+					return readErr(err)
+				}
+				batch, seqs = append(batch, p), append(seqs, seq)
+				if seq == w.last {
+					end = seq
+				}
 			}
-			batch = append(batch, p)
+			last, top, want = end, end, end
+			if gap && end != w.last {
+				// The round ends in a gap: block end+2, so the client
+				// acknowledges end at once (adapt.go, proof.go).
+				p, err := w.packet(end + 2)
+				if err != nil {
+					return readErr(err)
+				}
+				if w.last == end+1 {
+					// No block after next: send the last one, no gap needed.
+					end++
+					last, top, want = end, end, end
+					p = w.pkts[end%size]
+				} else {
+					last = end + 2
+				}
+				batch, seqs = append(batch, p), append(seqs, last)
+			}
+			// Only an ACK of a block sent in order is honest: in a
+			// proof round a higher one ends the transfer below.
+			top = last
+			if adaptive {
+				cc.sent(int(end-base+1), end == w.last && end-base+1 < int64(cc.window()))
+			}
+			if sends == 0 {
+				firstEnd, undo = end, 0
+			}
 		}
 		if gated {
 			var n int64
@@ -286,6 +356,10 @@ func (t *transfer) sendFile(w *window) error {
 				return errBudget
 			}
 		}
+		rto := t.timeout
+		if adaptive {
+			rto = cc.rto()
+		}
 		var (
 			acked int64
 			why   ackKind
@@ -294,35 +368,90 @@ func (t *transfer) sendFile(w *window) error {
 			// An ICMP error from an earlier send: the client may have
 			// left after acknowledging the last block, and its ACK may be
 			// waiting behind the error.
-			if acked, why, err = t.awaitAck(base, sentMax, false, true); err != nil {
+			if acked, why, err = t.awaitAck(base, sentMax, false, true, rto); err != nil {
 				return err
 			}
 		} else if err != nil {
-			return fmt.Errorf("sending blocks %d-%d: %w", uint16(base), uint16(end), err)
+			return fmt.Errorf("sending blocks %d-%d: %w", uint16(base), uint16(last), err)
 		} else {
+			sentAt = time.Now()
+			sends++
 			t.info.Datagrams += int64(len(batch))
-			if sentMax >= base {
-				t.info.Retransmits += min(sentMax, end) - base + 1
+			for _, seq := range seqs {
+				_, again := gaps[seq]
+				if seq <= sentMax || again {
+					t.info.Retransmits++
+				} else if seq > end {
+					gaps[seq] = struct{}{}
+				}
 			}
-			sentMax = max(sentMax, end)
-			if acked, why, err = t.awaitAck(base, hi, repeatOK, false); err != nil {
+			if !probe && end > sentMax {
+				sentMax = end
+				for seq := range gaps {
+					if seq <= sentMax {
+						delete(gaps, seq)
+					}
+				}
+			}
+			// Gap blocks and probes can fill the blocks after sentMax:
+			// a client may then have them all, in order.
+			for {
+				if _, ok := gaps[sentMax+1]; !ok {
+					break
+				}
+				delete(gaps, sentMax+1)
+				sentMax++
+			}
+			if !gated {
+				// The client may ACK any block it could have in
+				// order, from this send or an earlier one.
+				top = max(end, sentMax)
+			}
+			if acked, why, err = t.awaitAck(base, top, repeatOK, false, rto); err != nil {
 				return err
 			}
 		}
 		switch why {
 		case ackTimeout:
 			t.info.Timeouts++
-			if attempt >= t.maxRetries() {
-				return fmt.Errorf("blocks %d-%d: %w after %d sends %s apart",
-					uint16(base), uint16(end), errNoAck, attempt+1, t.timeout)
+			if !adaptive || cc.atCeiling() {
+				if attempt >= t.maxRetries() {
+					return fmt.Errorf("blocks %d-%d: %w after %d sends %s apart",
+						uint16(base), uint16(end), errNoAck, attempt+1, t.timeout)
+				}
+				attempt++
 			}
-			attempt++
+			cc.timedOut()
+			// After a timeout an ACK of base-1 says where the client
+			// is, whatever was in flight before.
+			repeatOK = size > 1
+			switch {
+			case adaptive && !gated && !probe:
+				// Probe the tail first (adapt.go); the next timeout
+				// goes back to base.
+				probe = true
+			default:
+				// The round (or its probe) was lost: each such timeout
+				// is a loss signal of its own, as in TCP.
+				probe = false
+				if adaptive {
+					cc.lost(true)
+				}
+				signalled, needGap = true, true
+			}
 		case ackRepeat:
 			t.heard = true
-			repeatOK = false
+			repeatOK, probe = false, false
 			if gated {
 				t.proof.miss()
+				pick = true // a new round, a new size
 			}
+			if !signalled {
+				undo = cc.cwnd
+				cc.lost(false)
+				signalled = true
+			}
+			needGap = true
 		case ackProgress:
 			t.heard = true
 			if gated {
@@ -335,6 +464,31 @@ func (t *transfer) sendFile(w *window) error {
 					t.proof.miss()
 				}
 			}
+			if adaptive && sends == 1 && !probe {
+				// Karn: only a round sent once times the path.
+				cc.sample(time.Since(sentAt))
+			}
+			switch {
+			case undo > 0 && acked >= firstEnd:
+				// The repeat was a duplicated ACK (Eifel-style undo).
+				cc.cwnd, cc.losses = undo, cc.losses-1
+				cc.acked()
+				needGap = false
+			case signalled:
+			case acked >= want && sends > 1:
+				// The client had the round but said nothing until
+				// probed: its tail (the gap block) was lost.
+				cc.lost(true)
+			case acked >= want:
+				cc.acked()
+				needGap = false
+			default:
+				// Short of the round: after a timeout (the probe
+				// found where the client is) the tail was lost.
+				cc.lost(sends > 1)
+				needGap = true
+			}
+			cc.progress()
 			was := t.acked
 			for seq := base; seq <= acked; seq++ {
 				t.acked += int64(len(w.pkts[seq%size]) - 4)
@@ -343,7 +497,17 @@ func (t *transfer) sendFile(w *window) error {
 			if acked == w.last {
 				return nil
 			}
-			base, attempt, repeatOK = acked+1, 0, size > 1
+			// A round sent more than once (resent, or probed) put
+			// blocks the client may already have in flight, and atftp
+			// answers each duplicate with an ACK of where it is: the
+			// block before the next round. Taken as a repeat, each
+			// would resend that whole round, whose duplicates draw
+			// more such ACKs: a loop that resent most of a clean
+			// transfer once a single spurious timeout started it. So
+			// after such a round a repeat is not answered until the
+			// timer fires (a timeout re-arms it).
+			base, attempt, repeatOK = acked+1, 0, size > 1 && sends <= 1
+			sends, signalled, probe, pick = 0, false, false, true
 		}
 	}
 }
@@ -361,7 +525,7 @@ const (
 // deadline already past would not even read a queued datagram).
 const drainWait = 20 * time.Millisecond
 
-// awaitAck waits up to the timeout for an ACK of a block in base..end and
+// awaitAck waits up to timeout for an ACK of a block in base..end and
 // returns its seq (ackProgress), or an ACK of base-1 when repeat is set
 // (ackRepeat), or a timeout. Other ACKs are skipped.
 //
@@ -369,8 +533,8 @@ const drainWait = 20 * time.Millisecond
 // already queued, so the client's last ACK can be waiting behind it: after
 // one (or with refused set), awaitAck only reads what is queued (for
 // drainWait) and then returns errClientGone.
-func (t *transfer) awaitAck(base, end int64, repeat, refused bool) (int64, ackKind, error) {
-	deadline := time.Now().Add(t.timeout)
+func (t *transfer) awaitAck(base, end int64, repeat, refused bool, timeout time.Duration) (int64, ackKind, error) {
+	deadline := time.Now().Add(timeout)
 	if refused {
 		deadline = time.Now().Add(drainWait)
 	}
