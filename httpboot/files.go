@@ -80,6 +80,12 @@ func (s *Server) serveFile(w *countingWriter, r *http.Request, rec *event.Fetch)
 		case errors.Is(err, fs.ErrNotExist):
 			rec.Outcome = event.OutcomeNotFound
 			http.Error(w, "404 not found", http.StatusNotFound)
+		case errors.Is(err, images.ErrCacheFull) || errors.Is(err, images.ErrLowSpace):
+			// The image exists but cannot be unpacked now; the store
+			// logged why (once per client a minute). Try again later.
+			rec.Outcome = event.OutcomeError
+			w.Header().Set("Retry-After", "30")
+			http.Error(w, "503 image cache full: retry later", http.StatusServiceUnavailable)
 		default:
 			rec.Outcome = event.OutcomeError
 			http.Error(w, "500 cannot open file", http.StatusInternalServerError)

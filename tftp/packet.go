@@ -25,6 +25,7 @@ const (
 	errNotDefined    = 0
 	errNotFound      = 1
 	errAccess        = 2
+	errDiskFull      = 3 // "Disk full or allocation exceeded": the image cache is full
 	errIllegalOp     = 4
 	errUnknownTID    = 5
 	errOptionRefused = 8

@@ -512,6 +512,11 @@ func (s *Server) handle(base, ctx context.Context, req request, raw []byte, peer
 	case errors.Is(err, fs.ErrNotExist):
 		refuse(event.OutcomeNotFound, errNotFound, "File not found", err)
 		return
+	case errors.Is(err, images.ErrCacheFull) || errors.Is(err, images.ErrLowSpace):
+		// The image exists but cannot be unpacked now (the store logged
+		// why): say so in RFC 1350's words, so the board retries later.
+		refuse(event.OutcomeError, errDiskFull, "Disk full or allocation exceeded: image cache full, retry later", err)
+		return
 	case err != nil:
 		refuse(event.OutcomeError, errNotDefined, "Cannot read the file", err)
 		return
