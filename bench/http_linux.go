@@ -117,19 +117,7 @@ func (r *httpDriver) goFetch(ctx context.Context, p Point) (fr fetchResult) {
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout(p))
 	defer cancel()
 	var local netip.AddrPort
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			if p.Window != WindowAuto {
-				if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, p.Window); serr != nil {
-					serr = fmt.Errorf("SO_RCVBUF %d: %w", p.Window, serr)
-					return
-				}
-			}
-			fr.rcvbuf, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
-		})
-		return errors.Join(err, serr)
-	}}
+	d := rcvbufDialer(p.Window, &fr.rcvbuf)
 	tr := &http.Transport{
 		DisableKeepAlives:  true,
 		DisableCompression: true,
@@ -227,19 +215,7 @@ func (r *httpDriver) fetch(ctx context.Context, p Point) (fr fetchResult) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout(p))
 	defer cancel()
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			if p.Window != WindowAuto {
-				if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, p.Window); serr != nil {
-					serr = fmt.Errorf("SO_RCVBUF %d: %w", p.Window, serr)
-					return
-				}
-			}
-			fr.rcvbuf, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
-		})
-		return errors.Join(err, serr)
-	}}
+	d := rcvbufDialer(p.Window, &fr.rcvbuf)
 	var c net.Conn
 	err := r.tb.Run(netlab.Client, func() error {
 		var err error
@@ -279,4 +255,23 @@ func (r *httpDriver) fetch(ctx context.Context, p Point) (fr fetchResult) {
 	}
 	r.sink.forget(local)
 	return fr
+}
+
+// rcvbufDialer sets SO_RCVBUF to window before connect (WindowAuto leaves
+// the kernel's autotuning alone) and reads back what the kernel made of it
+// into got (it doubles the value asked for).
+func rcvbufDialer(window int, got *int) net.Dialer {
+	return net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			if window != WindowAuto {
+				if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, window); serr != nil {
+					serr = fmt.Errorf("SO_RCVBUF %d: %w", window, serr)
+					return
+				}
+			}
+			*got, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+		})
+		return errors.Join(err, serr)
+	}}
 }

@@ -182,15 +182,17 @@ func (s *Source) parse(l Loader, key, file string, t configs.Template) (*templat
 	if !fromFile {
 		return ParseIn(l, key, file, t.Line, t.Text)
 	}
-	text, err := s.readRoot(name)
+	text, err := ReadTemplate(s.images, name)
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading the template @%s from the root: %w (put the file in the root, or write the template inline)", key, name, err)
 	}
 	return ParseIn(l, key+" (@"+name+")", "", 0, text)
 }
 
-func (s *Source) readRoot(name string) (string, error) {
-	f, _, err := s.images.Open(name)
+// ReadTemplate reads an "@file" template from the root (at most 1 MiB):
+// the loader templates here and the iPXE scripts in httpboot alike.
+func ReadTemplate(store *images.Store, name string) (string, error) {
+	f, _, err := store.Open(name)
 	if err != nil {
 		return "", err
 	}

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"text/template"
 
+	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
@@ -134,16 +134,11 @@ func readScript(store *images.Store, configFile string, h *configs.Host, global 
 		return src, scriptText{text: tmpl.Text, file: configFile, line: tmpl.Line}, nil
 	}
 	src += " (@" + name + ")"
-	f, _, err := store.Open(name)
+	text, err := bootcfg.ReadTemplate(store, name)
 	if err != nil {
 		return src, scriptText{}, fmt.Errorf("reading the template from the image root: %w (put %s in the root, or write the script inline)", err, name)
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
-	if err != nil {
-		return src, scriptText{}, fmt.Errorf("reading the template from the image root: %w", err)
-	}
-	return src, scriptText{text: string(b), file: name, line: 1}, nil
+	return src, scriptText{text: text, file: name, line: 1}, nil
 }
 
 // templateLine finds text/template's "NAME:LINE:" position in an error.

@@ -69,38 +69,9 @@ func (s *Iperf2) Addr() net.Addr { return s.ln.Addr() }
 
 // Serve runs until ctx ends, then returns nil.
 func (s *Iperf2) Serve(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() {
-		s.ln.Close()
-		s.udp.Close()
-	})
-	defer stop()
-	if ctx.Err() != nil {
-		s.ln.Close()
-		s.udp.Close()
-		return nil
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.readUDP(ctx)
-	}()
-	for {
-		c, err := s.ln.AcceptTCP()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.handleTCP(ctx, c)
-		}()
-	}
-	s.wg.Wait()
-	return nil
+	return serve(ctx, s.ln, s.udp, &s.wg, func() { s.readUDP(ctx) },
+		func(c *net.TCPConn, _ uint64) { s.handleTCP(ctx, c) },
+		func(err error) { s.cfg.Log.Warn("iperf2 accept", "err", err) })
 }
 
 // admit counts a test against the caps.

@@ -26,7 +26,6 @@ type Iperf3 struct {
 	udp    *net.UDPConn // unconnected: receives the UDP stream set-up datagrams
 	local  netip.AddrPort
 	refuse *refuse.Log
-	seq    atomic.Uint64 // accept order: iperf3 numbers streams in it
 
 	mu        sync.Mutex
 	byCookie  map[string]*test3
@@ -82,40 +81,9 @@ func (s *Iperf3) Running() int {
 // Serve accepts tests until ctx ends, then ends running tests (the
 // clients are told the server terminated) and returns nil.
 func (s *Iperf3) Serve(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() {
-		s.ln.Close()
-		s.udp.Close()
-	})
-	defer stop()
-	if ctx.Err() != nil {
-		s.ln.Close()
-		s.udp.Close()
-		return nil
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.readUDP()
-	}()
-	for {
-		c, err := s.ln.AcceptTCP()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				break
-			}
-			s.cfg.Log.Warn("iperf3 accept", "err", err)
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		seq := s.seq.Add(1)
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.handle(ctx, c, seq)
-		}()
-	}
-	s.wg.Wait()
-	return nil
+	return serve(ctx, s.ln, s.udp, &s.wg, s.readUDP,
+		func(c *net.TCPConn, seq uint64) { s.handle(ctx, c, seq) },
+		func(err error) { s.cfg.Log.Warn("iperf3 accept", "err", err) })
 }
 
 // handle reads the cookie of a new connection: a stream of a test being

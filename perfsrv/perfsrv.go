@@ -12,9 +12,12 @@
 package perfsrv
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/pxeperf/pxeperf/event"
@@ -183,4 +186,48 @@ func intervals(base sample, ss []sample, period time.Duration) []event.Interval 
 		prev = s
 	}
 	return out
+}
+
+// serve runs a server's two sockets until ctx ends: readUDP on the UDP
+// socket in a goroutine of its own, and each accepted TCP connection in one
+// of its own (handle, with its accept order from 1: iperf3 numbers streams
+// in it), all counted in wg; then it waits for them and returns nil. A
+// transient accept error is passed to onErr and retried.
+func serve(ctx context.Context, ln *net.TCPListener, udp *net.UDPConn, wg *sync.WaitGroup,
+	readUDP func(), handle func(c *net.TCPConn, seq uint64), onErr func(error)) error {
+	closeAll := func() {
+		ln.Close()
+		udp.Close()
+	}
+	stop := context.AfterFunc(ctx, closeAll)
+	defer stop()
+	if ctx.Err() != nil {
+		closeAll()
+		return nil
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		readUDP()
+	}()
+	var seq uint64
+	for {
+		c, err := ln.AcceptTCP()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				break
+			}
+			onErr(err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		seq++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			handle(c, seq)
+		}()
+	}
+	wg.Wait()
+	return nil
 }
