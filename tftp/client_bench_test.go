@@ -12,7 +12,7 @@ import (
 // the client's and server's CPU cost per byte together (MB/s), by blksize
 // and windowsize.
 //
-//	go test -run '^$' -bench tftp.Get ./bench/tftpclient
+//	go test -run '^$' -bench BenchmarkGet ./tftp
 func BenchmarkGet(b *testing.B) {
 	srv := startServer(b, tftp.Config{})
 	const size = 16 << 20
