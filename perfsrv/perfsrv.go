@@ -222,10 +222,11 @@ func serve(ctx context.Context, ln *net.TCPListener, udp *net.UDPConn, wg *sync.
 			continue
 		}
 		seq++
+		n := seq // the goroutine must see this connection's number, not a later one
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			handle(c, seq)
+			handle(c, n)
 		}()
 	}
 	wg.Wait()
