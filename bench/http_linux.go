@@ -71,7 +71,7 @@ func (r *httpDriver) point(ctx context.Context, p Point) (*record.Record, []reco
 	}
 
 	fr := r.fetch(ctx, p)
-	if fr.err != nil && fr.fetch == nil && ctx.Err() != nil {
+	if fr.err != nil && ctx.Err() != nil { // broken by the sweep's own cancel: not a measurement
 		return nil, nil, 0, fr.err
 	}
 	// The server's event (TCP_INFO: windows, RTT, retransmits; intervals)
