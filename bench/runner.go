@@ -21,7 +21,10 @@ const Source = "bench"
 const (
 	LabelRun    = "bench_run" // one sweep's ID: report --label bench_run=ID
 	LabelRcvbuf = "rcvbuf"    // SO_RCVBUF read back after setting it (the kernel doubles the request)
-	LabelDelay  = "delay"     // one-way delay of netlab's delay line (--delay), when the point has one
+	LabelDelay  = "delay"     // one-way delay added each way (--delay), when the point has one
+	// LabelDelayVia says what added it: "netem" where the kernel has
+	// sch_netem, else "line" (netlab's own delay line).
+	LabelDelayVia = "delay_via"
 )
 
 // Options configure Run.
@@ -185,7 +188,7 @@ func Summary(results []Result, fit Fit) report.Table {
 	delayed := slices.ContainsFunc(rows, func(r SummaryRow) bool { return r.Delay != "" })
 	if delayed {
 		t.Columns = slices.Insert(t.Columns, 2, report.Column{Name: "Delay", Key: "delay"})
-		t.Notes = append(t.Notes, "Delay: one way, added each way by netlab's delay line, so the RTT is twice it plus the veth and forwarding time.")
+		t.Notes = append(t.Notes, "Delay: one way, added each way (netem where the kernel has it, else netlab's delay line: label delay_via), so the RTT is twice it plus the veth and forwarding time.")
 	}
 	for _, r := range rows {
 		cells := []string{strconv.Itoa(r.MTU), r.Rate, r.RxOffload, r.Window, strconv.Itoa(r.Rcvbuf), "", strconv.Itoa(r.N), "", "", "", "", strconv.Itoa(r.Failed)}

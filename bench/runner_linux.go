@@ -249,6 +249,6 @@ func stampTestbed(rec *record.Record, r *runner, st netlab.State, p Point) {
 	}
 	rec.Labels["rx_offload"], rec.Labels[LabelRun] = st.Client.RxCsum, r.opt.RunID
 	if p.Delay > 0 {
-		rec.Labels[LabelDelay] = FormatDelay(p.Delay)
+		rec.Labels[LabelDelay], rec.Labels[LabelDelayVia] = FormatDelay(p.Delay), r.tb.DelayVia()
 	}
 }

@@ -11,10 +11,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -444,15 +446,23 @@ esac
 // mounted) and the modules in load order.
 func linuxInitramfs(t *testing.T, busybox string, mods []kmod) []byte {
 	t.Helper()
-	bb, err := os.ReadFile(busybox)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var names []string
 	for _, m := range mods {
 		names = append(names, m.name)
 	}
 	initScript := fmt.Sprintf(linuxInit, linuxFail, linuxOK, guestFail, strings.Join(names, " "), linuxFetch, guestOK)
+	return initramfs(t, busybox, initScript, mods, map[string][]byte{"udhcpc.sh": []byte(udhcpcScript)})
+}
+
+// initramfs builds a gzipped newc initramfs: static busybox as
+// /bin/busybox, /init, /dev/console, the modules as lib/modules/NAME.ko and
+// the extra files (path -> content, mode 0755) at the top.
+func initramfs(t *testing.T, busybox, init string, mods []kmod, extra map[string][]byte) []byte {
+	t.Helper()
+	bb, err := os.ReadFile(busybox)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	c := &cpioWriter{w: gz}
@@ -462,8 +472,10 @@ func linuxInitramfs(t *testing.T, busybox string, mods []kmod) []byte {
 	c.dir("lib")
 	c.dir("lib/modules")
 	c.file("bin/busybox", 0o755, bb)
-	c.file("init", 0o755, []byte(initScript))
-	c.file("udhcpc.sh", 0o755, []byte(udhcpcScript))
+	c.file("init", 0o755, []byte(init))
+	for _, name := range slices.Sorted(maps.Keys(extra)) {
+		c.file(name, 0o755, extra[name])
+	}
 	for _, m := range mods {
 		c.file("lib/modules/"+m.name+".ko", 0o644, m.ko)
 	}

@@ -247,7 +247,7 @@ func (l *delayLine) closeFDs() {
 
 // SetDelay sets the one-way delay of each direction (the round trip grows
 // by twice d). It needs a testbed built with Options.DelayLine; a zero d
-// still forwards through the line.
+// still forwards through the line (or netem).
 func (t *Testbed) SetDelay(d time.Duration) error {
 	if d < 0 || d > MaxDelay {
 		return fmt.Errorf("netlab: delay %v out of range 0..%v", d, MaxDelay)
@@ -256,6 +256,9 @@ func (t *Testbed) SetDelay(d time.Duration) error {
 	defer t.mu.Unlock()
 	if t.closed {
 		return ErrClosed
+	}
+	if t.netem {
+		return t.setNetemDelay(d)
 	}
 	if t.line == nil {
 		return errors.New("netlab: no delay line on this testbed (build it with Options.DelayLine)")
@@ -269,13 +272,17 @@ func (t *Testbed) SetDelay(d time.Duration) error {
 func (t *Testbed) Delay() (time.Duration, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.netem {
+		return t.delay, true
+	}
 	if t.line == nil {
 		return 0, false
 	}
 	return time.Duration(t.line.delay.Load()), true
 }
 
-// DelayStats returns the delay line's counters (zero without one).
+// DelayStats returns the delay line's counters (zero without one, and
+// with netem).
 func (t *Testbed) DelayStats() DelayStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()

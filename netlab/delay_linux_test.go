@@ -38,7 +38,10 @@ func pingRTT(t *testing.T, tb *Testbed) (minRTT, avg time.Duration) {
 // TestDelayLine: ping sees the round trip grow by twice the one-way delay
 // set, and the line forwards ARP and ICMP both ways.
 func TestDelayLine(t *testing.T) {
-	tb := newTB(t, Options{DelayLine: true})
+	tb := newTB(t, Options{DelayLine: true, DelayVia: DelayOwnLine})
+	if via := tb.DelayVia(); via != DelayOwnLine {
+		t.Fatalf("DelayVia %q, want %q", via, DelayOwnLine)
+	}
 	base, _ := pingRTT(t, tb)
 	for _, d := range []time.Duration{500 * time.Microsecond, 5 * time.Millisecond} {
 		if err := tb.SetDelay(d); err != nil {

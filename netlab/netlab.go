@@ -91,11 +91,19 @@ type Options struct {
 	MTU          int          // both ends; 0: DefaultMTU
 	Prefix       netip.Prefix // IPv4, /30 or wider; zero: DefaultPrefix
 	NoClientAddr bool         // leave the client end unaddressed (DHCP runs)
-	// DelayLine puts pxeperf's delay line between the two ends (SetDelay):
+	// DelayLine makes the testbed able to delay (SetDelay). Where the
+	// kernel has sch_netem, a netem qdisc at the root of each end holds
+	// what that end sends (a tbf from SetRate goes below it); where it
+	// has not (this project's CI kernel), pxeperf's own delay line does:
 	// each side's end pairs with a delay end in its own namespace, and a
 	// forwarder holds every frame for the one-way delay (delay_linux.go).
-	// Without it the ends are one veth pair, the RTT a few microseconds.
+	// DelayVia says which. Without DelayLine the ends are one veth pair,
+	// the RTT a few microseconds.
 	DelayLine bool
+	// DelayVia picks the delay of a DelayLine testbed: DelayAuto (netem if
+	// the kernel has it, else the line), DelayNetem (an error without
+	// netem) or DelayOwnLine.
+	DelayVia string
 	// ServerIf and ClientIf name the veth ends (at most 15 bytes); empty:
 	// the package's ServerIf and ClientIf. Tests that move ends between
 	// namespaces give each testbed names of its own.
@@ -103,6 +111,13 @@ type Options struct {
 	Registry           *Registry    // optional: the testbed is in it until Close
 	Logger             *slog.Logger // optional: debug lines on build and teardown
 }
+
+// How a DelayLine testbed delays (Options.DelayVia, Testbed.DelayVia).
+const (
+	DelayAuto    = ""
+	DelayNetem   = "netem"
+	DelayOwnLine = "line"
+)
 
 // ErrClosed is returned by operations on a closed testbed.
 var ErrClosed = errors.New("netlab: testbed is closed")

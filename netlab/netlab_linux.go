@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/safchain/ethtool"
 	"github.com/vishvananda/netlink"
@@ -48,7 +49,9 @@ type Testbed struct {
 	closed bool
 	nl     [2]*netlink.Handle // by Side
 	inode  [2]*unix.Stat_t    // the namespaces' nsfs inodes, by Side
-	line   *delayLine         // with Options.DelayLine (delay_linux.go)
+	line   *delayLine         // with Options.DelayLine and no netem (delay_linux.go)
+	netem  bool               // with Options.DelayLine: netem qdiscs delay (netem_linux.go)
+	delay  time.Duration      // one way, as SetDelay set it (netem)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -101,9 +104,21 @@ func newTestbed(opt Options, pid int) (*Testbed, error) {
 		return nil, fmt.Errorf("netlab: interface names %q and %q: want two different names of at most 15 bytes", t.ServerIf, t.ClientIf)
 	}
 	t.ClientIP = t.ServerIP.Next()
+	switch opt.DelayVia {
+	case DelayAuto, DelayNetem, DelayOwnLine:
+	default:
+		return nil, fmt.Errorf("netlab: delay via %q: want %q, %q or empty (netem where the kernel has it)", opt.DelayVia, DelayNetem, DelayOwnLine)
+	}
+	via := ""
+	if opt.DelayLine {
+		via = opt.DelayVia
+		if via == DelayAuto {
+			via = "auto"
+		}
+	}
 	// Register first: a signal arriving mid-build tears down what exists.
 	t.reg.add(t)
-	if err := t.build(mtu, opt.NoClientAddr, opt.DelayLine, pid); err != nil {
+	if err := t.build(mtu, opt.NoClientAddr, via, pid); err != nil {
 		return nil, errors.Join(err, t.Close())
 	}
 	if opt.NoClientAddr {
@@ -113,7 +128,9 @@ func newTestbed(opt Options, pid int) (*Testbed, error) {
 	return t, nil
 }
 
-func (t *Testbed) build(mtu int, noClientAddr, delayLine bool, pid int) error {
+// build makes the namespaces and the veth ends; via is how to delay: ""
+// (not at all), "auto", DelayNetem or DelayOwnLine.
+func (t *Testbed) build(mtu int, noClientAddr bool, via string, pid int) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	nsh, err := t.createNamespaces(pid)
@@ -128,23 +145,46 @@ func (t *Testbed) build(mtu int, noClientAddr, delayLine bool, pid int) error {
 		}
 	}
 	for _, s := range []Side{Server, Client} {
-		h, err := netlink.NewHandleAt(nsh[s])
+		// Routing only: without a family the handle also opens XFRM and
+		// netfilter sockets, which a kernel without xfrm_user refuses.
+		h, err := netlink.NewHandleAt(nsh[s], unix.NETLINK_ROUTE)
 		if err != nil {
 			return fmt.Errorf("netlab: netlink socket in %s: %w", t.ns(s), err)
 		}
 		t.nl[s] = h
 	}
-	if delayLine {
-		if err := t.addDelayEnds(mtu); err != nil {
-			return err
-		}
-	} else {
+	ownLine := via == DelayOwnLine
+	if !ownLine {
 		attrs := netlink.NewLinkAttrs()
 		attrs.Name = t.ServerIf
 		attrs.MTU = mtu
 		veth := &netlink.Veth{LinkAttrs: attrs, PeerName: t.ClientIf, PeerNamespace: netlink.NsFd(nsh[Client]), PeerTxQLen: -1}
 		if err := t.nl[Server].LinkAdd(veth); err != nil {
 			return fmt.Errorf("netlab: creating veth %s/%s: %w (is the veth module available?)", t.ServerIf, t.ClientIf, err)
+		}
+	}
+	if via == "auto" || via == DelayNetem {
+		err := t.addNetem()
+		switch {
+		case err == nil:
+			t.netem = true
+		case via == "auto" && errors.Is(err, errNoNetem):
+			// This kernel has no sch_netem: the pair goes, the line comes.
+			link, lerr := t.nl[Server].LinkByName(t.ServerIf)
+			if lerr == nil {
+				lerr = t.nl[Server].LinkDel(link)
+			}
+			if lerr != nil {
+				return fmt.Errorf("netlab: deleting %s to build the delay line: %w", t.ServerIf, lerr)
+			}
+			ownLine = true
+		default:
+			return err
+		}
+	}
+	if ownLine {
+		if err := t.addDelayEnds(mtu); err != nil {
+			return err
 		}
 	}
 	for _, s := range []Side{Server, Client} {
@@ -171,7 +211,7 @@ func (t *Testbed) build(mtu int, noClientAddr, delayLine bool, pid int) error {
 			return fmt.Errorf("netlab: %s up: %w", t.iface(s), err)
 		}
 	}
-	if delayLine {
+	if ownLine {
 		return t.startDelayLine()
 	}
 	return nil
@@ -553,8 +593,12 @@ func (t *Testbed) SetRate(s Side, bitsPerSec uint64) (Rate, error) {
 		return Rate{}, err
 	}
 	bytesPerSec := bitsPerSec / 8
+	attrs := netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT}
+	if t.netem {
+		attrs = tbfUnderNetem(link)
+	}
 	q := &netlink.Tbf{
-		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
+		QdiscAttrs: attrs,
 		Rate:       bytesPerSec,
 		Limit:      limit,
 		Buffer:     netlink.Xmittime(bytesPerSec, burst), // the bucket as time at the rate, in psched ticks
@@ -589,7 +633,7 @@ func (t *Testbed) ClearRate(s Side) error {
 		return fmt.Errorf("netlab: listing qdiscs of %s: %w", t.iface(s), err)
 	}
 	for _, q := range qs {
-		if _, ok := q.(*netlink.Tbf); ok && q.Attrs().Parent == netlink.HANDLE_ROOT {
+		if _, ok := q.(*netlink.Tbf); ok { // at the root, or under netem
 			if err := h.QdiscDel(q); err != nil {
 				return fmt.Errorf("netlab: removing tbf from %s: %w", t.iface(s), err)
 			}
@@ -598,14 +642,15 @@ func (t *Testbed) ClearRate(s Side) error {
 	return nil
 }
 
-// readRate reads the root tbf of a link (zero Rate when there is none).
+// readRate reads the link's tbf, at the root or under netem (zero Rate
+// when there is none).
 func readRate(h *netlink.Handle, link netlink.Link) (Rate, error) {
 	qs, err := h.QdiscList(link)
 	if err != nil {
 		return Rate{}, fmt.Errorf("netlab: listing qdiscs of %s: %w", link.Attrs().Name, err)
 	}
 	for _, q := range qs {
-		if tbf, ok := q.(*netlink.Tbf); ok && q.Attrs().Parent == netlink.HANDLE_ROOT {
+		if tbf, ok := q.(*netlink.Tbf); ok {
 			return Rate{
 				BitsPerSec: tbf.Rate * 8,
 				Burst:      netlink.Xmitsize(tbf.Rate, tbf.Buffer),

@@ -51,3 +51,5 @@ func (t *Testbed) DelayStats() DelayStats       { return DelayStats{} }
 type DelayStats struct {
 	Frames, Dropped [2]uint64
 }
+
+func (t *Testbed) DelayVia() string { return "" }

@@ -66,7 +66,7 @@ replace its values.` + streamHelp,
 	fl.StringVar(&f.sweep.Offload, "offload", "", "client RX checksum offload: on, off, on,off (default on,off)")
 	fl.StringVar(&f.sweep.MTU, "mtu", "", "MTU of the veth pair: 1500, 1500,9000 (default 1500)")
 	fl.StringVar(&f.sweep.Rate, "rate", "", "server egress rate: 1gbit, 100mbit, 10mbit, none (default none)")
-	fl.StringVar(&f.sweep.Delay, "delay", "", "one-way delay added each way (netlab's delay line): 100us, 0.1ms,1ms, none (default none)")
+	fl.StringVar(&f.sweep.Delay, "delay", "", "one-way delay added each way (netem, else netlab's delay line): 100us, 0.1ms,1ms, none (default none)")
 	fl.StringVar(&f.sweep.Size, "size", "", "image size per fetch: 64MiB, 500MiB (default 64MiB)")
 	fl.IntVar(&f.sweep.Repeat, "repeat", 0, "fetches per point (default 1)")
 	fl.Uint64Var(&f.sweep.Seed, "seed", 0, "seed of the generated image's bytes (default 1)")
