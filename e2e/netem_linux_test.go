@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -88,7 +87,7 @@ func TestNetemInGuest(t *testing.T) {
 	testBin := filepath.Join(dir, "netlab.test")
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		goTool = "/usr/local/go/bin/go" // where .ci/run's Go is, when PATH lacks it
 	}
 	build := exec.Command(goTool, "test", "-c", "-o", testBin, "github.com/pxeperf/pxeperf/netlab")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
