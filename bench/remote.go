@@ -42,6 +42,8 @@ type RemoteOptions struct {
 	Logger   *slog.Logger
 	Progress func(Progress)
 	Verbose  io.Writer
+	// MeasuredBy is stamped on every record (server.name, server.site).
+	MeasuredBy Origin
 }
 
 // RemoteSpec checks that s can run remotely and drops the testbed's knobs
@@ -98,7 +100,7 @@ func RunRemote(ctx context.Context, opt RemoteOptions) ([]Result, error) {
 	if spec.Proto == ProtoStream {
 		d, what, one = &remoteStreams{host: host, addr: streamAddr, runID: opt.RunID}, "runs", "run"
 	}
-	return sweep(ctx, sweepOptions{store: opt.Store, log: log, progress: opt.Progress, verbose: opt.Verbose, what: what, one: one}, spec.Points(), d)
+	return sweep(ctx, sweepOptions{store: opt.Store, by: opt.MeasuredBy, log: log, progress: opt.Progress, verbose: opt.Verbose, what: what, one: one}, spec.Points(), d)
 }
 
 // remoteHTTP fetches an image from a remote pxeperf serve's HTTP server.

@@ -46,6 +46,8 @@ type Options struct {
 	// the same testbed and settings; its figure and the deviation go into
 	// the record's labels (LabelIperfMbps, LabelIperfDevPct).
 	CrossCheck bool
+	// MeasuredBy is stamped on every record (server.name, server.site).
+	MeasuredBy Origin
 }
 
 // Progress is where a sweep stands.

@@ -75,7 +75,7 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 	if opt.Spec.Proto == ProtoStream {
 		what, one = "runs", "run"
 	}
-	return sweep(ctx, sweepOptions{store: opt.Store, log: log, progress: opt.Progress, verbose: opt.Verbose, what: what, one: one}, pts, d)
+	return sweep(ctx, sweepOptions{store: opt.Store, by: opt.MeasuredBy, log: log, progress: opt.Progress, verbose: opt.Verbose, what: what, one: one}, pts, d)
 }
 
 // testbedDrivers start each protocol's driver on a built testbed: its

@@ -25,9 +25,16 @@ type driver interface {
 	verbose(w io.Writer, res Result)
 }
 
+// Origin is who measured a bench run: the config's server.name and
+// server.site, stamped on every record as serve stamps served fetches.
+type Origin struct {
+	Server, Site string
+}
+
 // sweepOptions are what the sweep needs of Options or RemoteOptions.
 type sweepOptions struct {
 	store    *record.Store
+	by       Origin
 	log      *slog.Logger
 	progress func(Progress)
 	verbose  io.Writer
@@ -53,6 +60,7 @@ func sweep(ctx context.Context, o sweepOptions, pts []Point, d driver) ([]Result
 		if err != nil {
 			return results, fmt.Errorf("bench: %s: %w", p.Key(), err)
 		}
+		rec.Server, rec.Site = o.by.Server, o.by.Site
 		id, err := o.store.Add(context.WithoutCancel(ctx), rec, ivs)
 		if err != nil {
 			return results, fmt.Errorf("bench: %s: storing the record: %w", p.Key(), err)

@@ -294,9 +294,9 @@ func Limits() []string {
 			"(the peer is told it is verified), \"off\" means the sending CPU computes it. A real NIC's offload " +
 			"costs and bugs do not show.",
 		"Without --delay the round trip is the few-microsecond veth RTT (plus tbf queueing), so at 1 Gbit/s every " +
-			"window above a few KB runs at line rate. --delay puts pxeperf's delay line between the ends (a forwarder " +
-			"holding each frame for the one-way delay, as netem would; this kernel has no netem): RTT = 2 x delay plus " +
-			"tens of microseconds of forwarding.",
+			"window above a few KB runs at line rate. --delay holds each frame for the one-way delay each way: a netem " +
+			"qdisc where the kernel has one, else pxeperf's delay line between the ends (label delay_via): RTT = 2 x " +
+			"delay plus tens of microseconds of forwarding.",
 		"Link rate is a tbf token bucket on the sending side's egress, counting Ethernet frames without " +
 			"preamble, FCS and gap: TCP goodput at 100mbit is about 96 Mbit/s, a little above real Fast Ethernet's 94.",
 		"Both namespaces share the host's CPUs and kernel: client and server compete for the same cores, and the " +

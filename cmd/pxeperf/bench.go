@@ -98,9 +98,6 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	if err := checkStreamFlags(cmd, f, spec); err != nil {
 		return usageError(err)
 	}
-	if f.data, err = dataFolder(cmd, f.config, f.data); err != nil {
-		return err
-	}
 	if f.stream.server != "" {
 		return runRemoteBench(cmd, f, spec, format)
 	}
@@ -110,7 +107,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
-	st, err := record.Open(f.data)
+	st, by, err := openBenchStore(cmd, f)
 	if err != nil {
 		return err
 	}
@@ -128,7 +125,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	fmt.Fprintln(errOut, bench.Header(runID, spec))
 	prog := newProgress(errOut, f.quiet)
 	opt := bench.Options{Spec: spec, Store: st, RunID: runID, Registry: reg, Logger: logger, Progress: prog.update,
-		CrossCheck: f.stream.crossCheck != ""}
+		CrossCheck: f.stream.crossCheck != "", MeasuredBy: by}
 	if f.verbose {
 		opt.Verbose = out
 	}
@@ -138,6 +135,27 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		return err
 	}
 	return runErr
+}
+
+// openBenchStore opens the store bench records go to, and who measured
+// them: with --data, the SQLite store in that folder; else the config's
+// store (store.url, else its data folder's SQLite), as serve and report
+// use it. Either way every record carries the config's server.name and
+// server.site, as served fetches do.
+func openBenchStore(cmd *cobra.Command, f *benchFlags) (*record.Store, bench.Origin, error) {
+	cfg, err := loadConfig(f.config)
+	if err != nil {
+		return nil, bench.Origin{}, err
+	}
+	by := bench.Origin{Server: cfg.ServerName(), Site: cfg.Server.Site}
+	if cmd.Flags().Changed("data") {
+		if f.data, err = dataFolder(cmd, f.config, f.data); err != nil {
+			return nil, by, err
+		}
+		cfg.Data, cfg.Store.URL = f.data, ""
+	}
+	st, err := openStore(cfg)
+	return st, by, err
 }
 
 // renderTables prints each table after a blank line.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/bench"
-	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
 	"github.com/spf13/cobra"
 )
@@ -101,7 +100,7 @@ func runRemoteBench(cmd *cobra.Command, f *benchFlags, spec bench.Spec, format r
 	}
 	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st, err := record.Open(f.data)
+	st, by, err := openBenchStore(cmd, f)
 	if err != nil {
 		return err
 	}
@@ -112,7 +111,7 @@ func runRemoteBench(cmd *cobra.Command, f *benchFlags, spec bench.Spec, format r
 	fmt.Fprintf(errOut, "pxeperf bench %s against %s: %d runs\n", runID, f.stream.server, spec.Count())
 	prog := newProgress(errOut, f.quiet)
 	opt := bench.RemoteOptions{Spec: spec, Server: f.stream.server, HTTPPort: f.stream.httpPort, File: f.stream.file,
-		Store: st, RunID: runID, Logger: logger, Progress: prog.update}
+		Store: st, RunID: runID, Logger: logger, Progress: prog.update, MeasuredBy: by}
 	if f.verbose {
 		opt.Verbose = out
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -54,7 +56,12 @@ func TestBenchFlagErrors(t *testing.T) {
 func TestBenchCommand(t *testing.T) {
 	nstest.RequireRoot(t)
 	data := t.TempDir()
-	out, errOut, err := runBenchCmd(t, "--window", "4K,64K", "--offload", "off", "--rate", "100mbit", "--size", "4MiB", "--data", data)
+	// The config names the server and site every bench record carries.
+	cfg := filepath.Join(t.TempDir(), "pxeperf.yaml")
+	if err := os.WriteFile(cfg, []byte("server:\n  name: bench-lab\n  site: bay-2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := runBenchCmd(t, "--window", "4K,64K", "--offload", "off", "--rate", "100mbit", "--size", "4MiB", "--data", data, "--config", cfg)
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, errOut)
 	}
@@ -72,5 +79,12 @@ func TestBenchCommand(t *testing.T) {
 	}
 	if strings.Count(rep, "bench.img") != 2 {
 		t.Errorf("report shows not two bench fetches:\n%s", rep)
+	}
+	rep, _, err = runReportCmd(t, "--table", "servers", "--data", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rep, "bench-lab") || !strings.Contains(rep, "bay-2") {
+		t.Errorf("the bench records do not carry server.name and server.site from the config:\n%s", rep)
 	}
 }
