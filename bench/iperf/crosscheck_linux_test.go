@@ -101,13 +101,23 @@ func (b *bed) pair(t *testing.T, p point, d time.Duration) (stream.Result, Run) 
 }
 
 // crossCheck runs the points, logs the pairs as a table and fails a point
-// whose receiver bitrates differ by more than bound.
-func crossCheck(t *testing.T, b *bed, points []point, d time.Duration, bound float64) {
+// whose receiver bitrates differ by more than bound in each of up to
+// attempts runs. The two tools measure two flows one after the other, so a
+// host busy with other work can starve one of them: a point is run again
+// (and logged) when it is out of bound, and only a deviation that every
+// attempt shows, as a wrong measurement would, fails it.
+func crossCheck(t *testing.T, b *bed, points []point, d time.Duration, bound float64, attempts int) {
 	var tab strings.Builder
 	fmt.Fprintf(&tab, "%-22s %12s %12s %7s %16s %16s\n", "point", "pxeperf", "iperf3", "dev", "px rexmit|loss", "ip rexmit|loss")
 	for _, p := range points {
 		ours, theirs := b.pair(t, p, d)
 		dev := Deviation(ours, theirs.Result)
+		for try := 2; try <= attempts && (dev > bound || math.IsNaN(dev)); try++ {
+			t.Logf("%s: %.1f%% apart (pxeperf %.1f, iperf3 %.1f Mbit/s), bound %.0f%%: attempt %d of %d", p.name, 100*dev,
+				ours.Receiver.BitsPerSecond/1e6, theirs.Receiver.BitsPerSecond/1e6, 100*bound, try, attempts)
+			ours, theirs = b.pair(t, p, d)
+			dev = Deviation(ours, theirs.Result)
+		}
 		extra := func(r stream.Result) string {
 			if p.udp {
 				return fmt.Sprintf("%.2f%% %.3fms", r.Receiver.LostPercent, r.Receiver.JitterMs)
@@ -151,11 +161,11 @@ var (
 )
 
 // TestCrossCheckQuick is the always-on version: one second per run, a
-// generous band, a few points.
+// generous band, a few points, up to three attempts each.
 func TestCrossCheckQuick(t *testing.T) {
 	b := newBed(t)
 	b.shape(t, 1e9)
-	crossCheck(t, b, []point{windowSweep[1], windowSweep[2], rateSweep[1]}, time.Second, 0.25)
+	crossCheck(t, b, []point{windowSweep[1], windowSweep[2], rateSweep[1]}, time.Second, 0.25, 3)
 }
 
 // TestCrossCheck is the faithful-numbers check: pxeperf and iperf3 within
@@ -170,5 +180,5 @@ func TestCrossCheck(t *testing.T) {
 	}
 	b := newBed(t)
 	b.shape(t, 1e9)
-	crossCheck(t, b, append(append([]point{}, windowSweep...), rateSweep...), 2*time.Second, 0.05)
+	crossCheck(t, b, append(append([]point{}, windowSweep...), rateSweep...), 2*time.Second, 0.05, 1)
 }
