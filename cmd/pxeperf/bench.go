@@ -148,12 +148,13 @@ func openBenchStore(cmd *cobra.Command, f *benchFlags) (*record.Store, bench.Ori
 		return nil, bench.Origin{}, err
 	}
 	by := bench.Origin{Server: cfg.ServerName(), Site: cfg.Server.Site}
-	if cmd.Flags().Changed("data") {
-		if f.data, err = dataFolder(cmd, f.config, f.data); err != nil {
-			return nil, by, err
-		}
-		cfg.Data, cfg.Store.URL = f.data, ""
+	if f.data, err = dataFolder(cmd, f.config, f.data); err != nil {
+		return nil, by, err
 	}
+	if cmd.Flags().Changed("data") {
+		cfg.Store.URL = ""
+	}
+	cfg.Data = f.data
 	st, err := openStore(cfg)
 	return st, by, err
 }
