@@ -16,7 +16,8 @@
 // config, api, error, stream; repeatable or a comma list; a table's
 // throughput counts these kinds, by default images and streams), min_size
 // (bytes, or 64K, 1M). /api/fetches answers pages: limit (default 100,
-// at most Limits.MaxPage; 0 asks for a whole page), and when more records
+// at most Limits.MaxPage; 0 asks for a whole page; a page ends early past
+// Limits.MaxPageBytes of JSON), and when more records
 // match, a Link header rel="next" (and X-Next-Cursor) whose before=CURSOR
 // reads the next page. A report reads at most Limits.MaxReportRecords
 // records; past that it is refused (narrow the filter).
@@ -29,6 +30,7 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,8 +50,11 @@ import (
 )
 
 // Source is where records come from: a *record.Store, or a fake in tests.
+// Each, as record.Store.Each, hands over the records Query would return one
+// at a time, so a page is never held whole.
 type Source interface {
 	Query(ctx context.Context, f record.Filter) ([]record.Record, error)
+	Each(ctx context.Context, f record.Filter, fn func(*record.Record) error) error
 	Get(ctx context.Context, id int64) (record.Record, error)
 	Intervals(ctx context.Context, id int64) ([]record.Interval, error)
 }
@@ -67,6 +72,9 @@ const DefaultLimit = 100
 type Limits struct {
 	// MaxPage caps limit= on /api/fetches. Default 1000.
 	MaxPage int
+	// MaxPageBytes ends a /api/fetches page early once this much of it is
+	// encoded (at least one record). Default 4 MiB.
+	MaxPageBytes int
 	// MaxReportRecords caps the records one report table reads. Default 50000.
 	MaxReportRecords int
 	// StallTimeout drops an answer its client does not read. Default 10s.
@@ -78,6 +86,9 @@ type Limits struct {
 func (l Limits) withDefaults() Limits {
 	if l.MaxPage <= 0 {
 		l.MaxPage = 1000
+	}
+	if l.MaxPageBytes <= 0 {
+		l.MaxPageBytes = 4 << 20
 	}
 	if l.MaxReportRecords <= 0 {
 		l.MaxReportRecords = 50000
@@ -172,41 +183,53 @@ func (h *Handler) fetches(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	recs, err := h.src.Query(r.Context(), f)
-	if err != nil {
+	// The page is read row by row and encoded as it comes; it ends at
+	// f.Limit records or once MaxPageBytes are encoded, so an old record
+	// with megabytes of labels costs its own size, not a page of them.
+	// What is encoded is held until the last row: the Link header that
+	// names the next page goes before the body.
+	var (
+		page bytes.Buffer
+		n    int
+		last string
+		full bool // ended by MaxPageBytes, a record left over
+	)
+	enc := json.NewEncoder(&page)
+	page.WriteString("[")
+	err = h.src.Each(r.Context(), f, func(rec *record.Record) error {
+		if n > 0 && page.Len() >= h.lim.MaxPageBytes {
+			full = true
+			return errPageFull
+		}
+		if n > 0 {
+			page.WriteString(",")
+		}
+		page.WriteString("\n")
+		n++
+		last = cursor(*rec)
+		return enc.Encode(rec)
+	})
+	if err != nil && !errors.Is(err, errPageFull) {
 		h.sourceError(w, r, err)
 		return
 	}
-	if len(recs) == f.Limit && len(recs) > 0 {
-		next := cursor(recs[len(recs)-1])
+	page.WriteString("]\n")
+	if full || n == f.Limit && n > 0 {
 		q := r.URL.Query()
-		q.Set("before", next)
+		q.Set("before", last)
 		q.Set("limit", strconv.Itoa(f.Limit))
 		u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
 		w.Header().Set("Link", "<"+u.String()+`>; rel="next"`)
-		w.Header().Set("X-Next-Cursor", next)
+		w.Header().Set("X-Next-Cursor", last)
 	}
 	h.stream(w, r, func(bw io.Writer) error {
-		if _, err := io.WriteString(bw, "["); err != nil {
-			return err
-		}
-		enc := json.NewEncoder(bw)
-		for i, rec := range recs {
-			sep := "\n"
-			if i > 0 {
-				sep = ",\n"
-			}
-			if _, err := io.WriteString(bw, sep); err != nil {
-				return err
-			}
-			if err := enc.Encode(rec); err != nil {
-				return err
-			}
-		}
-		_, err := io.WriteString(bw, "]\n")
+		_, err := page.WriteTo(bw)
 		return err
 	})
 }
+
+// errPageFull stops reading a page at Limits.MaxPageBytes.
+var errPageFull = errors.New("page full")
 
 func (h *Handler) id(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	s := r.PathValue("id")
@@ -421,6 +444,15 @@ func (l *Lazy) get() (Source, error) {
 	}
 	l.src = src
 	return src, nil
+}
+
+// Each implements Source.
+func (l *Lazy) Each(ctx context.Context, f record.Filter, fn func(*record.Record) error) error {
+	s, err := l.get()
+	if err != nil {
+		return err
+	}
+	return s.Each(ctx, f, fn)
 }
 
 // Query implements Source.

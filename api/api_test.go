@@ -294,3 +294,17 @@ func TestKindFilter(t *testing.T) {
 		t.Errorf("bad min_size: status %d: %s", status, body)
 	}
 }
+
+// Each implements Source over Query's answer.
+func (f *fake) Each(ctx context.Context, flt record.Filter, fn func(*record.Record) error) error {
+	recs, err := f.Query(ctx, flt)
+	if err != nil {
+		return err
+	}
+	for i := range recs {
+		if err := fn(&recs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

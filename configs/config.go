@@ -272,6 +272,10 @@ type Admin struct {
 	// MaxPage caps /api/fetches?limit= (records per page; next pages by
 	// the cursor in the Link header). Default 1000.
 	MaxPage int `yaml:"max_page"`
+	// MaxPageMiB ends a /api/fetches page early, with the cursor of the
+	// next, once this many MiB of it are encoded (old records may carry
+	// large labels). Default 4.
+	MaxPageMiB int `yaml:"max_page_mib"`
 	// MaxReportRecords caps the records one /api/report table is built
 	// from; more are refused with advice to narrow the filter. Default 50000.
 	MaxReportRecords int `yaml:"max_report_records"`
@@ -599,6 +603,7 @@ func (c *Config) validateHTTPBudgets() []error {
 		{"http.max_label_value", h.MaxLabelValue, 1, "256"},
 		{"http.error_records_per_minute", h.ErrorRecordsPerMinute, 1, "120"},
 		{"admin.max_page", c.Admin.MaxPage, 1, "1000"},
+		{"admin.max_page_mib", c.Admin.MaxPageMiB, 1, "4"},
 		{"admin.max_report_records", c.Admin.MaxReportRecords, 1, "50000"},
 	} {
 		if b.v < b.min {

@@ -70,7 +70,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "fetches_total",
-			Help: "Files served, by protocol (tftp, http) and outcome (ok, aborted, not-found, denied, error).",
+			Help: "Files served and throughput tests run, by protocol (tftp, http, tcp, udp, other) and outcome (ok, aborted, not-found, denied, error).",
 		}, []string{"proto", "outcome"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "fetch_bytes_total",
@@ -126,7 +126,7 @@ func Handler(reg *prometheus.Registry) http.Handler {
 
 // Fetch counts a finished fetch.
 func (m *Metrics) Fetch(f *event.Fetch) {
-	proto, outcome := bounded(f.Proto, "other"), bounded(f.Outcome, event.OutcomeError)
+	proto, outcome := boundedProto(f.Proto), boundedOutcome(f.Outcome)
 	m.fetches.WithLabelValues(proto, outcome).Inc()
 	m.bytes.WithLabelValues(proto, outcome).Add(float64(f.Bytes))
 	m.duration.WithLabelValues(proto).Observe(f.Duration.Seconds())
@@ -144,14 +144,34 @@ func (m *Metrics) Lease(l *event.Lease) {
 	}
 }
 
-// bounded keeps label values to the known sets: anything else is def.
-func bounded(v, def string) string {
+// boundedProto keeps a proto label to event's protocols: anything else
+// (a bug, or a value from outside) is "other".
+func boundedProto(v string) string {
 	switch v {
-	case event.ProtoTFTP, event.ProtoHTTP,
-		event.OutcomeOK, event.OutcomeAborted, event.OutcomeNotFound, event.OutcomeDenied, event.OutcomeError:
+	case event.ProtoTFTP, event.ProtoHTTP, event.ProtoTCP, event.ProtoUDP:
 		return v
 	}
-	return def
+	return "other"
+}
+
+// boundedOutcome keeps an outcome label to event's outcomes: anything else
+// is "error".
+func boundedOutcome(v string) string {
+	switch v {
+	case event.OutcomeOK, event.OutcomeAborted, event.OutcomeNotFound, event.OutcomeDenied, event.OutcomeError:
+		return v
+	}
+	return event.OutcomeError
+}
+
+// dhcpKind keeps a DHCP packet label to RFC 2132's message types (and
+// "other", "none"): anything else is "other".
+func dhcpKind(v string) string {
+	switch v {
+	case "discover", "offer", "request", "decline", "ack", "nak", "release", "inform", "other", "none":
+		return v
+	}
+	return "other"
 }
 
 // statsCollector reads the servers' counters at scrape time.
@@ -196,9 +216,14 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v float64, lv ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, lv...)
 	}
+	// Label values that fold together are summed: a series is sent once.
 	refusals := func(proto string, counts map[string]uint64) {
+		sum := map[string]uint64{}
 		for reason, n := range counts {
-			counter(c.ref, float64(n), proto, strings.TrimPrefix(reason, proto+": "))
+			sum[strings.TrimPrefix(reason, proto+": ")] += n
+		}
+		for reason, n := range sum {
+			counter(c.ref, float64(n), proto, reason)
 		}
 	}
 	if s.Active != nil {
@@ -209,7 +234,11 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if s.DHCP != nil {
 		st := s.DHCP.Stats()
+		sum := map[dhcp.PacketKind]uint64{}
 		for k, n := range st.Packets {
+			sum[dhcp.PacketKind{Type: dhcpKind(k.Type), Reply: dhcpKind(k.Reply)}] += n
+		}
+		for k, n := range sum {
 			counter(c.dhcpPackets, float64(n), k.Type, k.Reply)
 		}
 		counter(c.malformed, float64(st.Malformed), "dhcp")

@@ -21,38 +21,26 @@ func Copy(ctx context.Context, from, to *Store, batch int, progress func(CopySta
 		batch = 1000
 	}
 	var st CopyStats
-	for after := int64(0); ; {
-		es, last, err := from.exportRecords(ctx, after, batch)
-		if err != nil {
-			return st, err
-		}
-		if len(es) == 0 {
-			break
-		}
-		if err := to.addBatch(ctx, es); err != nil {
-			return st, err
-		}
-		st.Records += int64(len(es))
-		after = last
-		if progress != nil {
-			progress(st)
-		}
-	}
-	for after := int64(0); ; {
-		es, last, err := from.exportLeases(ctx, after, batch)
-		if err != nil {
-			return st, err
-		}
-		if len(es) == 0 {
-			break
-		}
-		if err := to.addBatch(ctx, es); err != nil {
-			return st, err
-		}
-		st.Leases += int64(len(es))
-		after = last
-		if progress != nil {
-			progress(st)
+	for _, t := range []struct {
+		export func(ctx context.Context, after int64, n int) ([]*entry, int64, error)
+		count  *int64
+	}{{from.exportRecords, &st.Records}, {from.exportLeases, &st.Leases}} {
+		for after := int64(0); ; {
+			es, last, err := t.export(ctx, after, batch)
+			if err != nil {
+				return st, err
+			}
+			if len(es) == 0 {
+				break
+			}
+			if err := to.addBatch(ctx, es); err != nil {
+				return st, err
+			}
+			*t.count += int64(len(es))
+			after = last
+			if progress != nil {
+				progress(st)
+			}
 		}
 	}
 	return st, nil

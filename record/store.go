@@ -501,9 +501,8 @@ func scanRecord(sc scanner, first ...any) (Record, error) {
 	return r, nil
 }
 
-// Query returns the records f selects: oldest first, or the Limit newest,
-// newest first.
-func (s *Store) Query(ctx context.Context, f Filter) ([]Record, error) {
+// selectRecords is the query of the records f selects, in Query's order.
+func (s *Store) selectRecords(f Filter) (string, []any) {
 	var where []string
 	var args []any
 	if c := strings.TrimSpace(f.Client); c != "" {
@@ -575,26 +574,50 @@ func (s *Store) Query(ctx context.Context, f Filter) ([]Record, error) {
 	} else {
 		q += " ORDER BY time_ns, id"
 	}
-	rows, err := s.db.QueryContext(ctx, s.be.rebind(q), args...)
+	return s.be.rebind(q), args
+}
+
+// Query returns the records f selects: oldest first, or the Limit newest,
+// newest first.
+func (s *Store) Query(ctx context.Context, f Filter) ([]Record, error) {
+	var out []Record
+	err := s.Each(ctx, f, func(r *Record) error {
+		out = append(out, *r)
+		return nil
+	})
 	if err != nil {
-		return nil, s.wrap("querying records", err)
+		return nil, err
+	}
+	return out, nil
+}
+
+// Each calls fn with each record f selects, in Query's order, reading the
+// rows one at a time from the database cursor: what it holds is one record,
+// however many match. An error from fn stops the reading and is returned
+// as it is.
+func (s *Store) Each(ctx context.Context, f Filter, fn func(*Record) error) error {
+	q, args := s.selectRecords(f)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return s.wrap("querying records", err)
 	}
 	defer rows.Close()
-	var out []Record
 	for rows.Next() {
 		r, err := scanRecord(rows)
 		if err != nil {
-			return nil, s.wrap("reading records", err)
+			return s.wrap("reading records", err)
 		}
 		if !HasKind(&r, f.Kinds) {
 			continue
 		}
-		out = append(out, r)
+		if err := fn(&r); err != nil {
+			return err
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.wrap("reading records", err)
+		return s.wrap("reading records", err)
 	}
-	return out, nil
+	return nil
 }
 
 // ErrNotFound is returned by Get for an unknown id.

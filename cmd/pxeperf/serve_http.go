@@ -59,7 +59,7 @@ func newAPI(env *serveEnv) (*api.Handler, *api.Lazy) {
 	})
 	a := &env.cfg.Admin
 	return api.New(records, env.logger.With("svc", "api"), api.Limits{
-		MaxPage: a.MaxPage, MaxReportRecords: a.MaxReportRecords,
+		MaxPage: a.MaxPage, MaxPageBytes: a.MaxPageMiB << 20, MaxReportRecords: a.MaxReportRecords,
 		StallTimeout: a.StallTimeout, WriteTimeout: a.WriteTimeout,
 	}), records
 }
