@@ -5,13 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"net/netip"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/pxeperf/pxeperf/event"
@@ -24,11 +22,7 @@ import (
 // datagrams with a negative sequence number, which the server answers with
 // its report (server_hdr: flags, total_len1/2, stop_sec/usec, error_cnt,
 // outorder_cnt, datagrams, jitter1/2) so the client prints "Server Report".
-const (
-	iperf2HeaderVersion1 = 0x80000000
-	iperf2HeaderSeqno64  = 0x08000000
-	iperf2FlowIdle       = 10 * time.Second
-)
+const iperf2FlowIdle = 10 * time.Second
 
 // Iperf2 is an `iperf -s`-compatible server for TCP and UDP tests.
 type Iperf2 struct {
@@ -101,82 +95,6 @@ func (s *Iperf2) releaseLocked(ip netip.Addr) {
 	s.active--
 	if s.perClient[ip]--; s.perClient[ip] <= 0 {
 		delete(s.perClient, ip)
-	}
-}
-
-// handleTCP counts one client's bytes until it closes (the board sends).
-func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
-	defer c.Close()
-	peer := addrPort(c.RemoteAddr())
-	ip := peer.Addr().Unmap()
-	if !s.admit(ip) {
-		s.refuse.Refuse("iperf2: busy", ip.String(), clientAttrs(s.cfg.Clients, ip)...)
-		return
-	}
-	defer s.release(ip)
-	stopCtx := context.AfterFunc(ctx, func() { c.Close() })
-	defer stopCtx()
-	start := time.Now()
-	var n atomic.Int64
-	done := make(chan struct{})
-	var samples []sample
-	var smu sync.Mutex
-	go func() {
-		tk := time.NewTicker(s.cfg.Interval)
-		defer tk.Stop()
-		for {
-			select {
-			case now := <-tk.C:
-				smu.Lock()
-				samples = append(samples, sample{at: now.Sub(start), bytes: n.Load()})
-				smu.Unlock()
-			case <-done:
-				return
-			}
-		}
-	}()
-	deadline := start.Add(s.cfg.Limits.MaxDuration + 5*time.Second)
-	_ = c.SetReadDeadline(deadline)
-	buf := make([]byte, 256<<10)
-	var head []byte
-	outcome, why := event.OutcomeOK, ""
-	for {
-		k, err := c.Read(buf)
-		if len(head) < 24 {
-			head = append(head, buf[:min(k, 24-len(head))]...)
-		}
-		n.Add(int64(k))
-		if err != nil {
-			var ne net.Error
-			switch {
-			case errors.As(err, &ne) && ne.Timeout():
-				outcome, why = event.OutcomeAborted, fmt.Sprintf("test ran past the %s cap", s.cfg.Limits.MaxDuration)
-			case ctx.Err() != nil:
-				outcome, why = event.OutcomeAborted, "server shutting down"
-			case !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF):
-				outcome, why = event.OutcomeAborted, "client vanished mid-test: "+err.Error()
-			}
-			break
-		}
-	}
-	end := time.Now()
-	close(done)
-	smu.Lock()
-	ss := append(samples, sample{at: end.Sub(start), bytes: n.Load()})
-	smu.Unlock()
-	f := &event.Fetch{Start: start, Proto: event.ProtoTCP, Client: peer, File: "iperf -c (tcp)", Bytes: n.Load(), Size: -1,
-		Duration: end.Sub(start), Outcome: outcome, Err: why, Source: SourceIperf2, Direction: "tx",
-		Interface: ifaceOf(addrPort(c.LocalAddr()).Addr()), Intervals: intervals(sample{}, ss, s.cfg.Interval),
-		Labels: map[string]string{"streams": "1"}}
-	if len(head) >= 24 {
-		flags := binary.BigEndian.Uint32(head)
-		if flags&iperf2HeaderVersion1 != 0 {
-			f.Labels["iperf2_flags"] = fmt.Sprintf("%#x", flags)
-		}
-	}
-	s.cfg.Sink.Fetch(f)
-	if outcome != event.OutcomeOK {
-		s.cfg.Log.Warn("iperf2 test ended early", append(clientAttrs(s.cfg.Clients, ip), "why", why)...)
 	}
 }
 

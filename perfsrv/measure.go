@@ -234,7 +234,7 @@ func (m *measure) limitReached() bool {
 }
 
 // pace sleeps until sending n more bytes keeps to rate bits/s since start.
-func pace(rate int64, start time.Time, sent int64, ended chan struct{}) bool {
+func pace(rate int64, start time.Time, sent int64, ended <-chan struct{}) bool {
 	if rate <= 0 {
 		return true
 	}
