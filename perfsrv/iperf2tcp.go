@@ -90,9 +90,16 @@ func parseHdr2(b []byte) hdr2 {
 		h.bufLen = int(int32(be.Uint32(b[12:])))
 		h.amount = int32(be.Uint32(b[20:]))
 	}
-	if len(b) >= iperf2HdrV1Len+24 && h.flags&(iperf2HeaderExtend|iperf2HeaderVersion2) != 0 {
-		h.upper = be.Uint16(b[32:])
-		h.rate = uint64(be.Uint32(b[44:])) | uint64(be.Uint32(b[48:])>>8)<<32
+	// client_hdrext: type, length, upperflags, lowerflags, version_u,
+	// version_l, reserved, tos, lRate, uRate (its upper 24 bits hold the
+	// rate's upper 32 >> 8), TCPWritePrefetch.
+	if h.flags&(iperf2HeaderExtend|iperf2HeaderVersion2) != 0 {
+		if len(b) >= 34 {
+			h.upper = be.Uint16(b[32:])
+		}
+		if len(b) >= 56 {
+			h.rate = uint64(be.Uint32(b[48:])) | uint64(be.Uint32(b[52:])>>8)<<32
+		}
 	}
 	return h
 }
