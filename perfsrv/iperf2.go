@@ -240,7 +240,7 @@ func (s *Iperf2) finish(f *flow2, outcome, why string) {
 	ss := append(f.tx, sample{at: dur, bytes: f.bytes})
 	ev := &event.Fetch{Start: f.first, Proto: event.ProtoUDP, Client: f.peer, File: "iperf -c -u (udp)", Bytes: f.bytes,
 		Size: -1, Duration: dur, Outcome: outcome, Err: why, Source: SourceIperf2, Direction: "tx",
-		Interface: ifaceOf(addrPort(s.udp.LocalAddr()).Addr()), Intervals: intervals(sample{}, ss, s.cfg.Interval),
+		Interface: ifaceOf(addrPort(s.udp.LocalAddr()).Addr()), Intervals: intervals(sample{}, ss, s.cfg.Interval/2),
 		Labels: map[string]string{"streams": "1"}}
 	if ev.Interface == "" {
 		ev.Interface = ifaceRoute(f.peer.Addr())

@@ -241,6 +241,7 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	start := time.Now()
 	_ = c.SetReadDeadline(start.Add(s.cfg.SetupTimeout))
 	head, h, herr := readHdr2(c)
+	began := time.Now()
 	mode := h.mode()
 	labels := map[string]string{"streams": "1"}
 	if h.flags&(iperf2HeaderVersion1|iperf2HeaderVersion2|iperf2HeaderExtend) != 0 {
@@ -277,7 +278,10 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 			emit(s.connectBack(ctx, c, h))
 		}()
 	}
-	fwd := s.recvLeg(ctx, c, start, head, herr)
+	// The board's leg starts when its header arrived, as its client
+	// starts the clock at its first write: with -P it connects all streams
+	// before writing.
+	fwd := s.recvLeg(ctx, c, began, head, herr)
 	emit(fwd)
 	if mode == mode2Tradeoff {
 		if fwd.outcome == event.OutcomeOK {
@@ -299,7 +303,7 @@ func (s *Iperf2) recvLeg(ctx context.Context, c *net.TCPConn, start time.Time, h
 		defer mu.Unlock()
 		return sample{at: at, bytes: n}
 	})
-	_ = c.SetReadDeadline(start.Add(s.cfg.Limits.MaxDuration + 5*time.Second))
+	_ = c.SetReadDeadline(start.Add(s.cfg.Limits.MaxDuration + s.cfg.SetupTimeout))
 	err := herr
 	buf := make([]byte, 256<<10)
 	for err == nil {
@@ -472,5 +476,5 @@ func (s *Iperf2) tcpEvent(l leg2, file string, labels map[string]string) *event.
 	}
 	return &event.Fetch{Start: l.start, Proto: event.ProtoTCP, Client: l.peer, File: file, Bytes: l.bytes, Size: -1,
 		Duration: l.end.Sub(l.start), Outcome: l.outcome, Err: l.why, Source: SourceIperf2, Direction: l.dir,
-		Interface: ifaceOf(l.local.Addr()), Intervals: intervals(sample{}, l.samples, s.cfg.Interval), Labels: lb}
+		Interface: ifaceOf(l.local.Addr()), Intervals: intervals(sample{}, l.samples, s.cfg.Interval/2), Labels: lb}
 }

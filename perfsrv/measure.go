@@ -424,7 +424,7 @@ func (m *measure) text() string {
 		if len(dir.ss) == 0 || dir.ss[len(dir.ss)-1].bytes == dir.base.bytes {
 			continue
 		}
-		for _, iv := range intervals(dir.base, dir.ss, m.t.s.cfg.Interval) {
+		for _, iv := range intervals(dir.base, dir.ss, m.t.s.cfg.Interval/10) {
 			fmt.Fprintf(&b, "[SUM][%s] %6.2f-%-6.2f sec  %d Bytes  %.2f Mbits/sec\n", dir.name,
 				iv.Start.Seconds(), iv.End.Seconds(), iv.Bytes, float64(iv.Bytes)*8/(iv.End-iv.Start).Seconds()/1e6)
 		}
@@ -462,7 +462,7 @@ func (m *measure) events(client *results, outcome, why string) []*event.Fetch {
 			Start: m.wall, Proto: event.ProtoTCP, Client: m.t.peer, File: m.describe(dir), Bytes: bytes, Size: -1,
 			Duration: m.measured(), Outcome: outcome, Err: why, Source: SourceIperf3, Direction: dir,
 			Interface: ifaceOf(addrPort(m.t.ctl.LocalAddr()).Addr()),
-			Intervals: intervals(base, ss, m.t.s.cfg.Interval),
+			Intervals: intervals(base, ss, m.t.s.cfg.Interval/10),
 			Labels:    map[string]string{"streams": strconv.Itoa(len(mine)), "test": m.t.cookie[:8]},
 		}
 		if p.UDP {

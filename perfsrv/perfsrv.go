@@ -167,16 +167,18 @@ type sample struct {
 }
 
 // intervals turns cumulative samples into event intervals, from base
-// (the sample at the measured start). A last interval shorter than a tenth
-// of the period is folded into the one before, as iperf3 drops such a tail
-// (iperf_print_intermediate), so the counts match the client's lines.
-func intervals(base sample, ss []sample, period time.Duration) []event.Interval {
+// (the sample at the measured start). A last interval shorter than minTail
+// is folded into the one before, so the counts match the client's lines:
+// iperf3 drops a tail under a tenth of the period
+// (iperf_print_intermediate); iperf 2 prints whole periods only, its
+// total covering the rest.
+func intervals(base sample, ss []sample, minTail time.Duration) []event.Interval {
 	var out []event.Interval
 	prev := base
 	for _, s := range ss {
 		iv := event.Interval{Start: prev.at, End: s.at, Bytes: s.bytes - prev.bytes,
 			Retransmits: s.retransmits - prev.retransmits, Cwnd: s.cwnd, SndWnd: s.sndWnd, RTT: s.rtt}
-		if iv.End-iv.Start < period/10 && len(out) > 0 {
+		if iv.End-iv.Start < minTail && len(out) > 0 {
 			last := &out[len(out)-1]
 			last.End, last.Bytes, last.Retransmits = iv.End, last.Bytes+iv.Bytes, last.Retransmits+iv.Retransmits
 			last.Cwnd, last.SndWnd, last.RTT = iv.Cwnd, iv.SndWnd, iv.RTT
