@@ -163,8 +163,15 @@ func TestIperf3Clients(t *testing.T) {
 			}
 			c := j.sum(key)
 			db, dm := pctOff(float64(r.Bytes), float64(c.Bytes)), pctOff(r.Mbps, c.BPS/1e6)
-			t.Logf("%-10s %s: pxeperf %d B %.1f Mbit/s, client %s %d B %.1f Mbit/s: %.2f%% / %.2f%%",
-				tc.name, r.Direction, r.Bytes, r.Mbps, key, c.Bytes, c.BPS/1e6, db, dm)
+			// The server's own window, kept beside the client's clock the
+			// record is timed by: its drift is what the client clock saves.
+			var own float64
+			if _, err := fmt.Sscan(r.Labels["server_secs"], &own); err != nil || own <= 0 || r.Labels["duration_from"] != "client" {
+				t.Errorf("%s %s: not timed by the client's clock: %v", tc.name, r.Direction, r.Labels)
+			}
+			t.Logf("%-10s %s: pxeperf %d B %.1f Mbit/s, client %s %d B %.1f Mbit/s: %.2f%% / %.2f%% (server window %.3f s: %.2f%%)",
+				tc.name, r.Direction, r.Bytes, r.Mbps, key, c.Bytes, c.BPS/1e6, db, dm, own,
+				pctOff(float64(r.Bytes)*8/own/1e6, c.BPS/1e6))
 			if db > 1 || dm > 1 {
 				t.Errorf("%s %s: pxeperf %d B %.1f Mbit/s vs client %d B %.1f Mbit/s: over 1%%", tc.name, r.Direction,
 					r.Bytes, r.Mbps, c.Bytes, c.BPS/1e6)
@@ -174,6 +181,16 @@ func TestIperf3Clients(t *testing.T) {
 			}
 			if r.Labels["client_bytes"] == "" {
 				t.Errorf("%s: no client figures on the record: %v", tc.name, r.Labels)
+			}
+			// TCP the board received: the record takes the board's count,
+			// which cannot exceed what the server wrote.
+			if r.Direction == "rx" && r.Proto == "tcp" {
+				var w int64
+				if _, err := fmt.Sscan(r.Labels["server_written"], &w); err != nil || w < c.Bytes || r.Labels["server_acked"] == "" {
+					t.Errorf("%s: the board read %d B, the server wrote %q: %v", tc.name, c.Bytes, r.Labels["server_written"], r.Labels)
+				}
+				t.Logf("%-10s rx: the server wrote %d B, saw %s B acknowledged at TEST_END, the board read %d B",
+					tc.name, w, r.Labels["server_acked"], c.Bytes)
 			}
 			st, _ := record.OpenReadOnly(data)
 			ivs, err := st.Intervals(context.Background(), r.ID)
