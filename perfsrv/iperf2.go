@@ -61,6 +61,9 @@ func NewIperf2(cfg Config) (*Iperf2, error) {
 // Addr is the bound address (TCP and UDP share the port).
 func (s *Iperf2) Addr() net.Addr { return s.ln.Addr() }
 
+// Refusals counts refused tests by reason.
+func (s *Iperf2) Refusals() map[string]uint64 { return s.refuse.Counts() }
+
 // Serve runs until ctx ends, then returns nil.
 func (s *Iperf2) Serve(ctx context.Context) error {
 	return serve(ctx, s.ln, s.udp, &s.wg, func() { s.readUDP(ctx) },
@@ -111,6 +114,7 @@ type flow2 struct {
 	admitted            bool
 	tx                  []sample
 	nextSample          time.Time
+	mode                string // -r, -d or --full-duplex asked for (only the board's leg is served)
 }
 
 func (s *Iperf2) readUDP(ctx context.Context) {
@@ -156,11 +160,28 @@ func (s *Iperf2) datagram(from netip.AddrPort, b []byte, now time.Time) {
 		}
 		f = &flow2{peer: from, first: now, nextSample: now.Add(s.cfg.Interval)}
 		s.flows[from] = f
+		// The test header follows the datagram's own 16 bytes.
+		var h hdr2
+		if len(b) > 16 {
+			h = parseHdr2(b[16:])
+		}
+		switch mode := h.mode(); mode {
+		case mode2Normal:
+		case mode2Reverse:
+			// The board only listens: nothing to measure here.
+			s.refuse.Refuse("iperf2: UDP -R is not served (use iperf3 -u -R, or iperf -R over TCP)", ip.String(),
+				clientAttrs(s.cfg.Clients, ip)...)
+			return
+		default:
+			s.cfg.Log.Warn("iperf2: the server's leg of a UDP test is not served; recording the board's leg only (use TCP -r/-d, or iperf3 -u -R)",
+				append(clientAttrs(s.cfg.Clients, ip), "mode", mode)...)
+			f.mode = mode
+		}
 		f.admitted = s.admitLocked(ip)
 		if !f.admitted {
 			s.refuse.Refuse("iperf2: busy", ip.String(), clientAttrs(s.cfg.Clients, ip)...)
 		}
-		if len(b) >= 20 && binary.BigEndian.Uint32(b[16:])&iperf2HeaderSeqno64 != 0 {
+		if h.flags&iperf2HeaderSeqno64 != 0 {
 			f.seq64 = true
 		}
 	}
@@ -246,6 +267,9 @@ func (s *Iperf2) finish(f *flow2, outcome, why string) {
 		ev.Interface = ifaceRoute(f.peer.Addr())
 	}
 	udpLabels(ev, f.lost, f.packets, f.jitter)
+	if f.mode != "" {
+		ev.Labels["iperf2_mode"] = f.mode
+	}
 	go s.cfg.Sink.Fetch(ev)
 	if outcome != event.OutcomeOK {
 		s.cfg.Log.Warn("iperf2 UDP test ended early", append(clientAttrs(s.cfg.Clients, f.peer.Addr().Unmap()), "why", why)...)

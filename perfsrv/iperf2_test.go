@@ -264,3 +264,39 @@ type byteConn struct {
 }
 
 func (c *byteConn) Read(p []byte) (int, error) { return c.Reader.Read(p) }
+
+// TestIperf2UDPReverseRefused: an iperf 2.1 UDP -R (the board would only
+// listen) is refused with a log line naming the fix, and leaves no record.
+func TestIperf2UDPReverseRefused(t *testing.T) {
+	rec := &event.Recorder{}
+	lg := &syncLog{}
+	s, err := NewIperf2(Config{Addr: "127.0.0.1:0", Sink: rec, Log: slog.New(slog.NewTextHandler(lg, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	c, err := net.Dial("udp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	d := append(make([]byte, 16), iperf2Header(iperf2HeaderVersion2|iperf2HeaderSeqno64, 5001, -100, iperf2UpperReverse)...)
+	binary.BigEndian.PutUint32(d, 1)
+	for range 3 {
+		if _, err := c.Write(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !nsWait(5*time.Second, func() bool { return s.Refusals()["iperf2: UDP -R is not served (use iperf3 -u -R, or iperf -R over TCP)"] == 1 }) {
+		t.Fatalf("refusals %v\n%s", s.Refusals(), lg.String())
+	}
+	if fs, _ := rec.Snapshot(); len(fs) != 0 {
+		t.Errorf("records %+v", fs)
+	}
+}
