@@ -293,7 +293,9 @@ func TestIperf2UDPReverseRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !nsWait(5*time.Second, func() bool { return s.Refusals()["iperf2: UDP -R is not served (use iperf3 -u -R, or iperf -R over TCP)"] == 1 }) {
+	if !nsWait(5*time.Second, func() bool {
+		return s.Refusals()["iperf2: UDP -R is not served (use iperf3 -u -R, or iperf -R over TCP)"] == 1
+	}) {
 		t.Fatalf("refusals %v\n%s", s.Refusals(), lg.String())
 	}
 	if fs, _ := rec.Snapshot(); len(fs) != 0 {
