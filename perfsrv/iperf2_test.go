@@ -36,22 +36,7 @@ func TestIperf2Loopback(t *testing.T) {
 		{"tcp --full-duplex", []string{"--full-duplex"}, "tcp", "tx rx"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := &event.Recorder{}
-			lg := &syncLog{}
-			s, err := NewIperf2(Config{Addr: "127.0.0.1:0", Sink: rec, Log: slog.New(slog.NewTextHandler(lg, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- s.Serve(ctx) }()
-			t.Cleanup(func() {
-				cancel()
-				<-done
-				if t.Failed() {
-					t.Logf("server log:\n%s", lg.String())
-				}
-			})
+			s, rec, _ := startIperf2(t)
 			sport := addrPort(s.Addr()).Port()
 			port := strconv.Itoa(int(sport))
 			// The client listens for -r and -d on -L; iperf 2.1.8 takes
@@ -91,6 +76,20 @@ func TestIperf2Loopback(t *testing.T) {
 			t.Logf("client:\n%s", out)
 		})
 	}
+}
+
+// startIperf2 serves iperf 2 on loopback until the test ends; the server
+// log is shown when it failed.
+func startIperf2(t *testing.T) (*Iperf2, *event.Recorder, *syncLog) {
+	t.Helper()
+	rec := &event.Recorder{}
+	lg := &syncLog{}
+	s, err := NewIperf2(Config{Addr: "127.0.0.1:0", Sink: rec, Log: slog.New(slog.NewTextHandler(lg, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveUntilCleanup(t, s.Serve, lg)
+	return s, rec, lg
 }
 
 // freePortAbove is a TCP port on loopback, free a moment ago, above p.
@@ -185,19 +184,7 @@ func TestIperf2ConnectBackBad(t *testing.T) {
 		{"over the cap", iperf2Header(iperf2HeaderVersion1, refused, -100*3600, 0), "over the 1m0s cap"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := &event.Recorder{}
-			lg := &syncLog{}
-			s, err := NewIperf2(Config{Addr: "127.0.0.1:0", Sink: rec, Log: slog.New(slog.NewTextHandler(lg, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- s.Serve(ctx) }()
-			defer func() {
-				cancel()
-				<-done
-			}()
+			s, rec, lg := startIperf2(t)
 			c, err := net.DialTimeout("tcp", s.Addr().String(), 2*time.Second)
 			if err != nil {
 				t.Fatal(err)
@@ -268,19 +255,7 @@ func (c *byteConn) Read(p []byte) (int, error) { return c.Reader.Read(p) }
 // TestIperf2UDPReverseRefused: an iperf 2.1 UDP -R (the board would only
 // listen) is refused with a log line naming the fix, and leaves no record.
 func TestIperf2UDPReverseRefused(t *testing.T) {
-	rec := &event.Recorder{}
-	lg := &syncLog{}
-	s, err := NewIperf2(Config{Addr: "127.0.0.1:0", Sink: rec, Log: slog.New(slog.NewTextHandler(lg, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	s, rec, lg := startIperf2(t)
 	c, err := net.Dial("udp", s.Addr().String())
 	if err != nil {
 		t.Fatal(err)

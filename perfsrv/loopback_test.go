@@ -25,9 +25,17 @@ func startIperf3(t *testing.T, l Limits) (*Iperf3, *event.Recorder, *syncLog) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveUntilCleanup(t, s.Serve, lg)
+	return s, rec, lg
+}
+
+// serveUntilCleanup runs serve until the test ends, then checks it
+// returns nil in time; the server log is shown when the test failed.
+func serveUntilCleanup(t *testing.T, serve func(context.Context) error, lg *syncLog) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
+	go func() { done <- serve(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -42,7 +50,6 @@ func startIperf3(t *testing.T, l Limits) (*Iperf3, *event.Recorder, *syncLog) {
 			t.Logf("server log:\n%s", lg.String())
 		}
 	})
-	return s, rec, lg
 }
 
 // clientJSON is the part of iperf3 -J output the tests compare.
