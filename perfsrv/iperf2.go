@@ -114,7 +114,8 @@ type flow2 struct {
 	admitted            bool
 	tx                  []sample
 	nextSample          time.Time
-	mode                string // -r, -d or --full-duplex asked for (only the board's leg is served)
+	hdr                 hdr2 // the first datagram's test header
+	ctx                 context.Context
 }
 
 func (s *Iperf2) readUDP(ctx context.Context) {
@@ -145,11 +146,11 @@ func (s *Iperf2) readUDP(ctx context.Context) {
 			s.refuse.Refuse("iperf2: UDP datagram too short", from.Addr().Unmap().String(), "bytes", n)
 			continue
 		}
-		s.datagram(from, buf[:n], now)
+		s.datagram(ctx, from, buf[:n], now)
 	}
 }
 
-func (s *Iperf2) datagram(from netip.AddrPort, b []byte, now time.Time) {
+func (s *Iperf2) datagram(ctx context.Context, from netip.AddrPort, b []byte, now time.Time) {
 	ip := from.Addr().Unmap()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -158,28 +159,35 @@ func (s *Iperf2) datagram(from netip.AddrPort, b []byte, now time.Time) {
 		if int32(binary.BigEndian.Uint32(b)) < 0 {
 			return // the end of a flow we did not see (or already forgot)
 		}
-		f = &flow2{peer: from, first: now, nextSample: now.Add(s.cfg.Interval)}
+		f = &flow2{peer: from, first: now, nextSample: now.Add(s.cfg.Interval), ctx: ctx}
 		s.flows[from] = f
 		// The test header follows the datagram's own 16 bytes.
 		var h hdr2
 		if len(b) > 16 {
 			h = parseHdr2(b[16:])
 		}
-		switch mode := h.mode(); mode {
-		case mode2Normal:
-		case mode2Reverse:
-			// The board only listens: nothing to measure here.
-			s.refuse.Refuse("iperf2: UDP -R is not served (use iperf3 -u -R, or iperf -R over TCP)", ip.String(),
-				clientAttrs(s.cfg.Clients, ip)...)
-			return
-		default:
-			s.cfg.Log.Warn("iperf2: the server's leg of a UDP test is not served; recording the board's leg only (use TCP -r/-d, or iperf3 -u -R)",
-				append(clientAttrs(s.cfg.Clients, ip), "mode", mode)...)
-			f.mode = mode
-		}
+		f.hdr = h
 		f.admitted = s.admitLocked(ip)
 		if !f.admitted {
 			s.refuse.Refuse("iperf2: busy", ip.String(), clientAttrs(s.cfg.Clients, ip)...)
+		}
+		switch h.mode() {
+		case mode2Reverse:
+			// The board only listens; it repeats its header until data
+			// comes. The leg keeps the slot; the flow records nothing.
+			if f.admitted {
+				s.startUDPLeg(ctx, from, h, false, true)
+			}
+			f.admitted, f.done = false, true
+			return
+		case mode2FullDuplex:
+			if f.admitted {
+				s.startUDPLeg(ctx, from, h, false, false)
+			}
+		case mode2Dualtest:
+			if f.admitted {
+				s.startUDPLeg(ctx, from, h, true, false)
+			}
 		}
 		if h.flags&iperf2HeaderSeqno64 != 0 {
 			f.seq64 = true
@@ -267,8 +275,12 @@ func (s *Iperf2) finish(f *flow2, outcome, why string) {
 		ev.Interface = ifaceRoute(f.peer.Addr())
 	}
 	udpLabels(ev, f.lost, f.packets, f.jitter)
-	if f.mode != "" {
-		ev.Labels["iperf2_mode"] = f.mode
+	if mode := f.hdr.mode(); mode != mode2Normal {
+		ev.Labels["iperf2_mode"] = mode
+		ev.File = "iperf -c -u" + flagName(mode) + " (udp)"
+	}
+	if f.hdr.mode() == mode2Tradeoff && outcome == event.OutcomeOK {
+		s.startUDPLeg(f.ctx, f.peer, f.hdr, true, false)
 	}
 	go s.cfg.Sink.Fetch(ev)
 	if outcome != event.OutcomeOK {

@@ -1,10 +1,12 @@
 // Package perfsrv lets boards measure with their own tools: an
 // iperf3-compatible server (control protocol, TCP and UDP tests, -R,
 // --bidir, -P, -b, -l, -w, -t, -n, -O, --get-server-output) and an
-// iperf 2 server (`iperf -s`: TCP and UDP with its server report). Unlike
+// iperf 2 server (`iperf -s`: TCP and UDP with its server report, -r and
+// -d by connecting back to the board, 2.1's -R and --full-duplex). Unlike
 // iperf3's own server, tests run side by side, bounded per client and in
 // total. Every test ends as events (one event.Fetch per direction, summed
-// over streams, with per-second intervals) that record/ stores like any
+// over streams for iperf3, per connection or flow for iperf 2, with
+// per-second intervals) that record/ stores like any
 // fetch: Source "iperf3" or "iperf2", Direction as seen from the board.
 //
 // Like the boot protocols, this package knows nothing of storage: it speaks
