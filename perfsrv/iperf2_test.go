@@ -255,4 +255,3 @@ type byteConn struct {
 }
 
 func (c *byteConn) Read(p []byte) (int, error) { return c.Reader.Read(p) }
-
