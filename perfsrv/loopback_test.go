@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,22 +108,12 @@ func runIperf3(t *testing.T, ns string, args ...string) (clientJSON, string) {
 
 type syncLog struct {
 	b  strings.Builder
-	mu chanMutex
+	mu sync.Mutex // was a lazily made channel: its first use raced (go test -race)
 }
-
-type chanMutex struct{ c chan struct{} }
-
-func (m *chanMutex) lock() {
-	if m.c == nil {
-		m.c = make(chan struct{}, 1)
-	}
-	m.c <- struct{}{}
-}
-func (m *chanMutex) unlock() { <-m.c }
 
 func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.lock()
-	defer l.mu.unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if os.Getenv("PERFSRV_LOG") != "" {
 		fmt.Fprint(os.Stderr, string(p))
 	}
@@ -130,8 +121,8 @@ func (l *syncLog) Write(p []byte) (int, error) {
 }
 
 func (l *syncLog) String() string {
-	l.mu.lock()
-	defer l.mu.unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	return l.b.String()
 }
 
