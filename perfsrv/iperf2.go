@@ -36,6 +36,9 @@ type Iperf2 struct {
 	perClient map[netip.Addr]int
 	flows     map[netip.AddrPort]*flow2
 
+	gmu    sync.Mutex
+	groups map[string]*group2 // -P tests still taking streams
+
 	wg sync.WaitGroup
 }
 
@@ -66,6 +69,7 @@ func (s *Iperf2) Refusals() map[string]uint64 { return s.refuse.Counts() }
 
 // Serve runs until ctx ends, then returns nil.
 func (s *Iperf2) Serve(ctx context.Context) error {
+	defer s.closeGroups() // -P tests cut short by the end: record what came
 	return serve(ctx, s.ln, s.udp, &s.wg, func() { s.readUDP(ctx) },
 		func(c *net.TCPConn, _ uint64) { s.handleTCP(ctx, c) },
 		func(err error) { s.cfg.Log.Warn("iperf2 accept", "err", err) })

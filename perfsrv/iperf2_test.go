@@ -34,6 +34,7 @@ func TestIperf2Loopback(t *testing.T) {
 		{"tcp -d", []string{"-d"}, "tcp", "tx rx"},
 		{"tcp -R", []string{"-R"}, "tcp", "rx"},
 		{"tcp --full-duplex", []string{"--full-duplex"}, "tcp", "tx rx"},
+		{"tcp -P 3 -d", []string{"-P", "3", "-d"}, "tcp", "tx rx"}, // one record per direction
 		{"udp -r", []string{"-u", "-b", "20M", "-r"}, "udp", "tx rx"},
 		{"udp -d", []string{"-u", "-b", "20M", "-d"}, "udp", "tx rx"},
 		{"udp -R", []string{"-u", "-b", "20M", "-R"}, "udp", "rx"},

@@ -251,12 +251,30 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 		labels["iperf2_mode"] = mode
 	}
 	file := "iperf -c" + flagName(mode) + " (tcp)"
+	record := func(l leg2, streams int) {
+		lb, file := labels, file
+		if streams > 1 {
+			lb = map[string]string{"streams": streamsLabel(streams)}
+			for k, v := range labels {
+				if k != "streams" {
+					lb[k] = v
+				}
+			}
+			file = "iperf -c -P " + streamsLabel(streams) + flagName(mode) + " (tcp)"
+		}
+		s.cfg.Sink.Fetch(s.tcpEvent(l, file, lb))
+	}
+	g := s.joinGroup(ip, h, head, func(_ string, l leg2, streams int) { record(l, streams) })
 	emit := func(l leg2) {
-		s.cfg.Sink.Fetch(s.tcpEvent(l, file, labels))
 		if l.outcome != event.OutcomeOK {
 			s.cfg.Log.Warn("iperf2 test leg ended early", append(clientAttrs(s.cfg.Clients, ip),
 				"direction", l.dir, "mode", mode, "why", l.why)...)
 		}
+		if g != nil {
+			s.addLeg(g, l)
+			return
+		}
+		record(l, 1)
 	}
 	if mode == mode2Reverse {
 		// The client sends only the header and reads until the server closes.

@@ -383,10 +383,10 @@ func iperf2(t *testing.T, ns string, secs int, args ...string) (map[string]*iper
 
 // TestIperf2Clients: Debian's iperf 2.1.8 client in a namespace against
 // the real binary's --iperf2-addr over a veth with a 1 Gbit/s tbf. Every
-// leg is a record with the board's direction whose bytes are within 1% of
-// the client's own -y C totals (summed over -P streams) and whose interval
-// count is the client's; -r and -d legs come over the connection pxeperf
-// makes back to the client's -L port.
+// leg is a record with the board's direction (a -P test's streams summed
+// in one) whose bytes are within 1% of the client's own -y C totals and
+// whose intervals are the client's lines; -r and -d legs come over the
+// connection pxeperf makes back to the client's -L port.
 func TestIperf2Clients(t *testing.T) {
 	nstest.RequireTool(t, "iperf")
 	p := nstest.NewPair(t, nstest.Options{})
@@ -396,14 +396,15 @@ func TestIperf2Clients(t *testing.T) {
 	cases := []struct {
 		name string
 		args []string
-		legs int // records: one per stream and direction
+		legs int // records: one per direction (a -P test's streams summed)
 	}{
 		{"tcp", nil, 1},
 		{"tcp -r", []string{"-r", "-L", "6001"}, 2},
 		{"tcp -d", []string{"-d", "-L", "6001"}, 2},
 		{"tcp -R", []string{"-R"}, 1},
 		{"tcp --full-duplex", []string{"--full-duplex"}, 2},
-		{"tcp -P 4", []string{"-P", "4"}, 4},
+		{"tcp -P 4", []string{"-P", "4"}, 1},
+		{"tcp -P 2 -d", []string{"-P", "2", "-d", "-L", "6001"}, 2},
 		{"udp -b 100M", []string{"-u", "-b", "100M"}, 1},
 		{"udp -r", []string{"-u", "-b", "100M", "-r", "-L", "6001"}, 2},
 		{"udp -d", []string{"-u", "-b", "100M", "-d", "-L", "6001"}, 2},
@@ -432,7 +433,10 @@ func TestIperf2Clients(t *testing.T) {
 				mine[r.Direction] = m
 			}
 			m.bytes += r.Bytes
-			m.lines += len(ivs)
+			// A -P record sums its streams; the client prints each stream's lines.
+			streams := 1
+			fmt.Sscan(r.Labels["streams"], &streams)
+			m.lines += len(ivs) * streams
 		}
 		if len(mine) != len(client) {
 			t.Errorf("%s: pxeperf recorded %d directions, the client reports %d\n%s", tc.name, len(mine), len(client), out)
