@@ -5,13 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"net/netip"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/pxeperf/pxeperf/event"
@@ -24,11 +22,7 @@ import (
 // datagrams with a negative sequence number, which the server answers with
 // its report (server_hdr: flags, total_len1/2, stop_sec/usec, error_cnt,
 // outorder_cnt, datagrams, jitter1/2) so the client prints "Server Report".
-const (
-	iperf2HeaderVersion1 = 0x80000000
-	iperf2HeaderSeqno64  = 0x08000000
-	iperf2FlowIdle       = 10 * time.Second
-)
+const iperf2FlowIdle = 10 * time.Second
 
 // Iperf2 is an `iperf -s`-compatible server for TCP and UDP tests.
 type Iperf2 struct {
@@ -41,6 +35,9 @@ type Iperf2 struct {
 	active    int
 	perClient map[netip.Addr]int
 	flows     map[netip.AddrPort]*flow2
+
+	gmu    sync.Mutex
+	groups map[string]*group2 // -P tests still taking streams
 
 	wg sync.WaitGroup
 }
@@ -67,8 +64,12 @@ func NewIperf2(cfg Config) (*Iperf2, error) {
 // Addr is the bound address (TCP and UDP share the port).
 func (s *Iperf2) Addr() net.Addr { return s.ln.Addr() }
 
+// Refusals counts refused tests by reason.
+func (s *Iperf2) Refusals() map[string]uint64 { return s.refuse.Counts() }
+
 // Serve runs until ctx ends, then returns nil.
 func (s *Iperf2) Serve(ctx context.Context) error {
+	defer s.closeGroups() // -P tests cut short by the end: record what came
 	return serve(ctx, s.ln, s.udp, &s.wg, func() { s.readUDP(ctx) },
 		func(c *net.TCPConn, _ uint64) { s.handleTCP(ctx, c) },
 		func(err error) { s.cfg.Log.Warn("iperf2 accept", "err", err) })
@@ -104,82 +105,6 @@ func (s *Iperf2) releaseLocked(ip netip.Addr) {
 	}
 }
 
-// handleTCP counts one client's bytes until it closes (the board sends).
-func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
-	defer c.Close()
-	peer := addrPort(c.RemoteAddr())
-	ip := peer.Addr().Unmap()
-	if !s.admit(ip) {
-		s.refuse.Refuse("iperf2: busy", ip.String(), clientAttrs(s.cfg.Clients, ip)...)
-		return
-	}
-	defer s.release(ip)
-	stopCtx := context.AfterFunc(ctx, func() { c.Close() })
-	defer stopCtx()
-	start := time.Now()
-	var n atomic.Int64
-	done := make(chan struct{})
-	var samples []sample
-	var smu sync.Mutex
-	go func() {
-		tk := time.NewTicker(s.cfg.Interval)
-		defer tk.Stop()
-		for {
-			select {
-			case now := <-tk.C:
-				smu.Lock()
-				samples = append(samples, sample{at: now.Sub(start), bytes: n.Load()})
-				smu.Unlock()
-			case <-done:
-				return
-			}
-		}
-	}()
-	deadline := start.Add(s.cfg.Limits.MaxDuration + 5*time.Second)
-	_ = c.SetReadDeadline(deadline)
-	buf := make([]byte, 256<<10)
-	var head []byte
-	outcome, why := event.OutcomeOK, ""
-	for {
-		k, err := c.Read(buf)
-		if len(head) < 24 {
-			head = append(head, buf[:min(k, 24-len(head))]...)
-		}
-		n.Add(int64(k))
-		if err != nil {
-			var ne net.Error
-			switch {
-			case errors.As(err, &ne) && ne.Timeout():
-				outcome, why = event.OutcomeAborted, fmt.Sprintf("test ran past the %s cap", s.cfg.Limits.MaxDuration)
-			case ctx.Err() != nil:
-				outcome, why = event.OutcomeAborted, "server shutting down"
-			case !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF):
-				outcome, why = event.OutcomeAborted, "client vanished mid-test: "+err.Error()
-			}
-			break
-		}
-	}
-	end := time.Now()
-	close(done)
-	smu.Lock()
-	ss := append(samples, sample{at: end.Sub(start), bytes: n.Load()})
-	smu.Unlock()
-	f := &event.Fetch{Start: start, Proto: event.ProtoTCP, Client: peer, File: "iperf -c (tcp)", Bytes: n.Load(), Size: -1,
-		Duration: end.Sub(start), Outcome: outcome, Err: why, Source: SourceIperf2, Direction: "tx",
-		Interface: ifaceOf(addrPort(c.LocalAddr()).Addr()), Intervals: intervals(sample{}, ss, s.cfg.Interval),
-		Labels: map[string]string{"streams": "1"}}
-	if len(head) >= 24 {
-		flags := binary.BigEndian.Uint32(head)
-		if flags&iperf2HeaderVersion1 != 0 {
-			f.Labels["iperf2_flags"] = fmt.Sprintf("%#x", flags)
-		}
-	}
-	s.cfg.Sink.Fetch(f)
-	if outcome != event.OutcomeOK {
-		s.cfg.Log.Warn("iperf2 test ended early", append(clientAttrs(s.cfg.Clients, ip), "why", why)...)
-	}
-}
-
 // flow2 is one UDP test: the datagrams from one client port.
 type flow2 struct {
 	peer                netip.AddrPort
@@ -193,6 +118,8 @@ type flow2 struct {
 	admitted            bool
 	tx                  []sample
 	nextSample          time.Time
+	hdr                 hdr2 // the first datagram's test header
+	ctx                 context.Context
 }
 
 func (s *Iperf2) readUDP(ctx context.Context) {
@@ -223,11 +150,11 @@ func (s *Iperf2) readUDP(ctx context.Context) {
 			s.refuse.Refuse("iperf2: UDP datagram too short", from.Addr().Unmap().String(), "bytes", n)
 			continue
 		}
-		s.datagram(from, buf[:n], now)
+		s.datagram(ctx, from, buf[:n], now)
 	}
 }
 
-func (s *Iperf2) datagram(from netip.AddrPort, b []byte, now time.Time) {
+func (s *Iperf2) datagram(ctx context.Context, from netip.AddrPort, b []byte, now time.Time) {
 	ip := from.Addr().Unmap()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -236,13 +163,37 @@ func (s *Iperf2) datagram(from netip.AddrPort, b []byte, now time.Time) {
 		if int32(binary.BigEndian.Uint32(b)) < 0 {
 			return // the end of a flow we did not see (or already forgot)
 		}
-		f = &flow2{peer: from, first: now, nextSample: now.Add(s.cfg.Interval)}
+		f = &flow2{peer: from, first: now, nextSample: now.Add(s.cfg.Interval), ctx: ctx}
 		s.flows[from] = f
+		// The test header follows the datagram's own 16 bytes.
+		var h hdr2
+		if len(b) > 16 {
+			h = parseHdr2(b[16:])
+		}
+		f.hdr = h
 		f.admitted = s.admitLocked(ip)
 		if !f.admitted {
 			s.refuse.Refuse("iperf2: busy", ip.String(), clientAttrs(s.cfg.Clients, ip)...)
 		}
-		if len(b) >= 20 && binary.BigEndian.Uint32(b[16:])&iperf2HeaderSeqno64 != 0 {
+		switch h.mode() {
+		case mode2Reverse:
+			// The board only listens; it repeats its header until data
+			// comes. The leg keeps the slot; the flow records nothing.
+			if f.admitted {
+				s.startUDPLeg(ctx, from, h, false, true)
+			}
+			f.admitted, f.done = false, true
+			return
+		case mode2FullDuplex:
+			if f.admitted {
+				s.startUDPLeg(ctx, from, h, false, false)
+			}
+		case mode2Dualtest:
+			if f.admitted {
+				s.startUDPLeg(ctx, from, h, true, false)
+			}
+		}
+		if h.flags&iperf2HeaderSeqno64 != 0 {
 			f.seq64 = true
 		}
 	}
@@ -322,12 +273,19 @@ func (s *Iperf2) finish(f *flow2, outcome, why string) {
 	ss := append(f.tx, sample{at: dur, bytes: f.bytes})
 	ev := &event.Fetch{Start: f.first, Proto: event.ProtoUDP, Client: f.peer, File: "iperf -c -u (udp)", Bytes: f.bytes,
 		Size: -1, Duration: dur, Outcome: outcome, Err: why, Source: SourceIperf2, Direction: "tx",
-		Interface: ifaceOf(addrPort(s.udp.LocalAddr()).Addr()), Intervals: intervals(sample{}, ss, s.cfg.Interval),
+		Interface: ifaceOf(addrPort(s.udp.LocalAddr()).Addr()), Intervals: intervals(sample{}, ss, s.cfg.Interval/2),
 		Labels: map[string]string{"streams": "1"}}
 	if ev.Interface == "" {
 		ev.Interface = ifaceRoute(f.peer.Addr())
 	}
 	udpLabels(ev, f.lost, f.packets, f.jitter)
+	if mode := f.hdr.mode(); mode != mode2Normal {
+		ev.Labels["iperf2_mode"] = mode
+		ev.File = "iperf -c -u" + flagName(mode) + " (udp)"
+	}
+	if f.hdr.mode() == mode2Tradeoff && outcome == event.OutcomeOK {
+		s.startUDPLeg(f.ctx, f.peer, f.hdr, true, false)
+	}
 	go s.cfg.Sink.Fetch(ev)
 	if outcome != event.OutcomeOK {
 		s.cfg.Log.Warn("iperf2 UDP test ended early", append(clientAttrs(s.cfg.Clients, f.peer.Addr().Unmap()), "why", why)...)

@@ -2,7 +2,10 @@ package perfsrv
 
 import (
 	"context"
+	"encoding/binary"
+	"io"
 	"log/slog"
+	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -23,49 +26,93 @@ func TestIperf2Loopback(t *testing.T) {
 		name  string
 		args  []string
 		proto string
+		dirs  string // the legs' directions, in record order
 	}{
-		{"tcp", nil, "tcp"},
-		{"udp", []string{"-u", "-b", "50M"}, "udp"},
+		{"tcp", nil, "tcp", "tx"},
+		{"udp", []string{"-u", "-b", "50M"}, "udp", "tx"},
+		{"tcp -r", []string{"-r"}, "tcp", "tx rx"},
+		{"tcp -d", []string{"-d"}, "tcp", "tx rx"},
+		{"tcp -R", []string{"-R"}, "tcp", "rx"},
+		{"tcp --full-duplex", []string{"--full-duplex"}, "tcp", "tx rx"},
+		{"tcp -P 3 -d", []string{"-P", "3", "-d"}, "tcp", "tx rx"}, // one record per direction
+		{"udp -r", []string{"-u", "-b", "20M", "-r"}, "udp", "tx rx"},
+		{"udp -d", []string{"-u", "-b", "20M", "-d"}, "udp", "tx rx"},
+		{"udp -R", []string{"-u", "-b", "20M", "-R"}, "udp", "rx"},
+		{"udp --full-duplex", []string{"-u", "-b", "20M", "--full-duplex"}, "udp", "tx rx"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := &event.Recorder{}
-			lg := &syncLog{}
-			s, err := NewIperf2(Config{Addr: "127.0.0.1:0", Sink: rec, Log: slog.New(slog.NewTextHandler(lg, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- s.Serve(ctx) }()
-			t.Cleanup(func() {
-				cancel()
-				<-done
-				if t.Failed() {
-					t.Logf("server log:\n%s", lg.String())
-				}
-			})
-			port := strconv.Itoa(int(addrPort(s.Addr()).Port()))
+			s, rec, _ := startIperf2(t)
+			sport := addrPort(s.Addr()).Port()
+			port := strconv.Itoa(int(sport))
+			// The client listens for -r and -d on -L; iperf 2.1.8 takes
+			// -L below -p as a port range, so pick one above.
+			lport := freePortAbove(t, sport)
 			cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer ccancel()
-			out, err := exec.CommandContext(cctx, "iperf", append([]string{"-c", "127.0.0.1", "-p", port, "-t", "2", "-f", "k"}, tc.args...)...).CombinedOutput()
+			out, err := exec.CommandContext(cctx, "iperf", append([]string{"-c", "127.0.0.1", "-p", port, "-t", "2", "-f", "k", "-L", lport}, tc.args...)...).CombinedOutput()
 			if err != nil {
 				t.Fatalf("iperf: %v\n%s", err, out)
 			}
-			if tc.proto == "udp" && !strings.Contains(string(out), "Server Report") {
+			if tc.name == "udp" && !strings.Contains(string(out), "Server Report") { // -R and --full-duplex are no-udp-fin
 				t.Errorf("no server report in the client's output:\n%s", out)
 			}
+			if strings.Contains(string(out), "ERROR") || strings.Contains(string(out), "failed") {
+				t.Errorf("the client complains:\n%s", out)
+			}
+			dirs := strings.Fields(tc.dirs)
 			var fs []event.Fetch
-			nsWait(5*time.Second, func() bool { fs, _ = rec.Snapshot(); return len(fs) == 1 })
-			if len(fs) != 1 {
-				t.Fatalf("%d events, want 1\n%s", len(fs), out)
+			nsWait(5*time.Second, func() bool { fs, _ = rec.Snapshot(); return len(fs) == len(dirs) })
+			if len(fs) != len(dirs) {
+				t.Fatalf("%d events, want %d\n%s", len(fs), len(dirs), out)
 			}
-			f := fs[0]
-			if f.Proto != tc.proto || f.Source != SourceIperf2 || f.Direction != "tx" || f.Outcome != "ok" {
-				t.Errorf("event %+v", f)
+			got := map[string]int{}
+			for _, f := range fs {
+				got[f.Direction]++
+				if f.Proto != tc.proto || f.Source != SourceIperf2 || f.Outcome != "ok" || f.Bytes <= 0 {
+					t.Errorf("event %+v", f)
+				}
+				t.Logf("pxeperf %s: %d bytes %.1f Mbit/s %d intervals %v", f.Direction, f.Bytes, f.Mbps(), len(f.Intervals), f.Labels)
 			}
-			t.Logf("pxeperf: %d bytes %.1f Mbit/s %d intervals %v\nclient:\n%s", f.Bytes, f.Mbps(), len(f.Intervals), f.Labels, out)
+			for _, d := range dirs {
+				if got[d] != 1 {
+					t.Errorf("events by direction %v, want one each of %v", got, dirs)
+				}
+			}
+			t.Logf("client:\n%s", out)
 		})
 	}
+}
+
+// startIperf2 serves iperf 2 on loopback until the test ends; the server
+// log is shown when it failed.
+func startIperf2(t *testing.T) (*Iperf2, *event.Recorder, *syncLog) {
+	t.Helper()
+	rec := &event.Recorder{}
+	lg := &syncLog{}
+	s, err := NewIperf2(Config{Addr: "127.0.0.1:0", Sink: rec, Log: slog.New(slog.NewTextHandler(lg, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveUntilCleanup(t, s.Serve, lg)
+	return s, rec, lg
+}
+
+// freePortAbove is a TCP port on loopback, free a moment ago, above p.
+func freePortAbove(t *testing.T, p uint16) string {
+	t.Helper()
+	for range 50 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := addrPort(ln.Addr()).Port()
+		ln.Close()
+		if q > p {
+			return strconv.Itoa(int(q))
+		}
+	}
+	t.Skip("no free port above the server's")
+	return ""
 }
 
 func nsWait(d time.Duration, cond func() bool) bool {
@@ -78,3 +125,134 @@ func nsWait(d time.Duration, cond func() bool) bool {
 	}
 	return cond()
 }
+
+// iperf2Header builds a test header as iperf 2.1.8 writes it.
+func iperf2Header(flags uint32, port uint16, amount int32, upper uint16) []byte {
+	b := make([]byte, iperf2HdrV1Len+iperf2HdrExtLen)
+	flags |= iperf2HeaderExtend | iperf2HeaderLenBit | uint32(len(b))<<1
+	binary.BigEndian.PutUint32(b[0:], flags)
+	binary.BigEndian.PutUint32(b[4:], 1)
+	binary.BigEndian.PutUint32(b[8:], uint32(port))
+	binary.BigEndian.PutUint32(b[20:], uint32(amount))
+	binary.BigEndian.PutUint16(b[32:], upper)
+	return b
+}
+
+func TestParseHdr2(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		mode string
+		dur  time.Duration
+		port uint16
+	}{
+		{"2.1.8 plain", iperf2Header(0, 5001, -1000, 0), mode2Normal, 10 * time.Second, 5001},
+		{"2.1.8 -r", iperf2Header(iperf2HeaderVersion1, 6001, -300, 0), mode2Tradeoff, 3 * time.Second, 6001},
+		{"2.1.8 -d", iperf2Header(iperf2HeaderVersion1|iperf2RunNow, 5001, -100, 0), mode2Dualtest, time.Second, 5001},
+		{"2.1.8 -R", iperf2Header(iperf2HeaderVersion2, 5001, -100, iperf2UpperReverse), mode2Reverse, time.Second, 5001},
+		{"2.1.8 --full-duplex", iperf2Header(iperf2HeaderVersion2, 5001, -100, iperf2UpperFullDup), mode2FullDuplex, time.Second, 5001},
+		{"2.0 -r (v1 only)", append(binary.BigEndian.AppendUint32(nil, iperf2HeaderVersion1), make([]byte, 20)...), mode2Tradeoff, 0, 0},
+		{"2.0 data (no header)", []byte("0123456789"), mode2Normal, 0, 0},
+		{"short", []byte{0x80}, mode2Normal, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := parseHdr2(tc.b)
+			if h.mode() != tc.mode || h.duration() != tc.dur || h.port != tc.port {
+				t.Errorf("mode %q duration %s port %d, want %q %s %d", h.mode(), h.duration(), h.port, tc.mode, tc.dur, tc.port)
+			}
+			if len(tc.b) >= 4 {
+				if n := hdr2Len(binary.BigEndian.Uint32(tc.b)); n > len(tc.b) && tc.mode != mode2Normal {
+					t.Errorf("header length %d, longer than the %d bytes written", n, len(tc.b))
+				}
+			}
+		})
+	}
+}
+
+// TestIperf2ConnectBackBad: a -r whose connect-back is refused, names no
+// port, or asks for more than the cap ends that leg as an error record
+// with a clear reason and a log line; the board's own leg is recorded.
+func TestIperf2ConnectBackBad(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := addrPort(closed.Addr()).Port()
+	closed.Close()
+	for _, tc := range []struct {
+		name   string
+		hdr    []byte
+		reason string
+	}{
+		{"refused", iperf2Header(iperf2HeaderVersion1, refused, -100, 0), "connect-back to 127.0.0.1:"},
+		{"no port", iperf2Header(iperf2HeaderVersion1, 0, -100, 0), "names no port"},
+		{"over the cap", iperf2Header(iperf2HeaderVersion1, refused, -100*3600, 0), "over the 1m0s cap"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, rec, lg := startIperf2(t)
+			c, err := net.DialTimeout("tcp", s.Addr().String(), 2*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := append(tc.hdr, make([]byte, 100000)...)
+			if _, err := c.Write(data); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.(*net.TCPConn).CloseWrite()
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, _ = io.Copy(io.Discard, c)
+			c.Close()
+			var fs []event.Fetch
+			nsWait(5*time.Second, func() bool { fs, _ = rec.Snapshot(); return len(fs) == 2 })
+			if len(fs) != 2 {
+				t.Fatalf("%d events, want 2\n%s", len(fs), lg.String())
+			}
+			for _, f := range fs {
+				switch f.Direction {
+				case "tx":
+					if f.Outcome != "ok" || f.Bytes != int64(len(data)) {
+						t.Errorf("board's leg: %s %d bytes, want ok %d", f.Outcome, f.Bytes, len(data))
+					}
+				case "rx":
+					if f.Outcome != "error" || !strings.Contains(f.Err, tc.reason) || f.Bytes != 0 {
+						t.Errorf("connect-back leg: %s %q %d bytes, want error with %q", f.Outcome, f.Err, f.Bytes, tc.reason)
+					}
+				}
+			}
+			if !strings.Contains(lg.String(), "iperf2 test leg ended early") {
+				t.Errorf("no log line:\n%s", lg.String())
+			}
+		})
+	}
+}
+
+// FuzzParseHdr2: any first bytes of a connection parse without a panic
+// into a mode the server knows, and readHdr2 never reads past its bound.
+func FuzzParseHdr2(f *testing.F) {
+	f.Add(iperf2Header(iperf2HeaderVersion1|iperf2RunNow, 5001, -100, 0))
+	f.Add(iperf2Header(iperf2HeaderVersion2, 5001, -100, iperf2UpperFullDup))
+	f.Add([]byte("0123456789"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h := parseHdr2(b)
+		switch h.mode() {
+		case mode2Normal, mode2Tradeoff, mode2Dualtest, mode2Reverse, mode2FullDuplex:
+		default:
+			t.Fatalf("mode %q", h.mode())
+		}
+		if h.block() <= 0 || h.block() > iperf2MaxBuf {
+			t.Fatalf("block %d", h.block())
+		}
+		head, _, _ := readHdr2(&byteConn{Reader: strings.NewReader(string(b))})
+		if len(head) > iperf2MaxHeader || len(head) > len(b) {
+			t.Fatalf("read %d of %d bytes", len(head), len(b))
+		}
+	})
+}
+
+// byteConn is a net.Conn that reads from a Reader.
+type byteConn struct {
+	io.Reader
+	net.Conn
+}
+
+func (c *byteConn) Read(p []byte) (int, error) { return c.Reader.Read(p) }

@@ -493,7 +493,7 @@ func (t *test3) exchange(m *measure, log interface {
 		_ = t.send(serverError(ieRecvResults, int(syscall.EBADMSG))...)
 		return nil
 	}
-	out := m.results()
+	out := m.results(&cr)
 	if t.p.GetServerOutput {
 		out.ServerOutputText = m.text()
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,9 +26,17 @@ func startIperf3(t *testing.T, l Limits) (*Iperf3, *event.Recorder, *syncLog) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveUntilCleanup(t, s.Serve, lg)
+	return s, rec, lg
+}
+
+// serveUntilCleanup runs serve until the test ends, then checks it
+// returns nil in time; the server log is shown when the test failed.
+func serveUntilCleanup(t *testing.T, serve func(context.Context) error, lg *syncLog) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
+	go func() { done <- serve(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -42,7 +51,6 @@ func startIperf3(t *testing.T, l Limits) (*Iperf3, *event.Recorder, *syncLog) {
 			t.Logf("server log:\n%s", lg.String())
 		}
 	})
-	return s, rec, lg
 }
 
 // clientJSON is the part of iperf3 -J output the tests compare.
@@ -100,22 +108,12 @@ func runIperf3(t *testing.T, ns string, args ...string) (clientJSON, string) {
 
 type syncLog struct {
 	b  strings.Builder
-	mu chanMutex
+	mu sync.Mutex // was a lazily made channel: its first use raced (go test -race)
 }
-
-type chanMutex struct{ c chan struct{} }
-
-func (m *chanMutex) lock() {
-	if m.c == nil {
-		m.c = make(chan struct{}, 1)
-	}
-	m.c <- struct{}{}
-}
-func (m *chanMutex) unlock() { <-m.c }
 
 func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.lock()
-	defer l.mu.unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if os.Getenv("PERFSRV_LOG") != "" {
 		fmt.Fprint(os.Stderr, string(p))
 	}
@@ -123,8 +121,8 @@ func (l *syncLog) Write(p []byte) (int, error) {
 }
 
 func (l *syncLog) String() string {
-	l.mu.lock()
-	defer l.mu.unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	return l.b.String()
 }
 

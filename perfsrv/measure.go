@@ -151,9 +151,29 @@ func (m *measure) sampler() {
 	}
 }
 
-// stop ends the measured part. After TEST_END (ok) the receivers read
-// what is still in flight for a moment: the client counted those bytes as
-// sent before it stopped.
+// After TEST_END the receivers read what is still in flight until a
+// stream is idle for drainIdle (at most drainMax): the client counted those
+// bytes as sent before it stopped, and a loaded host may hold them in its
+// socket buffer for a while (-P 4 at load 15 left 0.5% behind after a
+// fixed 300 ms).
+const (
+	drainIdle = 100 * time.Millisecond
+	drainMax  = 3 * time.Second
+)
+
+// drain moves a receiving stream's deadline on while bytes still come
+// after the end.
+func (m *measure) drain(st *stream3) {
+	if m.stopped.Load() {
+		until := time.Now().Add(drainIdle)
+		if last := m.end.Add(drainMax); until.After(last) {
+			until = last
+		}
+		_ = st.c.SetReadDeadline(until)
+	}
+}
+
+// stop ends the measured part (see drainIdle for the bytes after it).
 func (m *measure) stop(ok bool) {
 	m.end = time.Now()
 	if m.end.Before(m.t0) {
@@ -166,7 +186,7 @@ func (m *measure) stop(ok bool) {
 				st.atEnd = readTCPInfo(st.c)
 			}
 		} else {
-			d := 300 * time.Millisecond
+			d := drainIdle
 			if !ok {
 				d = 0
 			}
@@ -234,7 +254,7 @@ func (m *measure) limitReached() bool {
 }
 
 // pace sleeps until sending n more bytes keeps to rate bits/s since start.
-func pace(rate int64, start time.Time, sent int64, ended chan struct{}) bool {
+func pace(rate int64, start time.Time, sent int64, ended <-chan struct{}) bool {
 	if rate <= 0 {
 		return true
 	}
@@ -318,6 +338,7 @@ func (m *measure) recvTCP(st *stream3) {
 		if n > 0 {
 			st.bytes.Add(int64(n))
 			st.lastRead.Store(time.Now().UnixNano())
+			m.drain(st)
 		}
 		if err != nil {
 			return
@@ -375,7 +396,11 @@ func (m *measure) recvUDP(st *stream3) {
 func (m *measure) measured() time.Duration { return m.end.Sub(m.t0) }
 
 // results are the server's side of the result exchange (send_results).
-func (m *measure) results() results {
+// Each stream's time is the board's clock for it, from the client's
+// results when it gave one (see clientClock): iperf3 prints its receiver
+// sums over the time the server returns, so the board's printed figures
+// and pxeperf's records are one measure.
+func (m *measure) results(client *results) results {
 	r := results{SenderHasRetransmit: -1}
 	hasSender := false
 	for _, st := range m.ss {
@@ -391,8 +416,17 @@ func (m *measure) results() results {
 		r.Congestion = m.congestion
 	}
 	secs := m.measured().Seconds()
+	board := map[int]float64{}
+	if client != nil {
+		for _, cs := range client.Streams {
+			board[cs.ID] = cs.EndTime - cs.StartTime
+		}
+	}
 	for _, st := range m.ss {
 		sr := streamResult{ID: st.id, Retransmits: -1, StartTime: 0, EndTime: secs}
+		if b, ok := boardClock(secs, board[st.id]); ok {
+			sr.EndTime = b
+		}
 		if st.sender {
 			sr.Bytes = st.bytes.Load() - st.base
 			sr.Packets = st.sent
@@ -424,7 +458,7 @@ func (m *measure) text() string {
 		if len(dir.ss) == 0 || dir.ss[len(dir.ss)-1].bytes == dir.base.bytes {
 			continue
 		}
-		for _, iv := range intervals(dir.base, dir.ss, m.t.s.cfg.Interval) {
+		for _, iv := range intervals(dir.base, dir.ss, m.t.s.cfg.Interval/10) {
 			fmt.Fprintf(&b, "[SUM][%s] %6.2f-%-6.2f sec  %d Bytes  %.2f Mbits/sec\n", dir.name,
 				iv.Start.Seconds(), iv.End.Seconds(), iv.Bytes, float64(iv.Bytes)*8/(iv.End-iv.Start).Seconds()/1e6)
 		}
@@ -462,7 +496,7 @@ func (m *measure) events(client *results, outcome, why string) []*event.Fetch {
 			Start: m.wall, Proto: event.ProtoTCP, Client: m.t.peer, File: m.describe(dir), Bytes: bytes, Size: -1,
 			Duration: m.measured(), Outcome: outcome, Err: why, Source: SourceIperf3, Direction: dir,
 			Interface: ifaceOf(addrPort(m.t.ctl.LocalAddr()).Addr()),
-			Intervals: intervals(base, ss, m.t.s.cfg.Interval),
+			Intervals: intervals(base, ss, m.t.s.cfg.Interval/10),
 			Labels:    map[string]string{"streams": strconv.Itoa(len(mine)), "test": m.t.cookie[:8]},
 		}
 		if p.UDP {
@@ -480,12 +514,8 @@ func (m *measure) events(client *results, outcome, why string) []*event.Fetch {
 			}
 		}
 		m.labels(f)
-		var written int64
-		for _, st := range mine {
-			written += st.bytes.Load() - st.base
-		}
 		if sending && !p.UDP {
-			f.Labels["server_written"] = strconv.FormatInt(written, 10)
+			f.Labels["server_written"] = strconv.FormatInt(written(mine), 10)
 			ti := &event.TCPInfo{}
 			for i, st := range mine {
 				ti.Retransmits += st.atEnd.retransmits
@@ -503,14 +533,36 @@ func (m *measure) events(client *results, outcome, why string) []*event.Fetch {
 			}
 			udpLabels(f, lost, pk, jit/float64(len(mine)))
 		}
-		if cb := m.clientSide(f, client, mine, sending); sending && p.UDP && cb >= 0 {
+		cb, secs := m.clientSide(f, client, mine, sending)
+		switch {
+		case sending && p.UDP && cb >= 0:
 			// UDP the board received: only the board knows what arrived.
 			f.Labels["server_sent"] = strconv.FormatInt(f.Bytes, 10)
 			f.Bytes = cb
+		case sending && cb >= 0 && cb <= written(mine):
+			// TCP the board received: the board's figure is what its
+			// application read within its clock. What the server saw
+			// acknowledged at TEST_END differs both ways on busy hosts: a
+			// board that lags leaves megabytes unread in its socket buffer
+			// (6% of a --bidir leg at load 15), and ACKs still queued make
+			// it short (0.4%). The board cannot have read more than the
+			// server wrote.
+			f.Labels["server_acked"] = strconv.FormatInt(f.Bytes, 10)
+			f.Bytes = cb
 		}
+		clientClock(f, outcome, secs)
 		out = append(out, f)
 	}
 	return out
+}
+
+// written is what the server wrote to ss since the measured start.
+func written(ss []*stream3) int64 {
+	var n int64
+	for _, st := range ss {
+		n += st.bytes.Load() - st.base
+	}
+	return n
 }
 
 func udpLabels(f *event.Fetch, lost, packets int64, jitter float64) {
@@ -522,12 +574,41 @@ func udpLabels(f *event.Fetch, lost, packets int64, jitter float64) {
 	}
 }
 
+// clientClock times a finished test's record by the board's clock: the
+// seconds its client measured, from the result exchange (end_time -
+// start_time of its streams), the interval its own Mbit/s covers. The
+// server's window (TEST_RUNNING sent to TEST_END read) starts before the
+// client's clock and ends after it by a trip and the scheduling of two
+// busy hosts: 1-2% of a 3 s test under load. The server's window stays on
+// the record as server_secs; a client time far from it (a clock jump, a
+// bogus client) is not used.
+func clientClock(f *event.Fetch, outcome string, secs float64) {
+	own := f.Duration.Seconds()
+	f.Labels["server_secs"] = strconv.FormatFloat(own, 'f', 6, 64)
+	b, ok := boardClock(own, secs)
+	if outcome != event.OutcomeOK || !ok {
+		return
+	}
+	f.Duration = time.Duration(b * float64(time.Second))
+	f.Labels["duration_from"] = "client"
+}
+
+// boardClock is the board's seconds when they are within a factor of two
+// of the server's own.
+func boardClock(own, board float64) (float64, bool) {
+	if board <= 0 || board < own/2 || board > own*2 || math.IsNaN(board) {
+		return 0, false
+	}
+	return board, true
+}
+
 // clientSide puts the client's own figures from the result exchange
 // beside the server's: the client's streams matching this direction. It
-// returns the client's bytes, -1 when it sent none.
-func (m *measure) clientSide(f *event.Fetch, client *results, mine []*stream3, sending bool) int64 {
+// returns the client's bytes, -1 when it sent none, and the seconds it
+// measured them over (0: unknown).
+func (m *measure) clientSide(f *event.Fetch, client *results, mine []*stream3, sending bool) (int64, float64) {
 	if client == nil {
-		return -1
+		return -1, 0
 	}
 	ids := map[int]bool{}
 	for _, st := range mine {
@@ -549,7 +630,7 @@ func (m *measure) clientSide(f *event.Fetch, client *results, mine []*stream3, s
 		secs = math.Max(secs, cs.EndTime-cs.StartTime)
 	}
 	if n == 0 {
-		return -1
+		return -1, 0
 	}
 	f.Labels["client_bytes"] = strconv.FormatInt(bytes, 10)
 	if secs > 0 {
@@ -565,7 +646,7 @@ func (m *measure) clientSide(f *event.Fetch, client *results, mine []*stream3, s
 		// The board received: its loss and jitter are the measure.
 		udpLabels(f, lost, pk, jit/float64(n))
 	}
-	return bytes
+	return bytes, secs
 }
 
 func (m *measure) labels(f *event.Fetch) {

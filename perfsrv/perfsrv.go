@@ -1,10 +1,12 @@
 // Package perfsrv lets boards measure with their own tools: an
 // iperf3-compatible server (control protocol, TCP and UDP tests, -R,
 // --bidir, -P, -b, -l, -w, -t, -n, -O, --get-server-output) and an
-// iperf 2 server (`iperf -s`: TCP and UDP with its server report). Unlike
+// iperf 2 server (`iperf -s`: TCP and UDP with its server report, -r and
+// -d by connecting back to the board, 2.1's -R and --full-duplex). Unlike
 // iperf3's own server, tests run side by side, bounded per client and in
 // total. Every test ends as events (one event.Fetch per direction, summed
-// over streams, with per-second intervals) that record/ stores like any
+// over streams for iperf3, per connection or flow for iperf 2, with
+// per-second intervals) that record/ stores like any
 // fetch: Source "iperf3" or "iperf2", Direction as seen from the board.
 //
 // Like the boot protocols, this package knows nothing of storage: it speaks
@@ -167,16 +169,18 @@ type sample struct {
 }
 
 // intervals turns cumulative samples into event intervals, from base
-// (the sample at the measured start). A last interval shorter than a tenth
-// of the period is folded into the one before, as iperf3 drops such a tail
-// (iperf_print_intermediate), so the counts match the client's lines.
-func intervals(base sample, ss []sample, period time.Duration) []event.Interval {
+// (the sample at the measured start). A last interval shorter than minTail
+// is folded into the one before, so the counts match the client's lines:
+// iperf3 drops a tail under a tenth of the period
+// (iperf_print_intermediate); iperf 2 prints whole periods only, its
+// total covering the rest.
+func intervals(base sample, ss []sample, minTail time.Duration) []event.Interval {
 	var out []event.Interval
 	prev := base
 	for _, s := range ss {
 		iv := event.Interval{Start: prev.at, End: s.at, Bytes: s.bytes - prev.bytes,
 			Retransmits: s.retransmits - prev.retransmits, Cwnd: s.cwnd, SndWnd: s.sndWnd, RTT: s.rtt}
-		if iv.End-iv.Start < period/10 && len(out) > 0 {
+		if iv.End-iv.Start < minTail && len(out) > 0 {
 			last := &out[len(out)-1]
 			last.End, last.Bytes, last.Retransmits = iv.End, last.Bytes+iv.Bytes, last.Retransmits+iv.Retransmits
 			last.Cwnd, last.SndWnd, last.RTT = iv.Cwnd, iv.SndWnd, iv.RTT

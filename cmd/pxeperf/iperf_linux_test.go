@@ -81,9 +81,16 @@ func iperf3(t *testing.T, ns string, args ...string) iperfJSON {
 	return j
 }
 
-// records waits until the store holds n iperf records and returns them,
-// oldest first.
+// iperfRecords waits until the store holds n iperf3 records and returns
+// them, oldest first.
 func iperfRecords(t *testing.T, data string, n int) []record.Record {
+	t.Helper()
+	return sourceRecords(t, data, "iperf3", n)
+}
+
+// sourceRecords waits until the store holds n records of source and
+// returns them, oldest first.
+func sourceRecords(t *testing.T, data, source string, n int) []record.Record {
 	t.Helper()
 	var recs []record.Record
 	ok := nstest.WaitFor(15*time.Second, func() bool {
@@ -92,11 +99,11 @@ func iperfRecords(t *testing.T, data string, n int) []record.Record {
 			return false
 		}
 		defer st.Close()
-		recs, err = st.Query(context.Background(), record.Filter{Source: "iperf3"})
+		recs, err = st.Query(context.Background(), record.Filter{Source: source})
 		return err == nil && len(recs) >= n
 	})
 	if !ok {
-		t.Fatalf("%d iperf3 records in the store, want %d", len(recs), n)
+		t.Fatalf("%d %s records in the store, want %d", len(recs), source, n)
 	}
 	slicesSortByID(recs)
 	return recs
@@ -156,8 +163,15 @@ func TestIperf3Clients(t *testing.T) {
 			}
 			c := j.sum(key)
 			db, dm := pctOff(float64(r.Bytes), float64(c.Bytes)), pctOff(r.Mbps, c.BPS/1e6)
-			t.Logf("%-10s %s: pxeperf %d B %.1f Mbit/s, client %s %d B %.1f Mbit/s: %.2f%% / %.2f%%",
-				tc.name, r.Direction, r.Bytes, r.Mbps, key, c.Bytes, c.BPS/1e6, db, dm)
+			// The server's own window, kept beside the client's clock the
+			// record is timed by: its drift is what the client clock saves.
+			var own float64
+			if _, err := fmt.Sscan(r.Labels["server_secs"], &own); err != nil || own <= 0 || r.Labels["duration_from"] != "client" {
+				t.Errorf("%s %s: not timed by the client's clock: %v", tc.name, r.Direction, r.Labels)
+			}
+			t.Logf("%-10s %s: pxeperf %d B %.1f Mbit/s, client %s %d B %.1f Mbit/s: %.2f%% / %.2f%% (server window %.3f s: %.2f%%)",
+				tc.name, r.Direction, r.Bytes, r.Mbps, key, c.Bytes, c.BPS/1e6, db, dm, own,
+				pctOff(float64(r.Bytes)*8/own/1e6, c.BPS/1e6))
 			if db > 1 || dm > 1 {
 				t.Errorf("%s %s: pxeperf %d B %.1f Mbit/s vs client %d B %.1f Mbit/s: over 1%%", tc.name, r.Direction,
 					r.Bytes, r.Mbps, c.Bytes, c.BPS/1e6)
@@ -167,6 +181,16 @@ func TestIperf3Clients(t *testing.T) {
 			}
 			if r.Labels["client_bytes"] == "" {
 				t.Errorf("%s: no client figures on the record: %v", tc.name, r.Labels)
+			}
+			// TCP the board received: the record takes the board's count,
+			// which cannot exceed what the server wrote.
+			if r.Direction == "rx" && r.Proto == "tcp" {
+				var w int64
+				if _, err := fmt.Sscan(r.Labels["server_written"], &w); err != nil || w < c.Bytes || r.Labels["server_acked"] == "" {
+					t.Errorf("%s: the board read %d B, the server wrote %q: %v", tc.name, c.Bytes, r.Labels["server_written"], r.Labels)
+				}
+				t.Logf("%-10s rx: the server wrote %d B, saw %s B acknowledged at TEST_END, the board read %d B",
+					tc.name, w, r.Labels["server_acked"], c.Bytes)
 			}
 			st, _ := record.OpenReadOnly(data)
 			ivs, err := st.Intervals(context.Background(), r.ID)
@@ -293,6 +317,144 @@ func TestIperf3XilinxGrid(t *testing.T) {
 		f := strings.Fields(line)
 		if len(f) >= 2 && (f[0] == "TCP" || f[0] == "UDP") && len(f) != 4 {
 			t.Errorf("row with an empty cell: %q", line)
+		}
+	}
+}
+
+// iperf2Leg is one direction of an iperf 2 client's -y C report, as the
+// board sees it, summed over its streams.
+type iperf2Leg struct {
+	bytes int64
+	lines int // interval lines (not totals)
+}
+
+// iperf2 runs Debian's iperf 2 client in ns for secs with -y C -i 1 and sums its
+// report by direction: a line from the client's port to the server's
+// (port 5001) is the board sending (tx), every other (the -r/-d legs the
+// server connects back with, the -R/--full-duplex leg read on the client's
+// socket) the board receiving (rx). A total is the line from 0.0 to the
+// end; the rest that start before secs are interval lines. UDP the board
+// received counts its lost datagrams too (see below).
+func iperf2(t *testing.T, ns string, secs int, args ...string) (map[string]*iperf2Leg, string) {
+	t.Helper()
+	out, err := nstest.Output(ns, 60*time.Second, "iperf", append([]string{"-y", "C", "-i", "1", "-t", fmt.Sprint(secs)}, args...)...)
+	if err != nil || strings.Contains(out, "ERROR") || strings.Contains(out, "failed") {
+		t.Fatalf("iperf %s: exit %v\n%s", strings.Join(args, " "), err, out)
+	}
+	legs := map[string]*iperf2Leg{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Split(line, ",")
+		if len(f) < 9 {
+			t.Fatalf("iperf %s: not a CSV report line: %q\n%s", strings.Join(args, " "), line, out)
+		}
+		var from, to float64
+		var bytes int64
+		if _, err := fmt.Sscanf(f[6]+" "+f[7], "%f-%f %d", &from, &to, &bytes); err != nil {
+			t.Fatalf("iperf: interval/bytes in %q: %v", line, err)
+		}
+		dir := "rx"
+		if f[4] == "5001" && f[2] != "5001" {
+			dir = "tx"
+		}
+		l := legs[dir]
+		if l == nil {
+			l = &iperf2Leg{}
+			legs[dir] = l
+		}
+		// A UDP line of the board receiving says how many datagrams of the
+		// total arrived: the total is what pxeperf sent (it cannot see loss).
+		var lost, n int64
+		if len(f) >= 12 && dir == "rx" {
+			if _, err := fmt.Sscan(f[10]+" "+f[11], &lost, &n); err == nil && n > lost && lost > 0 {
+				bytes = bytes * n / (n - lost)
+			}
+		}
+		switch {
+		case from == 0 && to > 1.5:
+			l.bytes += bytes
+		case from < float64(secs):
+			l.lines++
+			// else the line a 2.1.8 -r client adds after its -t for the
+			// time it waited on the server's leg (3.0-6.1 sec, one block)
+		}
+	}
+	return legs, out
+}
+
+// TestIperf2Clients: Debian's iperf 2.1.8 client in a namespace against
+// the real binary's --iperf2-addr over a veth with a 1 Gbit/s tbf. Every
+// leg is a record with the board's direction (a -P test's streams summed
+// in one) whose bytes are within 1% of the client's own -y C totals and
+// whose intervals are the client's lines; -r and -d legs come over the
+// connection pxeperf makes back to the client's -L port.
+func TestIperf2Clients(t *testing.T) {
+	nstest.RequireTool(t, "iperf")
+	p := nstest.NewPair(t, nstest.Options{})
+	tbf(t, p)
+	data, _ := iperfServe(t, p, "")
+	srv := p.ServerIP.String()
+	cases := []struct {
+		name string
+		args []string
+		legs int // records: one per direction (a -P test's streams summed)
+	}{
+		{"tcp", nil, 1},
+		{"tcp -r", []string{"-r", "-L", "6001"}, 2},
+		{"tcp -d", []string{"-d", "-L", "6001"}, 2},
+		{"tcp -R", []string{"-R"}, 1},
+		{"tcp --full-duplex", []string{"--full-duplex"}, 2},
+		{"tcp -P 4", []string{"-P", "4"}, 1},
+		{"tcp -P 2 -d", []string{"-P", "2", "-d", "-L", "6001"}, 2},
+		{"udp -b 100M", []string{"-u", "-b", "100M"}, 1},
+		{"udp -r", []string{"-u", "-b", "100M", "-r", "-L", "6001"}, 2},
+		{"udp -d", []string{"-u", "-b", "100M", "-d", "-L", "6001"}, 2},
+		{"udp -R", []string{"-u", "-b", "100M", "-R"}, 1},
+	}
+	total := 0
+	for _, tc := range cases {
+		client, out := iperf2(t, p.Client, 3, append([]string{"-c", srv}, tc.args...)...)
+		total += tc.legs
+		recs := sourceRecords(t, data, "iperf2", total)
+		recs = recs[total-tc.legs:]
+		mine := map[string]*iperf2Leg{}
+		for _, r := range recs {
+			if r.Outcome != "ok" || r.Source != "iperf2" || r.MTU != 1500 || r.Iface != p.ServerIf {
+				t.Errorf("%s: record %+v", tc.name, r)
+			}
+			st, _ := record.OpenReadOnly(data)
+			ivs, err := st.Intervals(context.Background(), r.ID)
+			st.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := mine[r.Direction]
+			if m == nil {
+				m = &iperf2Leg{}
+				mine[r.Direction] = m
+			}
+			m.bytes += r.Bytes
+			// A -P record sums its streams; the client prints each stream's lines.
+			streams := 1
+			fmt.Sscan(r.Labels["streams"], &streams)
+			m.lines += len(ivs) * streams
+		}
+		if len(mine) != len(client) {
+			t.Errorf("%s: pxeperf recorded %d directions, the client reports %d\n%s", tc.name, len(mine), len(client), out)
+		}
+		for dir, c := range client {
+			m := mine[dir]
+			if m == nil {
+				t.Errorf("%s: no %s record; client:\n%s", tc.name, dir, out)
+				continue
+			}
+			d := pctOff(float64(m.bytes), float64(c.bytes))
+			t.Logf("%-18s %s: pxeperf %d B %d intervals, client %d B %d lines: %.3f%%", tc.name, dir, m.bytes, m.lines, c.bytes, c.lines, d)
+			if d > 1 {
+				t.Errorf("%s %s: pxeperf %d B vs client %d B: over 1%%", tc.name, dir, m.bytes, c.bytes)
+			}
+			if m.lines != c.lines {
+				t.Errorf("%s %s: %d interval samples, the client printed %d lines\n%s", tc.name, dir, m.lines, c.lines, out)
+			}
 		}
 	}
 }

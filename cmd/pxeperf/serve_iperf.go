@@ -45,6 +45,6 @@ func newIperf2Service(env *serveEnv) (service, error) {
 		return nil, err
 	}
 	env.logger.Info("iperf2 server listening", "addr", s.Addr().String(), "max_tests", c.MaxTests,
-		"max_duration", c.MaxDuration)
+		"max_per_client", c.MaxPerClient, "max_duration", c.MaxDuration, "max_rate_mbps", c.MaxRateMbps)
 	return s, nil
 }

@@ -1,0 +1,498 @@
+package perfsrv
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/pxeperf/pxeperf/event"
+)
+
+// The test header an iperf 2 client writes first (payloads.h of 2.1.8:
+// client_hdr_v1 then client_hdrext, all big-endian). Flags say what
+// follows: HEADER_VERSION1 without HEADER_VERSION2 is a legacy two-way test
+// (-r tradeoff, or -d dualtest when RUN_NOW is set) for which the server
+// connects back to the client's listener on the header's port; with
+// HEADER_VERSION2 the extension's upper flags ask for the same-socket modes
+// -R (HEADER_REVERSE) and --full-duplex (HEADER_FULLDUPLEX).
+const (
+	iperf2HeaderVersion1 = 0x80000000
+	iperf2HeaderExtend   = 0x40000000
+	iperf2HeaderSeqno64  = 0x08000000
+	iperf2HeaderVersion2 = 0x04000000
+	iperf2HeaderLenBit   = 0x00010000
+	iperf2HeaderLenMask  = 0x000001FE
+	iperf2RunNow         = 0x00000001
+	iperf2UpperReverse   = 0x0400
+	iperf2UpperFullDup   = 0x0800
+	iperf2HdrV1Len       = 24 // flags, numThreads, mPort, mBufLen, mWinBand, mAmount
+	iperf2HdrExtLen      = 36 // type, length, upper/lower flags, version, tos, rate, prefetch
+	iperf2MaxHeader      = 256
+	iperf2MaxBuf         = 4 << 20
+)
+
+// Modes of an iperf 2 test, from its header.
+const (
+	mode2Normal     = ""
+	mode2Tradeoff   = "tradeoff"    // -r: the board sends, then the server connects back and sends
+	mode2Dualtest   = "dualtest"    // -d: both at once, the server's leg on a connection back
+	mode2Reverse    = "reverse"     // -R: the server sends on the client's connection
+	mode2FullDuplex = "full-duplex" // --full-duplex: both ways on the client's connection
+)
+
+// hdr2 is what the server needs from a test header.
+type hdr2 struct {
+	flags   uint32
+	threads int
+	port    uint16 // the client's listener (-L, default its -p) for -r and -d
+	bufLen  int    // -l, 0 when not set
+	amount  int32  // < 0: -t in 10 ms units; > 0: -n bytes
+	upper   uint16
+	rate    uint64 // -b in bits/s, 0 when not set
+}
+
+// hdr2Len is the length of the header whose flags word is flags, flags
+// included (Settings_ClientTestHdrLen); 0 when there is no header (an
+// iperf 2.0 client without -r/-d sends data straight away).
+func hdr2Len(flags uint32) int {
+	if flags&(iperf2HeaderVersion1|iperf2HeaderVersion2|iperf2HeaderExtend) == 0 {
+		return 0
+	}
+	if flags&iperf2HeaderLenBit != 0 {
+		return int(flags&iperf2HeaderLenMask) >> 1
+	}
+	n := 0
+	if flags&(iperf2HeaderVersion1|iperf2HeaderExtend) != 0 {
+		n = iperf2HdrV1Len
+	}
+	if flags&(iperf2HeaderVersion2|iperf2HeaderExtend) != 0 {
+		n += iperf2HdrExtLen
+	}
+	return n
+}
+
+// parseHdr2 reads a header; fields b is too short for stay zero.
+func parseHdr2(b []byte) hdr2 {
+	be := binary.BigEndian
+	var h hdr2
+	if len(b) >= 4 {
+		h.flags = be.Uint32(b)
+	}
+	if len(b) >= iperf2HdrV1Len {
+		h.threads = int(int32(be.Uint32(b[4:])))
+		h.port = uint16(be.Uint32(b[8:]))
+		h.bufLen = int(int32(be.Uint32(b[12:])))
+		h.amount = int32(be.Uint32(b[20:]))
+	}
+	// client_hdrext: type, length, upperflags, lowerflags, version_u,
+	// version_l, reserved, tos, lRate, uRate (its upper 24 bits hold the
+	// rate's upper 32 >> 8), TCPWritePrefetch.
+	if h.flags&(iperf2HeaderExtend|iperf2HeaderVersion2) != 0 {
+		if len(b) >= 34 {
+			h.upper = be.Uint16(b[32:])
+		}
+		if len(b) >= 56 {
+			h.rate = uint64(be.Uint32(b[48:])) | uint64(be.Uint32(b[52:])>>8)<<32
+		}
+	}
+	return h
+}
+
+func (h hdr2) mode() string {
+	switch {
+	case h.flags&iperf2HeaderVersion1 != 0 && h.flags&iperf2HeaderVersion2 == 0:
+		if h.flags&iperf2RunNow != 0 {
+			return mode2Dualtest
+		}
+		return mode2Tradeoff
+	case h.flags&iperf2HeaderVersion2 != 0 && h.upper&iperf2UpperFullDup != 0:
+		return mode2FullDuplex
+	case h.flags&iperf2HeaderVersion2 != 0 && h.upper&iperf2UpperReverse != 0:
+		return mode2Reverse
+	}
+	return mode2Normal
+}
+
+// duration of the server's leg; 0 when the client asked for bytes (-n).
+func (h hdr2) duration() time.Duration {
+	if h.amount < 0 {
+		return time.Duration(-int64(h.amount)) * 10 * time.Millisecond
+	}
+	return 0
+}
+
+func (h hdr2) block() int {
+	if h.bufLen > 0 && h.bufLen <= iperf2MaxBuf {
+		return h.bufLen
+	}
+	return 128 << 10 // iperf 2's TCP default
+}
+
+// flagName is the client option behind a mode, for the record's file.
+func flagName(mode string) string {
+	switch mode {
+	case mode2Tradeoff:
+		return " -r"
+	case mode2Dualtest:
+		return " -d"
+	case mode2Reverse:
+		return " -R"
+	case mode2FullDuplex:
+		return " --full-duplex"
+	}
+	return ""
+}
+
+// readHdr2 reads the test header of a new connection (bounded by the
+// connection's read deadline). It returns every byte read: they count as
+// data, as iperf 2 counts them.
+func readHdr2(c net.Conn) ([]byte, hdr2, error) {
+	head := make([]byte, 4, iperf2MaxHeader)
+	if n, err := io.ReadFull(c, head); err != nil {
+		return head[:n], hdr2{}, err
+	}
+	n := hdr2Len(binary.BigEndian.Uint32(head))
+	if n <= 4 {
+		return head, parseHdr2(head), nil
+	}
+	if n > iperf2MaxHeader {
+		n = iperf2MaxHeader
+	}
+	head = head[:n]
+	k, err := io.ReadFull(c, head[4:])
+	head = head[:4+k]
+	return head, parseHdr2(head), err
+}
+
+// leg2 is one direction of an iperf 2 test.
+type leg2 struct {
+	dir          string // "tx": the board sends; "rx": the board receives
+	start, end   time.Time
+	bytes        int64
+	samples      []sample
+	outcome, why string
+	local, peer  netip.AddrPort
+}
+
+// ticker2 takes a sample every period from start until stopped.
+type ticker2 struct {
+	mu   sync.Mutex
+	ss   []sample
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func startTicker(start time.Time, period time.Duration, snap func(at time.Duration) sample) *ticker2 {
+	t := &ticker2{done: make(chan struct{})}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		for k := 1; ; k++ {
+			tm := time.NewTimer(time.Until(start.Add(time.Duration(k) * period)))
+			select {
+			case <-tm.C:
+				s := snap(time.Duration(k) * period)
+				t.mu.Lock()
+				t.ss = append(t.ss, s)
+				t.mu.Unlock()
+			case <-t.done:
+				tm.Stop()
+				return
+			}
+		}
+	}()
+	return t
+}
+
+// stop ends the samples with last.
+func (t *ticker2) stop(last sample) []sample {
+	close(t.done)
+	t.wg.Wait()
+	var out []sample
+	for _, s := range t.ss {
+		if s.at < last.at {
+			out = append(out, s)
+		}
+	}
+	return append(out, last)
+}
+
+// handleTCP runs one iperf 2 TCP connection: the board's leg (it sends)
+// and, as the header asks, the server's leg on the same connection (-R,
+// --full-duplex) or on a connection back to the board (-r after the
+// board's leg, -d beside it).
+func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
+	defer c.Close()
+	peer := addrPort(c.RemoteAddr())
+	ip := peer.Addr().Unmap()
+	if !s.admit(ip) {
+		s.refuse.Refuse("iperf2: busy", ip.String(), clientAttrs(s.cfg.Clients, ip)...)
+		return
+	}
+	defer s.release(ip)
+	stopCtx := context.AfterFunc(ctx, func() { c.Close() })
+	defer stopCtx()
+	start := time.Now()
+	_ = c.SetReadDeadline(start.Add(s.cfg.SetupTimeout))
+	head, h, herr := readHdr2(c)
+	began := time.Now()
+	mode := h.mode()
+	labels := map[string]string{"streams": "1"}
+	if h.flags&(iperf2HeaderVersion1|iperf2HeaderVersion2|iperf2HeaderExtend) != 0 {
+		labels["iperf2_flags"] = fmt.Sprintf("%#x", h.flags)
+	}
+	if mode != mode2Normal {
+		labels["iperf2_mode"] = mode
+	}
+	file := "iperf -c" + flagName(mode) + " (tcp)"
+	record := func(l leg2, streams int) {
+		lb, file := labels, file
+		if streams > 1 {
+			lb = map[string]string{"streams": streamsLabel(streams)}
+			for k, v := range labels {
+				if k != "streams" {
+					lb[k] = v
+				}
+			}
+			file = "iperf -c -P " + streamsLabel(streams) + flagName(mode) + " (tcp)"
+		}
+		s.cfg.Sink.Fetch(s.tcpEvent(l, file, lb))
+	}
+	g := s.joinGroup(ip, h, head, func(_ string, l leg2, streams int) { record(l, streams) })
+	emit := func(l leg2) {
+		if l.outcome != event.OutcomeOK {
+			s.cfg.Log.Warn("iperf2 test leg ended early", append(clientAttrs(s.cfg.Clients, ip),
+				"direction", l.dir, "mode", mode, "why", l.why)...)
+		}
+		if g != nil {
+			s.addLeg(g, l)
+			return
+		}
+		record(l, 1)
+	}
+	if mode == mode2Reverse {
+		// The client sends only the header and reads until the server closes.
+		emit(s.sendLeg(ctx, c, h, true))
+		return
+	}
+	var wg sync.WaitGroup
+	if mode == mode2FullDuplex {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			emit(s.sendLeg(ctx, c, h, false))
+		}()
+	}
+	if mode == mode2Dualtest {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			emit(s.connectBack(ctx, c, h))
+		}()
+	}
+	// The board's leg starts when its header arrived, as its client
+	// starts the clock at its first write: with -P it connects all streams
+	// before writing.
+	fwd := s.recvLeg(ctx, c, began, head, herr)
+	emit(fwd)
+	if mode == mode2Tradeoff {
+		if fwd.outcome == event.OutcomeOK {
+			emit(s.connectBack(ctx, c, h))
+		} else {
+			s.cfg.Log.Warn("iperf2 -r: no connect-back after a failed leg", clientAttrs(s.cfg.Clients, ip)...)
+		}
+	}
+	wg.Wait()
+}
+
+// recvLeg counts what the board sends on c until it shuts its side down.
+func (s *Iperf2) recvLeg(ctx context.Context, c *net.TCPConn, start time.Time, head []byte, herr error) leg2 {
+	l := leg2{dir: "tx", start: start, outcome: event.OutcomeOK, local: addrPort(c.LocalAddr()), peer: addrPort(c.RemoteAddr())}
+	var mu sync.Mutex
+	n := int64(len(head))
+	tk := startTicker(start, s.cfg.Interval, func(at time.Duration) sample {
+		mu.Lock()
+		defer mu.Unlock()
+		return sample{at: at, bytes: n}
+	})
+	_ = c.SetReadDeadline(start.Add(s.cfg.Limits.MaxDuration + s.cfg.SetupTimeout))
+	err := herr
+	buf := make([]byte, 256<<10)
+	for err == nil {
+		var k int
+		k, err = c.Read(buf)
+		mu.Lock()
+		n += int64(k)
+		mu.Unlock()
+	}
+	l.end = time.Now()
+	l.bytes = n
+	l.samples = tk.stop(sample{at: l.end.Sub(start), bytes: n})
+	var ne net.Error
+	switch {
+	case errors.Is(err, io.EOF):
+	case ctx.Err() != nil:
+		l.outcome, l.why = event.OutcomeAborted, "server shutting down"
+	case errors.As(err, &ne) && ne.Timeout():
+		l.outcome, l.why = event.OutcomeAborted, fmt.Sprintf("test ran past the %s cap", s.cfg.Limits.MaxDuration)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		l.outcome, l.why = event.OutcomeAborted, "client closed inside its test header"
+	case !errors.Is(err, net.ErrClosed):
+		l.outcome, l.why = event.OutcomeAborted, "client vanished mid-test: "+err.Error()
+	}
+	return l
+}
+
+// overCap says why the server will not run the leg h asks for, or "".
+func (s *Iperf2) overCap(h hdr2) string {
+	lim := s.cfg.Limits
+	if d := h.duration(); d > lim.MaxDuration {
+		return fmt.Sprintf("the client asks for %s, over the %s cap (iperf2.max_duration)", d, lim.MaxDuration)
+	}
+	if h.rate > uint64(lim.MaxRate) {
+		return fmt.Sprintf("the client asks for %d bit/s, over the %d bit/s cap (iperf2.max_rate)", h.rate, lim.MaxRate)
+	}
+	return ""
+}
+
+// connectBack runs the server's leg of -r or -d: a new connection from the
+// address the test arrived on to the address it came from, on the port
+// the header names. A refused or unanswered connect ends the leg as an
+// error.
+func (s *Iperf2) connectBack(ctx context.Context, c *net.TCPConn, h hdr2) leg2 {
+	peer, local := addrPort(c.RemoteAddr()), addrPort(c.LocalAddr())
+	to := netip.AddrPortFrom(peer.Addr(), h.port)
+	l := leg2{dir: "rx", start: time.Now(), outcome: event.OutcomeError, local: netip.AddrPortFrom(local.Addr(), 0), peer: to}
+	l.end = l.start
+	if why := s.overCap(h); why != "" {
+		l.why = "connect-back refused: " + why
+		return l
+	}
+	if h.port == 0 {
+		l.why = "connect-back impossible: the test header names no port"
+		return l
+	}
+	d := net.Dialer{Timeout: s.cfg.SetupTimeout, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(local.Addr(), 0))}
+	bc, err := d.DialContext(ctx, "tcp", to.String())
+	if err != nil {
+		l.end = time.Now()
+		l.why = fmt.Sprintf("connect-back to %s failed: %v (is the board's iperf listening there? its -L port, a firewall?)", to, err)
+		return l
+	}
+	defer bc.Close()
+	stop := context.AfterFunc(ctx, func() { bc.Close() })
+	defer stop()
+	return s.sendLeg(ctx, bc.(*net.TCPConn), h, true)
+}
+
+// sendLeg sends to the board on c for the header's time (or bytes), shuts
+// the sending side down and waits until the board has acknowledged every
+// byte: the leg's end, the moment its receiver has it all. With waitClose
+// it then waits for the board to close (the client reads until EOF).
+func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose bool) leg2 {
+	l := leg2{dir: "rx", start: time.Now(), outcome: event.OutcomeOK, local: addrPort(c.LocalAddr()), peer: addrPort(c.RemoteAddr())}
+	if why := s.overCap(h); why != "" {
+		l.end, l.outcome, l.why = l.start, event.OutcomeError, "refused: "+why
+		return l
+	}
+	dur := h.duration()
+	limit := s.cfg.Limits.MaxDuration
+	if dur > 0 {
+		limit = dur
+	}
+	deadline := l.start.Add(limit)
+	_ = c.SetWriteDeadline(deadline)
+	var mu sync.Mutex
+	var sent int64
+	snap := func(at time.Duration) sample {
+		mu.Lock()
+		w := sent
+		mu.Unlock()
+		smp := sample{at: at, bytes: w}
+		if ti := readTCPInfo(c); ti.ok {
+			smp.bytes = min(w, ti.acked)
+			smp.retransmits, smp.cwnd, smp.rtt, smp.sndWnd = ti.retransmits, ti.cwnd, ti.rtt, ti.sndWnd
+		}
+		return smp
+	}
+	tk := startTicker(l.start, s.cfg.Interval, snap)
+	buf := payload(h.block())
+	clear(buf[:min(len(buf), iperf2HdrV1Len)]) // no header: the board's listener must not read one
+	var err error
+	for {
+		k := len(buf)
+		if h.amount > 0 {
+			mu.Lock()
+			left := int64(h.amount) - sent
+			mu.Unlock()
+			if left <= 0 {
+				break
+			}
+			k = int(min(int64(k), left))
+		}
+		if h.rate > 0 {
+			mu.Lock()
+			w := sent
+			mu.Unlock()
+			if !pace(int64(h.rate), l.start, w, ctx.Done()) {
+				break
+			}
+		}
+		var n int
+		n, err = c.Write(buf[:k])
+		mu.Lock()
+		sent += int64(n)
+		mu.Unlock()
+		if err != nil {
+			break
+		}
+	}
+	var ne net.Error
+	timedOut := errors.As(err, &ne) && ne.Timeout()
+	switch {
+	case ctx.Err() != nil:
+		l.outcome, l.why = event.OutcomeAborted, "server shutting down"
+	case err != nil && !timedOut:
+		l.outcome, l.why = event.OutcomeAborted, "client vanished mid-test: "+err.Error()
+	case timedOut && dur == 0:
+		l.outcome, l.why = event.OutcomeAborted, fmt.Sprintf("test ran past the %s cap", s.cfg.Limits.MaxDuration)
+	}
+	if l.outcome == event.OutcomeOK {
+		_ = c.CloseWrite()
+		// Until the board acknowledged it all (FIN included: acked runs one past the data).
+		wait := time.Now().Add(s.cfg.SetupTimeout)
+		for ti := readTCPInfo(c); ti.ok && ti.acked < sent && time.Now().Before(wait) && ctx.Err() == nil; ti = readTCPInfo(c) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	l.end = time.Now()
+	l.bytes = sent
+	if ti := readTCPInfo(c); ti.ok {
+		l.bytes = min(sent, ti.acked)
+	}
+	last := snap(l.end.Sub(l.start))
+	last.bytes = l.bytes
+	l.samples = tk.stop(last)
+	if l.outcome == event.OutcomeOK && waitClose {
+		_ = c.SetReadDeadline(time.Now().Add(s.cfg.SetupTimeout))
+		_, _ = io.Copy(io.Discard, c)
+	}
+	return l
+}
+
+// tcpEvent turns a leg into its record.
+func (s *Iperf2) tcpEvent(l leg2, file string, labels map[string]string) *event.Fetch {
+	lb := make(map[string]string, len(labels))
+	for k, v := range labels {
+		lb[k] = v
+	}
+	return &event.Fetch{Start: l.start, Proto: event.ProtoTCP, Client: l.peer, File: file, Bytes: l.bytes, Size: -1,
+		Duration: l.end.Sub(l.start), Outcome: l.outcome, Err: l.why, Source: SourceIperf2, Direction: l.dir,
+		Interface: ifaceOf(l.local.Addr()), Intervals: intervals(sample{}, l.samples, s.cfg.Interval/2), Labels: lb}
+}

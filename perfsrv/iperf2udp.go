@@ -1,0 +1,181 @@
+package perfsrv
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/pxeperf/pxeperf/event"
+)
+
+// iperf 2's UDP defaults (Settings.hpp): 1470-byte datagrams at 1 Mbit/s.
+const (
+	iperf2UDPLen  = 1470
+	iperf2UDPRate = 1e6
+	iperf2FinSent = 10 // final datagrams, as iperf 2 retries its FIN
+)
+
+// udpBlock is the datagram size h asks for.
+func (h hdr2) udpBlock() int {
+	if h.bufLen >= 16 && h.bufLen <= 65507 {
+		return h.bufLen
+	}
+	return iperf2UDPLen
+}
+
+// startUDPLeg runs the server's leg of a UDP test in the background,
+// counted in s.wg: on the shared socket to the board's own port (-R,
+// --full-duplex) or, with back set, on a socket of its own to the board's
+// listener (-r, -d).
+func (s *Iperf2) startUDPLeg(ctx context.Context, peer netip.AddrPort, h hdr2, back, release bool) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if release {
+			defer s.release(peer.Addr().Unmap())
+		}
+		local := netip.AddrPortFrom(addrPort(s.udp.LocalAddr()).Addr(), 0)
+		var l leg2
+		if back {
+			l = s.udpConnectBack(ctx, peer, h)
+		} else {
+			write := func(b []byte) error {
+				_, err := s.udp.WriteToUDPAddrPort(b, peer)
+				return err
+			}
+			l = s.sendUDPLeg(ctx, write, nil, h)
+			l.local, l.peer = local, peer
+		}
+		s.cfg.Sink.Fetch(s.udpLegEvent(l, h))
+		if l.outcome != event.OutcomeOK {
+			s.cfg.Log.Warn("iperf2 test leg ended early", append(clientAttrs(s.cfg.Clients, peer.Addr().Unmap()),
+				"direction", l.dir, "mode", h.mode(), "proto", "udp", "why", l.why)...)
+		}
+	}()
+}
+
+// udpConnectBack sends -r/-d's server leg from a socket of its own to the
+// address the test came from, on the port its header names, and waits for
+// the board's server report after the final datagrams.
+func (s *Iperf2) udpConnectBack(ctx context.Context, peer netip.AddrPort, h hdr2) leg2 {
+	to := netip.AddrPortFrom(peer.Addr(), h.port)
+	l := leg2{dir: "rx", start: time.Now(), outcome: event.OutcomeError, peer: to}
+	l.end = l.start
+	if h.port == 0 {
+		l.why = "connect-back impossible: the test header names no port"
+		return l
+	}
+	la := addrPort(s.udp.LocalAddr()).Addr()
+	if la.IsUnspecified() {
+		la = netip.Addr{}
+	}
+	c, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(la, 0)), net.UDPAddrFromAddrPort(to))
+	if err != nil {
+		l.why = fmt.Sprintf("connect-back to %s failed: %v", to, err)
+		return l
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	report := func() bool {
+		_ = c.SetReadDeadline(time.Now().Add(250 * time.Millisecond))
+		var b [512]byte
+		n, err := c.Read(b[:])
+		return err == nil && n > 0
+	}
+	write := func(b []byte) error {
+		_, err := c.Write(b)
+		return err
+	}
+	l = s.sendUDPLeg(ctx, write, report, h)
+	l.local, l.peer = addrPort(c.LocalAddr()), to
+	return l
+}
+
+// sendUDPLeg paces numbered datagrams (UDP_datagram: id, tv_sec, tv_usec,
+// id2) at the header's rate for its time or bytes, then sends negative
+// numbers so the board's receiver ends; with report it waits for the
+// board's server report between them, as an iperf 2 client does.
+func (s *Iperf2) sendUDPLeg(ctx context.Context, write func([]byte) error, report func() bool, h hdr2) leg2 {
+	l := leg2{dir: "rx", start: time.Now(), outcome: event.OutcomeOK}
+	if why := s.overCap(h); why != "" {
+		l.end, l.outcome, l.why = l.start, event.OutcomeError, "refused: "+why
+		return l
+	}
+	rate := int64(h.rate)
+	if rate <= 0 {
+		rate = iperf2UDPRate
+	}
+	dur := h.duration()
+	if dur <= 0 {
+		dur = s.cfg.Limits.MaxDuration
+	}
+	end := l.start.Add(dur)
+	buf := payload(h.udpBlock())
+	clear(buf[:min(len(buf), 16+iperf2MaxHeader)]) // no test header for the board to read
+	var mu sync.Mutex
+	var sent, seq int64
+	tk := startTicker(l.start, s.cfg.Interval, func(at time.Duration) sample {
+		mu.Lock()
+		defer mu.Unlock()
+		return sample{at: at, bytes: sent}
+	})
+	stamp := func(id int64) {
+		now := time.Now()
+		be := binary.BigEndian
+		be.PutUint32(buf[0:], uint32(id))
+		be.PutUint32(buf[4:], uint32(now.Unix()))
+		be.PutUint32(buf[8:], uint32(now.Nanosecond()/1000))
+		be.PutUint32(buf[12:], uint32(uint64(id)>>32))
+	}
+	for ctx.Err() == nil && time.Now().Before(end) && (h.amount <= 0 || sent < int64(h.amount)) {
+		if !pace(rate, l.start, sent, ctx.Done()) {
+			break
+		}
+		seq++
+		stamp(seq)
+		if err := write(buf); err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				break
+			}
+			continue // an ICMP unreachable from the board shows as loss
+		}
+		mu.Lock()
+		sent += int64(len(buf))
+		mu.Unlock()
+	}
+	l.end = time.Now()
+	l.bytes = sent
+	l.samples = tk.stop(sample{at: l.end.Sub(l.start), bytes: sent})
+	if ctx.Err() != nil {
+		l.outcome, l.why = event.OutcomeAborted, "server shutting down"
+		return l
+	}
+	for i := range iperf2FinSent {
+		stamp(-(seq + int64(i)))
+		_ = write(buf)
+		if report == nil {
+			time.Sleep(10 * time.Millisecond)
+		} else if report() {
+			break
+		}
+	}
+	return l
+}
+
+// udpLegEvent is the record of the server's UDP leg: what it sent (the
+// board alone knows what arrived).
+func (s *Iperf2) udpLegEvent(l leg2, h hdr2) *event.Fetch {
+	f := s.tcpEvent(l, "iperf -c -u"+flagName(h.mode())+" (udp)", map[string]string{"streams": "1", "iperf2_mode": h.mode()})
+	f.Proto = event.ProtoUDP
+	if f.Interface == "" {
+		f.Interface = ifaceRoute(l.peer.Addr())
+	}
+	f.Labels["server_sent"] = fmt.Sprint(l.bytes)
+	return f
+}
