@@ -84,8 +84,9 @@ type congestion struct {
 	// loss every 64 rounds at 1/64, each a timeout).
 	hits int
 	// fits counts the rounds acknowledged in full since the last tail
-	// loss.
-	fits int
+	// loss; away counts the tail losses below the limit in a row (with
+	// at most two such rounds between them).
+	fits, away int
 
 	srtt, rttvar time.Duration // 0 until the first sample
 	backoff      int           // timeouts in a row
@@ -125,16 +126,20 @@ func (c *congestion) rto() time.Duration {
 	return min(d, c.ceil)
 }
 
-// pto is the timer of a round whose timeout sends a tail-loss probe
-// (RFC 8985's PTO: two round trips). A spurious probe costs one packet and
-// one round at a smaller window; each tail lost to a full client buffer
-// costs this long (8192 x 16 at MTU 9000: 4 a transfer, at the RTO's 30 ms
-// floor 120 ms of about 400).
+// pto is the timer of a round whose timeout sends a tail-loss probe: two
+// round trips (RFC 8985's PTO), or the RTO's variance term when that is
+// larger (U-Boot under QEMU answers a round in 1 to 20 ms: at 2·SRTT the
+// probes fired every few rounds and drove the window to 1), at least
+// defaultMinPTO. A spurious probe costs one packet and one round at a
+// smaller window; each tail lost to a full client buffer costs this long
+// (8192 x 16 at MTU 9000: 4 a transfer, at the RTO's 30 ms floor 120 ms of
+// about 400).
 func (c *congestion) pto() time.Duration {
 	if c.srtt == 0 {
 		return c.rto()
 	}
-	return min(max(2*c.srtt+rttGranularity, c.pfloor), c.rto())
+	d := c.srtt + max(c.srtt, 4*c.rttvar) + rttGranularity
+	return min(max(d, c.pfloor), c.rto())
 }
 
 // prompt reports whether a probe answered after d found the client
@@ -217,19 +222,25 @@ func (c *congestion) lost(tail bool, delivered int) {
 		return
 	}
 	w := c.window()
-	if c.stuck > 0 && float64(w) < c.stuck && c.fits > 2 {
-		// A round below the remembered limit, the size that fitted
-		// round after round, lost its tail: the client was away (a
-		// loaded host deschedules it for milliseconds), not short of
-		// buffer. Taking each such loss for a lower limit walked the
-		// window down to 2 blocks (8192 x 16 at MTU 9000, load 10). One
-		// smaller round, the limit kept; a second loss right after
-		// (fits <= 2) is a limit that moved.
+	if c.stuck > 0 && float64(w) < c.stuck {
+		// A round below the remembered limit, a size that fitted
+		// before, lost its tail: most often the client was away (a
+		// loaded host deschedules it for milliseconds; U-Boot under
+		// QEMU answers a round in 1 to 20 ms), not short of buffer.
+		// Taking each such loss for a lower limit walked the window
+		// down to 2 blocks (atftp at load 10) and to 1 (U-Boot). One
+		// smaller round, the limit kept; the third such loss in a row
+		// is a limit that moved.
+		if c.fits > 2 {
+			c.away = 0
+		}
 		c.fits = 0
-		c.cwnd = max(1, c.cwnd*cwndBeta)
-		return
+		if c.away++; c.away < 3 {
+			c.cwnd = max(1, c.cwnd*cwndBeta)
+			return
+		}
 	}
-	c.fits = 0
+	c.fits, c.away = 0, 0
 	if delivered > 0 && delivered < w {
 		w = delivered
 	}

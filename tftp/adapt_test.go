@@ -86,9 +86,8 @@ func TestCongestionFindsBufferLimit(t *testing.T) {
 }
 
 // TestCongestionAwayClientKeepsLimit: a round below the learnt limit that
-// loses its tail after rounds that fitted (the client was descheduled)
-// costs one smaller round, not a lower limit; a second loss right after is
-// a limit that moved.
+// loses its tail (the client was descheduled) costs one smaller round, not
+// a lower limit; the third such loss in a row is a limit that moved.
 func TestCongestionAwayClientKeepsLimit(t *testing.T) {
 	c := newCongestion(16, time.Second, 0)
 	bufferClient(c, 12, 100) // learns 12
@@ -103,9 +102,14 @@ func TestCongestionAwayClientKeepsLimit(t *testing.T) {
 	if c.window() != 11 {
 		t.Errorf("window %d after the next round, want 11 back at once", c.window())
 	}
-	c.lost(true, 8) // again, right after: the client's buffer shrank
+	c.lost(true, 11) // again, right after
+	if c.stuck != 12 {
+		t.Errorf("a second loss in a row moved the limit to %v, want 12 kept", c.stuck)
+	}
+	c.acked()
+	c.lost(true, 8) // a third: the client's buffer shrank
 	if c.stuck != 8 {
-		t.Errorf("a second loss in a row left the limit at %v, want 8 (the blocks delivered)", c.stuck)
+		t.Errorf("a third loss in a row left the limit at %v, want 8 (the blocks delivered)", c.stuck)
 	}
 }
 
@@ -127,7 +131,7 @@ func TestCongestionTimers(t *testing.T) {
 	for range 20 {
 		c.sample(200 * time.Microsecond)
 	}
-	if got := c.pto(); got != defaultMinPTO {
+	if got := c.pto(); got != defaultMinPTO { // 200µs + 200µs + 1ms
 		t.Errorf("pto at srtt 200µs %v, want the %v floor", got, defaultMinPTO)
 	}
 	if got := c.rto(); got != defaultMinRTO {
