@@ -425,14 +425,19 @@ func (t *transfer) sendFile(w *window) error {
 		switch why {
 		case ackTimeout:
 			t.info.Timeouts++
-			if !adaptive || cc.atCeiling() {
+			if rto >= t.timeout { // the timer that fired was at the ceiling
 				if attempt >= t.maxRetries() {
 					return fmt.Errorf("blocks %d-%d: %w after %d sends %s apart",
 						uint16(base), uint16(end), errNoAck, attempt+1, t.timeout)
 				}
 				attempt++
 			}
-			cc.timedOut()
+			if !adaptive || gated || probe {
+				// An RTO: it backs off. A probe timer does not (RFC
+				// 8985): the probe then waits one RTO, not two (atftp
+				// leaves some probes unanswered).
+				cc.timedOut()
+			}
 			// After a timeout an ACK of base-1 says where the client
 			// is, whatever was in flight before.
 			repeatOK = size > 1
