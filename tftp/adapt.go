@@ -13,13 +13,17 @@ import (
 //     in one round; the negotiated windowsize is only its ceiling. A round
 //     acknowledged in full grows it by one block; a lost tail (found by
 //     the timer: a timeout, or a probe answered) shrinks it to 0.7 of
-//     itself (CUBIC's beta), once per round, and it then regrows quickly
-//     only to just below that window and creeps past it (stuckCreep). An
-//     ACK short of the round or a repeat is counted but keeps the window. The client never sees anything but shorter windows.
+//     itself (CUBIC's beta), once per round, and it then regrows at once
+//     to just below the limit found (the blocks the probe showed
+//     delivered) and creeps past it (stuckCreep, halved per loss there).
+//     An ACK short of the round or a repeat is counted but keeps the
+//     window. The client never sees anything but shorter windows.
 //   - The retransmit timer follows the round trip measured from a round's
 //     last packet to its ACK (smoothed as RFC 6298 does, Karn's rule: no
-//     sample from a round sent twice), between a floor of 30 ms (defaultMinRTO) and the negotiated
-//     timeout, doubling on each timeout in a row.
+//     sample from a round sent twice; the OACK's round trip seeds it),
+//     between a floor of 30 ms (defaultMinRTO) and the negotiated
+//     timeout, doubling on each timeout in a row. A round's first timeout
+//     only sends a probe, so it fires sooner (pto).
 //
 // An RFC 7440 client acknowledges after windowsize blocks in order (atftp
 // counts blocks since its last ACK; U-Boot ACKs at fixed block numbers,
@@ -46,6 +50,9 @@ const (
 	// loaded 2-core host a 5 ms floor fired on clean links (same run: up to
 	// 10 spurious timeouts per 64 MiB; at 30 ms none).
 	defaultMinRTO = 30 * time.Millisecond
+	// defaultMinPTO is the tail-loss probe timer's floor: a probe is one
+	// packet, so it may fire sooner than a resend of the round.
+	defaultMinPTO = 2 * time.Millisecond
 	// rttGranularity is the least variance term of the timer (RFC 9002's
 	// kGranularity).
 	rttGranularity = time.Millisecond
@@ -59,10 +66,11 @@ const (
 // congestion is one windowed transfer's effective window and retransmit
 // timer.
 type congestion struct {
-	limit int           // negotiated windowsize: the ceiling
-	cwnd  float64       // effective window, blocks
-	floor time.Duration // the timer's least value
-	ceil  time.Duration // and its largest: the negotiated timeout
+	limit  int           // negotiated windowsize: the ceiling
+	cwnd   float64       // effective window, blocks
+	floor  time.Duration // the timer's least value
+	pfloor time.Duration // the tail-loss probe timer's least value
+	ceil   time.Duration // and its largest: the negotiated timeout
 
 	// stuck is the window a timeout-class loss (a lost tail: the client
 	// fell silent) happened at, 0 before one. Such a loss is most often
@@ -70,6 +78,14 @@ type congestion struct {
 	// window regrows quickly to just below it and only creeps past
 	// (stuckCreep per round), rather than overflow every few rounds.
 	stuck float64
+	// hits counts tail losses in a row at (or just past) the remembered
+	// window: each halves the creep, so a fixed limit (a client's socket
+	// buffer) is probed less and less often (8192 x 16 at MTU 9000: a
+	// loss every 64 rounds at 1/64, each a timeout).
+	hits int
+	// tails counts the lost tails in a row (no round acknowledged in
+	// full between them).
+	tails int
 
 	srtt, rttvar time.Duration // 0 until the first sample
 	backoff      int           // timeouts in a row
@@ -80,11 +96,14 @@ type congestion struct {
 	losses int64 // loss signals: rounds answered short, repeated, or timed out
 }
 
+// newCongestion starts a transfer's window at limit. floor overrides both
+// timers' floors (tests that want a fixed timer); 0: the defaults.
 func newCongestion(limit int, timeout, floor time.Duration) *congestion {
+	pfloor := floor
 	if floor <= 0 {
-		floor = defaultMinRTO
+		floor, pfloor = defaultMinRTO, defaultMinPTO
 	}
-	return &congestion{limit: limit, cwnd: float64(limit), floor: floor, ceil: timeout, rounds: make([]int64, limit+1)}
+	return &congestion{limit: limit, cwnd: float64(limit), floor: floor, pfloor: pfloor, ceil: timeout, rounds: make([]int64, limit+1)}
 }
 
 // window is the number of blocks the next round may carry.
@@ -106,10 +125,30 @@ func (c *congestion) rto() time.Duration {
 	return min(d, c.ceil)
 }
 
-// atCeiling reports whether the timer runs at the negotiated timeout: only
-// such timeouts count against the retries, so a transfer gives up after as
-// long as it did with a fixed timer.
-func (c *congestion) atCeiling() bool { return c.rto() >= c.ceil }
+// pto is the timer of a round whose timeout sends a tail-loss probe: two
+// round trips (RFC 8985's PTO), or the RTO's variance term when that is
+// larger (U-Boot under QEMU answers a round in 1 to 20 ms: at 2·SRTT the
+// probes fired every few rounds and drove the window to 1), at least
+// defaultMinPTO. A spurious probe costs one packet and one round at a
+// smaller window; each tail lost to a full client buffer costs this long
+// (8192 x 16 at MTU 9000: 4 a transfer, at the RTO's 30 ms floor 120 ms of
+// about 400).
+func (c *congestion) pto() time.Duration {
+	if c.srtt == 0 {
+		return c.rto()
+	}
+	d := c.srtt + max(c.srtt, 4*c.rttvar) + rttGranularity
+	return min(max(d, c.pfloor), c.rto())
+}
+
+// prompt reports whether a probe answered after d found the client
+// running: within two round trips (at least 1 ms). A tail lost to a full
+// buffer is answered at once (0.1-0.6 ms on veth); a client that was
+// descheduled answers its round late (2-16 ms seen on a loaded host), and
+// taking that for a loss shrank the window round after round.
+func (c *congestion) prompt(d time.Duration) bool {
+	return d <= max(2*c.srtt, time.Millisecond)
+}
 
 // sample adds a round trip measured on a round sent once (RFC 6298 2.2-2.3).
 func (c *congestion) sample(r time.Duration) {
@@ -141,22 +180,32 @@ func (c *congestion) total() (n int64) {
 // acked records a round acknowledged in full: additive increase.
 func (c *congestion) acked() {
 	c.backoff = 0
+	c.tails = 0
 	step := 1.0
-	if c.stuck > 0 && c.cwnd+1 > c.stuck-1 {
-		step = stuckCreep
-		if c.cwnd < c.stuck-1 {
-			step = c.stuck - 1 - c.cwnd
-		}
+	switch {
+	case c.stuck > 0 && c.cwnd < c.stuck-1:
+		step = c.stuck - 1 - c.cwnd // at once back to the size that fitted
+	case c.stuck > 0:
+		step = stuckCreep / float64(int(1)<<min(c.hits, maxCreepHalvings))
 	}
 	c.cwnd = min(c.cwnd+step, float64(c.limit))
 	if c.cwnd >= c.stuck+1 {
-		c.stuck = 0 // crept past it: the limit has moved
+		c.stuck, c.hits = 0, 0 // crept past it: the limit has moved
 	}
 }
 
+// maxCreepHalvings bounds the creep's halving (1/64 down to 1/4096 block
+// per round), so a limit that moved up is still found within a few
+// thousand rounds.
+const maxCreepHalvings = 6
+
 // lost records a loss signal: multiplicative decrease. tail is a loss
-// found by the timer (the client said nothing).
-func (c *congestion) lost(tail bool) {
+// found by the timer (the client said nothing); delivered is how many
+// blocks of the round the client then acknowledged in order (0: not
+// known). A tail lost from a full socket buffer is all that did not fit,
+// so delivered is the most the client's buffer took: the window is
+// remembered there at once rather than one block lower per loss.
+func (c *congestion) lost(tail bool, delivered int) {
 	c.losses++
 	if !tail {
 		// The client saw a gap and said where it is: one block lost at
@@ -166,8 +215,45 @@ func (c *congestion) lost(tail bool) {
 		// rounds whose gap block can be lost in turn.
 		return
 	}
-	c.stuck = max(2, float64(c.window()))
+	// One lost tail alone is most often the round's last packet lost at
+	// random, or a client that was away (a loaded host deschedules it for
+	// milliseconds; U-Boot under QEMU answers a round in 1 to 20 ms): the
+	// window is kept. A client's full buffer loses the tail of every
+	// round that size, so a second in a row is a limit; below a limit
+	// already found (a size that fitted), the third. Taking each lost
+	// tail for a limit walked the window down to 1 block at 5% loss and
+	// for U-Boot (27 Mbit/s where main ran 112).
+	w := c.window()
+	need := 2
+	if c.stuck > 0 && float64(w) < c.stuck {
+		need = 3
+	}
+	if c.tails++; c.tails < need {
+		return
+	}
+	c.tails = 0
+	if delivered > 0 && delivered < w {
+		w = delivered
+	}
+	if c.stuck > 0 && float64(w) <= c.stuck+1 {
+		c.hits++ // the same limit again
+	} else {
+		c.hits = 0
+	}
+	c.stuck = max(2, float64(w))
 	c.cwnd = max(1, c.cwnd*cwndBeta)
+}
+
+// seed takes a first round trip measured outside the windows (the OACK
+// to its ACK), so the first round's timer is not the negotiated timeout:
+// a first window that overflows the client's buffer cost a whole second.
+// The OACK's round trip includes the client's start (77 ms seen on a
+// loaded host), so it counts for at most the RTO floor; a first probe sent
+// too soon costs one packet, and the rounds' own samples take over.
+func (c *congestion) seed(r time.Duration) {
+	if c.srtt == 0 && r > 0 {
+		c.sample(min(r, c.floor))
+	}
 }
 
 // progress records an ACK that moved the window: the timer stops backing off.

@@ -31,7 +31,12 @@ import (
 //
 //	PXEPERF_BENCH=1 go test -run TestBenchAdaptive -v -timeout 90m ./tftp/
 //
-// PXEPERF_BENCH_RUNS sets the repeats (default 1; the median is shown).
+// PXEPERF_BENCH_RUNS sets the repeats (default 1; the median is shown; the
+// servers alternate within each repeat). PXEPERF_BENCH_PEER names another
+// pxeperf binary (say main's, for an A/B in the same run) served beside them
+// on port 1070; PXEPERF_BENCH_CASES picks cases by name ("loss", "loss2" for
+// the 2% x 16 cell alone, "mtu9000", "tbf", comma-separated; default all) and PXEPERF_BENCH_SERVERS the servers
+// ("pxeperf,atftpd,peer"; default all).
 func TestBenchAdaptive(t *testing.T) {
 	if os.Getenv("PXEPERF_BENCH") != "1" {
 		t.Skip("benchmark: set PXEPERF_BENCH=1 to run")
@@ -42,10 +47,22 @@ func TestBenchAdaptive(t *testing.T) {
 		t.Skip("atftpd not found: set PXEPERF_ATFTPD, or: cd /tmp && apt-get download atftpd && dpkg -x atftpd_*.deb /tmp/atftpd-root")
 	}
 	runs := envInt("PXEPERF_BENCH_RUNS", 1)
+	peer := os.Getenv("PXEPERF_BENCH_PEER")
+	servers := []string{"pxeperf", "atftpd"}
+	if peer != "" {
+		servers = append(servers, "peer")
+	}
+	if only := os.Getenv("PXEPERF_BENCH_SERVERS"); only != "" {
+		servers = slices.DeleteFunc(servers, func(s string) bool { return !slices.Contains(strings.Split(only, ","), s) })
+	}
+	want := func(name string) bool {
+		cases := os.Getenv("PXEPERF_BENCH_CASES")
+		return cases == "" || slices.Contains(strings.Split(cases, ","), name)
+	}
 	limit := time.Duration(envInt("PXEPERF_BENCH_CAP", 30)) * time.Second
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "case\tloss %%\tblksize\twindowsize\tpxeperf Mbit/s\tatftpd Mbit/s\tratio\tpxeperf eff. window min/med/max\tlosses\tresent\t\n")
+	fmt.Fprintf(tw, "case\tloss %%\tblksize\twindowsize\tpxeperf Mbit/s\tatftpd Mbit/s\tratio\tpeer Mbit/s\tpxeperf eff. window min/med/max\tlosses\tresent\ttimeouts\t\n")
 
 	type cell struct {
 		name           string
@@ -63,8 +80,8 @@ func TestBenchAdaptive(t *testing.T) {
 		mbps := map[string][]float64{}
 		var line string
 		for range runs {
-			for _, srv := range []string{"pxeperf", "atftpd"} {
-				port := map[string]string{"pxeperf": "69", "atftpd": "1069"}[srv]
+			for _, srv := range servers {
+				port := map[string]string{"pxeperf": "69", "atftpd": "1069", "peer": "1070"}[srv]
 				out := filepath.Join(b.out, file)
 				os.Remove(out)
 				seen := strings.Count(b.pxe.Out.String(), "msg=fetch")
@@ -93,7 +110,13 @@ func TestBenchAdaptive(t *testing.T) {
 				}
 			}
 		}
-		med := func(v []float64) float64 { s := slices.Sorted(slices.Values(v)); return s[len(s)/2] }
+		med := func(v []float64) float64 {
+			if len(v) == 0 {
+				return 0 // not run
+			}
+			s := slices.Sorted(slices.Values(v))
+			return s[len(s)/2]
+		}
 		show := func(v float64) string {
 			if v == 0 {
 				return fmt.Sprintf("dnf (>%s)", limit)
@@ -113,28 +136,41 @@ func TestBenchAdaptive(t *testing.T) {
 			}
 			return "?"
 		}
-		fmt.Fprintf(tw, "%s\t%.1f\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c.name, float64(c.loss)/10, c.blk, c.win, show(p), show(a), ratio,
-			field("eff_window"), field("losses"), field("retransmits"))
-		t.Logf("%s loss %.1f%% %dx%d: pxeperf %v, atftpd %v Mbit/s; %s", c.name, float64(c.loss)/10, c.blk, c.win, mbps["pxeperf"], mbps["atftpd"], line)
+		pm := "-"
+		if peer != "" {
+			pm = show(med(mbps["peer"]))
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c.name, float64(c.loss)/10, c.blk, c.win, show(p), show(a), ratio, pm,
+			field("eff_window"), field("losses"), field("retransmits"), field("timeouts"))
+		t.Logf("%s loss %.1f%% %dx%d: pxeperf %v, atftpd %v, peer %v Mbit/s; %s", c.name, float64(c.loss)/10, c.blk, c.win,
+			mbps["pxeperf"], mbps["atftpd"], mbps["peer"], line)
 	}
 
 	// Loss in tenths of a percent, so 0.5% fits an int.
-	lossBed := newAdaptBed(t, atftpd, nstest.Options{}, false)
-	for _, loss := range []int{0, 5, 20, 50} {
-		for _, win := range []int{4, 16, 64} {
-			run(lossBed, cell{name: "loss", loss: loss, blk: 1468, win: win, mb: 8})
+	if want("loss") || want("loss2") {
+		lossBed := newAdaptBed(t, atftpd, peer, nstest.Options{}, false)
+		for _, loss := range []int{0, 5, 20, 50} {
+			for _, win := range []int{4, 16, 64} {
+				if want("loss") || loss == 20 && win == 16 {
+					run(lossBed, cell{name: "loss", loss: loss, blk: 1468, win: win, mb: 8})
+				}
+			}
 		}
+		lossBed.setLoss(t, 0)
 	}
-	lossBed.setLoss(t, 0)
-	run(newAdaptBed(t, atftpd, nstest.Options{MTU: 9000}, false), cell{name: "MTU 9000", blk: 8192, win: 16, mb: 64})
-	run(newAdaptBed(t, atftpd, nstest.Options{}, true), cell{name: "tbf 1gbit", blk: 1468, win: 16, mb: 64})
+	if want("mtu9000") {
+		run(newAdaptBed(t, atftpd, peer, nstest.Options{MTU: 9000}, false), cell{name: "MTU 9000", blk: 8192, win: 16, mb: 64})
+	}
+	if want("tbf") {
+		run(newAdaptBed(t, atftpd, peer, nstest.Options{}, true), cell{name: "tbf 1gbit", blk: 1468, win: 16, mb: 64})
+	}
 	tw.Flush()
 	t.Logf("issue 16: pxeperf against atftpd, atftp client, median of %d (loss: DATA dropped at random by nftables):\n%s",
 		runs, table.String())
 }
 
-// adaptBed is a veth pair with pxeperf (:69) and atftpd (:1069) serving one
-// root in the server namespace, and a loss table in the client namespace.
+// adaptBed is a veth pair with pxeperf (:69), atftpd (:1069) and maybe a
+// peer pxeperf (:1070) serving one root in the server namespace, and a loss table in the client namespace.
 type adaptBed struct {
 	pair      *nstest.Pair
 	root, out string
@@ -142,7 +178,7 @@ type adaptBed struct {
 	pxe       *nstest.Proc
 }
 
-func newAdaptBed(t *testing.T, atftpd string, opt nstest.Options, shaped bool) *adaptBed {
+func newAdaptBed(t *testing.T, atftpd, peer string, opt nstest.Options, shaped bool) *adaptBed {
 	t.Helper()
 	p := nstest.NewPair(t, opt)
 	if shaped {
@@ -162,7 +198,13 @@ func newAdaptBed(t *testing.T, atftpd string, opt nstest.Options, shaped bool) *
 		"--tftp-addr", b.ip+":69", "--root", b.root, "--data", t.TempDir(), "--iface", p.ServerIf, "--log-level", "info")
 	nstest.Start(t, p.Server, atftpd, "--daemon", "--no-fork", "--user", "root", "--group", "root",
 		"--port", "1069", "--bind-address", b.ip, "--logfile", "/dev/null", b.root)
-	for _, port := range []string{"69", "1069"} {
+	ports := []string{"69", "1069"}
+	if peer != "" {
+		nstest.Start(t, p.Server, peer, "serve", "--dhcp", "off", "--http-addr", "off",
+			"--tftp-addr", b.ip+":1070", "--admin-addr", "off", "--root", b.root, "--data", t.TempDir(), "--iface", p.ServerIf, "--log-level", "warn")
+		ports = append(ports, "1070")
+	}
+	for _, port := range ports {
 		ok := nstest.WaitFor(20*time.Second, func() bool {
 			o, _ := nstest.Output(p.Client, 5*time.Second, "atftp", "-g", "-r", "none", "-l", "/dev/null", b.ip, port)
 			return strings.Contains(strings.ToLower(o), "not found")

@@ -30,9 +30,15 @@ type nsServer struct {
 // written as its config file.
 func startNSServer(t *testing.T, extraYAML string) *nsServer {
 	t.Helper()
+	return startNSServerOn(t, nstest.Options{}, extraYAML)
+}
+
+// startNSServerOn is startNSServer on a pair made with opt (say, an MTU).
+func startNSServerOn(t *testing.T, opt nstest.Options, extraYAML string) *nsServer {
+	t.Helper()
 	nstest.RequireRoot(t)
 	bin := nstest.Binary(t)
-	p := nstest.NewPair(t, nstest.Options{})
+	p := nstest.NewPair(t, opt)
 	root, data := t.TempDir(), t.TempDir()
 	args := []string{"serve", "--dhcp", "off", "--http-addr", "off",
 		"--tftp-addr", p.ServerIP.String() + ":69", "--root", root, "--data", data,

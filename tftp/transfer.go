@@ -132,6 +132,7 @@ type transfer struct {
 	link    link
 	timeout time.Duration
 	minRTO  time.Duration // the adaptive timer's floor; 0: defaultMinRTO
+	oackRTT time.Duration // the OACK's round trip when it was sent once; 0: none
 	retries int
 	info    *event.TFTPInfo // counters are written here
 	req     []byte          // the request this transfer answers
@@ -166,8 +167,12 @@ func (t *transfer) run(mode string, file io.Reader, neg negotiated) error {
 		r = netascii.ToReader(r)
 	}
 	if len(neg.oack) > 0 {
+		start, timeouts := time.Now(), t.info.Timeouts
 		if err := t.exchange(appendOACK(nil, neg.oack), 0); err != nil {
 			return fmt.Errorf("after OACK: %w", err)
+		}
+		if t.info.Timeouts == timeouts { // Karn: not when resent
+			t.oackRTT = time.Since(start)
 		}
 	}
 	return t.sendFile(newWindow(r, neg.blockSize, neg.windowSize))
@@ -238,6 +243,9 @@ func (t *transfer) sendFile(w *window) error {
 	// block anyway. Windowed transfers adapt (adapt.go).
 	adaptive := size > 1
 	cc := newCongestion(int(size), t.timeout, t.minRTO)
+	if adaptive {
+		cc.seed(t.oackRTT)
+	}
 	defer func() {
 		t.info.WindowMin, t.info.WindowMedian, t.info.WindowMax = cc.stats()
 		t.info.LossEvents, t.info.RTT = cc.losses, cc.srtt
@@ -357,7 +365,10 @@ func (t *transfer) sendFile(w *window) error {
 			}
 		}
 		rto := t.timeout
-		if adaptive {
+		switch {
+		case adaptive && !gated && !probe:
+			rto = cc.pto() // its timeout sends a probe
+		case adaptive:
 			rto = cc.rto()
 		}
 		var (
@@ -414,14 +425,19 @@ func (t *transfer) sendFile(w *window) error {
 		switch why {
 		case ackTimeout:
 			t.info.Timeouts++
-			if !adaptive || cc.atCeiling() {
+			if rto >= t.timeout { // the timer that fired was at the ceiling
 				if attempt >= t.maxRetries() {
 					return fmt.Errorf("blocks %d-%d: %w after %d sends %s apart",
 						uint16(base), uint16(end), errNoAck, attempt+1, t.timeout)
 				}
 				attempt++
 			}
-			cc.timedOut()
+			if !adaptive || gated || probe {
+				// An RTO: it backs off. A probe timer does not (RFC
+				// 8985): the probe then waits one RTO, not two (atftp
+				// leaves some probes unanswered).
+				cc.timedOut()
+			}
 			// After a timeout an ACK of base-1 says where the client
 			// is, whatever was in flight before.
 			repeatOK = size > 1
@@ -435,7 +451,7 @@ func (t *transfer) sendFile(w *window) error {
 				// is a loss signal of its own, as in TCP.
 				probe = false
 				if adaptive {
-					cc.lost(true)
+					cc.lost(true, 0)
 				}
 				signalled, needGap = true, true
 			}
@@ -448,7 +464,7 @@ func (t *transfer) sendFile(w *window) error {
 			}
 			if !signalled {
 				undo = cc.cwnd
-				cc.lost(false)
+				cc.lost(false, 0)
 				signalled = true
 			}
 			needGap = true
@@ -475,17 +491,21 @@ func (t *transfer) sendFile(w *window) error {
 				cc.acked()
 				needGap = false
 			case signalled:
+			case acked >= want && probe && !cc.prompt(time.Since(sentAt)):
+				// The probe was answered late: the client was away
+				// (descheduled on a loaded host), not short of a block.
+				// Its ACK says nothing about the window.
 			case acked >= want && sends > 1:
 				// The client had the round but said nothing until
 				// probed: its tail (the gap block) was lost.
-				cc.lost(true)
+				cc.lost(true, int(end-base+1))
 			case acked >= want:
 				cc.acked()
 				needGap = false
 			default:
 				// Short of the round: after a timeout (the probe
 				// found where the client is) the tail was lost.
-				cc.lost(sends > 1)
+				cc.lost(sends > 1, int(acked-base+1))
 				needGap = true
 			}
 			cc.progress()

@@ -396,10 +396,12 @@ func TestEarlyACKResendsAtOnce(t *testing.T) {
 }
 
 // TestWindowTimeoutResendsWindow: with no ACK at all the server first
-// probes the window's tail (its last block), then resends the round shrunk
-// (2 blocks and a gap), then gives up after as many timeouts as with a
-// fixed timer: nothing was measured, so the timer stays at the negotiated
-// timeout.
+// probes the window's tail (its last block) after the probe timer, which
+// the OACK's round trip seeded, then resends the round shrunk (2 blocks and
+// a gap) and probes again, and gives up no sooner than with a fixed timer:
+// only a timer that fired at the negotiated timeout counts against the
+// retries (two, then the third gives up), and the probe timer never backs
+// off, so each resent round is followed by a probe at the ceiling.
 func TestWindowTimeoutResendsWindow(t *testing.T) {
 	ts := startServer(t, Config{Timeout: 50 * time.Millisecond, Retries: 2})
 	ts.file(t, "f", 512*10)
@@ -408,19 +410,23 @@ func TestWindowTimeoutResendsWindow(t *testing.T) {
 	_, from := c.recv()
 	c.send(from, ack(0))
 	var seq []uint16
-	for range 8 {
+	for range 17 {
 		b, _ := c.recv()
 		seq = append(seq, binary.BigEndian.Uint16(b[2:]))
 	}
 	if !c.quiet(300 * time.Millisecond) {
 		t.Error("the server sent more after giving up")
 	}
-	if diff := cmp.Diff([]uint16{1, 2, 3, 4, 4, 1, 2, 4}, seq); diff != "" {
+	if diff := cmp.Diff([]uint16{1, 2, 3, 4, 4, 1, 2, 4, 4, 1, 2, 4, 4, 1, 2, 4, 4}, seq); diff != "" {
 		t.Errorf("DATA blocks (-want +got):\n%s", diff)
 	}
 	ev := ts.fetches(t, 1)[0]
+	if ev.TFTP.RTT <= 0 {
+		t.Errorf("RTT %v, want the OACK's round trip", ev.TFTP.RTT)
+	}
 	want := &event.TFTPInfo{BlockSize: 512, WindowSize: 4, Timeout: 50 * time.Millisecond,
-		Datagrams: 8, Retransmits: 4, Timeouts: 3, WindowMin: 2, WindowMedian: 2, WindowMax: 4, LossEvents: 1}
+		Datagrams: 17, Retransmits: 13, Timeouts: 8, WindowMin: 2, WindowMedian: 2, WindowMax: 4, LossEvents: 3,
+		RTT: ev.TFTP.RTT}
 	if diff := cmp.Diff(want, ev.TFTP); diff != "" {
 		t.Errorf("TFTP info (-want +got):\n%s", diff)
 	}
