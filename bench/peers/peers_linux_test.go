@@ -49,10 +49,10 @@ func TestPeers(t *testing.T) {
 	rounds := peerbench.EnvInt("PXEPERF_BENCH_ROUNDS", 3)
 	only := os.Getenv("PXEPERF_BENCH_ONLY")
 	want := func(part string) bool { return only == "" || slices.Contains(strings.Split(only, ","), part) }
-	mbHTTP, mbHTTP32, mbTFTP := 1024, 32, 128
+	mbHTTP, mbHTTP32, mbTFTP := 1024, 128, 128
 	rates, period := "1000 2000 3000 4000 5000 6000 8000 12000", 6
 	if quick {
-		mbHTTP, mbHTTP32, mbTFTP = 256, 8, 32
+		mbHTTP, mbHTTP32, mbTFTP = 512, 32, 32
 		rates, period = "1000 2000 4000 6000 8000", 3
 	}
 	bin := nstest.Binary(t)
