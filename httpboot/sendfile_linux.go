@@ -44,8 +44,13 @@ type sendfileConn struct {
 	sent int64
 }
 
-// maxSendfileChunk bounds one sendfile call, as Go's own loop does.
-const maxSendfileChunk = 4 << 20
+// maxSendfileChunk bounds one sendfile call. A raw call holds its P, also
+// while the kernel reads pages that are not in the page cache yet (the
+// first read of a cold image; later ones find readahead's pages): 2 MiB
+// bounds that stall to one such read (nginx's sendfile_max_chunk is 2 MiB
+// too). Over a link, one call takes what the socket buffer has room for,
+// a few hundred KiB, anyway.
+const maxSendfileChunk = 2 << 20
 
 // ReadFrom copies a regular file with sendfile(2) on the non-blocking
 // socket, waiting in Go's poller (which honours the write deadline) when

@@ -5,9 +5,9 @@
 // (TCP_INFO: RTT, retransmits, the client's largest advertised window, ...).
 //
 // The response writer is only ever wrapped by countingWriter, which keeps
-// io.ReaderFrom visible so http.ServeContent's copy reaches
-// (*net.TCPConn).ReadFrom and the kernel's sendfile; see TestSendfilePath and
-// BenchmarkServe.
+// io.ReaderFrom visible so http.ServeContent's copy reaches the
+// connection's ReadFrom (sendfileConn on Linux, a raw sendfile loop) and
+// the kernel's sendfile; see TestSendfilePath and BenchmarkServe.
 package httpboot
 
 import (
