@@ -5,7 +5,6 @@ package httpboot
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -14,12 +13,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/pxeperf/pxeperf/images"
 	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/peerbench"
 	"golang.org/x/sys/unix"
 )
 
@@ -44,7 +43,7 @@ func BenchmarkServe(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/clients=%d", s.name, clients), func(b *testing.B) {
 				b.SetBytes(size * int64(clients))
 				for range b.N {
-					if err := fetchConcurrent(client, s.url+"/bench.img", size, clients); err != nil {
+					if err := peerbench.FetchConcurrent(client, s.url+"/bench.img", size, clients); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -75,7 +74,7 @@ func TestBenchTable(t *testing.T) {
 		for _, clients := range []int{1, 32} {
 			for _, s := range servers {
 				start := time.Now()
-				if err := fetchConcurrent(client, s.url+"/bench.img", size, clients); err != nil {
+				if err := peerbench.FetchConcurrent(client, s.url+"/bench.img", size, clients); err != nil {
 					t.Fatal(err)
 				}
 				k := key{s.name, clients}
@@ -118,7 +117,7 @@ func benchSetup(tb testing.TB) ([]benchServer, *http.Client, int64) {
 	if err := os.Chmod(root, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	writeBenchFile(tb, filepath.Join(root, "bench.img"), size)
+	peerbench.WriteFile(tb, filepath.Join(root, "bench.img"), size)
 
 	// Where servers listen and how clients dial.
 	serverNS, host := "", "127.0.0.1"
@@ -166,54 +165,6 @@ func benchSetup(tb testing.TB) ([]benchServer, *http.Client, int64) {
 	return servers, &http.Client{Transport: tr, Timeout: 10 * time.Minute}, size
 }
 
-// fetchConcurrent has n clients fetch url at once.
-func fetchConcurrent(c *http.Client, url string, size int64, n int) error {
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for range n {
-		wg.Go(func() { errs <- fetchAll(c, url, size) })
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func fetchAll(c *http.Client, url string, size int64) error {
-	resp, err := c.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	buf := make([]byte, 1<<20)
-	n, err := io.CopyBuffer(writerOnly{io.Discard}, resp.Body, buf)
-	if err != nil {
-		return err
-	}
-	if n != size || resp.StatusCode != 200 {
-		return fmt.Errorf("GET %s: %s, %d of %d bytes", url, resp.Status, n, size)
-	}
-	return nil
-}
-
-func writeBenchFile(b testing.TB, path string, size int64) {
-	f, err := os.Create(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	chunk := pattern(1<<20, 42)
-	for off := int64(0); off < size; off += int64(len(chunk)) {
-		if _, err := f.Write(chunk[:min(int64(len(chunk)), size-off)]); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 func benchPxeperf(b testing.TB, root, host string, inNS func(func() error), hide bool) string {
 	store, err := images.Open(root, b.TempDir(), nil)
 	if err != nil {
@@ -246,7 +197,7 @@ func benchNginx(b testing.TB, root, host, ns string) string {
 		ln.Close()
 	}
 	dir := b.TempDir()
-	conf := writeNginxConf(b, dir, root, host, port)
+	conf := peerbench.WriteNginxConf(b, dir, root, net.JoinHostPort(host, strconv.Itoa(port)))
 	args := []string{"-p", dir, "-c", conf, "-g", "daemon off;"}
 	cmd := exec.Command("nginx", args...)
 	if ns != "" {

@@ -308,7 +308,8 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // ReadFrom hands the copy to the real ResponseWriter, whose ReadFrom hands
-// it to (*net.TCPConn).ReadFrom: sendfile(2) for an *os.File source.
+// it to the connection's (sendfileConn.ReadFrom on Linux): sendfile(2) for
+// an *os.File source.
 //
 // When beforeLast is set and src is the io.LimitedReader that
 // ServeContent's io.CopyN passes, the last byte is held back: beforeLast

@@ -5,9 +5,9 @@
 // (TCP_INFO: RTT, retransmits, the client's largest advertised window, ...).
 //
 // The response writer is only ever wrapped by countingWriter, which keeps
-// io.ReaderFrom visible so http.ServeContent's copy reaches
-// (*net.TCPConn).ReadFrom and the kernel's sendfile; see TestSendfilePath and
-// BenchmarkServe.
+// io.ReaderFrom visible so http.ServeContent's copy reaches the
+// connection's ReadFrom (sendfileConn on Linux, a raw sendfile loop) and
+// the kernel's sendfile; see TestSendfilePath and BenchmarkServe.
 package httpboot
 
 import (
@@ -155,7 +155,7 @@ func New(opt Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("http boot: listening on %s: %w (free the port, or set http.listen / --http-addr, or --http-addr off)", opt.HTTP.Listen, err)
 	}
-	s := &Server{opt: opt, ln: ln, zenc: zenc, started: time.Now(), refused: opt.Refused,
+	s := &Server{opt: opt, ln: wrapListener(ln), zenc: zenc, started: time.Now(), refused: opt.Refused,
 		errBudget: newBudget(opt.HTTP.ErrorRecordsPerMinute), claims: claims{at: map[string]time.Time{}}}
 	s.sampler = newSampler(sampleEvery(opt.HTTP.StallTimeout, opt.HTTP.Interval))
 	s.conns = newConnLimiter(opt.HTTP.MaxConns, opt.HTTP.MaxConnsPerClient, s.refused.Refuse)

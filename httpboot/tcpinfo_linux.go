@@ -43,7 +43,9 @@ func newTCPProbe(c net.Conn) *tcpProbe {
 	p := &tcpProbe{rc: rc}
 	p.ctl = func(fd uintptr) {
 		n := uint32(unsafe.Sizeof(p.info))
-		_, _, p.err = unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.IPPROTO_TCP, unix.TCP_INFO,
+		// Raw: getsockopt never blocks, and a call the scheduler sees
+		// as a system call can wake sysmon into retaking the P.
+		_, _, p.err = unix.RawSyscall6(unix.SYS_GETSOCKOPT, fd, unix.IPPROTO_TCP, unix.TCP_INFO,
 			uintptr(unsafe.Pointer(&p.info)), uintptr(unsafe.Pointer(&n)), 0)
 	}
 	return p

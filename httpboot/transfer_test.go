@@ -232,10 +232,10 @@ func TestShutdownGraceExpires(t *testing.T) {
 	}
 }
 
-// spyConn records what (*net.TCPConn).ReadFrom is asked to copy: an
+// spyConn records what the connection's ReadFrom is asked to copy: an
 // *os.File there means the kernel's sendfile does the copy.
 type spyConn struct {
-	*net.TCPConn
+	net.Conn // the server's connection (sendfileConn on Linux)
 	mu        sync.Mutex
 	fileBytes int64
 }
@@ -245,7 +245,7 @@ func (c *spyConn) ReadFrom(r io.Reader) (int64, error) {
 	if lr, ok := r.(*io.LimitedReader); ok {
 		src = lr.R
 	}
-	n, err := c.TCPConn.ReadFrom(r)
+	n, err := c.Conn.(io.ReaderFrom).ReadFrom(r)
 	if _, ok := src.(*os.File); ok {
 		c.mu.Lock()
 		c.fileBytes += n
@@ -265,7 +265,7 @@ func (l *spyListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := &spyConn{TCPConn: c.(*net.TCPConn)}
+	sc := &spyConn{Conn: c}
 	l.mu.Lock()
 	l.conns = append(l.conns, sc)
 	l.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/peerbench"
 )
 
 // TestBenchThroughput compares pxeperf's TFTP server with tftp-hpa's
@@ -123,22 +124,8 @@ func startBenchServers(t *testing.T, p *nstest.Pair, root, ip string) {
 	}
 }
 
-// atftpdPath finds atftpd, which is not installed with the other tools
-// (its Debian package conflicts with tftpd-hpa): PXEPERF_ATFTPD, else the
-// binary unpacked from the package without installing it:
-//
-//	cd /tmp && apt-get download atftpd && dpkg -x atftpd_*.deb /tmp/atftpd-root
-func atftpdPath() string {
-	for _, p := range []string{os.Getenv("PXEPERF_ATFTPD"), "/tmp/atftpd-root/usr/sbin/atftpd"} {
-		if p == "" {
-			continue
-		}
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p
-		}
-	}
-	return ""
-}
+// atftpdPath finds atftpd: see peerbench.AtftpdPath.
+func atftpdPath() string { return peerbench.AtftpdPath() }
 
 // TestBenchWindowsize is the RFC 7440 table: pxeperf against atftpd over a
 // veth pair shaped to 1 Gbit/s on both ends (tbf), same run, fetched with
@@ -252,17 +239,11 @@ func TestBenchWindowsize(t *testing.T) {
 // cpuSeconds is the user+system CPU time a server process used so far
 // (exited threads included), from /proc/PID/stat.
 func cpuSeconds(t *testing.T, p *nstest.Proc) float64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Cmd.Process.Pid))
+	u, s, err := peerbench.ProcCPU(p.Cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Fields after the ")" that ends the command name; utime and stime
-	// are fields 14 and 15 of the line, in clock ticks (100 per second).
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100
+	return u + s
 }
 
 func envInt(name string, def int) int {

@@ -1,0 +1,294 @@
+//go:build linux
+
+package peers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pxeperf/pxeperf/dhcp"
+	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/peerbench"
+)
+
+// TestPeers (PXEPERF_BENCH=1, with -v) is issue 12's table, measured in one
+// alternating run: each round runs every HTTP case, every TFTP case and the
+// DHCP sweep for every server, in an order that rotates from round to
+// round, so the noise of a shared machine hits all servers alike; ratios
+// are medians of same-round ratios. Each protocol has a veth pair of its
+// own; every server runs in its own cgroup (else process group) for its CPU.
+//
+//	PXEPERF_BENCH_QUICK=1    smaller files and a coarser DHCP grid (~10 min)
+//	PXEPERF_BENCH_ROUNDS=3   rounds
+//	PXEPERF_BENCH_ONLY=...   comma-separated subset of http,tftp,dhcp
+//	PXEPERF_BENCH_RATES=...  DHCP offered rates (per second) to sweep
+//	PXEPERF_BENCH_PERIOD=N   seconds per perfdhcp run
+//
+// The TFTP rows measure the server code on the branch as it is; the row
+// "TFTP windowed" needs atftpd (see peerbench.AtftpdPath), and U-Boot
+// under QEMU is not part of this run (tftp's and bootcfg's own tests).
+func TestPeers(t *testing.T) {
+	if os.Getenv("PXEPERF_BENCH") != "1" {
+		t.Skip("peers table: set PXEPERF_BENCH=1 (and -v) to run; PXEPERF_BENCH_QUICK=1 for the ~10 minute version")
+	}
+	nstest.RequireRoot(t)
+	nstest.RequireTool(t, "nginx", "tc", "curl", "atftp", "in.tftpd", "perfdhcp", "kea-dhcp4", "strace")
+	if peerbench.AtftpdPath() == "" {
+		t.Skip(peerbench.AtftpdHint)
+	}
+	quick := peerbench.Quick()
+	rounds := peerbench.EnvInt("PXEPERF_BENCH_ROUNDS", 3)
+	only := os.Getenv("PXEPERF_BENCH_ONLY")
+	want := func(part string) bool { return only == "" || slices.Contains(strings.Split(only, ","), part) }
+	mbHTTP, mbHTTP32, mbTFTP := 1024, 128, 128
+	rates, period := "500 1000 2000 3000 4000 5000 6000 8000 12000", 6
+	if quick {
+		mbHTTP, mbHTTP32, mbTFTP = 512, 32, 32
+		rates, period = "500 1000 2000 4000 8000", 3
+	}
+	bin := nstest.Binary(t)
+	load := func() string {
+		b, _ := os.ReadFile("/proc/loadavg")
+		f := strings.Fields(string(b))
+		if len(f) < 3 {
+			return "?"
+		}
+		return strings.Join(f[:3], " ")
+	}
+	loadStart := load()
+	started := time.Now()
+
+	// HTTP: pxeperf, nginx, Go's FileServer on one pair.
+	var httpLab *peerbench.HTTPLab
+	httpCases := []peerbench.HTTPCase{{Link: "tbf", Streams: 1}, {Link: "tbf", Streams: 32}, {Link: "veth", Streams: 1}, {Link: "veth", Streams: 32}}
+	if want("http") {
+		httpLab = peerbench.NewHTTPLab(t, nstest.NewPair(t, nstest.Options{}), bin, mbHTTP, mbHTTP32)
+		addr := httpLab.NextAddr()
+		httpLab.Add(t, peerbench.StartHelper(t, httpLab.Pair.Server, "FileServer", "TestPeersHelper", "fileserver", addr, httpLab.Root), addr)
+	}
+
+	// TFTP: pxeperf, atftpd, in.tftpd on another.
+	type tftpCase struct {
+		name    string
+		get     peerbench.TFTPGet
+		mtu     int
+		shaped  bool
+		servers []string
+	}
+	tftpCases := []tftpCase{
+		{"lock-step 1468 curl veth", peerbench.TFTPGet{Client: "curl", Blksize: 1468}, 1500, false, []string{"pxeperf", "atftpd", "in.tftpd"}},
+		{"lock-step 8192 curl MTU 9000", peerbench.TFTPGet{Client: "curl", Blksize: 8192}, 9000, false, []string{"pxeperf", "atftpd", "in.tftpd"}},
+		{"windowed 1468x16 atftp tbf", peerbench.TFTPGet{Client: "atftp", Blksize: 1468, Windows: 16}, 1500, true, []string{"pxeperf", "atftpd"}},
+	}
+	// One pair per MTU, made with it (pxeperf reads an interface's MTU
+	// once), each with its own three servers serving one root.
+	tftpPairs := map[int]*nstest.Pair{}
+	tftpServers := map[int]map[string]*peerbench.TFTPServer{}
+	tftpSize := int64(mbTFTP) << 20
+	if want("tftp") {
+		root := t.TempDir()
+		if err := os.Chmod(root, 0o755); err != nil { // in.tftpd drops to nobody
+			t.Fatal(err)
+		}
+		nstest.RandomFile(t, filepath.Join(root, "img.bin"), mbTFTP<<20, 42)
+		for _, c := range tftpCases {
+			if tftpPairs[c.mtu] != nil {
+				continue
+			}
+			p := nstest.NewPair(t, nstest.Options{MTU: c.mtu})
+			tftpPairs[c.mtu], tftpServers[c.mtu] = p, map[string]*peerbench.TFTPServer{}
+			for kind, port := range map[string]string{"pxeperf": "69", "atftpd": "1069", "in.tftpd": "2069"} {
+				tftpServers[c.mtu][kind] = peerbench.StartTFTP(t, p, kind, bin, root, port, "")
+			}
+		}
+	}
+
+	// DHCP: a pair of its own, servers started fresh for each sweep.
+	var dhcpLab *peerbench.DHCPLab
+	dhcpNames := []string{"pxeperf", "kea", "kea-mt"}
+	if want("dhcp") {
+		dhcpLab = peerbench.NewDHCPLab(t, nstest.NewPair(t, nstest.Options{}), bin, dhcp.JournalName,
+			peerbench.EnvInts(t, "PXEPERF_BENCH_RATES", rates), peerbench.EnvInt("PXEPERF_BENCH_PERIOD", period))
+	}
+
+	// Every figure per round, keyed "row/server/what".
+	fig := map[string][]float64{}
+	put := func(k string, v float64) { fig[k] = append(fig[k], v) }
+	dhcpRes := map[string][]peerbench.DHCPResult{}
+	for round := range rounds {
+		if httpLab != nil {
+			for _, c := range httpCases {
+				for name, r := range httpLab.Round(t, c, round) {
+					put("http/"+c.String()+"/"+name+"/cpu", r.CPUPerGiB)
+					put("http/"+c.String()+"/"+name+"/gbps", r.Gbps)
+				}
+			}
+			httpLab.Shape(t, false)
+		}
+		for _, c := range tftpCases {
+			p := tftpPairs[c.mtu]
+			if p == nil {
+				break
+			}
+			if c.shaped {
+				peerbench.ShapeBoth(t, p, true)
+			}
+			for _, name := range peerbench.Rotate(c.servers, round) {
+				r := peerbench.FetchTFTP(t, p, tftpServers[c.mtu][name], c.get, "img.bin", tftpSize)
+				put("tftp/"+c.name+"/"+name+"/mbps", r.Mbps)
+				put("tftp/"+c.name+"/"+name+"/cpu", r.CPUPerGiB)
+			}
+			if c.shaped {
+				peerbench.ShapeBoth(t, p, false)
+			}
+		}
+		if dhcpLab != nil {
+			for _, name := range peerbench.Rotate(dhcpNames, round) {
+				s := dhcpLab.Start(t, name)
+				dhcpRes[name] = append(dhcpRes[name], dhcpLab.Sweep(t, s, round+1, ""))
+				s.Proc.Kill()
+			}
+		}
+		t.Logf("round %d of %d done after %s, load average %s", round+1, rounds, time.Since(started).Round(time.Second), load())
+	}
+
+	// The table: one line per job, pxeperf, its peers, the ratio and its target.
+	med := func(k string) float64 { return peerbench.Median(fig[k]) }
+	ratio := func(a, b string) float64 { return peerbench.Median(peerbench.Ratios(fig[a], fig[b])) }
+	// ratioBest is pxeperf over the better peer of each round.
+	ratioBest := func(a string, peers ...string) float64 {
+		var best []float64
+		for i := range fig[a] {
+			b := 0.0
+			for _, p := range peers {
+				if i < len(fig[p]) {
+					b = max(b, fig[p][i])
+				}
+			}
+			best = append(best, b)
+		}
+		return peerbench.Median(peerbench.Ratios(fig[a], best))
+	}
+	var sb strings.Builder
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "job\tpxeperf\tpeers\tratio\ttarget\tmet\n")
+	row := func(job, ours, peers string, r float64, atMost bool, target float64, ratioText string) {
+		met := r >= target
+		cmp := ">="
+		if atMost {
+			met, cmp = r <= target, "<="
+		}
+		yes := "yes"
+		switch {
+		case r == 0: // no round where the peer had a figure to divide by
+			yes, ratioText = "n/a", "n/a (the peer has 0 in every round)"
+		case !met:
+			yes = "NO"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s %.2fx\t%s\n", job, ours, peers, ratioText, cmp, target, yes)
+	}
+	if httpLab != nil {
+		for _, c := range httpCases[:2] {
+			k := func(s string) string { return "http/" + c.String() + "/" + s + "/cpu" }
+			r := ratio(k("pxeperf"), k("nginx"))
+			row(fmt.Sprintf("HTTP %d stream(s) over 1 Gbit/s tbf: server CPU s/GiB", c.Streams),
+				fmt.Sprintf("%.3f", med(k("pxeperf"))),
+				fmt.Sprintf("nginx %.3f; FileServer %.3f", med(k("nginx")), med(k("FileServer"))),
+				r, true, 1.1, fmt.Sprintf("%.2fx nginx, %.2fx FileServer", r, ratio(k("pxeperf"), k("FileServer"))))
+		}
+		for _, c := range httpCases[2:] {
+			k := func(s, w string) string { return "http/" + c.String() + "/" + s + "/" + w }
+			r := ratio(k("pxeperf", "gbps"), k("nginx", "gbps"))
+			row(fmt.Sprintf("HTTP unshaped veth, %d stream(s): Gbit/s; CPU s/GiB", c.Streams),
+				fmt.Sprintf("%.2f; %.3f", med(k("pxeperf", "gbps")), med(k("pxeperf", "cpu"))),
+				fmt.Sprintf("nginx %.2f; %.3f (FileServer %.2f; %.3f)", med(k("nginx", "gbps")), med(k("nginx", "cpu")),
+					med(k("FileServer", "gbps")), med(k("FileServer", "cpu"))),
+				r, false, 1.0, fmt.Sprintf("%.2fx nginx Gbit/s; CPU %.2fx", r, ratio(k("pxeperf", "cpu"), k("nginx", "cpu"))))
+		}
+	}
+	if len(tftpPairs) > 0 {
+		for _, c := range tftpCases {
+			k := func(s, w string) string { return "tftp/" + c.name + "/" + s + "/" + w }
+			var peers, peerKeys []string
+			for _, s := range c.servers[1:] {
+				peers = append(peers, fmt.Sprintf("%s %.0f; %.1f", s, med(k(s, "mbps")), med(k(s, "cpu"))))
+				peerKeys = append(peerKeys, k(s, "mbps"))
+			}
+			r := ratioBest(k("pxeperf", "mbps"), peerKeys...)
+			row("TFTP "+c.name+": Mbit/s; CPU s/GiB",
+				fmt.Sprintf("%.0f; %.1f", med(k("pxeperf", "mbps")), med(k("pxeperf", "cpu"))), strings.Join(peers, " / "),
+				r, false, 1.0, fmt.Sprintf("%.2fx the better's Mbit/s; CPU %.2fx %s", r,
+					ratio(k("pxeperf", "cpu"), k(c.servers[1], "cpu")), c.servers[1]))
+		}
+	}
+	if dhcpLab != nil {
+		get := func(name string, f func(peerbench.DHCPResult) float64) []float64 {
+			var v []float64
+			for _, r := range dhcpRes[name] {
+				v = append(v, f(r))
+			}
+			return v
+		}
+		dhcpRow := func(job, format string, f func(peerbench.DHCPResult) float64, atMost bool, target float64) {
+			p, k, m := get("pxeperf", f), get("kea", f), get("kea-mt", f)
+			r := peerbench.Median(peerbench.Ratios(p, k))
+			row(job, fmt.Sprintf(format, peerbench.Median(p)),
+				fmt.Sprintf("kea "+format+"; kea-mt "+format, peerbench.Median(k), peerbench.Median(m)),
+				r, atMost, target, fmt.Sprintf("%.2fx kea, %.2fx kea-mt", r, peerbench.Median(peerbench.Ratios(p, m))))
+		}
+		dhcpRow("DHCP perfdhcp 1000 clients: highest offered rate < 1% loss (/s)", "%.0f",
+			func(r peerbench.DHCPResult) float64 { return float64(r.MaxOK) }, false, 1.0)
+		dhcpRow("DHCP peak completed exchanges/s (any loss)", "%.0f",
+			func(r peerbench.DHCPResult) float64 { return r.Peak }, false, 1.0)
+		dhcpRow("DHCP server CPU per exchange at 1000/s (us)", "%.0f",
+			func(r peerbench.DHCPResult) float64 { return r.CPUus }, true, 1.5)
+		writes := func(r peerbench.DHCPResult) float64 { return r.Sys["write"] + r.Sys["pwrite64"] + r.Sys["writev"] }
+		w := peerbench.Median(get("pxeperf", writes))
+		met := "yes"
+		if w > 2 {
+			met = "NO"
+		}
+		sys := func(name string) string {
+			return fmt.Sprintf("fsync %.2f, writes %.2f, sendmsg %.2f, total %.1f",
+				peerbench.Median(get(name, func(r peerbench.DHCPResult) float64 { return r.Sys["fsync"] + r.Sys["fdatasync"] })),
+				peerbench.Median(get(name, writes)),
+				peerbench.Median(get(name, func(r peerbench.DHCPResult) float64 { return r.Sys["sendmsg"] + r.Sys["sendto"] })),
+				peerbench.Median(get(name, func(r peerbench.DHCPResult) float64 { return r.Sys["total"] })))
+		}
+		fmt.Fprintf(tw, "DHCP syscalls per ACK (strace -c -f, 100/s)\t%s\tkea %s; kea-mt %s\t-\twrites <= 2\t%s\n",
+			sys("pxeperf"), sys("kea"), sys("kea-mt"), met)
+	}
+	tw.Flush()
+	fmt.Printf("\npeers table (issue 12): %d rounds alternating, quick=%v, medians; ratios are medians of same-round ratios; "+
+		"CPU = the server's cgroup (every process and thread it ran); HTTP files %d MiB (1 stream) and 32 x %d MiB; "+
+		"TFTP file %d MiB; load average %s at start, %s at end; %s\n%s",
+		rounds, quick, mbHTTP, mbHTTP32, mbTFTP, loadStart, load(), time.Since(started).Round(time.Second), sb.String())
+	if dhcpLab != nil {
+		fmt.Printf("\nDHCP detail, %s, perfdhcp -R 1000, %ds per run:\n%s", peerbench.KeaVersion(), dhcpLab.Period,
+			peerbench.DHCPTable(dhcpRes, dhcpNames, dhcpLab.Rates))
+	}
+}
+
+// TestPeersHelper is TestPeers's Go http.FileServer, a process of its own
+// (this test binary started again with PXEPERF_BENCH_HELPER=fileserver), so
+// its CPU is its own. It serves until SIGTERM.
+func TestPeersHelper(t *testing.T) {
+	if os.Getenv(peerbench.HelperEnv) != "fileserver" {
+		t.Skip("server process of TestPeers")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := peerbench.ServeFileServer(ctx, os.Getenv(peerbench.HelperAddr), os.Getenv(peerbench.HelperRoot)); err != nil {
+		t.Fatal(err)
+	}
+}
+

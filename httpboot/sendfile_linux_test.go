@@ -1,0 +1,142 @@
+//go:build linux
+
+package httpboot
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sendfilePair is a loopback TCP connection: the server end as the
+// listener wrapper hands it out, and the client end.
+func sendfilePair(t *testing.T) (*sendfileConn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	wl := wrapListener(ln)
+	cli, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := wl.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close(); srv.Close() })
+	sc, ok := srv.(*sendfileConn)
+	if !ok {
+		t.Fatalf("accepted %T, want *sendfileConn", srv)
+	}
+	return sc, cli
+}
+
+// TestSendfileConn: ReadFrom copies what http.ServeContent asks for (a
+// range of the file from its position, through an io.LimitedReader, or a
+// whole file) byte for byte, and leaves the limit and the file position
+// as io.Copy would; any other reader is copied too.
+func TestSendfileConn(t *testing.T) {
+	body := pattern(9<<20+13, 3)
+	path := filepath.Join(t.TempDir(), "f.img")
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		offset, n int64 // n < 0: the whole file from offset, no limit
+		reader    bool  // a plain reader, not the file
+	}{
+		"range through LimitedReader": {offset: 1000, n: 5<<20 + 7},
+		"one byte":                    {offset: int64(len(body)) - 1, n: 1},
+		"limit past the end":          {offset: 4 << 20, n: 8 << 20},
+		"whole file":                  {offset: 0, n: -1},
+		"other reader":                {offset: 0, n: 1 << 20, reader: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			sc, cli := sendfilePair(t)
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.Seek(tc.offset, io.SeekStart); err != nil {
+				t.Fatal(err)
+			}
+			want := body[tc.offset:]
+			var src io.Reader = f
+			var lr *io.LimitedReader
+			if tc.n >= 0 {
+				want = want[:min(tc.n, int64(len(want)))]
+				lr = &io.LimitedReader{R: f, N: tc.n}
+				src = lr
+			}
+			if tc.reader {
+				src = bytes.NewReader(want)
+			}
+			got := make(chan []byte, 1)
+			go func() { b, _ := io.ReadAll(cli); got <- b }()
+			n, err := sc.ReadFrom(src)
+			if err != nil || n != int64(len(want)) {
+				t.Fatalf("ReadFrom = %d, %v; want %d, nil", n, err, len(want))
+			}
+			sc.Close()
+			if b := <-got; !bytes.Equal(b, want) {
+				t.Fatalf("client got %d bytes, want %d (equal: %v)", len(b), len(want), bytes.Equal(b, want))
+			}
+			if tc.reader {
+				if sc.sent != 0 {
+					t.Errorf("the sendfile loop copied %d bytes of a plain reader", sc.sent)
+				}
+				return
+			}
+			if sc.sent != n {
+				t.Errorf("the sendfile loop copied %d of %d bytes", sc.sent, n)
+			}
+			if lr != nil && lr.N != tc.n-n {
+				t.Errorf("limit left %d, want %d", lr.N, tc.n-n)
+			}
+			if pos, _ := f.Seek(0, io.SeekCurrent); pos != tc.offset+n {
+				t.Errorf("file position %d, want %d", pos, tc.offset+n)
+			}
+		})
+	}
+}
+
+// TestSendfileConnDeadline: a client that does not read makes ReadFrom
+// return at the write deadline (what http.stall_timeout relies on) with
+// the bytes the kernel took.
+func TestSendfileConnDeadline(t *testing.T) {
+	body := pattern(64<<20, 4)
+	path := filepath.Join(t.TempDir(), "f.img")
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc, _ := sendfilePair(t)
+	if err := sc.SetWriteDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := sc.ReadFrom(&io.LimitedReader{R: f, N: int64(len(body))})
+	if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "sendfile") {
+		t.Fatalf("ReadFrom = %d, %v; want a sendfile deadline error", n, err)
+	}
+	if n <= 0 || n >= int64(len(body)) {
+		t.Errorf("copied %d of %d bytes before the deadline, want some", n, len(body))
+	}
+	if pos, _ := f.Seek(0, io.SeekCurrent); pos != n {
+		t.Errorf("file position %d, want %d", pos, n)
+	}
+}

@@ -1,0 +1,153 @@
+//go:build linux
+
+package peerbench
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pxeperf/pxeperf/internal/nstest"
+)
+
+// AtftpdPath finds atftpd, which is not installed with the other tools
+// (its Debian package conflicts with tftpd-hpa): PXEPERF_ATFTPD, else the
+// binary unpacked from the package without installing it:
+//
+//	cd /tmp && apt-get download atftpd && dpkg -x atftpd_*.deb /tmp/atftpd-root
+func AtftpdPath() string {
+	for _, p := range []string{os.Getenv("PXEPERF_ATFTPD"), "/tmp/atftpd-root/usr/sbin/atftpd"} {
+		if p == "" {
+			continue
+		}
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
+
+// AtftpdHint is the skip message when AtftpdPath finds nothing.
+const AtftpdHint = "atftpd not found: set PXEPERF_ATFTPD, or: cd /tmp && apt-get download atftpd && dpkg -x atftpd_*.deb /tmp/atftpd-root"
+
+// TFTPServer is a TFTP server under test and the port it listens on.
+type TFTPServer struct {
+	*Server
+	Port string
+}
+
+// StartTFTP starts one of "pxeperf" (bin), "atftpd" or "in.tftpd" on
+// ip:port in ns serving root, waits until it answers, and returns it.
+// yaml, when not empty, is a pxeperf config file's text.
+func StartTFTP(t testing.TB, p *nstest.Pair, kind, bin, root, port, yaml string) *TFTPServer {
+	t.Helper()
+	ip := p.ServerIP.String()
+	var s *Server
+	switch kind {
+	case "pxeperf":
+		data := t.TempDir()
+		args := []string{"serve", "--admin-addr", "off", "--dhcp", "off", "--http-addr", "off", "--tftp-addr", ip + ":" + port,
+			"--root", root, "--data", data, "--iface", p.ServerIf, "--log-level", "warn"}
+		if yaml != "" {
+			cfg := filepath.Join(data, "c.yaml")
+			if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args = append(args, "--config", cfg)
+		}
+		s = Start(t, p.Server, kind, bin, args...)
+	case "atftpd":
+		atftpd := AtftpdPath()
+		if atftpd == "" {
+			t.Skip(AtftpdHint)
+		}
+		s = Start(t, p.Server, kind, atftpd, "--daemon", "--no-fork", "--user", "root", "--group", "root",
+			"--port", port, "--bind-address", ip, "--logfile", "-", "--verbose=3", root)
+	case "in.tftpd":
+		s = Start(t, p.Server, kind, "in.tftpd", "-L", "-s", root, "-a", ip+":"+port)
+	default:
+		t.Fatalf("peerbench: no TFTP server %q (want pxeperf, atftpd or in.tftpd)", kind)
+	}
+	// Ready when it answers a missing-file request.
+	if !nstest.WaitFor(20*time.Second, func() bool {
+		o, _ := nstest.Output(p.Client, 5*time.Second, "atftp", "-g", "-r", "none", "-l", "/dev/null", ip, port)
+		return strings.Contains(strings.ToLower(o), "not found")
+	}) {
+		t.Fatalf("%s on port %s did not come up:\n%s", kind, port, s.Proc.Out.String())
+	}
+	return &TFTPServer{Server: s, Port: port}
+}
+
+// TFTPGet is one fetch: the client ("curl" or "atftp"), block size and
+// window size (0 and 1 both mean lock-step; curl has no window option).
+type TFTPGet struct {
+	Client           string
+	Blksize, Windows int
+}
+
+// TFTPRun is one fetch's figures.
+type TFTPRun struct {
+	Mbps      float64 // file bits over the client's wall time
+	CPUPerGiB float64 // server CPU seconds per GiB sent
+}
+
+// FetchTFTP fetches file (size bytes) from s at ip with g's client in the
+// client namespace, checks the size, and returns throughput and server CPU.
+func FetchTFTP(t testing.TB, p *nstest.Pair, s *TFTPServer, g TFTPGet, file string, size int64) TFTPRun {
+	t.Helper()
+	ip := p.ServerIP.String()
+	out := filepath.Join(t.TempDir(), "got.bin")
+	var prog string
+	var args []string
+	switch g.Client {
+	case "curl":
+		prog = "curl"
+		args = []string{"-sS", "-o", out, "--tftp-blksize", strconv.Itoa(g.Blksize),
+			fmt.Sprintf("tftp://%s:%s/%s", ip, s.Port, file)}
+	case "atftp":
+		prog = "atftp"
+		args = []string{"--option", fmt.Sprintf("blksize %d", g.Blksize), "--option", "tsize 0"}
+		if g.Windows > 1 {
+			args = append(args, "--option", fmt.Sprintf("windowsize %d", g.Windows))
+		}
+		args = append(args, "-g", "-r", file, "-l", out, ip, s.Port)
+	default:
+		t.Fatalf("peerbench: no TFTP client %q (want curl or atftp)", g.Client)
+	}
+	cpu0 := s.CPU(t)
+	start := time.Now()
+	if o, err := nstest.Output(p.Client, 10*time.Minute, prog, args...); err != nil {
+		t.Fatalf("%s: %s %s: %v\n%s", s.Name, prog, strings.Join(args, " "), err, o)
+	}
+	wall := time.Since(start).Seconds()
+	cpu := s.CPU(t) - cpu0
+	fi, err := os.Stat(out)
+	if err != nil || fi.Size() != size {
+		t.Fatalf("%s: %s fetched a wrong file (%v, %d of %d bytes)", s.Name, prog, err, fileSize(fi), size)
+	}
+	return TFTPRun{Mbps: float64(size) * 8 / wall / 1e6, CPUPerGiB: cpu / (float64(size) / (1 << 30))}
+}
+
+func fileSize(fi os.FileInfo) int64 {
+	if fi == nil {
+		return -1
+	}
+	return fi.Size()
+}
+
+// ShapeBoth puts (on) or takes off a 1 Gbit/s tbf on both veth ends, as
+// the TFTP window benchmarks have always used (burst 256kb, 10 ms).
+func ShapeBoth(t testing.TB, p *nstest.Pair, on bool) {
+	t.Helper()
+	for ns, dev := range map[string]string{p.Server: p.ServerIf, p.Client: p.ClientIf} {
+		if on {
+			nstest.Run(t, ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", "1gbit", "burst", "256kb", "latency", "10ms")
+		} else {
+			nstest.Run(t, ns, "tc", "qdisc", "del", "dev", dev, "root")
+		}
+	}
+}
