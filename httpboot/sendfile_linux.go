@@ -40,23 +40,45 @@ type sendfileConn struct {
 	*net.TCPConn
 	rc syscall.RawConn
 	// sent counts the bytes this connection's own sendfile loop copied
-	// (tests check the loop, not a fallback, did the copy).
-	sent int64
+	// (tests check the loop, not a fallback, did the copy); cold counts
+	// the calls made through the scheduler because their pages were not
+	// cached.
+	sent, cold int64
+	probe      [1]byte // preadv2's target in cached
 }
 
-// maxSendfileChunk bounds one sendfile call. A raw call holds its P, also
-// while the kernel reads pages that are not in the page cache yet (the
-// first read of a cold image; later ones find readahead's pages): 2 MiB
-// bounds that stall to one such read (nginx's sendfile_max_chunk is 2 MiB
-// too). Over a link, one call takes what the socket buffer has room for,
-// a few hundred KiB, anyway.
+// maxSendfileChunk bounds one sendfile call (nginx's sendfile_max_chunk
+// is 2 MiB too). Over a link, one call takes what the socket buffer has
+// room for, a few hundred KiB, anyway.
 const maxSendfileChunk = 2 << 20
+
+// longBits is the width of a system call argument, for preadv2's split
+// offset.
+const longBits = 32 << (^uintptr(0) >> 63)
+
+// cached says whether the page holding byte off of the file is in the
+// page cache, without waiting for it: a one-byte preadv2 with RWF_NOWAIT
+// answers EAGAIN instead of reading the disk. A raw sendfile holds its P
+// while the kernel reads pages from the disk (a cold image on a slow disk
+// or NFS: milliseconds to seconds per call, in which the P's other
+// goroutines, DHCP and TFTP among them, wait), so a chunk whose last page
+// is not cached goes through the scheduler instead. Readahead fills pages
+// in order, so the chunk's last page stands for the rest. Any error
+// (a filesystem without RWF_NOWAIT) counts as not cached.
+func (c *sendfileConn) cached(fd uintptr, off int64) bool {
+	iov := unix.Iovec{Base: &c.probe[0]}
+	iov.SetLen(1)
+	lo, hi := uintptr(off), uintptr(uint64(off)>>(longBits/2)>>(longBits/2))
+	_, _, e := unix.RawSyscall6(unix.SYS_PREADV2, fd, uintptr(unsafe.Pointer(&iov)), 1, lo, hi, unix.RWF_NOWAIT)
+	return e == 0
+}
 
 // ReadFrom copies a regular file with sendfile(2) on the non-blocking
 // socket, waiting in Go's poller (which honours the write deadline) when
 // the socket buffer is full, like (*net.TCPConn).ReadFrom does, with one
-// difference that matters for CPU: each sendfile is a raw system call, so
-// the scheduler does not treat it as a blocking one. Go's own loop enters
+// difference that matters for CPU: each sendfile whose pages are cached
+// (cached) is a raw system call, so the scheduler does not treat it as a
+// blocking one. Go's own loop enters
 // the system call through the scheduler; a call that copies a socket
 // buffer's worth of pages runs past sysmon's 20 us, sysmon hands the P to
 // another thread (a futex wake) that finds nothing to do and spins, and
@@ -92,8 +114,13 @@ func (c *sendfileConn) ReadFrom(r io.Reader) (int64, error) {
 		werr := c.rc.Write(func(out uintptr) bool {
 			for remain > 0 {
 				o := off + written
-				n, _, e := unix.RawSyscall6(unix.SYS_SENDFILE, out, in, uintptr(unsafe.Pointer(&o)),
-					uintptr(min(remain, maxSendfileChunk)), 0, 0)
+				chunk := min(remain, maxSendfileChunk)
+				call := unix.RawSyscall6
+				if !c.cached(in, o+chunk-1) {
+					call = unix.Syscall6 // the disk read may take long: let the P go
+					c.cold++
+				}
+				n, _, e := call(unix.SYS_SENDFILE, out, in, uintptr(unsafe.Pointer(&o)), uintptr(chunk), 0, 0)
 				switch {
 				case e == unix.EINTR:
 					continue

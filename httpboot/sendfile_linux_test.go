@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // sendfilePair is a loopback TCP connection: the server end as the
@@ -138,5 +140,59 @@ func TestSendfileConnDeadline(t *testing.T) {
 	}
 	if pos, _ := f.Seek(0, io.SeekCurrent); pos != n {
 		t.Errorf("file position %d, want %d", pos, n)
+	}
+}
+
+// TestSendfileColdPages: pages not in the page cache (dropped with
+// POSIX_FADV_DONTNEED) go out through scheduler-visible sendfile calls,
+// so a disk read never holds a P; once cached, every call is raw.
+func TestSendfileColdPages(t *testing.T) {
+	body := pattern(8<<20, 5)
+	path := filepath.Join(t.TempDir(), "cold.img")
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	send := func() *sendfileConn {
+		t.Helper()
+		sc, cli := sendfilePair(t)
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		got := make(chan []byte, 1)
+		go func() { b, _ := io.ReadAll(cli); got <- b }()
+		if n, err := sc.ReadFrom(f); err != nil || n != int64(len(body)) {
+			t.Fatalf("ReadFrom = %d, %v", n, err)
+		}
+		sc.Close()
+		if b := <-got; !bytes.Equal(b, body) {
+			t.Fatalf("client got %d bytes, want %d", len(b), len(body))
+		}
+		return sc
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	probe := &sendfileConn{}
+	if probe.cached(f.Fd(), int64(len(body))-1) {
+		t.Skip("the page cache kept the file after POSIX_FADV_DONTNEED (tmpfs?): cold pages cannot be made here")
+	}
+	if sc := send(); sc.cold == 0 || sc.sent != int64(len(body)) {
+		t.Errorf("cold file: %d scheduler-visible calls, %d bytes by the loop; want some, %d", sc.cold, sc.sent, len(body))
+	}
+	if !probe.cached(f.Fd(), int64(len(body))-1) {
+		t.Fatal("the file's last page is not cached after sending it")
+	}
+	if sc := send(); sc.cold != 0 {
+		t.Errorf("cached file: %d scheduler-visible calls, want 0", sc.cold)
 	}
 }

@@ -235,7 +235,7 @@ func TestShutdownGraceExpires(t *testing.T) {
 // spyConn records what the connection's ReadFrom is asked to copy: an
 // *os.File there means the kernel's sendfile does the copy.
 type spyConn struct {
-	net.Conn // the server's connection (sendfileConn on Linux)
+	net.Conn  // the server's connection (sendfileConn on Linux)
 	mu        sync.Mutex
 	fileBytes int64
 }
