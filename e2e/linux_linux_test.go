@@ -41,6 +41,21 @@ const (
 	linuxKernel = "Linux version "
 )
 
+// debianKernel returns what linux_setup.sh unpacked: its folder, the
+// newest kernel there, its release and a static busybox; it skips the test,
+// naming the set-up command, when they are missing.
+func debianKernel(t *testing.T) (kdir, kernel, release, busybox string) {
+	t.Helper()
+	kdir = kernelDir()
+	kernels, _ := filepath.Glob(filepath.Join(kdir, "boot", "vmlinuz-*"))
+	if len(kernels) == 0 {
+		t.Skipf("no Debian kernel in %s (PXEPERF_E2E_KERNEL_DIR): run %s (apt-get download linux-image-*-amd64 busybox-static; dpkg -x)", kdir, linuxSetup)
+	}
+	kernel = kernels[len(kernels)-1]
+	release = strings.TrimPrefix(filepath.Base(kernel), "vmlinuz-")
+	return kdir, kernel, release, staticBusybox(t, kdir)
+}
+
 // kernelDir is where linux_setup.sh unpacks the kernel and busybox-static.
 func kernelDir() string {
 	if d := os.Getenv("PXEPERF_E2E_KERNEL_DIR"); d != "" {
@@ -55,14 +70,7 @@ func TestLinuxKernelFetch(t *testing.T) {
 	}
 	nstest.RequireRoot(t)
 	nstest.RequireTool(t, "qemu-system-x86_64")
-	kdir := kernelDir()
-	kernels, _ := filepath.Glob(filepath.Join(kdir, "boot", "vmlinuz-*"))
-	if len(kernels) == 0 {
-		t.Skipf("no Debian kernel in %s (PXEPERF_E2E_KERNEL_DIR): run %s (apt-get download linux-image-*-amd64 busybox-static; dpkg -x)", kdir, linuxSetup)
-	}
-	kernel := kernels[len(kernels)-1]
-	release := strings.TrimPrefix(filepath.Base(kernel), "vmlinuz-")
-	busybox := staticBusybox(t, kdir)
+	kdir, kernel, release, busybox := debianKernel(t)
 
 	bin := nstest.Binary(t)
 	p, _, tap := guestLAN(t)

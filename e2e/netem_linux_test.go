@@ -56,14 +56,7 @@ func TestNetemInGuest(t *testing.T) {
 		t.Skip("a Linux guest takes a minute under TCG; skipped with -short")
 	}
 	nstest.RequireTool(t, "qemu-system-x86_64")
-	kdir := kernelDir()
-	kernels, _ := filepath.Glob(filepath.Join(kdir, "boot", "vmlinuz-*"))
-	if len(kernels) == 0 {
-		t.Skipf("no Debian kernel in %s (PXEPERF_E2E_KERNEL_DIR): run %s (apt-get download linux-image-*-amd64 busybox-static; dpkg -x)", kdir, linuxSetup)
-	}
-	kernel := kernels[len(kernels)-1]
-	release := strings.TrimPrefix(filepath.Base(kernel), "vmlinuz-")
-	busybox := staticBusybox(t, kdir)
+	kdir, kernel, release, busybox := debianKernel(t)
 	modDir := filepath.Join(kdir, "lib", "modules", release)
 
 	// The modules and what they need, each once, dependencies first.

@@ -130,32 +130,7 @@ func benchStream(b *testing.B, tb *Testbed, size int64) {
 // the application-level round trip the veth testbed has (no netem delay).
 func BenchmarkRTT(b *testing.B) {
 	tb := newTB(b, Options{})
-	var ln net.Listener
-	if err := tb.Run(Server, func() error {
-		var err error
-		ln, err = net.Listen("tcp4", net.JoinHostPort(tb.ServerIP.String(), "0"))
-		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		_, _ = io.Copy(c, c)
-	}()
-	var conn net.Conn
-	if err := tb.Run(Client, func() error {
-		var err error
-		conn, err = net.DialTimeout("tcp4", ln.Addr().String(), 5*time.Second)
-		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
+	conn := tcpPair(b, tb, func(c net.Conn) { _, _ = io.Copy(c, c) })
 	_ = conn.SetDeadline(time.Now().Add(time.Minute))
 	buf := []byte{0}
 	b.ResetTimer()

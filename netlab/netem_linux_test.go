@@ -189,30 +189,7 @@ func TestNetemDelay(t *testing.T) {
 // returns how long the client took to read them all.
 func tcpPush(t *testing.T, tb *Testbed, size int) time.Duration {
 	t.Helper()
-	var ln net.Listener
-	if err := tb.Run(Server, func() (err error) {
-		ln, err = net.Listen("tcp4", netip.AddrPortFrom(tb.ServerIP, 0).String())
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		_, _ = c.Write(make([]byte, size))
-	}()
-	var c net.Conn
-	if err := tb.Run(Client, func() (err error) {
-		c, err = net.DialTimeout("tcp4", ln.Addr().String(), 5*time.Second)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := tcpPair(t, tb, func(c net.Conn) { _, _ = c.Write(make([]byte, size)) })
 	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
 	start := time.Now()
 	n, err := io.Copy(io.Discard, c)

@@ -53,25 +53,8 @@ func TestDashboardInChromium(t *testing.T) {
 	nstest.RandomFile(t, filepath.Join(img, "initrd.img"), 2<<20, 8)
 	httpAddr, adminAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
 
-	cmd := exec.Command(bin, "serve", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off", "--tftp-addr", "off",
+	startLoopbackServe(t, bin, dir, "admin listener serving", "--tftp-addr", "off",
 		"--http-addr", httpAddr, "--admin-addr", adminAddr, "--root", img, "--data", filepath.Join(dir, "data"))
-	cmd.Dir = dir
-	var out nstest.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("serve:\n%s", out.String())
-		}
-	})
-	if !nstest.WaitFor(20*time.Second, func() bool { return strings.Contains(out.String(), "admin listener serving") }) {
-		t.Fatalf("serve did not start:\n%s", out.String())
-	}
 	// A few quick fetches, so the tables and the chart have data.
 	for range 3 {
 		if n, err := slowGet("http://"+httpAddr+"/initrd.img", 0); err != nil || n != 2<<20 {
@@ -177,6 +160,33 @@ func checkNotBlank(b []byte) error {
 		return fmt.Errorf("screenshot looks blank: %dx%d with %d colours", r.Dx(), r.Dy(), len(colours))
 	}
 	return nil
+}
+
+// startLoopbackServe starts `pxeperf serve` on lo without DHCP, with
+// args, in its own process group (killed at the end of the test, its
+// output logged when the test failed), and waits for ready in its log.
+// It returns the process and its output.
+func startLoopbackServe(t *testing.T, bin, dir, ready string, args ...string) (*exec.Cmd, *nstest.SyncBuffer) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off"}, args...)...)
+	cmd.Dir = dir
+	out := &nstest.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("serve %v:\n%s", args, out.String())
+		}
+	})
+	if !nstest.WaitFor(20*time.Second, func() bool { return strings.Contains(out.String(), ready) }) {
+		t.Fatalf("serve %v did not start:\n%s", args, out.String())
+	}
+	return cmd, out
 }
 
 // slowGet fetches url reading at most rate bytes/s (0: as fast as it can)

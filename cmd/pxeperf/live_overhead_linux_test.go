@@ -10,13 +10,11 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -66,23 +64,9 @@ func TestLiveOverhead(t *testing.T) {
 		if live {
 			s.admin = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 		}
-		cmd := exec.Command(bin, "serve", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off",
+		cmd, _ := startLoopbackServe(t, bin, dir, "http boot serving",
 			"--tftp-addr", s.tftp.String(), "--http-addr", s.http, "--admin-addr", s.admin,
 			"--root", img, "--data", filepath.Join(dir, name))
-		cmd.Dir = dir
-		var out nstest.SyncBuffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			_ = cmd.Wait()
-		})
-		if !nstest.WaitFor(20*time.Second, func() bool { return strings.Contains(out.String(), "http boot serving") }) {
-			t.Fatalf("serve %s did not start:\n%s", name, out.String())
-		}
 		s.pid = cmd.Process.Pid
 		return s
 	}
