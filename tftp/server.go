@@ -121,6 +121,14 @@ type Config struct {
 	// Active, when set, lists each transfer while it runs, with the bytes
 	// acknowledged so far (one atomic add per window); nil: none.
 	Active *event.Active
+
+	// LockstepThreads is how many lock-step transfers (no windowsize) at
+	// once wait for each ACK in a blocking read on an OS thread of their
+	// own (Linux; lockstep_linux.go), which is what makes lock-step as fast
+	// as atftpd. Further ones, and all windowed transfers, wait in Go's
+	// poller, so a thousand slow clients cost no more than 16 threads.
+	// Default 16; negative: none.
+	LockstepThreads int
 }
 
 // Stats counts what the server did outside of transfers.
@@ -167,6 +175,12 @@ type Server struct {
 	budget  *budget // SinglePort only
 
 	requests, malformed, duplicates, busy, replaced, stray atomic.Int64
+
+	// threads counts the lock-step transfers on threads of their own now;
+	// threaded and polled count lock-step transfers so far by how they
+	// waited, threadRecvs the datagrams read on those threads.
+	threads                       atomic.Int32
+	threaded, polled, threadRecvs atomic.Int64
 }
 
 // New checks cfg and binds the listening socket, so a busy port fails here.
@@ -197,6 +211,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.SinglePortBudget <= 0 {
 		cfg.SinglePortBudget = 4 << 20
+	}
+	if cfg.LockstepThreads == 0 {
+		cfg.LockstepThreads = defaultLockstepThreads
 	}
 	if cfg.MaxBlockSize != 0 && (cfg.MaxBlockSize < minBlockSize || cfg.MaxBlockSize > maxBlockSize) {
 		return nil, fmt.Errorf("tftp: max block size %d is outside %d..%d (RFC 2348); use 0 for the MTU's limit",
@@ -543,7 +560,7 @@ func (s *Server) handle(base, ctx context.Context, req request, raw []byte, peer
 		neg.timeout = s.cfg.Timeout
 	}
 	f.TFTP.BlockSize, f.TFTP.WindowSize, f.TFTP.Timeout = neg.blockSize, neg.windowSize, neg.timeout
-	l, err := s.newLink(ctx, peer, local)
+	l, err := s.newLink(ctx, peer, local, neg.windowSize == 1)
 	if err != nil {
 		refuse(event.OutcomeError, errNotDefined, "Server error", err)
 		s.log.Warn("opening a TFTP transfer socket", "client", peer, "file", req.file, "err", err)
@@ -611,8 +628,9 @@ func (s *Server) sendFromListener(b []byte, peer netip.AddrPort, local netip.Add
 
 // newLink opens the socket of one transfer, connected to the client and
 // bound to the address the request came to: on a new port, or in
-// single-port mode on the listening port.
-func (s *Server) newLink(ctx context.Context, peer netip.AddrPort, local netip.Addr) (*connLink, error) {
+// single-port mode on the listening port. A lock-step transfer waits for
+// its ACKs on a thread of its own while LockstepThreads allow.
+func (s *Server) newLink(ctx context.Context, peer netip.AddrPort, local netip.Addr, lockstep bool) (link, error) {
 	la := &net.UDPAddr{}
 	if local.IsValid() {
 		la.IP = local.AsSlice()
@@ -637,8 +655,14 @@ func (s *Server) newLink(ctx context.Context, peer netip.AddrPort, local netip.A
 		return nil, err
 	}
 	uc := c.(*net.UDPConn)
-	stop := context.AfterFunc(ctx, func() { uc.Close() })
 	// A window leaves in one sendmmsg call: at 64 blocks that saved a
 	// quarter of the server's CPU time against a write per block.
-	return &connLink{conn: uc, pc: ipv4.NewPacketConn(uc), stop: stop}, nil
+	cl := &connLink{conn: uc, pc: ipv4.NewPacketConn(uc)}
+	if lockstep {
+		if l := s.threadLink(ctx, cl); l != nil {
+			return l, nil
+		}
+	}
+	cl.stop = context.AfterFunc(ctx, func() { uc.Close() })
+	return cl, nil
 }
