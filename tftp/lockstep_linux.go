@@ -4,7 +4,9 @@ package tftp
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"sync/atomic"
@@ -15,7 +17,7 @@ import (
 )
 
 // threadLink is the link of a lock-step transfer that waits for each ACK in
-// a blocking recv(2) on its own OS thread, as atftpd and in.tftpd do,
+// a blocking read(2) on its own OS thread, as atftpd and in.tftpd do,
 // instead of in Go's poller.
 //
 // In lock-step every block waits for one ACK, so the time from the ACK's
@@ -23,19 +25,29 @@ import (
 // poller each ACK costs a failed read (EAGAIN), a park, an epoll wake-up
 // of whichever thread polls, and a goroutine hand-off to a thread that may
 // have to be woken with a futex: about twice atftpd's CPU per GiB and 0.6x
-// its speed. A blocked recv is woken by the kernel on the very thread that
+// its speed. A blocked read is woken by the kernel on the very thread that
 // then sends the next block.
 //
-// The socket is switched to blocking mode for this (the read timeout is
-// SO_RCVTIMEO), so it must not be read through the net.UDPConn any more;
-// writes through it simply block when the send buffer is full.
+// The socket is a blocking one of its own, never registered with the
+// poller: a socket in the poller's epoll set wakes the polling thread at
+// every datagram sent or received, even with no goroutine waiting on it.
+// The read timeout is SO_RCVTIMEO.
 type threadLink struct {
-	*connLink
+	f      *os.File
 	rc     syscall.RawConn
 	rcvto  time.Duration // SO_RCVTIMEO set last; 0: none (blocks forever)
-	closed *atomic.Bool  // set before the socket is shut down under a recv
-	recvs  int64         // datagrams read here
+	closed atomic.Bool   // set before the socket is shut down under a read
+	stop   func() bool
+	recvs  int64 // datagrams read
 	done   func(recvs int64)
+
+	// The system calls, as closures built once: one built per call would
+	// be allocated per block. io holds their buffer, ion and ioerr their
+	// results.
+	read, write func(fd uintptr)
+	io          []byte
+	ion         int
+	ioerr       error
 }
 
 // rcvtoSlack is how much later than its deadline a read may time out, so
@@ -43,23 +55,26 @@ type threadLink struct {
 // full timeout (1s by default) after the last, a few microseconds apart.
 const rcvtoSlack = time.Millisecond
 
-// newThreadLink turns c into a threadLink; the calling goroutine must be
-// the one that runs the transfer and closes the link. done is called once
-// with the number of datagrams read when the link closes.
-func newThreadLink(c *connLink, closed *atomic.Bool, done func(recvs int64)) (*threadLink, error) {
-	rc, err := c.conn.SyscallConn()
-	if err != nil {
-		return nil, err
+func (l *threadLink) send(b []byte) error {
+	l.io = b
+	defer func() { l.io = nil }()
+	for {
+		if err := l.rc.Control(l.write); err != nil {
+			return err
+		}
+		if l.ioerr != unix.EINTR {
+			return l.ioerr
+		}
 	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = unix.SetNonblock(int(fd), false) }); err != nil {
-		return nil, err
+}
+
+func (l *threadLink) sendBatch(bs [][]byte) error {
+	for _, b := range bs {
+		if err := l.send(b); err != nil {
+			return err
+		}
 	}
-	if serr != nil {
-		return nil, serr
-	}
-	runtime.LockOSThread()
-	return &threadLink{connLink: c, rc: rc, closed: closed, done: done}, nil
+	return nil
 }
 
 func (l *threadLink) recv(b []byte, deadline time.Time) (int, error) {
@@ -73,13 +88,10 @@ func (l *threadLink) recv(b []byte, deadline time.Time) (int, error) {
 				return 0, err
 			}
 		}
-		var (
-			n    int
-			rerr error
-		)
-		err := l.rc.Control(func(fd uintptr) {
-			n, _, rerr = unix.Recvfrom(int(fd), b, 0)
-		})
+		l.io = b
+		err := l.rc.Control(l.read)
+		l.io = nil
+		n, rerr := l.ion, l.ioerr
 		switch {
 		case err != nil:
 			return 0, err
@@ -91,7 +103,7 @@ func (l *threadLink) recv(b []byte, deadline time.Time) (int, error) {
 			return n, nil
 		case rerr == unix.EAGAIN || rerr == unix.EINTR:
 			// Timed out (the loop checks the deadline), or a signal:
-			// with SO_RCVTIMEO set, recv is never restarted.
+			// with SO_RCVTIMEO set, a read is never restarted.
 			continue
 		}
 		return 0, rerr
@@ -114,46 +126,106 @@ func (l *threadLink) setRcvTimeout(d time.Duration) error {
 }
 
 func (l *threadLink) close() {
-	l.connLink.close()
-	runtime.UnlockOSThread()
+	l.stop()
+	l.f.Close() // a second Close only returns an error
+	if lockThread {
+		runtime.UnlockOSThread()
+	}
 	l.done(l.recvs)
 }
 
-// shutdownRead ends a recv blocked on rc at once (closing the socket would
-// wait for it: the read holds a reference to the descriptor). A connected
-// UDP socket then reads 0 bytes.
-func shutdownRead(rc syscall.RawConn) {
-	_ = rc.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_RD) })
-}
+// lockThread keeps a threaded transfer's goroutine on its thread between
+// reads too.
+const lockThread = true
 
 // defaultLockstepThreads is Config.LockstepThreads' default.
 const defaultLockstepThreads = 16
 
-// threadLink gives a lock-step transfer a threadLink when a thread is free
-// under LockstepThreads, else nil (the transfer waits in the poller). It
-// runs on the transfer's goroutine.
-func (s *Server) threadLink(ctx context.Context, c *connLink) link {
+// threadLink opens a threadLink for a lock-step transfer when a thread is
+// free under LockstepThreads, else returns nil (the transfer waits in the
+// poller). It runs on the transfer's goroutine, which must close the link.
+func (s *Server) threadLink(ctx context.Context, peer netip.AddrPort, local netip.Addr) link {
 	if s.threads.Add(1) > int32(s.cfg.LockstepThreads) {
 		s.threads.Add(-1)
 		s.polled.Add(1)
 		return nil
 	}
-	closed := new(atomic.Bool)
-	l, err := newThreadLink(c, closed, func(recvs int64) {
-		s.threadRecvs.Add(recvs)
-		s.threads.Add(-1)
-	})
+	l, err := s.openThreadLink(ctx, peer, local)
 	if err != nil {
 		s.threads.Add(-1)
 		s.polled.Add(1)
-		s.log.Debug("lock-step transfer waits in the poller", "err", err)
+		s.log.Debug("lock-step transfer waits in the poller", "client", peer, "err", err)
 		return nil
 	}
 	s.threaded.Add(1)
-	c.stop = context.AfterFunc(ctx, func() {
-		closed.Store(true)
-		shutdownRead(l.rc)
-		c.conn.Close()
-	})
 	return l
+}
+
+func (s *Server) openThreadLink(ctx context.Context, peer netip.AddrPort, local netip.Addr) (*threadLink, error) {
+	if !peer.Addr().Is4() || (local.IsValid() && !local.Is4()) {
+		return nil, fmt.Errorf("not IPv4: %v from %v", peer, local)
+	}
+	var f *os.File
+	open := func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+		if err != nil {
+			return fmt.Errorf("socket: %w", err)
+		}
+		la := &unix.SockaddrInet4{}
+		if local.IsValid() {
+			la.Addr = local.As4()
+		}
+		if s.cfg.SinglePort {
+			la.Port = int(s.Addr().Port())
+			err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+		}
+		if err == nil {
+			if err = unix.Bind(fd, la); err != nil {
+				err = fmt.Errorf("bind %v:%d: %w", local, la.Port, err)
+			}
+		}
+		if err == nil {
+			if err = unix.Connect(fd, &unix.SockaddrInet4{Addr: peer.Addr().As4(), Port: int(peer.Port())}); err != nil {
+				err = fmt.Errorf("connect %v: %w", peer, err)
+			}
+		}
+		if err != nil {
+			unix.Close(fd)
+			return err
+		}
+		// Blocking: os.NewFile leaves it out of the poller.
+		f = os.NewFile(uintptr(fd), "tftp "+peer.String())
+		return nil
+	}
+	var err error
+	if s.cfg.OpenIn != nil {
+		err = s.cfg.OpenIn(open)
+	} else {
+		err = open()
+	}
+	if err != nil {
+		return nil, err
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	l := &threadLink{f: f, rc: rc, done: func(recvs int64) {
+		s.threadRecvs.Add(recvs)
+		s.threads.Add(-1)
+	}}
+	l.read = func(fd uintptr) { l.ion, l.ioerr = unix.Read(int(fd), l.io) }
+	l.write = func(fd uintptr) { l.ion, l.ioerr = unix.Write(int(fd), l.io) }
+	l.stop = context.AfterFunc(ctx, func() {
+		l.closed.Store(true)
+		// A connected UDP socket shut down reads 0 bytes at once; a
+		// close would wait for the read, which holds the descriptor.
+		_ = rc.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_RD) })
+		f.Close()
+	})
+	if lockThread {
+		runtime.LockOSThread()
+	}
+	return l, nil
 }

@@ -2,13 +2,16 @@
 
 package tftp
 
-import "context"
+import (
+	"context"
+	"net/netip"
+)
 
 // defaultLockstepThreads is Config.LockstepThreads' default.
 const defaultLockstepThreads = 16
 
 // threadLink is Linux only: elsewhere every transfer waits in the poller.
-func (s *Server) threadLink(context.Context, *connLink) link {
+func (s *Server) threadLink(context.Context, netip.AddrPort, netip.Addr) link {
 	s.polled.Add(1)
 	return nil
 }
