@@ -75,9 +75,7 @@ func TestBenchLockstep(t *testing.T) {
 	for _, link := range links {
 		p := nstest.NewPair(t, nstest.Options{})
 		if link != "veth" {
-			for ns, dev := range map[string]string{p.Server: p.ServerIf, p.Client: p.ClientIf} {
-				nstest.Run(t, ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", "1gbit", "burst", "256kb", "latency", "10ms")
-			}
+			shapeTBF(t, p)
 		}
 		root := t.TempDir()
 		if err := os.Chmod(root, 0o755); err != nil { // in.tftpd drops to nobody
@@ -112,13 +110,7 @@ func TestBenchLockstep(t *testing.T) {
 			servers = append(servers, &server{name: "pxeperf alt", port: "71", proc: pxeperf(alt, "71", "  lockstep_threads: 16\n")})
 		}
 		for _, srv := range servers {
-			ok := nstest.WaitFor(20*time.Second, func() bool {
-				o, _ := nstest.Output(p.Client, 5*time.Second, "atftp", "-g", "-r", "none", "-l", "/dev/null", ip, srv.port)
-				return strings.Contains(strings.ToLower(o), "not found")
-			})
-			if !ok {
-				t.Fatalf("%s on port %s did not come up", srv.name, srv.port)
-			}
+			waitTFTP(t, p, ip, srv.port, srv.name)
 		}
 		out := filepath.Join(t.TempDir(), "img.bin")
 		secs := map[string][]float64{}

@@ -50,6 +50,8 @@ type threadLink struct {
 	ioerr       error
 }
 
+var _ link = (*threadLink)(nil)
+
 // rcvtoSlack is how much later than its deadline a read may time out, so
 // that SO_RCVTIMEO is not set again for every block: each ACK wait starts a
 // full timeout (1s by default) after the last, a few microseconds apart.
@@ -197,13 +199,7 @@ func (s *Server) openThreadLink(ctx context.Context, peer netip.AddrPort, local 
 		f = os.NewFile(uintptr(fd), "tftp "+peer.String())
 		return nil
 	}
-	var err error
-	if s.cfg.OpenIn != nil {
-		err = s.cfg.OpenIn(open)
-	} else {
-		err = open()
-	}
-	if err != nil {
+	if err := s.openIn(open); err != nil {
 		return nil, err
 	}
 	rc, err := f.SyscallConn()

@@ -626,6 +626,14 @@ func (s *Server) sendFromListener(b []byte, peer netip.AddrPort, local netip.Add
 	return err
 }
 
+// openIn runs fn, which opens a transfer's socket, through Config.OpenIn.
+func (s *Server) openIn(fn func() error) error {
+	if s.cfg.OpenIn != nil {
+		return s.cfg.OpenIn(fn)
+	}
+	return fn()
+}
+
 // newLink opens the socket of one transfer, connected to the client and
 // bound to the address the request came to: on a new port, or in
 // single-port mode on the listening port. A lock-step transfer waits for
@@ -650,13 +658,7 @@ func (s *Server) newLink(ctx context.Context, peer netip.AddrPort, local netip.A
 		c, err = d.DialContext(ctx, "udp4", peer.String())
 		return err
 	}
-	var err error
-	if s.cfg.OpenIn != nil {
-		err = s.cfg.OpenIn(dial)
-	} else {
-		err = dial()
-	}
-	if err != nil {
+	if err := s.openIn(dial); err != nil {
 		return nil, err
 	}
 	uc := c.(*net.UDPConn)
