@@ -271,6 +271,11 @@ hosts:
 		figs = append(figs, f)
 	}
 
+	if peers := ubootPeerRounds(t, c, p, root, img, size); peers != "" {
+		t.Logf("%s: %s", b.name, peers)
+		// tftpboot IP:FILE left the server address at the peer's.
+		c.run("setenv serverip "+p.ServerIP.String(), 10*time.Second)
+	}
 	out = c.run("pxe get", 2*time.Minute)
 	// cmd/pxe.c names ${bootfile} in "Config file '...' found", not the
 	// file it loaded; the name is on the "Retrieving file:" line before it.

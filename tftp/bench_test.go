@@ -43,9 +43,7 @@ func TestBenchThroughput(t *testing.T) {
 		}
 		p := nstest.NewPair(t, nstest.Options{})
 		if shaped {
-			for ns, dev := range map[string]string{p.Server: p.ServerIf, p.Client: p.ClientIf} {
-				nstest.Run(t, ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", "1gbit", "burst", "256kb", "latency", "10ms")
-			}
+			shapeTBF(t, p)
 		}
 		root := t.TempDir()
 		if err := os.Chmod(root, 0o755); err != nil { // in.tftpd drops to nobody
@@ -114,13 +112,28 @@ func startBenchServers(t *testing.T, p *nstest.Pair, root, ip string) {
 	nstest.Start(t, p.Server, "in.tftpd", "-L", "-s", root, "-a", ip+":1069")
 	// Ready when each answers a missing-file request.
 	for _, port := range []string{"69", "70", "1069"} {
-		ok := nstest.WaitFor(20*time.Second, func() bool {
-			o, _ := nstest.Output(p.Client, 5*time.Second, "atftp", "-g", "-r", "none", "-l", "/dev/null", ip, port)
-			return strings.Contains(strings.ToLower(o), "not found")
-		})
-		if !ok {
-			t.Fatalf("TFTP server on port %s did not come up", port)
-		}
+		waitTFTP(t, p, ip, port, "TFTP server")
+	}
+}
+
+// shapeTBF puts a 1 Gbit/s token bucket on both ends of p.
+func shapeTBF(t *testing.T, p *nstest.Pair) {
+	t.Helper()
+	for ns, dev := range map[string]string{p.Server: p.ServerIf, p.Client: p.ClientIf} {
+		nstest.Run(t, ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", "1gbit", "burst", "256kb", "latency", "10ms")
+	}
+}
+
+// waitTFTP waits (20 s at most) until the TFTP server what on ip:port
+// answers a request for a missing file.
+func waitTFTP(t *testing.T, p *nstest.Pair, ip, port, what string) {
+	t.Helper()
+	ok := nstest.WaitFor(20*time.Second, func() bool {
+		o, _ := nstest.Output(p.Client, 5*time.Second, "atftp", "-g", "-r", "none", "-l", "/dev/null", ip, port)
+		return strings.Contains(strings.ToLower(o), "not found")
+	})
+	if !ok {
+		t.Fatalf("%s on port %s did not come up", what, port)
 	}
 }
 
@@ -153,9 +166,7 @@ func TestBenchWindowsize(t *testing.T) {
 	if os.Getenv("PXEPERF_BENCH_LINK") == "veth" {
 		link = "veth, unshaped (CPU-bound)"
 	} else {
-		for ns, dev := range map[string]string{p.Server: p.ServerIf, p.Client: p.ClientIf} {
-			nstest.Run(t, ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", "1gbit", "burst", "256kb", "latency", "10ms")
-		}
+		shapeTBF(t, p)
 	}
 	root := t.TempDir()
 	if err := os.Chmod(root, 0o755); err != nil {
@@ -174,13 +185,7 @@ func TestBenchWindowsize(t *testing.T) {
 	servers[1].proc = nstest.Start(t, p.Server, atftpd, "--daemon", "--no-fork", "--user", "root", "--group", "root",
 		"--port", "1069", "--bind-address", ip, "--logfile", "-", "--verbose=3", root)
 	for _, srv := range servers {
-		ok := nstest.WaitFor(20*time.Second, func() bool {
-			o, _ := nstest.Output(p.Client, 5*time.Second, "atftp", "-g", "-r", "none", "-l", "/dev/null", ip, srv.port)
-			return strings.Contains(strings.ToLower(o), "not found")
-		})
-		if !ok {
-			t.Fatalf("%s on port %s did not come up", srv.name, srv.port)
-		}
+		waitTFTP(t, p, ip, srv.port, srv.name)
 	}
 	blks := []int{512, 1468}
 	wins := []int{1, 4, 8, 16, 32, 64}

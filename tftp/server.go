@@ -121,6 +121,14 @@ type Config struct {
 	// Active, when set, lists each transfer while it runs, with the bytes
 	// acknowledged so far (one atomic add per window); nil: none.
 	Active *event.Active
+
+	// LockstepThreads is how many lock-step transfers (no windowsize) at
+	// once wait for each ACK in a blocking read on an OS thread of their
+	// own (Linux; lockstep_linux.go), which is what makes lock-step as fast
+	// as atftpd. Further ones, and all windowed transfers, wait in Go's
+	// poller, so a thousand slow clients cost no more than 16 threads.
+	// Default 16; negative: none.
+	LockstepThreads int
 }
 
 // Stats counts what the server did outside of transfers.
@@ -167,6 +175,12 @@ type Server struct {
 	budget  *budget // SinglePort only
 
 	requests, malformed, duplicates, busy, replaced, stray atomic.Int64
+
+	// threads counts the lock-step transfers on threads of their own now;
+	// threaded and polled count lock-step transfers so far by how they
+	// waited, threadRecvs the datagrams read on those threads.
+	threads                       atomic.Int32
+	threaded, polled, threadRecvs atomic.Int64
 }
 
 // New checks cfg and binds the listening socket, so a busy port fails here.
@@ -197,6 +211,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.SinglePortBudget <= 0 {
 		cfg.SinglePortBudget = 4 << 20
+	}
+	if cfg.LockstepThreads == 0 {
+		cfg.LockstepThreads = defaultLockstepThreads
 	}
 	if cfg.MaxBlockSize != 0 && (cfg.MaxBlockSize < minBlockSize || cfg.MaxBlockSize > maxBlockSize) {
 		return nil, fmt.Errorf("tftp: max block size %d is outside %d..%d (RFC 2348); use 0 for the MTU's limit",
@@ -543,7 +560,7 @@ func (s *Server) handle(base, ctx context.Context, req request, raw []byte, peer
 		neg.timeout = s.cfg.Timeout
 	}
 	f.TFTP.BlockSize, f.TFTP.WindowSize, f.TFTP.Timeout = neg.blockSize, neg.windowSize, neg.timeout
-	l, err := s.newLink(ctx, peer, local)
+	l, err := s.newLink(ctx, peer, local, neg.windowSize == 1)
 	if err != nil {
 		refuse(event.OutcomeError, errNotDefined, "Server error", err)
 		s.log.Warn("opening a TFTP transfer socket", "client", peer, "file", req.file, "err", err)
@@ -609,10 +626,24 @@ func (s *Server) sendFromListener(b []byte, peer netip.AddrPort, local netip.Add
 	return err
 }
 
+// openIn runs fn, which opens a transfer's socket, through Config.OpenIn.
+func (s *Server) openIn(fn func() error) error {
+	if s.cfg.OpenIn != nil {
+		return s.cfg.OpenIn(fn)
+	}
+	return fn()
+}
+
 // newLink opens the socket of one transfer, connected to the client and
 // bound to the address the request came to: on a new port, or in
-// single-port mode on the listening port.
-func (s *Server) newLink(ctx context.Context, peer netip.AddrPort, local netip.Addr) (*connLink, error) {
+// single-port mode on the listening port. A lock-step transfer waits for
+// its ACKs on a thread of its own while LockstepThreads allow.
+func (s *Server) newLink(ctx context.Context, peer netip.AddrPort, local netip.Addr, lockstep bool) (link, error) {
+	if lockstep {
+		if l := s.threadLink(ctx, peer, local); l != nil {
+			return l, nil
+		}
+	}
 	la := &net.UDPAddr{}
 	if local.IsValid() {
 		la.IP = local.AsSlice()
@@ -627,13 +658,7 @@ func (s *Server) newLink(ctx context.Context, peer netip.AddrPort, local netip.A
 		c, err = d.DialContext(ctx, "udp4", peer.String())
 		return err
 	}
-	var err error
-	if s.cfg.OpenIn != nil {
-		err = s.cfg.OpenIn(dial)
-	} else {
-		err = dial()
-	}
-	if err != nil {
+	if err := s.openIn(dial); err != nil {
 		return nil, err
 	}
 	uc := c.(*net.UDPConn)

@@ -25,6 +25,7 @@ func newTFTPService(env *serveEnv) (service, error) {
 		MaxClientTimeout:      c.MaxClientTimeout,
 		MaxTransferTime:       c.MaxTransferTime,
 		SinglePortBudget:      int64(c.SinglePortBudgetKiB) << 10,
+		LockstepThreads:       lockstepThreads(c.LockstepThreads),
 		Files:                 env.boot,
 		Hosts:                 env.hosts,
 		Sink:                  env.sink,
@@ -38,4 +39,13 @@ func newTFTPService(env *serveEnv) (service, error) {
 		"max_windowsize", c.MaxWindowSize,
 		"single_port", c.SinglePort)
 	return s, nil
+}
+
+// lockstepThreads maps tftp.lockstep_threads (0: none) to
+// tftp.Config.LockstepThreads (0: the default, negative: none).
+func lockstepThreads(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

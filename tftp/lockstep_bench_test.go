@@ -1,0 +1,241 @@
+//go:build linux
+
+package tftp
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pxeperf/pxeperf/internal/nstest"
+)
+
+// TestBenchLockstep is the lock-step (RFC 1350 + blksize/tsize, no
+// windowsize) table of issue 12: pxeperf with its ACK-waiting threads, the
+// same binary with tftp.lockstep_threads: 0 (every ACK through Go's
+// poller), atftpd and in.tftpd, fetched by curl, atftp and tftp-hpa (512
+// only: it sends no options) at blksize 512 and 1468, over a veth pair
+// plain and under a 1 Gbit/s tbf. Servers alternate within each round;
+// Mbit/s and server CPU s/GiB (user+system of the server process and its
+// children, from /proc: see cpuMeter) are medians. It runs only with
+// PXEPERF_BENCH=1 and needs atftpd (see atftpdPath):
+//
+//	PXEPERF_BENCH=1 go test -run TestBenchLockstep -v -timeout 60m ./tftp/
+//
+// PXEPERF_BENCH_MB sets the file size (default 64), PXEPERF_BENCH_RUNS the
+// rounds (default 3), PXEPERF_BENCH_LINK=veth or tbf one link only, and
+// PXEPERF_BENCH_ALTBIN adds another pxeperf binary (a variant to compare).
+func TestBenchLockstep(t *testing.T) {
+	if os.Getenv("PXEPERF_BENCH") != "1" {
+		t.Skip("benchmark: set PXEPERF_BENCH=1 to run")
+	}
+	nstest.RequireTool(t, "atftp", "curl", "tftp", "in.tftpd", "tc")
+	atftpd := atftpdPath()
+	if atftpd == "" {
+		t.Skip("atftpd not found: set PXEPERF_ATFTPD, or: cd /tmp && apt-get download atftpd && dpkg -x atftpd_*.deb /tmp/atftpd-root")
+	}
+	mb := envInt("PXEPERF_BENCH_MB", 64)
+	runs := envInt("PXEPERF_BENCH_RUNS", 3)
+	links := []string{"veth", "veth+tbf 1gbit"}
+	switch os.Getenv("PXEPERF_BENCH_LINK") {
+	case "veth":
+		links = links[:1]
+	case "tbf":
+		links = links[1:]
+	}
+	type client struct {
+		name string
+		blk  int
+		args func(ip, port, out string) (string, []string)
+	}
+	clients := []client{}
+	for _, blk := range []int{512, 1468} {
+		b := strconv.Itoa(blk)
+		clients = append(clients,
+			client{"curl", blk, func(ip, port, out string) (string, []string) {
+				return "curl", []string{"-sS", "--tftp-blksize", b, "-o", out, "tftp://" + ip + ":" + port + "/img.bin"}
+			}},
+			client{"atftp", blk, func(ip, port, out string) (string, []string) {
+				return "atftp", []string{"--option", "blksize " + b, "--option", "tsize 0", "-g", "-r", "img.bin", "-l", out, ip, port}
+			}})
+	}
+	clients = append(clients, client{"tftp-hpa", 512, func(ip, port, out string) (string, []string) {
+		return "tftp", []string{"-m", "binary", ip, port, "-c", "get", "img.bin", out}
+	}})
+
+	var table strings.Builder
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "link\tclient\tblksize\tserver\tMbit/s\tCPU s/GiB\tx best peer Mbit/s\tx best peer CPU\truns (s)\t\n")
+	for _, link := range links {
+		p := nstest.NewPair(t, nstest.Options{})
+		if link != "veth" {
+			shapeTBF(t, p)
+		}
+		root := t.TempDir()
+		if err := os.Chmod(root, 0o755); err != nil { // in.tftpd drops to nobody
+			t.Fatal(err)
+		}
+		nstest.RandomFile(t, filepath.Join(root, "img.bin"), mb<<20, 42)
+		ip := p.ServerIP.String()
+		type server struct {
+			name, port string
+			proc       *nstest.Proc
+			peer       bool
+		}
+		pxeperf := func(bin, port, yaml string) *nstest.Proc {
+			data := t.TempDir()
+			cfg := filepath.Join(data, "c.yaml")
+			if err := os.WriteFile(cfg, []byte("tftp:\n"+yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return nstest.Start(t, p.Server, bin, "serve", "--admin-addr", "off", "--dhcp", "off", "--http-addr", "off",
+				"--tftp-addr", ip+":"+port, "--root", root, "--data", data, "--iface", p.ServerIf, "--log-level", "warn",
+				"--config", cfg)
+		}
+		bin := nstest.Binary(t)
+		servers := []*server{
+			{name: "pxeperf", port: "69", proc: pxeperf(bin, "69", "  lockstep_threads: 16\n")},
+			{name: "pxeperf poller", port: "70", proc: pxeperf(bin, "70", "  lockstep_threads: 0\n")},
+			{name: "atftpd", port: "1069", peer: true, proc: nstest.Start(t, p.Server, atftpd, "--daemon", "--no-fork",
+				"--user", "root", "--group", "root", "--port", "1069", "--bind-address", ip, "--logfile", "/dev/null", root)},
+			{name: "in.tftpd", port: "1070", peer: true, proc: nstest.Start(t, p.Server, "in.tftpd", "-L", "-s", root, "-a", ip+":1070")},
+		}
+		if alt := os.Getenv("PXEPERF_BENCH_ALTBIN"); alt != "" {
+			servers = append(servers, &server{name: "pxeperf alt", port: "71", proc: pxeperf(alt, "71", "  lockstep_threads: 16\n")})
+		}
+		for _, srv := range servers {
+			waitTFTP(t, p, ip, srv.port, srv.name)
+		}
+		out := filepath.Join(t.TempDir(), "img.bin")
+		secs := map[string][]float64{}
+		cpu := map[string][]float64{}
+		key := func(c client, srv *server) string { return fmt.Sprintf("%s/%d/%s", c.name, c.blk, srv.name) }
+		for range runs {
+			for _, c := range clients {
+				for _, srv := range servers {
+					name, args := c.args(ip, srv.port, out)
+					os.Remove(out)
+					meter := startCPUMeter(t, srv.proc)
+					start := time.Now()
+					if o, err := nstest.Output(p.Client, 10*time.Minute, name, args...); err != nil {
+						t.Fatalf("%s: %s %s: %v\n%s", srv.name, name, strings.Join(args, " "), err, o)
+					}
+					el := time.Since(start).Seconds()
+					used := meter.seconds(t)
+					if fi, err := os.Stat(out); err != nil || fi.Size() != int64(mb<<20) {
+						t.Fatalf("%s %s: fetched file is wrong: %v", srv.name, name, err)
+					}
+					k := key(c, srv)
+					secs[k] = append(secs[k], el)
+					cpu[k] = append(cpu[k], used*1024/float64(mb))
+				}
+			}
+		}
+		median := func(v []float64) float64 { s := slices.Sorted(slices.Values(v)); return s[len(s)/2] }
+		for _, c := range clients {
+			var bestMbps, bestCPU float64
+			for _, srv := range servers {
+				if srv.peer {
+					bestMbps = max(bestMbps, float64(mb<<20)*8/median(secs[key(c, srv)])/1e6)
+					if cp := median(cpu[key(c, srv)]); bestCPU == 0 || cp < bestCPU {
+						bestCPU = cp
+					}
+				}
+			}
+			for _, srv := range servers {
+				mbps := float64(mb<<20) * 8 / median(secs[key(c, srv)]) / 1e6
+				cp := median(cpu[key(c, srv)])
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.0f\t%.1f\t%.2f\t%.2f\t%s\t\n", link, c.name, c.blk, srv.name, mbps, cp,
+					mbps/bestMbps, cp/bestCPU, fmtSecs(secs[key(c, srv)]))
+			}
+		}
+	}
+	tw.Flush()
+	load, _ := os.ReadFile("/proc/loadavg")
+	t.Logf("TFTP lock-step, %d MiB file, median of %d rounds (load average %s):\n%s",
+		mb, runs, strings.TrimSpace(string(load)), table.String())
+}
+
+// cpuMeter measures a server process's CPU time (user+system) over one
+// fetch, with that of its children: in.tftpd forks one per transfer and
+// ignores SIGCHLD, so a child's time never reaches the parent's cutime and
+// is sampled from /proc every 10 ms while it runs instead (its last 10 ms
+// or less are missed).
+type cpuMeter struct {
+	pid      int
+	start    [2]float64 // own and reaped children's seconds at start
+	children map[int]float64
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func startCPUMeter(t *testing.T, p *nstest.Proc) *cpuMeter {
+	t.Helper()
+	m := &cpuMeter{pid: p.Cmd.Process.Pid, children: map[int]float64{}, stop: make(chan struct{}), done: make(chan struct{})}
+	own, reaped, ok := procCPU(m.pid)
+	if !ok {
+		t.Fatalf("reading /proc/%d/stat", m.pid)
+	}
+	m.start = [2]float64{own, reaped}
+	go func() {
+		defer close(m.done)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			m.sample()
+			select {
+			case <-m.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return m
+}
+
+func (m *cpuMeter) sample() {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", m.pid, m.pid))
+	for _, f := range strings.Fields(string(b)) {
+		pid, _ := strconv.Atoi(f)
+		if own, _, ok := procCPU(pid); ok {
+			m.children[pid] = max(m.children[pid], own)
+		}
+	}
+}
+
+// seconds ends the measurement: CPU seconds since startCPUMeter.
+func (m *cpuMeter) seconds(t *testing.T) float64 {
+	t.Helper()
+	close(m.stop)
+	<-m.done
+	own, reaped, ok := procCPU(m.pid)
+	if !ok {
+		t.Fatalf("reading /proc/%d/stat", m.pid)
+	}
+	var sampled float64
+	for _, s := range m.children {
+		sampled += s
+	}
+	return own - m.start[0] + max(reaped-m.start[1], sampled)
+}
+
+// procCPU reads a process's own and its reaped children's user+system
+// seconds (fields 14 to 17 of /proc/PID/stat, in clock ticks).
+func procCPU(pid int) (own, reaped float64, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	var v [4]float64
+	for i := range v {
+		v[i], _ = strconv.ParseFloat(f[11+i], 64)
+	}
+	return (v[0] + v[1]) / 100, (v[2] + v[3]) / 100, true
+}

@@ -1,0 +1,227 @@
+//go:build linux
+
+package tftp
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// threadLink is the link of a lock-step transfer that waits for each ACK in
+// a blocking read(2) on its own OS thread, as atftpd and in.tftpd do,
+// instead of in Go's poller.
+//
+// In lock-step every block waits for one ACK, so the time from the ACK's
+// arrival to the next block's send is the transfer's speed. Through the
+// poller each ACK costs a failed read (EAGAIN), a park, an epoll wake-up
+// of whichever thread polls, and a goroutine hand-off to a thread that may
+// have to be woken with a futex: about twice atftpd's CPU per GiB and 0.6x
+// its speed. A blocked read is woken by the kernel on the very thread that
+// then sends the next block.
+//
+// The socket is a blocking one of its own, never registered with the
+// poller: a socket in the poller's epoll set wakes the polling thread at
+// every datagram sent or received, even with no goroutine waiting on it.
+// The read timeout is SO_RCVTIMEO.
+type threadLink struct {
+	f      *os.File
+	rc     syscall.RawConn
+	rcvto  time.Duration // SO_RCVTIMEO set last; 0: none (blocks forever)
+	closed atomic.Bool   // set before the socket is shut down under a read
+	stop   func() bool
+	recvs  int64 // datagrams read
+	done   func(recvs int64)
+
+	// The system calls, as closures built once: one built per call would
+	// be allocated per block. io holds their buffer, ion and ioerr their
+	// results.
+	read, write func(fd uintptr)
+	io          []byte
+	ion         int
+	ioerr       error
+}
+
+var _ link = (*threadLink)(nil)
+
+// rcvtoSlack is how much later than its deadline a read may time out, so
+// that SO_RCVTIMEO is not set again for every block: each ACK wait starts a
+// full timeout (1s by default) after the last, a few microseconds apart.
+const rcvtoSlack = time.Millisecond
+
+func (l *threadLink) send(b []byte) error {
+	l.io = b
+	defer func() { l.io = nil }()
+	for {
+		if err := l.rc.Control(l.write); err != nil {
+			return err
+		}
+		if l.ioerr != unix.EINTR {
+			return l.ioerr
+		}
+	}
+}
+
+func (l *threadLink) sendBatch(bs [][]byte) error {
+	for _, b := range bs {
+		if err := l.send(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *threadLink) recv(b []byte, deadline time.Time) (int, error) {
+	for {
+		d := time.Until(deadline)
+		if d < time.Microsecond { // SO_RCVTIMEO counts in µs, and 0 is forever
+			return 0, os.ErrDeadlineExceeded
+		}
+		if d > l.rcvto || d < l.rcvto-rcvtoSlack {
+			if err := l.setRcvTimeout(d); err != nil {
+				return 0, err
+			}
+		}
+		l.io = b
+		err := l.rc.Control(l.read)
+		l.io = nil
+		n, rerr := l.ion, l.ioerr
+		switch {
+		case err != nil:
+			return 0, err
+		case l.closed.Load():
+			// stop shut the socket down to end this read.
+			return 0, net.ErrClosed
+		case rerr == nil:
+			l.recvs++
+			return n, nil
+		case rerr == unix.EAGAIN || rerr == unix.EINTR:
+			// Timed out (the loop checks the deadline), or a signal:
+			// with SO_RCVTIMEO set, a read is never restarted.
+			continue
+		}
+		return 0, rerr
+	}
+}
+
+func (l *threadLink) setRcvTimeout(d time.Duration) error {
+	tv := unix.NsecToTimeval(d.Nanoseconds())
+	var serr error
+	if err := l.rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptTimeval(int(fd), unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return serr
+	}
+	l.rcvto = d
+	return nil
+}
+
+func (l *threadLink) close() {
+	l.stop()
+	l.f.Close() // a second Close only returns an error
+	if lockThread {
+		runtime.UnlockOSThread()
+	}
+	l.done(l.recvs)
+}
+
+// lockThread keeps a threaded transfer's goroutine on its thread between
+// reads too.
+const lockThread = true
+
+// defaultLockstepThreads is Config.LockstepThreads' default.
+const defaultLockstepThreads = 16
+
+// threadLink opens a threadLink for a lock-step transfer when a thread is
+// free under LockstepThreads, else returns nil (the transfer waits in the
+// poller). It runs on the transfer's goroutine, which must close the link.
+func (s *Server) threadLink(ctx context.Context, peer netip.AddrPort, local netip.Addr) link {
+	if s.threads.Add(1) > int32(s.cfg.LockstepThreads) {
+		s.threads.Add(-1)
+		s.polled.Add(1)
+		return nil
+	}
+	l, err := s.openThreadLink(ctx, peer, local)
+	if err != nil {
+		s.threads.Add(-1)
+		s.polled.Add(1)
+		s.log.Debug("lock-step transfer waits in the poller", "client", peer, "err", err)
+		return nil
+	}
+	s.threaded.Add(1)
+	return l
+}
+
+func (s *Server) openThreadLink(ctx context.Context, peer netip.AddrPort, local netip.Addr) (*threadLink, error) {
+	if !peer.Addr().Is4() || (local.IsValid() && !local.Is4()) {
+		return nil, fmt.Errorf("not IPv4: %v from %v", peer, local)
+	}
+	var f *os.File
+	open := func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+		if err != nil {
+			return fmt.Errorf("socket: %w", err)
+		}
+		la := &unix.SockaddrInet4{}
+		if local.IsValid() {
+			la.Addr = local.As4()
+		}
+		if s.cfg.SinglePort {
+			la.Port = int(s.Addr().Port())
+			err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+		}
+		if err == nil {
+			if err = unix.Bind(fd, la); err != nil {
+				err = fmt.Errorf("bind %v:%d: %w", local, la.Port, err)
+			}
+		}
+		if err == nil {
+			if err = unix.Connect(fd, &unix.SockaddrInet4{Addr: peer.Addr().As4(), Port: int(peer.Port())}); err != nil {
+				err = fmt.Errorf("connect %v: %w", peer, err)
+			}
+		}
+		if err != nil {
+			unix.Close(fd)
+			return err
+		}
+		// Blocking: os.NewFile leaves it out of the poller.
+		f = os.NewFile(uintptr(fd), "tftp "+peer.String())
+		return nil
+	}
+	if err := s.openIn(open); err != nil {
+		return nil, err
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	l := &threadLink{f: f, rc: rc, done: func(recvs int64) {
+		s.threadRecvs.Add(recvs)
+		s.threads.Add(-1)
+	}}
+	l.read = func(fd uintptr) { l.ion, l.ioerr = unix.Read(int(fd), l.io) }
+	l.write = func(fd uintptr) { l.ion, l.ioerr = unix.Write(int(fd), l.io) }
+	l.stop = context.AfterFunc(ctx, func() {
+		l.closed.Store(true)
+		// A connected UDP socket shut down reads 0 bytes at once; a
+		// close would wait for the read, which holds the descriptor.
+		_ = rc.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_RD) })
+		f.Close()
+	})
+	if lockThread {
+		runtime.LockOSThread()
+	}
+	return l, nil
+}

@@ -1,0 +1,17 @@
+//go:build !linux
+
+package tftp
+
+import (
+	"context"
+	"net/netip"
+)
+
+// defaultLockstepThreads is Config.LockstepThreads' default.
+const defaultLockstepThreads = 16
+
+// threadLink is Linux only: elsewhere every transfer waits in the poller.
+func (s *Server) threadLink(context.Context, netip.AddrPort, netip.Addr) link {
+	s.polled.Add(1)
+	return nil
+}
