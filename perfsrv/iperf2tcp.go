@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/pxeperf/pxeperf/event"
@@ -361,6 +362,9 @@ func (s *Iperf2) overCap(h hdr2) string {
 	return ""
 }
 
+// connectBackRetry is how long a refused connect-back is tried again.
+const connectBackRetry = 2 * time.Second
+
 // connectBack runs the server's leg of -r or -d: a new connection from the
 // address the test arrived on to the address it came from, on the port
 // the header names. A refused or unanswered connect ends the leg as an
@@ -379,7 +383,22 @@ func (s *Iperf2) connectBack(ctx context.Context, c *net.TCPConn, h hdr2) leg2 {
 		return l
 	}
 	d := net.Dialer{Timeout: s.cfg.SetupTimeout, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(local.Addr(), 0))}
+	// iperf 2.1.8 starts its -d listener beside its own leg ("Server
+	// listening on TCP port ..." comes after it connected), so a
+	// connect-back the moment the header arrives can beat the listener:
+	// a refused connect is tried again for a moment.
+	retryUntil := time.Now().Add(connectBackRetry)
 	bc, err := d.DialContext(ctx, "tcp", to.String())
+	for err != nil && errors.Is(err, syscall.ECONNREFUSED) && time.Now().Before(retryUntil) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		bc, err = d.DialContext(ctx, "tcp", to.String())
+	}
 	if err != nil {
 		l.end = time.Now()
 		l.why = fmt.Sprintf("connect-back to %s failed: %v (is the board's iperf listening there? its -L port, a firewall?)", to, err)
