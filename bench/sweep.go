@@ -57,6 +57,12 @@ func sweep(ctx context.Context, o sweepOptions, pts []Point, d driver) ([]Result
 			return results, fmt.Errorf("bench: stopped after %d of %d %s: %w", i, len(pts), o.what, context.Cause(ctx))
 		}
 		rec, ivs, rcvbuf, err := d.point(ctx, p)
+		if err != nil && ctx.Err() != nil {
+			// Stopped mid-point: the teardown that follows a cancel can
+			// break the fetch first (ENETUNREACH once the veth is gone),
+			// so the cancel, not that symptom, is the error.
+			return results, fmt.Errorf("bench: stopped during %s (%d of %d %s done; %v): %w", p.Key(), i, len(pts), o.what, err, context.Cause(ctx))
+		}
 		if err != nil {
 			return results, fmt.Errorf("bench: %s: %w", p.Key(), err)
 		}
