@@ -75,7 +75,9 @@ func (g *generated) Each(_ context.Context, flt record.Filter, fn func(*record.R
 	return g.each(flt, fn)
 }
 
-func (g *generated) Get(context.Context, int64) (record.Record, error) { return record.Record{}, record.ErrNotFound }
+func (g *generated) Get(context.Context, int64) (record.Record, error) {
+	return record.Record{}, record.ErrNotFound
+}
 
 func (g *generated) Intervals(context.Context, int64) ([]record.Interval, error) { return nil, nil }
 

@@ -291,4 +291,3 @@ func TestPeersHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
