@@ -175,13 +175,7 @@ func (r *httpDriver) goFetch(ctx context.Context, p Point) (fr fetchResult) {
 	fr.dur = end.Sub(fr.start)
 	// The server emits its event just before the last byte: it is there or
 	// on its way.
-	select {
-	case f := <-wait:
-		fr.fetch = f
-	case <-time.After(5 * time.Second):
-		r.log.Warn("bench: no server event for the fetch", "client", local)
-	case <-ctx.Done():
-	}
+	fr.fetch = r.sink.await(ctx, wait, local, 5*time.Second, r.log)
 	r.sink.forget(local)
 	return fr
 }
@@ -246,13 +240,7 @@ func (r *httpDriver) fetch(ctx context.Context, p Point) (fr fetchResult) {
 	fr.dur = end.Sub(fr.start)
 	// The server emits its event just before the last byte: it is there or
 	// on its way.
-	select {
-	case f := <-wait:
-		fr.fetch = f
-	case <-time.After(5 * time.Second):
-		r.log.Warn("bench: no server event for the fetch", "client", local)
-	case <-ctx.Done():
-	}
+	fr.fetch = r.sink.await(ctx, wait, local, 5*time.Second, r.log)
 	r.sink.forget(local)
 	return fr
 }

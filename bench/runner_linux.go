@@ -212,6 +212,19 @@ func (m *matcher) expect(local netip.AddrPort) <-chan *event.Fetch {
 	return ch
 }
 
+// await waits up to timeout (or until ctx ends) for the server's event on
+// wait, the channel expect returned for local; nil when none came, logged.
+func (m *matcher) await(ctx context.Context, wait <-chan *event.Fetch, local netip.AddrPort, timeout time.Duration, log *slog.Logger) *event.Fetch {
+	select {
+	case f := <-wait:
+		return f
+	case <-time.After(timeout):
+		log.Warn("bench: no server event for the fetch", "client", local)
+	case <-ctx.Done():
+	}
+	return nil
+}
+
 func (m *matcher) forget(local netip.AddrPort) {
 	key := netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
 	m.mu.Lock()

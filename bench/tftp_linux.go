@@ -102,15 +102,9 @@ func (r *tftpDriver) point(ctx context.Context, p Point) (*record.Record, []reco
 	cpu0 := processCPU()
 	cs, ferr := tftp.Get(fctx, conn, server, imageName, io.Discard, tftp.ClientOptions{
 		BlkSize: p.BlkSize, WindowSize: p.WindowSize, Logger: r.log})
-	var fetch *event.Fetch
 	// The server emits its event when the last ACK arrives: at once, or
 	// after its retries when that ACK was lost.
-	select {
-	case fetch = <-wait:
-	case <-time.After(10 * time.Second):
-		r.log.Warn("bench: no server event for the fetch", "client", local)
-	case <-ctx.Done():
-	}
+	fetch := r.sink.await(ctx, wait, local, 10*time.Second, r.log)
 	cpu := processCPU() - cpu0
 	// A fetch the sweep's own cancel broke is not a measurement, whether
 	// or not the server's event for the aborted transfer raced in.
