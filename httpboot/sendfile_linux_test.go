@@ -196,3 +196,53 @@ func TestSendfileColdPages(t *testing.T) {
 		t.Errorf("cached file: %d scheduler-visible calls, want 0", sc.cold)
 	}
 }
+
+// TestSendfileProbeCovers: one page-cache probe covers a whole chunk, so a
+// copy that the socket buffer splits into many sendfile calls probes about
+// once per chunk (maxSendfileChunk), not once per call.
+func TestSendfileProbeCovers(t *testing.T) {
+	body := pattern(8<<20, 7)
+	path := filepath.Join(t.TempDir(), "warm.img")
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc, cli := sendfilePair(t)
+	// A small send buffer and a slow reader: many calls per chunk.
+	if err := sc.SetWriteBuffer(64 << 10); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got := make(chan []byte, 1)
+	go func() {
+		var b bytes.Buffer
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := cli.Read(buf)
+			b.Write(buf[:n])
+			if err != nil {
+				got <- b.Bytes()
+				return
+			}
+		}
+	}()
+	// As http.ServeContent passes it: limited to the length.
+	if n, err := sc.ReadFrom(io.LimitReader(f, int64(len(body)))); err != nil || n != int64(len(body)) {
+		t.Fatalf("ReadFrom = %d, %v", n, err)
+	}
+	sc.Close()
+	if b := <-got; !bytes.Equal(b, body) {
+		t.Fatalf("client got %d bytes, want %d", len(b), len(body))
+	}
+	chunks := int64((len(body) + maxSendfileChunk - 1) / maxSendfileChunk)
+	if sc.calls < 2*chunks {
+		t.Skipf("only %d sendfile calls for %d chunks: the socket buffer took whole chunks, nothing to show", sc.calls, chunks)
+	}
+	if sc.probes > chunks {
+		t.Errorf("%d probes in %d sendfile calls; want at most one per chunk (%d)", sc.probes, sc.calls, chunks)
+	}
+	t.Logf("%d sendfile calls, %d probes (%d cold), %d chunks", sc.calls, sc.probes, sc.cold, chunks)
+}
