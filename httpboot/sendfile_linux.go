@@ -45,7 +45,7 @@ type sendfileConn struct {
 	// cached; calls the sendfile calls and probes the page-cache probes
 	// (cached) made.
 	sent, cold, calls, probes int64
-	probe      [1]byte // preadv2's target in cached
+	probe                     [1]byte // preadv2's target in cached
 }
 
 // maxSendfileChunk bounds one sendfile call (nginx's sendfile_max_chunk
