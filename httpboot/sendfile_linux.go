@@ -43,9 +43,10 @@ type sendfileConn struct {
 	// (tests check the loop, not a fallback, did the copy); cold counts
 	// the calls made through the scheduler because their pages were not
 	// cached; calls the sendfile calls and probes the page-cache probes
-	// (cached) made.
-	sent, cold, calls, probes int64
-	probe                     [1]byte // preadv2's target in cached
+	// (cached) made; waits the waits for room that a poll decided, again
+	// those that a sendfile failing with EAGAIN did.
+	sent, cold, calls, probes, waits, again int64
+	probe                                   [1]byte // preadv2's target in cached
 }
 
 // maxSendfileChunk bounds one sendfile call (nginx's sendfile_max_chunk
@@ -72,6 +73,21 @@ func (c *sendfileConn) cached(fd uintptr, off int64) bool {
 	lo, hi := uintptr(off), uintptr(uint64(off)>>(longBits/2)>>(longBits/2))
 	_, _, e := unix.RawSyscall6(unix.SYS_PREADV2, fd, uintptr(unsafe.Pointer(&iov)), 1, lo, hi, unix.RWF_NOWAIT)
 	return e == 0
+}
+
+// writable says whether the socket has room for more (a zero-timeout
+// poll). A sendfile that copied less than asked usually means the socket
+// buffer filled up, and another call would only fail with EAGAIN; that
+// call is not free: sendfile reads up to a pipe's worth (64 KiB) of pages
+// from the page cache before it finds the socket full, and drops them (at
+// 32 streams over 1 Gbit/s half of all calls were such). The poll tells a
+// full buffer from a copy cut short by a signal, after which no wake-up
+// would come; it also marks the socket as waiting for room, so the wake-up
+// does come.
+func writable(fd uintptr) bool {
+	pfd := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	n, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 1, uintptr(unsafe.Pointer(&unix.Timespec{})), 0, 0, 0)
+	return e != 0 || (n > 0 && pfd[0].Revents&(unix.POLLOUT|unix.POLLERR|unix.POLLHUP) != 0)
 }
 
 // ReadFrom copies a regular file with sendfile(2) on the non-blocking
@@ -117,8 +133,18 @@ func (c *sendfileConn) ReadFrom(r io.Reader) (int64, error) {
 	// few hundred KiB, so one probe covers several calls (at 32 streams
 	// over 1 Gbit/s it was a probe per call, 4643 preadv2 per GiB).
 	var warm int64
+	// waited is set when the loop last gave up for want of room: Go's
+	// poller may then wake it for readiness it saw before the buffer
+	// filled (an edge that came during the last sendfile), and a sendfile
+	// would find the buffer still full; a poll finds that for less.
+	waited := false
 	cerr := frc.Control(func(in uintptr) {
 		werr := c.rc.Write(func(out uintptr) bool {
+			if waited && !writable(out) {
+				c.waits++
+				return false
+			}
+			waited = false
 			for remain > 0 {
 				o := off + written
 				chunk := min(remain, maxSendfileChunk)
@@ -140,6 +166,8 @@ func (c *sendfileConn) ReadFrom(r io.Reader) (int64, error) {
 				case e == unix.EINTR:
 					continue
 				case e == unix.EAGAIN:
+					c.again++
+					waited = true
 					return false // wait until writable
 				case e != 0:
 					serr = os.NewSyscallError("sendfile", e)
@@ -149,6 +177,11 @@ func (c *sendfileConn) ReadFrom(r io.Reader) (int64, error) {
 				}
 				written += int64(n)
 				remain -= int64(n)
+				if int64(n) < chunk && remain > 0 && !writable(out) {
+					c.waits++
+					waited = true
+					return false // the socket buffer is full: wait
+				}
 			}
 			return true
 		})

@@ -199,7 +199,8 @@ func TestSendfileColdPages(t *testing.T) {
 
 // TestSendfileProbeCovers: one page-cache probe covers a whole chunk, so a
 // copy that the socket buffer splits into many sendfile calls probes about
-// once per chunk (maxSendfileChunk), not once per call.
+// once per chunk (maxSendfileChunk), not once per call; and a full buffer
+// is waited for, not tried with a sendfile that fails.
 func TestSendfileProbeCovers(t *testing.T) {
 	body := pattern(8<<20, 7)
 	path := filepath.Join(t.TempDir(), "warm.img")
@@ -245,4 +246,14 @@ func TestSendfileProbeCovers(t *testing.T) {
 		t.Errorf("%d probes in %d sendfile calls; want at most one per chunk (%d)", sc.probes, sc.calls, chunks)
 	}
 	t.Logf("%d sendfile calls, %d probes (%d cold), %d chunks", sc.calls, sc.probes, sc.cold, chunks)
+	// A copy cut short by a full socket buffer waits for room (a poll
+	// tells), instead of trying again into a sendfile that reads pages
+	// only to fail with EAGAIN.
+	if sc.waits == 0 {
+		t.Errorf("%d sendfile calls and no wait for room: the slow reader should have filled the buffer", sc.calls)
+	}
+	if sc.again > sc.waits/10 {
+		t.Errorf("%d sendfile calls failed with EAGAIN against %d waits decided by a poll", sc.again, sc.waits)
+	}
+	t.Logf("%d waits for room, %d EAGAIN", sc.waits, sc.again)
 }
