@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -139,4 +140,33 @@ func FitModel(recs []record.Record) Fit {
 		}
 	}
 	return f
+}
+
+// RowFitLine says how many of the summary's rows have their median within
+// 10% of the model (a repeat's own spread is in the min-max column): the
+// check the gPXE grid with --delay is held to. Rows without a model (no
+// rate limit, no window, no completed fetch) are not counted; "" when no
+// row has one.
+func RowFitLine(rows []SummaryRow) string {
+	n, within := 0, 0
+	var worst SummaryRow
+	var worstDev float64
+	for _, r := range rows {
+		if r.Model <= 0 || math.IsInf(r.Model, 0) || r.N == 0 {
+			continue
+		}
+		n++
+		dev := (r.Median - r.Model) / r.Model
+		if math.Abs(dev) <= 0.10 {
+			within++
+		}
+		if n == 1 || math.Abs(dev) > math.Abs(worstDev) {
+			worst, worstDev = r, dev
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Row medians against the model: %d of %d within 10%%; worst %+.1f%% (window %s, RX csum %s, %d repeats).",
+		within, n, worstDev*100, worst.Window, worst.RxOffload, worst.N)
 }

@@ -177,3 +177,21 @@ func TestEstimate(t *testing.T) {
 		t.Errorf("ETA at the end %v, want 0", got)
 	}
 }
+
+func TestRowFitLine(t *testing.T) {
+	rows := []SummaryRow{
+		{Window: "4K", RxOffload: "on", N: 3, Median: 90, Model: 95.6},  // -5.9%
+		{Window: "8K", RxOffload: "off", N: 5, Median: 170, Model: 200}, // -15%
+		{Window: "64K", RxOffload: "on", N: 3, Median: 108, Model: 100}, // +8%
+		{Window: "auto", RxOffload: "on", N: 2, Median: 900, Model: 0},  // no model: not counted
+		{Window: "16K", RxOffload: "on", N: 0, Median: 0, Model: 300},   // every repeat failed
+	}
+	got := RowFitLine(rows)
+	want := "Row medians against the model: 2 of 3 within 10%; worst -15.0% (window 8K, RX csum off, 5 repeats)."
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if l := RowFitLine(rows[3:4]); l != "" {
+		t.Errorf("no modelled row: %q", l)
+	}
+}

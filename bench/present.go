@@ -74,6 +74,11 @@ func Tables(results []Result, spec Spec, runID string, text bool) []report.Table
 	sum := Summary(results, fit)
 	if text {
 		sum.Notes = append(sum.Notes, FitLines(fit)...)
+		if rows, ok := sum.Data.([]SummaryRow); ok && fit.Identified {
+			if l := RowFitLine(rows); l != "" {
+				sum.Notes = append(sum.Notes, l)
+			}
+		}
 		sum.Notes = append(sum.Notes, netlab.Limits()...)
 	}
 	return []report.Table{wo, sum}
