@@ -2,7 +2,6 @@ package record
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -312,7 +311,7 @@ func (s *Sink) put(e *entry) {
 // "pxeperf_trimmed" then says; ok is false when the entry cannot be
 // encoded at all (counted as lost).
 func (s *Sink) encode(e *entry) (line []byte, ok bool) {
-	b, err := json.Marshal(e)
+	b, err := marshalEntry(e)
 	for err == nil && len(b) >= maxLine && e.Record != nil {
 		what := "intervals"
 		switch {
@@ -330,7 +329,7 @@ func (s *Sink) encode(e *entry) (line []byte, ok bool) {
 		}
 		e.Record.Labels["pxeperf_trimmed"] = what
 		s.refuse.Refuse(RefuseTrimmed, e.client(), "bytes", len(b), "left_out", what)
-		b, err = json.Marshal(e)
+		b, err = marshalEntry(e)
 	}
 	if err == nil && len(b) >= maxLine {
 		err = fmt.Errorf("%d bytes", len(b))
