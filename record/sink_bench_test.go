@@ -108,11 +108,14 @@ func cpuTime(tb testing.TB) time.Duration {
 // fetches). paced: one fetch every 60 ms, past the writer's 50 ms linger,
 // so each gets a transaction of its own, as when 32 streams share 1 Gbit/s
 // and a fetch ends every few hundred ms; keep -benchtime small (e.g. 100x).
+// idle: paced's waits without fetches, the process's CPU while it waits,
+// to subtract from paced.
 func BenchmarkRecordHTTP(b *testing.B) {
 	for _, mode := range []struct {
 		name string
 		gap  time.Duration
-	}{{"burst", 0}, {"paced", 60 * time.Millisecond}} {
+		idle bool // the control: the same waits, no fetch
+	}{{"burst", 0, false}, {"paced", 60 * time.Millisecond, false}, {"idle", 60 * time.Millisecond, true}} {
 		b.Run(mode.name, func(b *testing.B) {
 			if mode.gap > 0 && b.N > 1 && b.N*int(mode.gap) > int(time.Minute) {
 				b.Skipf("paced: %d fetches take over a minute; run with -benchtime 100x", b.N)
@@ -142,13 +145,19 @@ func BenchmarkRecordHTTP(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			cpu0 := cpuTime(b)
+			want := int64(b.N)
+			if mode.idle {
+				want = 0
+			}
 			for i := range b.N {
-				s.Fetch(fs[i])
+				if !mode.idle {
+					s.Fetch(fs[i])
+				}
 				if mode.gap > 0 {
 					time.Sleep(mode.gap)
 				}
 			}
-			for s.Stats().Written < int64(b.N) {
+			for s.Stats().Written < want {
 				time.Sleep(time.Millisecond)
 			}
 			cpu := cpuTime(b) - cpu0
@@ -160,8 +169,8 @@ func BenchmarkRecordHTTP(b *testing.B) {
 			if st := s.Stats(); st.Dropped+st.JournalOnly > 0 {
 				b.Fatalf("recording lost or deferred entries: %+v", st)
 			}
-			if n := countRows(b, st, "intervals"); n != 9*b.N {
-				b.Fatalf("%d intervals stored, want %d", n, 9*b.N)
+			if n := countRows(b, st, "intervals"); n != 9*int(want) {
+				b.Fatalf("%d intervals stored, want %d", n, 9*want)
 			}
 		})
 	}
