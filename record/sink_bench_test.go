@@ -13,20 +13,27 @@ import (
 	"github.com/pxeperf/pxeperf/netstate"
 )
 
-// BenchmarkSinkFetch is the cost a fetch's handler pays to record it:
-// convert, encode, one journal write, queue. The writer runs meanwhile.
-func BenchmarkSinkFetch(b *testing.B) {
+// benchStore opens a store and a journal in a temporary data folder, both
+// closed when b ends.
+func benchStore(b *testing.B) (*Store, *Journal) {
 	dir := b.TempDir()
 	st, err := Open(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer st.Close()
+	b.Cleanup(func() { st.Close() })
 	j, err := OpenJournal(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer j.Close()
+	b.Cleanup(func() { j.Close() })
+	return st, j
+}
+
+// BenchmarkSinkFetch is the cost a fetch's handler pays to record it:
+// convert, encode, one journal write, queue. The writer runs meanwhile.
+func BenchmarkSinkFetch(b *testing.B) {
+	st, j := benchStore(b)
 	s := NewSink(st, quiet, SinkOptions{Journal: j, Interface: "lo", MaxPending: 1 << 22})
 	f := testFetch(1)
 	f.TCP = &event.TCPInfo{RTT: time.Millisecond, MaxSndWnd: 65535}
@@ -120,17 +127,7 @@ func BenchmarkRecordHTTP(b *testing.B) {
 			if mode.gap > 0 && b.N > 1 && b.N*int(mode.gap) > int(time.Minute) {
 				b.Skipf("paced: %d fetches take over a minute; run with -benchtime 100x", b.N)
 			}
-			dir := b.TempDir()
-			st, err := Open(dir)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
-			j, err := OpenJournal(dir)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer j.Close()
+			st, j := benchStore(b)
 			ns, err := netstate.New(netstate.DefaultTTL)
 			if err != nil {
 				b.Fatal(err)
