@@ -18,12 +18,13 @@ import (
 // JournalName is the sink's append-only journal inside the data folder.
 const JournalName = "records.journal"
 
-// Journal is an append-only JSONL file of entries not yet known to be in
-// the store. The sink appends each event here before queuing it, with one
+// Journal is an append-only JSONL file of entries kept until they are known
+// to be in the store. The sink appends each event here before queuing it, with one
 // write(2): once Fetch returns, the entry is in the OS page cache and
 // survives kill -9 even if the store never saw it. Entries are imported at
 // the next start (uid makes that idempotent) and the file is truncated
-// whenever everything in it is in the store.
+// when everything in it is in the store and it has reached journalKeep, or
+// the sink closes.
 //
 // Damage never costs more than the damaged line: a line that does not
 // parse, or is longer than maxLine, is skipped (and at start kept aside in

@@ -2,7 +2,6 @@ package record
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -198,7 +197,8 @@ func (s *Sink) importJournal(j *Journal) {
 			"file", j.Path(), "lines", bad, "damaged_file", aside.path)
 	}
 	if found > 0 {
-		s.log.Info("record journal: importing entries from the last run", "file", j.Path(), "entries", found)
+		s.log.Info("record journal: importing entries from the last run (those already stored are skipped by uid)",
+			"file", j.Path(), "entries", found)
 	}
 	if s.store == nil {
 		s.journalOnly = found > 0
@@ -311,7 +311,7 @@ func (s *Sink) put(e *entry) {
 // "pxeperf_trimmed" then says; ok is false when the entry cannot be
 // encoded at all (counted as lost).
 func (s *Sink) encode(e *entry) (line []byte, ok bool) {
-	b, err := json.Marshal(e)
+	b, err := marshalEntry(e)
 	for err == nil && len(b) >= maxLine && e.Record != nil {
 		what := "intervals"
 		switch {
@@ -329,7 +329,7 @@ func (s *Sink) encode(e *entry) (line []byte, ok bool) {
 		}
 		e.Record.Labels["pxeperf_trimmed"] = what
 		s.refuse.Refuse(RefuseTrimmed, e.client(), "bytes", len(b), "left_out", what)
-		b, err = json.Marshal(e)
+		b, err = marshalEntry(e)
 	}
 	if err == nil && len(b) >= maxLine {
 		err = fmt.Errorf("%d bytes", len(b))
@@ -454,13 +454,7 @@ func (s *Sink) run() {
 			empty, recover := len(s.queue) == 0, s.journalOnly && s.opt.Journal != nil
 			if empty {
 				s.queue = nil
-				if s.opt.Journal != nil && !s.journalOnly && !s.keepJournal {
-					if err := s.opt.Journal.truncate(); err != nil {
-						s.log.Warn("record journal not emptied; it is replayed idempotently", "err", err)
-					} else {
-						s.readOff = 0
-					}
-				}
+				s.settle(false)
 			}
 			s.mu.Unlock()
 			if empty && recover {
@@ -470,12 +464,44 @@ func (s *Sink) run() {
 		if closing == nil {
 			s.mu.Lock()
 			empty := len(s.queue) == 0
+			if empty && s.store != nil {
+				s.settle(true)
+			}
 			s.mu.Unlock()
 			if empty || s.store == nil {
 				return
 			}
 		}
 	}
+}
+
+// journalKeep is how large the journal may grow while everything in it is
+// stored before the writer empties it. Emptying it after every batch cost
+// an ftruncate (and the block it freed, allocated again by the next
+// append) per fetch when fetches come one at a time; what it keeps instead
+// is at most this much of stored entries for a restart after kill -9 to
+// read again and skip by uid.
+const journalKeep = 1 << 20
+
+// settle runs with s.mu held once the queue is empty: when nothing in the
+// journal waits outside the store, it empties the journal (when it has
+// reached journalKeep, or always when force) or else moves readOff past
+// what it holds, all of which is stored.
+func (s *Sink) settle(force bool) {
+	j := s.opt.Journal
+	if j == nil || s.journalOnly || s.keepJournal {
+		return
+	}
+	size, err := j.size()
+	if err == nil && size < journalKeep && !force {
+		s.readOff = size
+		return
+	}
+	if err := j.truncate(); err != nil {
+		s.log.Warn("record journal not emptied; it is replayed idempotently", "err", err)
+		return
+	}
+	s.readOff = 0
 }
 
 // recover queues again what went to the journal only (a memory bound was

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -320,4 +321,79 @@ func loopbackName(t *testing.T) string {
 	}
 	t.Skip("no loopback interface")
 	return ""
+}
+
+// The journal is emptied once it holds journalKeep bytes of stored entries
+// and when the sink closes, not after every batch; reading back deferred
+// entries starts past the stored ones, so none is read back twice.
+func TestJournalKeptSmall(t *testing.T) {
+	dir := t.TempDir()
+	store := openTest(t, dir, WithBusyTimeout(20*time.Millisecond))
+	j := openJournal(t, dir)
+	sink := NewSink(store, quiet, SinkOptions{Journal: j, MaxPending: 5, Retry: 5 * time.Millisecond, Linger: time.Millisecond})
+	size := func() int64 {
+		fi, err := os.Stat(j.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	for i := range 5 {
+		sink.Fetch(testFetch(i))
+	}
+	if !waitFor(func() bool { return sink.Stats().Written == 5 }) {
+		t.Fatalf("stats %+v, want 5 written", sink.Stats())
+	}
+	if size() == 0 {
+		t.Fatal("journal emptied after a small batch; it is kept until journalKeep")
+	}
+	release := lockStore(t, dir)
+	for i := range 20 {
+		sink.Fetch(testFetch(100 + i))
+	}
+	release()
+	if !waitFor(func() bool { return countRecords(t, store) == 25 }) {
+		t.Fatalf("%d records, want 25; stats %+v", countRecords(t, store), sink.Stats())
+	}
+	// 20 went in while the store was locked: 5 queued, 15 journal only.
+	// Reading back starts past the 5 stored first: 20 read, not 25.
+	if st := sink.Stats(); st.JournalOnly != 15 || st.Recovered != 20 {
+		t.Errorf("stats %+v: want 15 journal-only and 20 read back", st)
+	}
+
+	if err := sink.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := size(); n != 0 {
+		t.Errorf("journal holds %d bytes after close with everything stored", n)
+	}
+
+	// A steady flow: the journal stays near journalKeep.
+	sink = NewSink(store, quiet, SinkOptions{Journal: j, Linger: time.Millisecond})
+	big := strings.Repeat("v", 4<<10)
+	var most int64
+	for w := range 60 { // 60 × 20 × 4 KiB: about 5 MiB through the journal
+		for i := range 20 {
+			f := testFetch(1000 + 20*w + i)
+			f.Labels = map[string]string{"big": big}
+			sink.Fetch(f)
+		}
+		want := int64(20 + 20*w)
+		if !waitFor(func() bool { return sink.Stats().Written >= want }) {
+			t.Fatalf("stats %+v, want %d written", sink.Stats(), want)
+		}
+		most = max(most, size())
+	}
+	if most > journalKeep+200<<10 {
+		t.Errorf("journal grew to %d bytes, want it emptied past %d", most, journalKeep)
+	}
+	if err := sink.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := size(); n != 0 {
+		t.Errorf("journal holds %d bytes after close with everything stored", n)
+	}
+	if n := countRecords(t, store); n != 25+60*20 {
+		t.Errorf("%d records, want %d", n, 25+60*20)
+	}
 }

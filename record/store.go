@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -101,6 +102,13 @@ type Store struct {
 	path     string // the file, or the URL without its password
 	readOnly bool
 	be       backend
+
+	// ins are SQLite's inserts, prepared once on the database and bound to
+	// each write transaction (Tx.StmtContext reuses a connection's prepared
+	// statement): parsing a 51-column INSERT per batch cost more than a
+	// record's rows when each fetch gets a transaction of its own.
+	insMu sync.Mutex
+	ins   *stmts
 }
 
 // Option tunes Open and OpenReadOnly.
@@ -207,7 +215,15 @@ func open(path, dsn string, ro bool) (*Store, error) {
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.insMu.Lock()
+	if s.ins != nil {
+		s.ins.close()
+		s.ins = nil
+	}
+	s.insMu.Unlock()
+	return s.db.Close()
+}
 
 // wrap turns a database error into one that names the store and the fix.
 func (s *Store) wrap(what string, err error) error { return s.be.wrap(what, err) }
@@ -314,7 +330,7 @@ func (s *Store) addBatch(ctx context.Context, es []*entry) error {
 }
 
 // addBatchSQLite is SQLite's addBatch. Statements are prepared once per
-// batch: parsing SQL is most of an insert's cost.
+// store (inserts): parsing SQL is most of an insert's cost.
 func (s *Store) addBatchSQLite(ctx context.Context, es []*entry) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -326,12 +342,18 @@ func (s *Store) addBatchSQLite(ctx context.Context, es []*entry) error {
 		switch {
 		case e.Record != nil:
 			if st == nil {
-				if st, err = prepare(ctx, tx); err != nil {
+				ins, err := s.inserts(ctx)
+				if err != nil {
 					return s.wrap("preparing inserts", err)
 				}
-				defer st.close()
+				st = ins.in(ctx, tx)
 			}
-			if err := st.insertRecord(ctx, e); err != nil {
+			// Without ctx: the driver watches a statement's context with a
+			// goroutine of its own, one per row. The inserts of a
+			// transaction that holds the write lock wait for nothing; ctx
+			// still ends the transaction (database/sql rolls it back, and
+			// the next statement fails) and bounds BEGIN and COMMIT.
+			if err := st.insertRecord(context.Background(), e); err != nil {
 				return s.wrap("adding a record", err)
 			}
 		case e.Lease != nil:
@@ -353,26 +375,73 @@ type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// stmts are a batch's prepared inserts.
+// stmts are the prepared inserts: the store's, or those bound to a batch's
+// transaction.
 type stmts struct {
-	record, uid, label, interval *sql.Stmt
+	s [sIntervals + len(ivRows)]*sql.Stmt
+
+	// Bound to a transaction: the store's statements and the transaction.
+	parent *stmts
+	ctx    context.Context
+	tx     *sql.Tx
 }
 
-func prepare(ctx context.Context, tx *sql.Tx) (*stmts, error) {
+// Indexes of stmts.s; sIntervals+i inserts ivRows[i] interval rows.
+const (
+	sRecord = iota
+	sUID
+	sLabel
+	sIntervals
+)
+
+// inserts returns the store's prepared inserts, preparing them on first use.
+func (s *Store) inserts(ctx context.Context) (*stmts, error) {
+	s.insMu.Lock()
+	defer s.insMu.Unlock()
+	if s.ins == nil {
+		st, err := prepare(ctx, s.db)
+		if err != nil {
+			return nil, err
+		}
+		s.ins = st
+	}
+	return s.ins, nil
+}
+
+// ivRows are the row counts of the prepared interval inserts, largest
+// first: a record's intervals go in as few of them as add up to its count
+// (9 = 8 + 1), not one statement per row.
+var ivRows = [...]int{16, 8, 4, 2, 1}
+
+// in binds the statements to tx, each on its first use; they are closed
+// with tx.
+func (st *stmts) in(ctx context.Context, tx *sql.Tx) *stmts {
+	return &stmts{parent: st, ctx: ctx, tx: tx}
+}
+
+// get is statement i, bound to the transaction on first use.
+func (st *stmts) get(i int) *sql.Stmt {
+	if st.s[i] == nil {
+		st.s[i] = st.tx.StmtContext(st.ctx, st.parent.s[i])
+	}
+	return st.s[i]
+}
+
+func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
+	q := [len(stmts{}.s)]string{
+		sRecord: `INSERT OR IGNORE INTO records (` + recordInsertColumns + `) VALUES ` +
+			placeholders(1, strings.Count(recordInsertColumns, ",")+1),
+		sUID:   `SELECT id FROM records WHERE uid = ?`,
+		sLabel: `INSERT INTO labels(record_id, key, value) VALUES (?,?,?)`,
+	}
+	for i, n := range ivRows {
+		q[sIntervals+i] = `INSERT INTO intervals(record_id, seq, start_us, end_us, bytes,
+			retransmits, cwnd, snd_wnd, rtt_us) VALUES ` + placeholders(n, intervalCols)
+	}
 	st := &stmts{}
-	for _, p := range []struct {
-		dst **sql.Stmt
-		sql string
-	}{
-		{&st.record, `INSERT OR IGNORE INTO records (` + recordInsertColumns + `)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`},
-		{&st.uid, `SELECT id FROM records WHERE uid = ?`},
-		{&st.label, `INSERT INTO labels(record_id, key, value) VALUES (?,?,?)`},
-		{&st.interval, `INSERT INTO intervals(record_id, seq, start_us, end_us, bytes,
-			retransmits, cwnd, snd_wnd, rtt_us) VALUES (?,?,?,?,?,?,?,?,?)`},
-	} {
+	for i := range q {
 		var err error
-		if *p.dst, err = tx.PrepareContext(ctx, p.sql); err != nil {
+		if st.s[i], err = db.PrepareContext(ctx, q[i]); err != nil {
 			st.close()
 			return nil, err
 		}
@@ -380,8 +449,17 @@ func prepare(ctx context.Context, tx *sql.Tx) (*stmts, error) {
 	return st, nil
 }
 
+// intervalCols are the values of one intervals row.
+const intervalCols = 9
+
+// placeholders are rows tuples of cols ? each.
+func placeholders(rows, cols int) string {
+	tuple := "(?" + strings.Repeat(",?", cols-1) + ")"
+	return tuple + strings.Repeat(","+tuple, rows-1)
+}
+
 func (st *stmts) close() {
-	for _, s := range []*sql.Stmt{st.record, st.uid, st.label, st.interval} {
+	for _, s := range st.s {
 		if s != nil {
 			s.Close()
 		}
@@ -394,28 +472,36 @@ func (st *stmts) insertRecord(ctx context.Context, e *entry) error {
 	if err != nil {
 		return err
 	}
-	res, err := st.record.ExecContext(ctx, args...)
+	res, err := st.get(sRecord).ExecContext(ctx, args...)
 	if err != nil {
 		return err
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		// Already stored (journal replay): report its id.
-		return st.uid.QueryRowContext(ctx, e.UID).Scan(&r.ID)
+		return st.get(sUID).QueryRowContext(ctx, e.UID).Scan(&r.ID)
 	}
 	if r.ID, err = res.LastInsertId(); err != nil {
 		return err
 	}
 	for k, v := range r.Labels {
-		if _, err := st.label.ExecContext(ctx, r.ID, k, v); err != nil {
+		if _, err := st.get(sLabel).ExecContext(ctx, r.ID, k, v); err != nil {
 			return err
 		}
 	}
-	for i := range e.Intervals {
-		iv := &e.Intervals[i]
-		iv.RecordID = r.ID
-		if _, err := st.interval.ExecContext(ctx, r.ID, i, us(iv.Start), us(iv.End), iv.Bytes, iv.Retransmits,
-			iv.Cwnd, iv.SndWnd, us(iv.RTT)); err != nil {
-			return err
+	seq := 0
+	for i, n := range ivRows {
+		for len(e.Intervals)-seq >= n {
+			args = args[:0]
+			for k := seq; k < seq+n; k++ {
+				iv := &e.Intervals[k]
+				iv.RecordID = r.ID
+				args = append(args, r.ID, k, us(iv.Start), us(iv.End), iv.Bytes, iv.Retransmits,
+					iv.Cwnd, iv.SndWnd, us(iv.RTT))
+			}
+			if _, err := st.get(sIntervals+i).ExecContext(ctx, args...); err != nil {
+				return err
+			}
+			seq += n
 		}
 	}
 	return nil

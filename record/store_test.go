@@ -427,3 +427,49 @@ func TestMigrateV1(t *testing.T) {
 		t.Errorf("records after migration (-want +got):\n%s", d)
 	}
 }
+
+// Intervals go in as multi-row INSERTs of 16, 8, 4, 2 and 1 rows: every
+// count (none, fewer than one chunk, several chunks) comes back whole and
+// in order, several records to a batch, and a batch replayed (the journal
+// imported again after kill -9) adds nothing.
+func TestIntervalChunks(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, t.TempDir())
+	counts := []int{0, 1, 2, 3, 7, 9, 15, 16, 17, 31, 33, 100}
+	var batch []*entry
+	for _, n := range counts {
+		r := fullRecord()
+		r.File = fmt.Sprintf("n%d", n)
+		ivs := make([]Interval, n)
+		for i := range ivs {
+			ivs[i] = Interval{Start: time.Duration(i) * time.Second, End: time.Duration(i+1) * time.Second,
+				Bytes: int64(1000*n + i), Retransmits: uint32(i), Cwnd: uint32(n), SndWnd: 7, RTT: time.Duration(i) * time.Millisecond}
+		}
+		batch = append(batch, &entry{UID: newUID(), Record: &r, Intervals: ivs})
+	}
+	for round := range 2 {
+		if err := s.addBatch(ctx, batch); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	if n := countRows(t, s, "records"); n != len(counts) {
+		t.Errorf("%d records after the batch went in twice, want %d", n, len(counts))
+	}
+	for i, n := range counts {
+		e := batch[i]
+		got, err := s.Intervals(ctx, e.Record.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range e.Intervals {
+			e.Intervals[k].RecordID = e.Record.ID
+		}
+		want := e.Intervals
+		if n == 0 {
+			want = nil
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("%d intervals (-want +got):\n%s", n, d)
+		}
+	}
+}
