@@ -141,10 +141,16 @@ const defaultLockstepThreads = 16
 // free under LockstepThreads, else returns nil (the transfer waits in the
 // poller). It runs on the transfer's goroutine, which must close the link.
 func (s *Server) threadLink(ctx context.Context, peer netip.AddrPort, local netip.Addr) link {
-	if s.threads.Add(1) > int32(s.cfg.LockstepThreads) {
-		s.threads.Add(-1)
-		s.polled.Add(1)
-		return nil
+	for {
+		n := s.threads.Load()
+		if n >= int32(s.cfg.LockstepThreads) {
+			s.polled.Add(1)
+			return nil
+		}
+		// Never above the cap, even for a moment: Stats reads it.
+		if s.threads.CompareAndSwap(n, n+1) {
+			break
+		}
 	}
 	l, err := s.openThreadLink(ctx, peer, local)
 	if err != nil {
