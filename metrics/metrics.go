@@ -179,6 +179,7 @@ type statsCollector struct {
 	src                                                        Sources
 	active, dhcpPackets, leasesInUse, poolSize, malformed, ref *prometheus.Desc
 	queue, queueBytes, backlog, storeErrs, written, dropped    *prometheus.Desc
+	lockstep, lockstepRecvs, lockstepBusy                      *prometheus.Desc
 }
 
 func newStatsCollector(src Sources) *statsCollector {
@@ -198,12 +199,16 @@ func newStatsCollector(src Sources) *statsCollector {
 		storeErrs:   d("record_store_errors_total", "Failed record store writes (each is retried)."),
 		written:     d("records_written_total", "Records committed to the record store."),
 		dropped:     d("records_dropped_total", "Records lost: neither journaled nor kept in memory."),
+		lockstep: d("tftp_lockstep_transfers_total", "TFTP lock-step transfers (no windowsize) by where they waited for each ACK: "+
+			"thread (a blocking read on an OS thread of their own) or poller (Go's; every thread under tftp.lockstep_threads was taken, or its socket failed).", "wait"),
+		lockstepRecvs: d("tftp_lockstep_thread_datagrams_total", "Datagrams read by lock-step transfers on threads of their own, added as each transfer ends."),
+		lockstepBusy:  d("tftp_lockstep_threads_busy", "OS threads held by lock-step transfers now (at most tftp.lockstep_threads)."),
 	}
 }
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.active, c.dhcpPackets, c.leasesInUse, c.poolSize, c.malformed, c.ref,
-		c.queue, c.queueBytes, c.backlog, c.storeErrs, c.written, c.dropped} {
+		c.queue, c.queueBytes, c.backlog, c.storeErrs, c.written, c.dropped, c.lockstep, c.lockstepRecvs, c.lockstepBusy} {
 		ch <- d
 	}
 }
@@ -252,6 +257,10 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		st := s.TFTP.Stats()
 		counter(c.malformed, float64(st.Malformed), "tftp")
 		refusals("tftp", st.Refused)
+		counter(c.lockstep, float64(st.LockstepThreaded), "thread")
+		counter(c.lockstep, float64(st.LockstepPolled), "poller")
+		counter(c.lockstepRecvs, float64(st.LockstepThreadRecvs))
+		gauge(c.lockstepBusy, float64(st.LockstepThreadsBusy))
 	}
 	if s.HTTP != nil {
 		counter(c.malformed, float64(s.HTTP.BadRequests()), "http")

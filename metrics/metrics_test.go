@@ -398,9 +398,10 @@ func sources() Sources {
 			leases: make([]dhcp.Lease, 9),
 		},
 		PoolSize: 100,
-		TFTP:     &fakeTFTP{st: tftp.Stats{Malformed: 3, Refused: map[string]uint64{"tftp: too many transfers": 6}}},
-		HTTP:     &fakeHTTP{ref: httpRef, bad: 2},
-		Admin:    adminRef,
+		TFTP: &fakeTFTP{st: tftp.Stats{Malformed: 3, Refused: map[string]uint64{"tftp: too many transfers": 6},
+			LockstepThreaded: 13, LockstepPolled: 2, LockstepThreadRecvs: 40000, LockstepThreadsBusy: 5}},
+		HTTP:  &fakeHTTP{ref: httpRef, bad: 2},
+		Admin: adminRef,
 		Records: &fakeRecords{st: record.SinkStats{Written: 1000, Pending: 12, PendingBytes: 4096, JournalOnly: 30,
 			Recovered: 10, Dropped: 1, StoreErrors: 4, Refused: map[string]uint64{"record: queue full": 20}}},
 		Active: act,
@@ -420,9 +421,13 @@ const (
 	storeErrs = "pxeperf_record_store_errors_total"
 	written   = "pxeperf_records_written_total"
 	dropped   = "pxeperf_records_dropped_total"
+	lockstep  = "pxeperf_tftp_lockstep_transfers_total"
+	lsRecvs   = "pxeperf_tftp_lockstep_thread_datagrams_total"
+	lsBusy    = "pxeperf_tftp_lockstep_threads_busy"
 )
 
-var collected = []string{active, packets, inUse, pool, malformed, refusals, queue, qbytes, backlog, storeErrs, written, dropped}
+var collected = []string{active, packets, inUse, pool, malformed, refusals, queue, qbytes, backlog, storeErrs, written, dropped,
+	lockstep, lsRecvs, lsBusy}
 
 // TestCollector: what a scrape shows is each Sources field's counters, as
 // read at that moment; a nil service is left out.
@@ -444,12 +449,16 @@ func TestCollector(t *testing.T) {
 		refusals + `{proto="http",reason="too many labels"}`:        4,
 		refusals + `{proto="admin",reason="bad token"}`:             1,
 		refusals + `{proto="record",reason="queue full"}`:           20,
-		queue + `{}`:     12,
-		qbytes + `{}`:    4096,
-		backlog + `{}`:   20,
-		storeErrs + `{}`: 4,
-		written + `{}`:   1000,
-		dropped + `{}`:   1,
+		queue + `{}`:                 12,
+		qbytes + `{}`:                4096,
+		backlog + `{}`:               20,
+		storeErrs + `{}`:             4,
+		written + `{}`:               1000,
+		dropped + `{}`:               1,
+		lockstep + `{wait="thread"}`: 13,
+		lockstep + `{wait="poller"}`: 2,
+		lsRecvs + `{}`:               40000,
+		lsBusy + `{}`:                5,
 	}
 	without := func(prefixes ...string) map[string]float64 {
 		out := map[string]float64{}
@@ -471,7 +480,7 @@ func TestCollector(t *testing.T) {
 		"every service":       {func(*Sources) {}, all},
 		"proxy mode: no pool": {func(s *Sources) { s.PoolSize = 0 }, without(inUse, pool)},
 		"no DHCP":             {func(s *Sources) { s.DHCP = nil }, without(packets, inUse, pool, malformed+`{proto="dhcp"`, refusals+`{proto="dhcp"`)},
-		"no TFTP":             {func(s *Sources) { s.TFTP = nil }, without(malformed+`{proto="tftp"`, refusals+`{proto="tftp"`)},
+		"no TFTP":             {func(s *Sources) { s.TFTP = nil }, without(malformed+`{proto="tftp"`, refusals+`{proto="tftp"`, lockstep, lsRecvs, lsBusy)},
 		"no HTTP":             {func(s *Sources) { s.HTTP = nil }, without(malformed+`{proto="http"`, refusals+`{proto="http"`)},
 		"no admin refusals":   {func(s *Sources) { s.Admin = nil }, without(refusals + `{proto="admin"`)},
 		"no recording": {func(s *Sources) { s.Records = nil },
@@ -510,10 +519,11 @@ func TestCollector(t *testing.T) {
 	rec := src.Records.(*fakeRecords)
 	rec.st.Written, rec.st.Recovered = 1500, 40
 	src.TFTP.(*fakeTFTP).st.Malformed = 30
+	src.TFTP.(*fakeTFTP).st.LockstepThreadsBusy = 0
 	got := gather(t, reg)
-	if got[written+`{}`] != 1500 || got[backlog+`{}`] != 0 || got[malformed+`{proto="tftp"}`] != 30 {
-		t.Errorf("second scrape: written %v, backlog %v, tftp malformed %v; want 1500, 0, 30",
-			got[written+`{}`], got[backlog+`{}`], got[malformed+`{proto="tftp"}`])
+	if got[written+`{}`] != 1500 || got[backlog+`{}`] != 0 || got[malformed+`{proto="tftp"}`] != 30 || got[lsBusy+`{}`] != 0 {
+		t.Errorf("second scrape: written %v, backlog %v, tftp malformed %v, lock-step threads busy %v; want 1500, 0, 30, 0",
+			got[written+`{}`], got[backlog+`{}`], got[malformed+`{proto="tftp"}`], got[lsBusy+`{}`])
 	}
 }
 
@@ -543,7 +553,7 @@ func TestPromtool(t *testing.T) {
 	srv := httptest.NewServer(Handler(reg))
 	t.Cleanup(srv.Close)
 	body := scrape(t, srv)
-	for _, want := range []string{"pxeperf_fetches_total", "pxeperf_refusals_total", "go_goroutines", "process_"} {
+	for _, want := range []string{"pxeperf_fetches_total", "pxeperf_refusals_total", lockstep, lsRecvs, lsBusy, "go_goroutines", "process_"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("exposition lacks %s", want)
 		}

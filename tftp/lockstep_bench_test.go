@@ -31,6 +31,13 @@ import (
 // PXEPERF_BENCH_MB sets the file size (default 64), PXEPERF_BENCH_RUNS the
 // rounds (default 3), PXEPERF_BENCH_LINK=veth or tbf one link only, and
 // PXEPERF_BENCH_ALTBIN adds another pxeperf binary (a variant to compare).
+// PXEPERF_BENCH_MTU sets the veth MTU (default 1500; at 9000 curl and atftp
+// also fetch at blksize 8192), PXEPERF_BENCH_CLIENTS keeps only the named
+// cases (e.g. "tftp-hpa/512,curl/8192") and PXEPERF_BENCH_SERVERS only the
+// named servers (e.g. "pxeperf,pxeperf alt,atftpd,in.tftpd"). The "same
+// round" column is the median over rounds of the server's Mbit/s over the
+// better peer's in that round (steadier than the ratio of medians on a
+// machine others load), "x pxeperf" the same against pxeperf's.
 func TestBenchLockstep(t *testing.T) {
 	if os.Getenv("PXEPERF_BENCH") != "1" {
 		t.Skip("benchmark: set PXEPERF_BENCH=1 to run")
@@ -42,6 +49,11 @@ func TestBenchLockstep(t *testing.T) {
 	}
 	mb := envInt("PXEPERF_BENCH_MB", 64)
 	runs := envInt("PXEPERF_BENCH_RUNS", 3)
+	mtu := envInt("PXEPERF_BENCH_MTU", 1500)
+	only := func(env, name string) bool {
+		v := os.Getenv(env)
+		return v == "" || slices.Contains(strings.Split(v, ","), name)
+	}
 	links := []string{"veth", "veth+tbf 1gbit"}
 	switch os.Getenv("PXEPERF_BENCH_LINK") {
 	case "veth":
@@ -55,7 +67,11 @@ func TestBenchLockstep(t *testing.T) {
 		args func(ip, port, out string) (string, []string)
 	}
 	clients := []client{}
-	for _, blk := range []int{512, 1468} {
+	blks := []int{512, 1468}
+	if mtu >= 9000 {
+		blks = append(blks, 8192)
+	}
+	for _, blk := range blks {
 		b := strconv.Itoa(blk)
 		clients = append(clients,
 			client{"curl", blk, func(ip, port, out string) (string, []string) {
@@ -68,12 +84,19 @@ func TestBenchLockstep(t *testing.T) {
 	clients = append(clients, client{"tftp-hpa", 512, func(ip, port, out string) (string, []string) {
 		return "tftp", []string{"-m", "binary", ip, port, "-c", "get", "img.bin", out}
 	}})
+	clients = slices.DeleteFunc(clients, func(c client) bool {
+		return !only("PXEPERF_BENCH_CLIENTS", fmt.Sprintf("%s/%d", c.name, c.blk))
+	})
+	if len(clients) == 0 {
+		t.Fatalf("PXEPERF_BENCH_CLIENTS=%q names no case: use client/blksize, e.g. curl/512, atftp/1468, tftp-hpa/512",
+			os.Getenv("PXEPERF_BENCH_CLIENTS"))
+	}
 
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "link\tclient\tblksize\tserver\tMbit/s\tCPU s/GiB\tx best peer Mbit/s\tx best peer CPU\truns (s)\t\n")
+	fmt.Fprintf(tw, "link\tclient\tblksize\tserver\tMbit/s\tCPU s/GiB\tx best peer Mbit/s\tsame round\tx pxeperf\tx best peer CPU\truns (s)\t\n")
 	for _, link := range links {
-		p := nstest.NewPair(t, nstest.Options{})
+		p := nstest.NewPair(t, nstest.Options{MTU: mtu})
 		if link != "veth" {
 			shapeTBF(t, p)
 		}
@@ -109,6 +132,7 @@ func TestBenchLockstep(t *testing.T) {
 		if alt := os.Getenv("PXEPERF_BENCH_ALTBIN"); alt != "" {
 			servers = append(servers, &server{name: "pxeperf alt", port: "71", proc: pxeperf(alt, "71", "  lockstep_threads: 16\n")})
 		}
+		servers = slices.DeleteFunc(servers, func(s *server) bool { return !only("PXEPERF_BENCH_SERVERS", s.name) })
 		for _, srv := range servers {
 			waitTFTP(t, p, ip, srv.port, srv.name)
 		}
@@ -148,18 +172,39 @@ func TestBenchLockstep(t *testing.T) {
 					}
 				}
 			}
+			// Same round: this server's time against the better peer's.
+			rounds := map[string][]float64{}
+			vs := map[string][]float64{} // same round, against pxeperf (an A/B of a variant)
+			for i := range runs {
+				best := 0.0
+				for _, srv := range servers {
+					if srv.peer && (best == 0 || secs[key(c, srv)][i] < best) {
+						best = secs[key(c, srv)][i]
+					}
+				}
+				for _, srv := range servers {
+					rounds[srv.name] = append(rounds[srv.name], best/secs[key(c, srv)][i])
+					if pk := key(c, servers[0]); servers[0].name == "pxeperf" {
+						vs[srv.name] = append(vs[srv.name], secs[pk][i]/secs[key(c, srv)][i])
+					}
+				}
+			}
 			for _, srv := range servers {
 				mbps := float64(mb<<20) * 8 / median(secs[key(c, srv)]) / 1e6
 				cp := median(cpu[key(c, srv)])
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.0f\t%.1f\t%.2f\t%.2f\t%s\t\n", link, c.name, c.blk, srv.name, mbps, cp,
-					mbps/bestMbps, cp/bestCPU, fmtSecs(secs[key(c, srv)]))
+				x := "-"
+				if len(vs[srv.name]) > 0 {
+					x = fmt.Sprintf("%.2f", median(vs[srv.name]))
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.0f\t%.1f\t%.2f\t%.2f\t%s\t%.2f\t%s\t\n", link, c.name, c.blk, srv.name, mbps, cp,
+					mbps/bestMbps, median(rounds[srv.name]), x, cp/bestCPU, fmtSecs(secs[key(c, srv)]))
 			}
 		}
 	}
 	tw.Flush()
 	load, _ := os.ReadFile("/proc/loadavg")
-	t.Logf("TFTP lock-step, %d MiB file, median of %d rounds (load average %s):\n%s",
-		mb, runs, strings.TrimSpace(string(load)), table.String())
+	t.Logf("TFTP lock-step, %d MiB file, MTU %d, median of %d rounds (load average %s):\n%s",
+		mb, mtu, runs, strings.TrimSpace(string(load)), table.String())
 }
 
 // cpuMeter measures a server process's CPU time (user+system) over one

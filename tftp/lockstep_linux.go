@@ -40,6 +40,9 @@ type threadLink struct {
 	stop   func() bool
 	recvs  int64 // datagrams read
 	done   func(recvs int64)
+	// yielded is when the goroutine last went through the scheduler (see
+	// yieldEvery).
+	yielded time.Time
 
 	// The system calls, as closures built once: one built per call would
 	// be allocated per block. io holds their buffer, ion and ioerr their
@@ -51,6 +54,19 @@ type threadLink struct {
 }
 
 var _ link = (*threadLink)(nil)
+
+// yieldEvery is how often a threaded transfer yields to Go's scheduler.
+//
+// A goroutine that only ever makes system calls never passes through the
+// scheduler, so after 10 ms sysmon takes it for one that hogs its P: it
+// signals the thread (SIGURG: the blocked read returns EINTR), takes the P
+// away at each of its ticks while the read blocks, so each read ends in the
+// slow exit path, and polls every 20 µs until the goroutine is preempted
+// (which, on a locked thread, hands the goroutine to another thread and
+// back): about 100 sysmon wake-ups and slow reads every 12 ms, on the CPUs
+// the client needs. A yield well inside those 10 ms costs the one hand-off
+// and lets sysmon sleep.
+const yieldEvery = 8 * time.Millisecond
 
 // rcvtoSlack is how much later than its deadline a read may time out, so
 // that SO_RCVTIMEO is not set again for every block: each ACK wait starts a
@@ -81,7 +97,12 @@ func (l *threadLink) sendBatch(bs [][]byte) error {
 
 func (l *threadLink) recv(b []byte, deadline time.Time) (int, error) {
 	for {
-		d := time.Until(deadline)
+		now := time.Now()
+		if now.Sub(l.yielded) > yieldEvery {
+			runtime.Gosched()
+			l.yielded = now
+		}
+		d := deadline.Sub(now)
 		if d < time.Microsecond { // SO_RCVTIMEO counts in µs, and 0 is forever
 			return 0, os.ErrDeadlineExceeded
 		}
@@ -141,10 +162,16 @@ const defaultLockstepThreads = 16
 // free under LockstepThreads, else returns nil (the transfer waits in the
 // poller). It runs on the transfer's goroutine, which must close the link.
 func (s *Server) threadLink(ctx context.Context, peer netip.AddrPort, local netip.Addr) link {
-	if s.threads.Add(1) > int32(s.cfg.LockstepThreads) {
-		s.threads.Add(-1)
-		s.polled.Add(1)
-		return nil
+	for {
+		n := s.threads.Load()
+		if n >= int32(s.cfg.LockstepThreads) {
+			s.polled.Add(1)
+			return nil
+		}
+		// Never above the cap, even for a moment: Stats reads it.
+		if s.threads.CompareAndSwap(n, n+1) {
+			break
+		}
 	}
 	l, err := s.openThreadLink(ctx, peer, local)
 	if err != nil {

@@ -36,7 +36,8 @@ func lockstepRest(t *testing.T, c *rawClient, first []byte, from netip.AddrPort)
 // there), one beyond the cap falls back to the poller, a windowed one never
 // takes a thread, the records are the same either way, the thread is free
 // again afterwards, and a threaded transfer replaced while blocked in its
-// read ends at once (the timeout is a minute, the test waits 10 s).
+// read ends at once (the timeout is a minute, the test waits 10 s). Stats
+// counts each of these as it happens (metrics exports them).
 func TestLockstepThreads(t *testing.T) {
 	ts := startServer(t, Config{LockstepThreads: 1, Timeout: time.Minute})
 	want := ts.file(t, "f", 512*3+1)
@@ -45,8 +46,8 @@ func TestLockstepThreads(t *testing.T) {
 	a := newRawClient(t, ts.Addr())
 	a.send(ts.Addr(), rq(opRRQ, "f", "octet"))
 	firstA, fromA := a.recv() // A holds the thread, unacknowledged
-	if n := ts.threaded.Load(); n != 1 {
-		t.Fatalf("%d transfers on a thread, want 1", n)
+	if st := ts.Stats(); st.LockstepThreaded != 1 || st.LockstepThreadsBusy != 1 {
+		t.Fatalf("%d transfers on a thread, %d threads busy; want 1 and 1", st.LockstepThreaded, st.LockstepThreadsBusy)
 	}
 
 	b := newRawClient(t, ts.Addr())
@@ -56,8 +57,9 @@ func TestLockstepThreads(t *testing.T) {
 		t.Fatalf("B (over the cap) got %d bytes, want %d", len(got), len(want))
 	}
 	ts.fetches(t, 1)
-	if th, po := ts.threaded.Load(), ts.polled.Load(); th != 1 || po != 1 {
-		t.Fatalf("after B: %d threaded, %d polled; want 1 and 1", th, po)
+	if st := ts.Stats(); st.LockstepThreaded != 1 || st.LockstepPolled != 1 || st.LockstepThreadsBusy != 1 {
+		t.Fatalf("after B: %d threaded, %d polled, %d threads busy; want 1, 1 and 1 (A's)",
+			st.LockstepThreaded, st.LockstepPolled, st.LockstepThreadsBusy)
 	}
 
 	w := newWinClient(t, loopbackConn(t))
@@ -65,17 +67,21 @@ func TestLockstepThreads(t *testing.T) {
 		t.Fatalf("windowed fetch: %v (%d bytes)", err, len(got))
 	}
 	ts.fetches(t, 2)
-	if th, po := ts.threaded.Load(), ts.polled.Load(); th != 1 || po != 1 {
-		t.Fatalf("after the windowed fetch: %d threaded, %d polled; want still 1 and 1", th, po)
+	if st := ts.Stats(); st.LockstepThreaded != 1 || st.LockstepPolled != 1 {
+		t.Fatalf("after the windowed fetch: %d threaded, %d polled; want still 1 and 1", st.LockstepThreaded, st.LockstepPolled)
+	}
+	if n := ts.Stats().LockstepThreadRecvs; n != 0 {
+		t.Errorf("%d datagrams read on threads before A ended, want 0 (counted as a transfer ends)", n)
 	}
 
 	if got := lockstepRest(t, a, firstA, fromA); !bytes.Equal(got, want) {
 		t.Fatalf("A (threaded) got %d bytes, want %d", len(got), len(want))
 	}
 	evs := ts.fetches(t, 3)
-	if n := ts.threadRecvs.Load(); n != 4 {
+	if n := ts.Stats().LockstepThreadRecvs; n != 4 {
 		t.Errorf("%d datagrams read on the thread, want A's 4 ACKs", n)
 	}
+	waitFor(t, func() bool { return ts.Stats().LockstepThreadsBusy == 0 })
 	wantInfo := &event.TFTPInfo{BlockSize: 512, WindowSize: 1, Timeout: time.Minute, Datagrams: 4}
 	for _, i := range []int{0, 2} { // B polled, A threaded
 		if diff := cmp.Diff(wantInfo, evs[i].TFTP); diff != "" || evs[i].Outcome != event.OutcomeOK || evs[i].Bytes != int64(len(want)) {
@@ -87,7 +93,7 @@ func TestLockstepThreads(t *testing.T) {
 	// replaced while its thread is blocked in recv.
 	a.send(ts.Addr(), rq(opRRQ, "f", "octet"))
 	a.recv()
-	if n := ts.threaded.Load(); n != 2 {
+	if n := ts.Stats().LockstepThreaded; n != 2 {
 		t.Fatalf("%d transfers on a thread, want 2: the first did not give its thread back", n)
 	}
 	a.send(ts.Addr(), rq(opRRQ, "g", "octet"))
@@ -106,5 +112,11 @@ func TestLockstepThreads(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"f": event.OutcomeAborted, "g": event.OutcomeOK}, got); diff != "" {
 		t.Errorf("outcomes (-want +got):\n%s", diff)
 	}
-	waitFor(t, func() bool { return ts.threads.Load() == 0 })
+	waitFor(t, func() bool { return ts.Stats().LockstepThreadsBusy == 0 })
+	// g took the thread, or the poller if f had not yet let it go: each
+	// lock-step transfer is counted once either way.
+	if st := ts.Stats(); st.LockstepThreaded+st.LockstepPolled != 4 || st.LockstepThreaded < 2 {
+		t.Errorf("at the end: %d threaded, %d polled; want 4 lock-step transfers in all, at least 2 threaded",
+			st.LockstepThreaded, st.LockstepPolled)
+	}
 }

@@ -139,6 +139,18 @@ type Stats struct {
 	Busy       int64 // requests dropped at MaxTransfers or MaxTransfersPerClient
 	Replaced   int64 // running transfers ended by a new request from the same address and port
 	Stray      int64 // packets to a transfer that were not an ACK or ERROR
+	// Lock-step transfers (no windowsize) by how they waited for each ACK:
+	// in a blocking read on a thread of their own (lockstep_linux.go), or
+	// in Go's poller because every thread under LockstepThreads was taken
+	// or the thread's socket could not be opened (and always off Linux).
+	LockstepThreaded int64
+	LockstepPolled   int64
+	// LockstepThreadRecvs counts the datagrams read on those threads, added
+	// as each threaded transfer ends.
+	LockstepThreadRecvs int64
+	// LockstepThreadsBusy is how many threads lock-step transfers hold now
+	// (at most LockstepThreads).
+	LockstepThreadsBusy int64
 	// Refused counts refusals by reason (the Refuse* constants), each also
 	// logged once per client per minute.
 	Refused map[string]uint64
@@ -304,6 +316,11 @@ func (s *Server) Stats() Stats {
 		Replaced:   s.replaced.Load(),
 		Stray:      s.stray.Load(),
 		Refused:    s.refused.Counts(),
+
+		LockstepThreaded:    s.threaded.Load(),
+		LockstepPolled:      s.polled.Load(),
+		LockstepThreadRecvs: s.threadRecvs.Load(),
+		LockstepThreadsBusy: int64(s.threads.Load()),
 	}
 }
 
