@@ -213,9 +213,9 @@ func fetchFrom(t *testing.T, ts *testServer, from, name string, want []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := newWinClient(t, c)
+	t.Cleanup(func() { c.Close() })
 	start := time.Now()
-	got, _, err := cl.get(ts.Addr(), name, 1468, 0)
+	got, _, err := get(c, ts.Addr(), name, ClientOptions{BlkSize: 1468, Timeout: 200 * time.Millisecond, Retries: 50})
 	if err != nil {
 		t.Fatalf("a normal client from %s: %v", from, err)
 	}
@@ -276,19 +276,18 @@ func TestClientTimeoutFlood(t *testing.T) {
 func TestSinglePortProofThenWindows(t *testing.T) {
 	ts := startServer(t, Config{SinglePort: true, Timeout: 100 * time.Millisecond, Retries: 20})
 	want := ts.file(t, "k", 2<<20+7)
-	for name, data := range map[string]func(n int, seq int64) action{
+	for name, fault := range map[string]func(n int, seq int64) Fault{
 		"clean": nil,
-		"lossy": func(n int, seq int64) action {
+		"lossy": func(n int, seq int64) Fault {
 			if n%50 == 49 {
-				return drop
+				return Drop
 			}
-			return deliver
+			return Deliver
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c := newWinClient(t, loopbackConn(t))
-			c.data = data
-			got, oack, err := c.get(ts.Addr(), "k", 1468, 64)
+			opt := ClientOptions{BlkSize: 1468, WindowSize: 64, Timeout: 200 * time.Millisecond, Retries: 50, Fault: fault}
+			got, st, err := get(loopbackConn(t), ts.Addr(), "k", opt)
 			if err != nil {
 				evs, _ := ts.rec.Snapshot()
 				for _, ev := range evs {
@@ -296,20 +295,20 @@ func TestSinglePortProofThenWindows(t *testing.T) {
 				}
 				t.Fatal(err)
 			}
-			if string(got) != string(want) || oack["windowsize"] != "64" {
-				t.Fatalf("got %d bytes, OACK %v", len(got), oack)
+			if string(got) != string(want) || st.WindowSize != 64 {
+				t.Fatalf("got %d bytes, windowsize %d", len(got), st.WindowSize)
 			}
 			// ~1430 blocks: whole windows after the proof means few ACKs
 			// on a clean link. Under loss (2%, every 50th block) the
 			// effective window adapts (adapt.go) to about a dozen blocks,
 			// still far from lock-step.
-			t.Logf("%d ACKs (%d early), %d timeouts", c.acks, c.earlyACKs, c.timeouts)
-			limit := 120
-			if data != nil {
-				limit = len(got) / 1468 / 6
+			t.Logf("%d ACKs (%d early), %d timeouts", st.ACKs, st.EarlyACKs, st.Timeouts)
+			limit := int64(120)
+			if fault != nil {
+				limit = int64(len(got) / 1468 / 6)
 			}
-			if c.acks > limit {
-				t.Errorf("%d ACKs for %d blocks (want at most %d): windows did not open after the proof", c.acks, len(got)/1468, limit)
+			if st.ACKs > limit {
+				t.Errorf("%d ACKs for %d blocks (want at most %d): windows did not open after the proof", st.ACKs, len(got)/1468, limit)
 			}
 		})
 	}

@@ -60,8 +60,7 @@ func TestLockstepThreads(t *testing.T) {
 		t.Fatalf("after B: %d threaded, %d polled; want 1 and 1", th, po)
 	}
 
-	w := newWinClient(t, loopbackConn(t))
-	if got, _, err := w.get(ts.Addr(), "f", 512, 4); err != nil || !bytes.Equal(got, want) {
+	if got, _, err := get(loopbackConn(t), ts.Addr(), "f", ClientOptions{BlkSize: 512, WindowSize: 4}); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("windowed fetch: %v (%d bytes)", err, len(got))
 	}
 	ts.fetches(t, 2)
