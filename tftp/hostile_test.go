@@ -206,7 +206,8 @@ func TestRRQFloodFromOnePort(t *testing.T) {
 }
 
 // fetchFrom fetches name lock-step (blksize 1468) from the local address
-// from, within 10 s.
+// from, within 10 s; the request must be answered within a second (one
+// resend after 500 ms: a request the server drops as busy fails).
 func fetchFrom(t *testing.T, ts *testServer, from, name string, want []byte) {
 	t.Helper()
 	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(from)})
@@ -215,7 +216,7 @@ func fetchFrom(t *testing.T, ts *testServer, from, name string, want []byte) {
 	}
 	t.Cleanup(func() { c.Close() })
 	start := time.Now()
-	got, _, err := get(c, ts.Addr(), name, ClientOptions{BlkSize: 1468, Timeout: 200 * time.Millisecond, Retries: 50})
+	got, _, err := get(c, ts.Addr(), name, ClientOptions{BlkSize: 1468, Timeout: 500 * time.Millisecond, Retries: 1})
 	if err != nil {
 		t.Fatalf("a normal client from %s: %v", from, err)
 	}
