@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // httpProtocol is an HTTP image fetch from pxeperf's httpboot server, swept
@@ -25,5 +26,14 @@ var httpProtocol = protocol{
 			return []error{errors.New("--blksize and --windowsize apply to --proto tftp")}
 		}
 		return nil
+	},
+	// --proto http keeps the rest of the spec; --window is a common flag
+	// (streams take it too).
+	use: func(s Spec, proto string, _ Flags) (Spec, bool, error) {
+		if strings.ToLower(strings.TrimSpace(proto)) != ProtoHTTP {
+			return s, false, nil
+		}
+		s.Proto = ProtoHTTP
+		return s, true, nil
 	},
 }

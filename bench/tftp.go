@@ -66,6 +66,23 @@ var tftpProtocol = protocol{
 	},
 	key:      tftpKey,
 	validate: Spec.validateTFTP,
+	use: func(s Spec, proto string, f Flags) (Spec, bool, error) {
+		if strings.ToLower(strings.TrimSpace(proto)) != ProtoTFTP {
+			return s, false, nil
+		}
+		if s.Proto != ProtoTFTP {
+			s = tftpDefaults(s, f)
+		}
+		s.Proto = ProtoTFTP
+		return s, true, nil
+	},
+	flags: parseTFTPFlags,
+	foreign: func(f Flags) []error {
+		if f.BlkSize != "" || f.WindowSize != "" {
+			return []error{errors.New("--blksize and --windowsize apply to --proto tftp (or --preset tftp)")}
+		}
+		return nil
+	},
 }
 
 func (s Spec) validateTFTP() []error {
@@ -108,16 +125,10 @@ func tftpDefaults(s Spec, f Flags) Spec {
 	return s
 }
 
-// parseTFTPFlags applies --blksize and --windowsize (TFTP only) and refuses
-// --window for TFTP.
+// parseTFTPFlags applies --blksize and --windowsize to a TFTP spec and
+// refuses --window for it.
 func parseTFTPFlags(s *Spec, f Flags) []error {
 	var errs []error
-	if s.Proto != ProtoTFTP {
-		if f.BlkSize != "" || f.WindowSize != "" {
-			errs = append(errs, errors.New("--blksize and --windowsize apply to --proto tftp (or --preset tftp)"))
-		}
-		return errs
-	}
 	if f.Window != "" {
 		errs = append(errs, errors.New("--window is the HTTP client's SO_RCVBUF; for TFTP use --windowsize (blocks per ACK)"))
 	}
