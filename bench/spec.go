@@ -47,6 +47,8 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/report"
 )
 
 // Protocols the bench runs: ProtoHTTP is an HTTP image fetch from
@@ -120,12 +122,8 @@ type Point struct {
 // Key names the point without its repeat number: the fetches that share a
 // key are the repeats whose median and spread are reported.
 func (p Point) Key() string {
-	proto := p.Proto
-	if proto == ProtoTCP || proto == ProtoUDP {
-		proto = ProtoStream
-	}
 	var k string
-	if pr, ok := protocols[proto]; ok {
+	if pr, ok := protocolOf(p.Proto); ok {
 		k = pr.key(p)
 	} else {
 		k = p.Proto + " (unknown)"
@@ -154,13 +152,35 @@ type protocol struct {
 	// none); foreign refuses them for another protocol's spec (nil: none).
 	flags   func(s *Spec, f Flags) []error
 	foreign func(f Flags) []error
+	// What a sweep of it prints (present.go): the header line, a completed
+	// point's progress line, and the tables at the end on a testbed and
+	// against a remote serve (nil: no remote mode).
+	header       func(runID string, s Spec) string
+	progress     func(r *Result) string
+	tables       func(results []Result, recs []record.Record, s Spec, runID string, text bool) []report.Table
+	remoteTables func(results []Result, recs []record.Record, s Spec, runID, server string, text bool) []report.Table
 }
 
-// protocols by Spec.Proto.
-var protocols = map[string]protocol{
-	ProtoHTTP:   httpProtocol,
-	ProtoTFTP:   tftpProtocol,
-	ProtoStream: streamProtocol,
+// protocols by Spec.Proto. Filled by init, not in the declaration: their
+// tables name points by Point.Key, which looks them up here.
+var protocols map[string]protocol
+
+func init() {
+	protocols = map[string]protocol{
+		ProtoHTTP:   httpProtocol,
+		ProtoTFTP:   tftpProtocol,
+		ProtoStream: streamProtocol,
+	}
+}
+
+// protocolOf is the protocol of a spec's or a point's Proto (a stream
+// point's is tcp or udp).
+func protocolOf(proto string) (protocol, bool) {
+	if proto == ProtoTCP || proto == ProtoUDP {
+		proto = ProtoStream
+	}
+	pr, ok := protocols[proto]
+	return pr, ok
 }
 
 // protoOrder is the order --proto is offered to the protocols (streams

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/report"
 	"github.com/pxeperf/pxeperf/stream"
 )
 
@@ -100,6 +102,24 @@ var streamProtocol = protocol{
 			return []error{errors.New("--direction, --duration and --udp-rate apply to --proto tcp and udp (or --preset xilinx, linkspeed)")}
 		}
 		return nil
+	},
+	header: func(runID string, spec Spec) string {
+		return fmt.Sprintf("pxeperf bench %s: %d runs of %v (%s x %s x %d MTU x %d rate x %d repeats)", runID, spec.Count(), spec.Duration,
+			strings.Join(spec.Streams, ","), strings.Join(spec.Directions, ","), len(spec.MTUs), len(spec.Rates), spec.Repeat)
+	},
+	progress: func(r *Result) string {
+		rec := &r.Record
+		s := fmt.Sprintf("%s: %.1f Mbit/s", r.Point.Key(), rec.Mbps)
+		if lost, ok := rec.Labels[LabelUDPLostPct]; ok {
+			return s + ", lost " + lost + "%"
+		}
+		return fmt.Sprintf("%s, %d retransmits", s, rec.Retransmits)
+	},
+	tables: func(results []Result, recs []record.Record, spec Spec, runID string, text bool) []report.Table {
+		return streamTables(results, recs, spec, runID, text, false)
+	},
+	remoteTables: func(results []Result, recs []record.Record, spec Spec, runID, _ string, text bool) []report.Table {
+		return streamTables(results, recs, spec, runID, text, true)
 	},
 }
 

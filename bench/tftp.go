@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/netlab"
+	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
 	"github.com/pxeperf/pxeperf/tftp"
 )
@@ -82,6 +85,22 @@ var tftpProtocol = protocol{
 			return []error{errors.New("--blksize and --windowsize apply to --proto tftp (or --preset tftp)")}
 		}
 		return nil
+	},
+	header: func(runID string, spec Spec) string {
+		return fmt.Sprintf("pxeperf bench %s: %d TFTP fetches of %s (%d blksize x %d windowsize x %d offload x %d MTU x %d rate x %d repeats)",
+			runID, spec.Count(), images.FormatSizeExact(spec.Size), len(spec.BlkSizes), len(spec.WindowSizes), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
+	},
+	progress: func(r *Result) string {
+		return fmt.Sprintf("%s: %.1f Mbit/s, %d datagrams, %d resent", r.Point.Key(), r.Record.Mbps, r.Record.Datagrams, r.Record.Retransmits)
+	},
+	tables: func(results []Result, recs []record.Record, _ Spec, runID string, text bool) []report.Table {
+		tt := report.TFTP(recs)
+		tt.Notes = append(tt.Notes, fmt.Sprintf("Bench run %s; again with: pxeperf report --table tftp --label %s=%s", runID, LabelRun, runID))
+		sum := TFTPSummary(results)
+		if text {
+			sum.Notes = append(sum.Notes, netlab.Limits()...)
+		}
+		return []report.Table{tt, sum}
 	},
 }
 
