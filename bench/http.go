@@ -18,7 +18,7 @@ var httpProtocol = protocol{
 	inner: func(s Spec) []Point {
 		var out []Point
 		for _, w := range s.Windows {
-			out = append(out, Point{Window: w})
+			out = append(out, Point{Window: w, Size: s.Size})
 		}
 		return out
 	},

@@ -213,9 +213,6 @@ func (s Spec) Points() []Point {
 								p.Proto = s.Proto
 							}
 							p.Index, p.Offload, p.MTU, p.Rate, p.Delay, p.Rep = len(pts), off, mtu, rate, delay, rep
-							if !s.isStream() {
-								p.Size = s.Size // a stream runs for a duration
-							}
 							pts = append(pts, p)
 						}
 					}

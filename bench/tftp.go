@@ -55,7 +55,7 @@ var tftpProtocol = protocol{
 		var out []Point
 		for _, b := range s.BlkSizes {
 			for _, w := range s.WindowSizes {
-				out = append(out, Point{BlkSize: b, WindowSize: w})
+				out = append(out, Point{BlkSize: b, WindowSize: w, Size: s.Size})
 			}
 		}
 		return out
