@@ -22,7 +22,7 @@ func TestWindowedPeriodicLossNoStall(t *testing.T) {
 	ts := startServer(t, Config{Timeout: time.Second})
 	want := ts.file(t, "f", 2<<20)
 	opt := ClientOptions{BlkSize: 1468, WindowSize: 64, Timeout: 200 * time.Millisecond, Retries: 50,
-		RecountAfterTimeout: true, // as the client that saw the stall
+		QuietDuplicates: true, RecountAfterTimeout: true, // as the client that saw the stall
 		Fault: func(n int, _ int64) Fault {
 			if n%97 == 13 {
 				return Drop

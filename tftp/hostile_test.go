@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -330,6 +331,60 @@ func TestSinglePortProofThenWindows(t *testing.T) {
 	}
 	c.send(from, ack(2))
 	waitFor(t, func() bool { return ts.Stats().Refused[RefuseUnproven] > 0 })
+}
+
+// TestSinglePortProofAckOfEarlierRound: in the proof rounds an ACK of a
+// block sent in order in an earlier, longer round is the client's real
+// position, not a forgery: after a repeated ACK shrinks the next round, the
+// client (which has the whole earlier round) acknowledges that round's end,
+// and the transfer goes on from there. Before, the ACK was refused as
+// forged, or ignored when above the new round, and the transfer stalled
+// (the Get client hit it ~1 in 10 fetches on a loaded host).
+func TestSinglePortProofAckOfEarlierRound(t *testing.T) {
+	ts := startServer(t, Config{SinglePort: true, Timeout: 5 * time.Second, minRTO: 5 * time.Second})
+	ts.file(t, "k", 512*200)
+	c := newRawClient(t, ts.Addr())
+	c.send(ts.Addr(), rq(opRRQ, "k", "octet", "windowsize", "64"))
+	b, from := c.recv()
+	oackOpts(t, b)
+	c.send(from, ack(0))
+	data := func() uint16 {
+		t.Helper()
+		b, _ := c.recv()
+		if binary.BigEndian.Uint16(b) != opDATA {
+			t.Fatalf("want DATA, got % x", b[:min(len(b), 20)])
+		}
+		return binary.BigEndian.Uint16(b[2:])
+	}
+	// Round 1 at proof level 0 is one block and the gap: 1, 3.
+	if got := []uint16{data(), data()}; !slices.Equal(got, []uint16{1, 3}) {
+		t.Fatalf("round 1: DATA %v, want [1 3]", got)
+	}
+	c.send(from, ack(1))
+	// Round 2 is 2 or 3 blocks from 2, then its gap.
+	var round2 []uint16
+	for {
+		round2 = append(round2, data())
+		if n := len(round2); n >= 2 && round2[n-1] != round2[n-2]+1 {
+			break
+		}
+	}
+	end2 := round2[len(round2)-2]
+	// ACK 1 again (a repeat: the round's first block "lost"): round 3 is
+	// one block and the gap, 2 and 4.
+	c.send(from, ack(1))
+	if got := []uint16{data(), data()}; !slices.Equal(got, []uint16{2, 4}) {
+		t.Fatalf("round 3: DATA %v, want [2 4]", got)
+	}
+	// The client had all of round 2 in order: it says so.
+	c.send(from, ack(end2))
+	if got := data(); got != end2+1 {
+		t.Errorf("after ACK %d of round 2's end: DATA %d, want %d (round 2 was %v)", end2, got, end2+1, round2)
+	}
+	if n := ts.Stats().Refused[RefuseUnproven]; n != 0 {
+		t.Errorf("%d transfers refused as unproven: an honest ACK was taken for a forgery", n)
+	}
+	c.send(from, appendError(nil, 0, "done"))
 }
 
 // TestSinglePortBudget: a client address that never proves it reads is
