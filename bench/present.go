@@ -2,9 +2,7 @@ package bench
 
 import (
 	"fmt"
-	"strings"
 
-	"github.com/pxeperf/pxeperf/images"
 	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
@@ -15,34 +13,15 @@ import (
 
 // Header is the line printed before a sweep on a testbed.
 func Header(runID string, spec Spec) string {
-	switch spec.Proto {
-	case ProtoStream:
-		return fmt.Sprintf("pxeperf bench %s: %d runs of %v (%s x %s x %d MTU x %d rate x %d repeats)", runID, spec.Count(), spec.Duration,
-			strings.Join(spec.Streams, ","), strings.Join(spec.Directions, ","), len(spec.MTUs), len(spec.Rates), spec.Repeat)
-	case ProtoTFTP:
-		return fmt.Sprintf("pxeperf bench %s: %d TFTP fetches of %s (%d blksize x %d windowsize x %d offload x %d MTU x %d rate x %d repeats)",
-			runID, spec.Count(), images.FormatSizeExact(spec.Size), len(spec.BlkSizes), len(spec.WindowSizes), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
-	}
-	return fmt.Sprintf("pxeperf bench %s: %d fetches of %s (%d windows x %d offload x %d MTU x %d rate x %d repeats)",
-		runID, spec.Count(), images.FormatSizeExact(spec.Size), len(spec.Windows), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
+	return presenter(spec.Proto).header(runID, spec)
 }
 
 // ProgressLine is the last point's part of the progress line.
 func ProgressLine(r *Result) string {
-	rec := &r.Record
-	switch {
-	case rec.Outcome != "ok":
+	if rec := &r.Record; rec.Outcome != "ok" {
 		return fmt.Sprintf("%s: %s", r.Point.Key(), rec.Outcome)
-	case rec.Proto == ProtoTCP || rec.Proto == ProtoUDP:
-		s := fmt.Sprintf("%s: %.1f Mbit/s", r.Point.Key(), rec.Mbps)
-		if lost, ok := rec.Labels[LabelUDPLostPct]; ok {
-			return s + ", lost " + lost + "%"
-		}
-		return fmt.Sprintf("%s, %d retransmits", s, rec.Retransmits)
-	case rec.Proto == ProtoTFTP:
-		return fmt.Sprintf("%s: %.1f Mbit/s, %d datagrams, %d resent", r.Point.Key(), rec.Mbps, rec.Datagrams, rec.Retransmits)
 	}
-	return fmt.Sprintf("%s: %.1f Mbit/s, window seen %d", r.Point.Key(), rec.Mbps, rec.WndMax)
+	return presenter(r.Record.Proto).progress(r)
 }
 
 // Tables are what a testbed sweep prints at its end; text says the format
@@ -52,50 +31,25 @@ func Tables(results []Result, spec Spec, runID string, text bool) []report.Table
 	if len(results) == 0 {
 		return nil
 	}
-	recs := records(results)
-	switch spec.Proto {
-	case ProtoStream:
-		return streamTables(results, recs, spec, runID, text, false)
-	case ProtoTFTP:
-		tt := report.TFTP(recs)
-		tt.Notes = append(tt.Notes, fmt.Sprintf("Bench run %s; again with: pxeperf report --table tftp --label %s=%s", runID, LabelRun, runID))
-		sum := TFTPSummary(results)
-		if text {
-			sum.Notes = append(sum.Notes, netlab.Limits()...)
-		}
-		return []report.Table{tt, sum}
-	}
-	fit := FitModel(recs)
-	wo := report.WindowOffload(recs)
-	wo.Notes = append(wo.Notes, fmt.Sprintf("Bench run %s; again with: pxeperf report --table window-offload --label %s=%s", runID, LabelRun, runID))
-	if len(spec.MTUs) > 1 || len(spec.Rates) > 1 {
-		wo.Notes = append(wo.Notes, "This table mixes MTUs and rates; the sweep table below keeps them apart.")
-	}
-	sum := Summary(results, fit)
-	if text {
-		sum.Notes = append(sum.Notes, FitLines(fit)...)
-		if rows, ok := sum.Data.([]SummaryRow); ok && fit.Identified {
-			if l := RowFitLine(rows); l != "" {
-				sum.Notes = append(sum.Notes, l)
-			}
-		}
-		sum.Notes = append(sum.Notes, netlab.Limits()...)
-	}
-	return []report.Table{wo, sum}
+	return presenter(spec.Proto).tables(results, records(results), spec, runID, text)
 }
 
 // RemoteTables are what a remote sweep (RunRemote) prints at its end.
 func RemoteTables(results []Result, spec Spec, runID, server string, text bool) []report.Table {
-	if len(results) == 0 {
+	pr := presenter(spec.Proto)
+	if len(results) == 0 || pr.remoteTables == nil {
 		return nil
 	}
-	recs := records(results)
-	if spec.Proto == ProtoStream {
-		return streamTables(results, recs, spec, runID, text, true)
+	return pr.remoteTables(results, records(results), spec, runID, server, text)
+}
+
+// presenter is the protocol that prints a sweep of proto: HTTP's way for
+// any other.
+func presenter(proto string) protocol {
+	if pr, ok := protocolOf(proto); ok {
+		return pr
 	}
-	wo := report.WindowOffload(recs)
-	wo.Notes = append(wo.Notes, fmt.Sprintf("Remote run %s against %s; again with: pxeperf report --table window-offload --label %s=%s", runID, server, LabelRun, runID))
-	return []report.Table{wo, report.Fetches(recs)}
+	return httpProtocol
 }
 
 func records(results []Result) []record.Record {

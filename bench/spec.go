@@ -47,6 +47,8 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/report"
 )
 
 // Protocols the bench runs: ProtoHTTP is an HTTP image fetch from
@@ -120,12 +122,8 @@ type Point struct {
 // Key names the point without its repeat number: the fetches that share a
 // key are the repeats whose median and spread are reported.
 func (p Point) Key() string {
-	proto := p.Proto
-	if proto == ProtoTCP || proto == ProtoUDP {
-		proto = ProtoStream
-	}
 	var k string
-	if pr, ok := protocols[proto]; ok {
+	if pr, ok := protocolOf(p.Proto); ok {
 		k = pr.key(p)
 	} else {
 		k = p.Proto + " (unknown)"
@@ -138,22 +136,56 @@ func (p Point) Key() string {
 
 // protocol is what the sweep needs of one protocol's spec: its own
 // settings of a point (inner, before the repeats; innerCount without
-// building them), a point's key, and the checks of its part of a spec.
-// One each: http.go, tftp.go, stream.go. The common axes (MTU, rate, delay,
-// offload, repeat) are the sweep's (Points).
+// building them), a point's key, the checks of its part of a spec, and
+// its part of ParseSpec (use, flags, foreign). One each: http.go, tftp.go,
+// stream.go. The common axes (MTU, rate, delay, offload, repeat) are the
+// sweep's (Points, ParseSpec).
 type protocol struct {
 	inner      func(Spec) []Point
 	innerCount func(Spec) int
 	key        func(Point) string
 	validate   func(Spec) []error
+	// use turns s (a preset, or Default) into this protocol's spec when
+	// --proto's value names it (ok); err: it names it wrongly.
+	use func(s Spec, proto string, f Flags) (_ Spec, ok bool, err error)
+	// flags applies the protocol's own flags to s, a spec of it (nil:
+	// none); foreign refuses them for another protocol's spec (nil: none).
+	flags   func(s *Spec, f Flags) []error
+	foreign func(f Flags) []error
+	// What a sweep of it prints (present.go): the header line, a completed
+	// point's progress line, and the tables at the end on a testbed and
+	// against a remote serve (nil: no remote mode).
+	header       func(runID string, s Spec) string
+	progress     func(r *Result) string
+	tables       func(results []Result, recs []record.Record, s Spec, runID string, text bool) []report.Table
+	remoteTables func(results []Result, recs []record.Record, s Spec, runID, server string, text bool) []report.Table
 }
 
-// protocols by Spec.Proto.
-var protocols = map[string]protocol{
-	ProtoHTTP:   httpProtocol,
-	ProtoTFTP:   tftpProtocol,
-	ProtoStream: streamProtocol,
+// protocols by Spec.Proto. Filled by init, not in the declaration: their
+// tables name points by Point.Key, which looks them up here.
+var protocols map[string]protocol
+
+func init() {
+	protocols = map[string]protocol{
+		ProtoHTTP:   httpProtocol,
+		ProtoTFTP:   tftpProtocol,
+		ProtoStream: streamProtocol,
+	}
 }
+
+// protocolOf is the protocol of a spec's or a point's Proto (a stream
+// point's is tcp or udp).
+func protocolOf(proto string) (protocol, bool) {
+	if proto == ProtoTCP || proto == ProtoUDP {
+		proto = ProtoStream
+	}
+	pr, ok := protocols[proto]
+	return pr, ok
+}
+
+// protoOrder is the order --proto is offered to the protocols (streams
+// first: they take lists) and their flags' errors are reported in.
+var protoOrder = []string{ProtoStream, ProtoTFTP, ProtoHTTP}
 
 func onOff(b bool) string {
 	if b {
@@ -181,9 +213,6 @@ func (s Spec) Points() []Point {
 								p.Proto = s.Proto
 							}
 							p.Index, p.Offload, p.MTU, p.Rate, p.Delay, p.Rep = len(pts), off, mtu, rate, delay, rep
-							if !s.isStream() {
-								p.Size = s.Size // a stream runs for a duration
-							}
 							pts = append(pts, p)
 						}
 					}
@@ -382,19 +411,21 @@ func ParseSpec(f Flags) (Spec, error) {
 		s = p
 	}
 	var errs []error
-	streams, serrs := parseStreamFlags(&s, f)
-	errs = append(errs, serrs...)
-	if f.Proto != "" && !streams {
-		p := strings.ToLower(strings.TrimSpace(f.Proto))
-		if p != ProtoHTTP && p != ProtoTFTP {
-			errs = append(errs, fmt.Errorf("--proto %q: use http (an HTTP image fetch), tftp (a TFTP image fetch), or tcp, udp, tcp,udp (streams); http and tftp run one per sweep", f.Proto))
+	if f.Proto != "" {
+		var err error
+		if s, err = s.useProto(f); err != nil {
+			errs = append(errs, err)
 		}
-		if p == ProtoTFTP && s.Proto != ProtoTFTP {
-			s = tftpDefaults(s, f)
-		}
-		s.Proto = p
 	}
-	errs = append(errs, parseTFTPFlags(&s, f)...)
+	for _, name := range protoOrder {
+		pr := protocols[name]
+		switch {
+		case s.Proto == name && pr.flags != nil:
+			errs = append(errs, pr.flags(&s, f)...)
+		case s.Proto != name && pr.foreign != nil:
+			errs = append(errs, pr.foreign(f)...)
+		}
+	}
 	if f.Window != "" {
 		w, err := ParseWindows(f.Window)
 		if err != nil {
@@ -450,6 +481,19 @@ func ParseSpec(f Flags) (Spec, error) {
 		return Spec{}, err
 	}
 	return s, nil
+}
+
+// useProto applies --proto: the first protocol that takes its value turns
+// s into a spec of it.
+func (s Spec) useProto(f Flags) (Spec, error) {
+	for _, name := range protoOrder {
+		if t, ok, err := protocols[name].use(s, f.Proto, f); ok {
+			return t, err
+		}
+	}
+	// No protocol's: every protocol's own flags are then foreign.
+	s.Proto = strings.ToLower(strings.TrimSpace(f.Proto))
+	return s, fmt.Errorf("--proto %q: use http (an HTTP image fetch), tftp (a TFTP image fetch), or tcp, udp, tcp,udp (streams); http and tftp run one per sweep", f.Proto)
 }
 
 const windowForms = "a size (4K, 16KiB, 65532), a range with a step (4K..64K/4K), auto, or a comma list of those"

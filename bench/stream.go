@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/report"
 	"github.com/pxeperf/pxeperf/stream"
 )
 
@@ -93,6 +95,32 @@ var streamProtocol = protocol{
 	innerCount: Spec.streamInnerCount,
 	key:        streamKey,
 	validate:   Spec.validateStream,
+	use:        useStreams,
+	flags:      parseStreamFlags,
+	foreign: func(f Flags) []error {
+		if f.Direction != "" || f.Duration != "" || f.UDPRate != "" {
+			return []error{errors.New("--direction, --duration and --udp-rate apply to --proto tcp and udp (or --preset xilinx, linkspeed)")}
+		}
+		return nil
+	},
+	header: func(runID string, spec Spec) string {
+		return fmt.Sprintf("pxeperf bench %s: %d runs of %v (%s x %s x %d MTU x %d rate x %d repeats)", runID, spec.Count(), spec.Duration,
+			strings.Join(spec.Streams, ","), strings.Join(spec.Directions, ","), len(spec.MTUs), len(spec.Rates), spec.Repeat)
+	},
+	progress: func(r *Result) string {
+		rec := &r.Record
+		s := fmt.Sprintf("%s: %.1f Mbit/s", r.Point.Key(), rec.Mbps)
+		if lost, ok := rec.Labels[LabelUDPLostPct]; ok {
+			return s + ", lost " + lost + "%"
+		}
+		return fmt.Sprintf("%s, %d retransmits", s, rec.Retransmits)
+	},
+	tables: func(results []Result, recs []record.Record, spec Spec, runID string, text bool) []report.Table {
+		return streamTables(results, recs, spec, runID, text, false)
+	},
+	remoteTables: func(results []Result, recs []record.Record, spec Spec, runID, _ string, text bool) []report.Table {
+		return streamTables(results, recs, spec, runID, text, true)
+	},
 }
 
 func streamKey(p Point) string {
@@ -217,30 +245,24 @@ func parseStreams(proto string) (protos []string, ok bool, err error) {
 	return protos, true, nil
 }
 
-// parseStreamFlags applies --proto tcp/udp, --direction, --duration and
-// --udp-rate to s (after the preset): it returns handled false when s is
-// not a stream sweep, with errors for stream-only flags given anyway.
-func parseStreamFlags(s *Spec, f Flags) (handled bool, errs []error) {
-	if f.Proto != "" {
-		protos, ok, err := parseStreams(f.Proto)
-		if err != nil {
-			return true, []error{err}
-		}
-		if ok {
-			if !s.isStream() {
-				*s = streamDefaults(*s, f)
-			}
-			s.Proto, s.Streams = ProtoStream, protos
-		} else if s.isStream() {
-			return false, nil // --proto http/tftp replaces a stream preset: ParseSpec goes on
-		}
+// useStreams takes --proto when it names tcp and/or udp (a list mixing
+// in another protocol is an error) and turns s into a stream spec.
+func useStreams(s Spec, proto string, f Flags) (Spec, bool, error) {
+	protos, ok, err := parseStreams(proto)
+	if !ok || err != nil {
+		return s, ok, err
 	}
 	if !s.isStream() {
-		if f.Direction != "" || f.Duration != "" || f.UDPRate != "" {
-			errs = append(errs, errors.New("--direction, --duration and --udp-rate apply to --proto tcp and udp (or --preset xilinx, linkspeed)"))
-		}
-		return len(errs) > 0, errs
+		s = streamDefaults(s, f)
 	}
+	s.Proto, s.Streams = ProtoStream, protos
+	return s, true, nil
+}
+
+// parseStreamFlags applies --direction, --duration and --udp-rate to a
+// stream spec, and refuses --size for it.
+func parseStreamFlags(s *Spec, f Flags) []error {
+	var errs []error
 	if f.Size != "" {
 		errs = append(errs, errors.New("--size applies to http and tftp fetches; a stream runs for --duration"))
 	}
@@ -283,5 +305,5 @@ func parseStreamFlags(s *Spec, f Flags) (handled bool, errs []error) {
 		}
 		s.UDPRates = rs
 	}
-	return true, errs
+	return errs
 }

@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/netlab"
+	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
 	"github.com/pxeperf/pxeperf/tftp"
 )
@@ -52,7 +55,7 @@ var tftpProtocol = protocol{
 		var out []Point
 		for _, b := range s.BlkSizes {
 			for _, w := range s.WindowSizes {
-				out = append(out, Point{BlkSize: b, WindowSize: w})
+				out = append(out, Point{BlkSize: b, WindowSize: w, Size: s.Size})
 			}
 		}
 		return out
@@ -66,6 +69,39 @@ var tftpProtocol = protocol{
 	},
 	key:      tftpKey,
 	validate: Spec.validateTFTP,
+	use: func(s Spec, proto string, f Flags) (Spec, bool, error) {
+		if strings.ToLower(strings.TrimSpace(proto)) != ProtoTFTP {
+			return s, false, nil
+		}
+		if s.Proto != ProtoTFTP {
+			s = tftpDefaults(s, f)
+		}
+		s.Proto = ProtoTFTP
+		return s, true, nil
+	},
+	flags: parseTFTPFlags,
+	foreign: func(f Flags) []error {
+		if f.BlkSize != "" || f.WindowSize != "" {
+			return []error{errors.New("--blksize and --windowsize apply to --proto tftp (or --preset tftp)")}
+		}
+		return nil
+	},
+	header: func(runID string, spec Spec) string {
+		return fmt.Sprintf("pxeperf bench %s: %d TFTP fetches of %s (%d blksize x %d windowsize x %d offload x %d MTU x %d rate x %d repeats)",
+			runID, spec.Count(), images.FormatSizeExact(spec.Size), len(spec.BlkSizes), len(spec.WindowSizes), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
+	},
+	progress: func(r *Result) string {
+		return fmt.Sprintf("%s: %.1f Mbit/s, %d datagrams, %d resent", r.Point.Key(), r.Record.Mbps, r.Record.Datagrams, r.Record.Retransmits)
+	},
+	tables: func(results []Result, recs []record.Record, _ Spec, runID string, text bool) []report.Table {
+		tt := report.TFTP(recs)
+		tt.Notes = append(tt.Notes, fmt.Sprintf("Bench run %s; again with: pxeperf report --table tftp --label %s=%s", runID, LabelRun, runID))
+		sum := TFTPSummary(results)
+		if text {
+			sum.Notes = append(sum.Notes, netlab.Limits()...)
+		}
+		return []report.Table{tt, sum}
+	},
 }
 
 func (s Spec) validateTFTP() []error {
@@ -108,16 +144,10 @@ func tftpDefaults(s Spec, f Flags) Spec {
 	return s
 }
 
-// parseTFTPFlags applies --blksize and --windowsize (TFTP only) and refuses
-// --window for TFTP.
+// parseTFTPFlags applies --blksize and --windowsize to a TFTP spec and
+// refuses --window for it.
 func parseTFTPFlags(s *Spec, f Flags) []error {
 	var errs []error
-	if s.Proto != ProtoTFTP {
-		if f.BlkSize != "" || f.WindowSize != "" {
-			errs = append(errs, errors.New("--blksize and --windowsize apply to --proto tftp (or --preset tftp)"))
-		}
-		return errs
-	}
 	if f.Window != "" {
 		errs = append(errs, errors.New("--window is the HTTP client's SO_RCVBUF; for TFTP use --windowsize (blocks per ACK)"))
 	}

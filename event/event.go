@@ -140,7 +140,10 @@ type Lease struct {
 }
 
 // Sink receives events. Implementations must be safe for concurrent use and
-// must not block serving for long: buffer, don't do I/O inline.
+// must not block serving for long: never wait for a store, the network or a
+// lock held across I/O. One append of the event to a local file is the most
+// I/O done inline (record.Sink's journal write, its commit point); the rest
+// is buffered.
 type Sink interface {
 	Fetch(*Fetch)
 	Lease(*Lease)

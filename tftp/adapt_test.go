@@ -21,17 +21,17 @@ import (
 func TestWindowedPeriodicLossNoStall(t *testing.T) {
 	ts := startServer(t, Config{Timeout: time.Second})
 	want := ts.file(t, "f", 2<<20)
-	c := newWinClient(t, loopbackConn(t))
-	c.resendOldACK = true // as the client that saw the stall
-	c.data = func(n int, _ int64) action {
-		if n%97 == 13 {
-			return drop
-		}
-		return deliver
-	}
-	got, _, err := c.get(ts.Addr(), "f", 1468, 64)
+	opt := ClientOptions{BlkSize: 1468, WindowSize: 64, Timeout: 200 * time.Millisecond, Retries: 50,
+		QuietDuplicates: true, RecountAfterTimeout: true, // as the client that saw the stall
+		Fault: func(n int, _ int64) Fault {
+			if n%97 == 13 {
+				return Drop
+			}
+			return Deliver
+		}}
+	got, st, err := get(loopbackConn(t), ts.Addr(), "f", opt)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v (%+v)", err, st)
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("got %d bytes, want %d (content differs)", len(got), len(want))
@@ -40,7 +40,7 @@ func TestWindowedPeriodicLossNoStall(t *testing.T) {
 	if ev.Outcome != event.OutcomeOK || ev.Bytes != int64(len(want)) {
 		t.Errorf("event %+v %+v; want ok, %d bytes", ev, ev.TFTP, len(want))
 	}
-	t.Logf("%d ACKs, %d early, %d client timeouts; %+v", c.acks, c.earlyACKs, c.timeouts, ev.TFTP)
+	t.Logf("%d ACKs, %d early, %d client timeouts; %+v", st.ACKs, st.EarlyACKs, st.Timeouts, ev.TFTP)
 }
 
 // bufferClient models a client whose socket buffer takes cap packets of a

@@ -20,8 +20,9 @@
 // out-of-order blocks, ACKs, early ACKs and timeouts. Packets it cannot
 // parse, or from a stranger, are dropped and counted, never a panic. It
 // shares the packet codec with the server (packet.go), and its fault hooks
-// (ClientOptions.Fault, DupACK, StaleACK) lose, reorder and duplicate
-// packets on purpose for tests.
+// (ClientOptions.Fault, DupACK, StaleACK, QuietDuplicates,
+// RecountAfterTimeout) lose, reorder and duplicate packets on purpose for
+// tests, or act as a client that can stall a windowed sender.
 
 package tftp
 
@@ -81,6 +82,14 @@ type ClientOptions struct {
 	// DupACK sends every ACK twice; StaleACK sends, after each ACK, the
 	// ACK before it again (an ACK overtaken by the next one).
 	DupACK, StaleACK bool
+	// QuietDuplicates: a duplicate block draws no ACK (by default the
+	// last ACK is sent again, once, in case it was lost).
+	QuietDuplicates bool
+	// RecountAfterTimeout: after a timeout the client counts the window
+	// afresh from the ACK it sent again. With QuietDuplicates it is a
+	// client that can stall a windowed sender without a tail probe (RFC
+	// 7440 allows it); tests prove the server still finishes.
+	RecountAfterTimeout bool
 }
 
 // Fault is what the client does with one arriving DATA datagram
@@ -312,6 +321,9 @@ func Get(ctx context.Context, conn *net.UDPConn, server netip.AddrPort, file str
 				}
 				continue
 			}
+			if opt.RecountAfterTimeout {
+				inWindow = 0
+			}
 			if err := c.ack(peer, lastACK); err != nil {
 				return st, err
 			}
@@ -367,7 +379,7 @@ func Get(ctx context.Context, conn *net.UDPConn, server netip.AddrPort, file str
 		switch d := int16(p.block - uint16(next)); {
 		case d < 0:
 			st.Duplicates++
-			if !reACKed && lastACK >= 0 {
+			if !reACKed && lastACK >= 0 && !opt.QuietDuplicates {
 				reACKed = true
 				if err := c.ack(peer, lastACK); err != nil {
 					return st, err

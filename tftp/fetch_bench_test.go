@@ -1,12 +1,13 @@
 package tftp
 
 import (
+	"io"
 	"testing"
 	"time"
 )
 
-// BenchmarkWindowedFetch fetches an 8 MiB file over loopback with the test
-// RFC 7440 client (blksize 1468, windowsize 64), from a server with a port
+// BenchmarkWindowedFetch fetches an 8 MiB file over loopback with the
+// package's client (blksize 1468, windowsize 64), from a server with a port
 // per transfer and from one in single-port mode (which proves the client
 // reads before it opens whole windows):
 //
@@ -22,11 +23,12 @@ func BenchmarkWindowedFetch(b *testing.B) {
 			b.SetBytes(int64(len(want)))
 			b.ResetTimer()
 			for range b.N {
-				c := &winClient{conn: loopbackConn(b), timeout: 200 * time.Millisecond}
-				got, _, err := c.get(ts.Addr(), "img", 1468, 64)
-				c.conn.Close()
-				if err != nil || len(got) != len(want) {
-					b.Fatalf("fetch: %v (%d bytes)", err, len(got))
+				conn := loopbackConn(b)
+				st, err := Get(b.Context(), conn, ts.Addr(), "img", io.Discard,
+					ClientOptions{BlkSize: 1468, WindowSize: 64, Timeout: 200 * time.Millisecond})
+				conn.Close()
+				if err != nil || st.Bytes != int64(len(want)) {
+					b.Fatalf("fetch: %v (%d bytes)", err, st.Bytes)
 				}
 			}
 		})

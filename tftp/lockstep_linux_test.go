@@ -62,8 +62,7 @@ func TestLockstepThreads(t *testing.T) {
 			st.LockstepThreaded, st.LockstepPolled, st.LockstepThreadsBusy)
 	}
 
-	w := newWinClient(t, loopbackConn(t))
-	if got, _, err := w.get(ts.Addr(), "f", 512, 4); err != nil || !bytes.Equal(got, want) {
+	if got, _, err := get(loopbackConn(t), ts.Addr(), "f", ClientOptions{BlkSize: 512, WindowSize: 4}); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("windowed fetch: %v (%d bytes)", err, len(got))
 	}
 	ts.fetches(t, 2)

@@ -377,9 +377,9 @@ func TestWindowedLossyClient(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := newWinClient(t, conn)
+			t.Cleanup(func() { conn.Close() })
 			seen := s.fetchCount(file)
-			got, _, err := c.get(srv, file, 1468, w)
+			got, st, err := get(conn, srv, file, ClientOptions{BlkSize: 1468, WindowSize: w, Timeout: 200 * time.Millisecond, Retries: 50})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -395,10 +395,10 @@ func TestWindowedLossyClient(t *testing.T) {
 				!strings.Contains(line, fmt.Sprintf("windowsize=%d ", w)) {
 				t.Errorf("fetch line %q; want outcome=ok bytes=%d windowsize=%d", line, size, w)
 			}
-			if c.earlyACKs == 0 {
+			if st.EarlyACKs == 0 {
 				t.Errorf("the client sent no early ACK under 5%% loss")
 			}
-			t.Logf("windowsize %d: %d ACKs, %d early, %d client timeouts; %s", w, c.acks, c.earlyACKs, c.timeouts, line)
+			t.Logf("windowsize %d: %d ACKs, %d early, %d client timeouts; %s", w, st.ACKs, st.EarlyACKs, st.Timeouts, line)
 		})
 	}
 }

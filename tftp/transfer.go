@@ -413,9 +413,13 @@ func (t *transfer) sendFile(w *window) error {
 				delete(gaps, sentMax+1)
 				sentMax++
 			}
-			if !gated {
-				// The client may ACK any block it could have in
-				// order, from this send or an earlier one.
+			// The client may ACK any block it could have in order, from
+			// this send or an earlier one (in a proof round too: a round
+			// shrunk after a repeated ACK can end below what an earlier
+			// round sent, and the client has that).
+			if gated {
+				top = max(last, sentMax)
+			} else {
 				top = max(end, sentMax)
 			}
 			if acked, why, err = t.awaitAck(base, top, repeatOK, false, rto); err != nil {
@@ -472,7 +476,7 @@ func (t *transfer) sendFile(w *window) error {
 			t.heard = true
 			if gated {
 				switch {
-				case acked > end:
+				case acked > end && acked > sentMax:
 					return fmt.Errorf("%w: block %d", errUnproven, uint16(acked))
 				case acked == end:
 					t.proof.hit()

@@ -2,13 +2,12 @@ package tftp
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"strconv"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,212 +16,44 @@ import (
 	"github.com/pxeperf/pxeperf/event"
 )
 
-// action is what winClient does with one DATA packet as it arrives.
-type action int
-
-const (
-	deliver action = iota
-	drop           // lose it
-	hold           // deliver it after the next packet (reordering)
-	twice          // deliver it twice (duplication)
-)
-
-// winClient is an RFC 7440 reading client for tests. It acknowledges every
-// window (or the last block), acknowledges the last block in order once when
-// a block is missing, and after a timeout acknowledges the last block in
-// order (or, with resendOldACK, resends its last ACK). Its hooks
-// lose, reorder or duplicate DATA and duplicate or reorder ACKs on purpose.
-type winClient struct {
-	conn    *net.UDPConn
-	timeout time.Duration // before the last ACK is sent again; default 200ms
-	// data picks the fate of the n-th DATA packet to arrive (from 0) with
-	// block sequence number seq (from 1, not wrapped). nil: deliver all.
-	data func(n int, seq int64) action
-	// dupACK sends every ACK twice; staleACK sends, after each ACK, the ACK
-	// before it again (an ACK overtaken by the next one).
-	dupACK, staleACK bool
-	// resendOldACK: on a timeout, send the last ACK sent again (RFC 1350's
-	// "retransmit the last packet"), not the last block received in order
-	// as atftp and U-Boot do. Such a client that also ignores duplicate
-	// blocks silently can deadlock within RFC 7440: it may hold the whole
-	// window while its count restarted at the old ACK.
-	resendOldACK bool
-
-	// Counted during get.
-	acks, earlyACKs, timeouts, mangled int
-	blocks                             []uint16 // block numbers of the DATA accepted, in order
+// get fetches file from srv with the package's own client (Get) through
+// conn, within 2 minutes, and returns its content.
+func get(conn *net.UDPConn, srv netip.AddrPort, file string, opt ClientOptions) ([]byte, ClientStats, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var b bytes.Buffer
+	st, err := Get(ctx, conn, srv, file, &b, opt)
+	return b.Bytes(), st, err
 }
 
-func newWinClient(t *testing.T, conn *net.UDPConn) *winClient {
-	t.Helper()
-	t.Cleanup(func() { conn.Close() })
-	return &winClient{conn: conn, timeout: 200 * time.Millisecond}
-}
-
-// get fetches file from srv with the given options (0: not asked) and
-// returns its content and the OACK (nil without one).
-func (c *winClient) get(srv netip.AddrPort, file string, blksize, window int) ([]byte, map[string]string, error) {
-	req := []string{file, "octet"}
-	if blksize > 0 {
-		req = append(req, "blksize", strconv.Itoa(blksize))
-	}
-	if window > 0 {
-		req = append(req, "windowsize", strconv.Itoa(window))
-	}
-	if _, err := c.conn.WriteToUDPAddrPort(rq(opRRQ, req...), srv); err != nil {
-		return nil, nil, err
-	}
-	blk, win := 512, 1
-	var (
-		peer     netip.AddrPort
-		oack     map[string]string
-		got      bytes.Buffer
-		next     = int64(1) // seq of the block awaited
-		inWindow int        // blocks accepted since the last ACK
-		lastACK  = int64(-1)
-		nacked   = int64(-1) // the missing block already asked for with an early ACK
-		held     []byte
-		n        int
-	)
-	sendACK := func(seq int64) error {
-		lastACK, inWindow = seq, 0
-		c.acks++
-		for range 1 + btoi(c.dupACK) {
-			if _, err := c.conn.WriteToUDPAddrPort(ack(uint16(seq)), peer); err != nil {
-				return err
-			}
-		}
-		if c.staleACK && seq > 0 {
-			_, err := c.conn.WriteToUDPAddrPort(ack(uint16(seq-1)), peer)
-			return err
-		}
-		return nil
-	}
-	buf := make([]byte, 70000)
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		_ = c.conn.SetReadDeadline(time.Now().Add(c.timeout))
-		m, from, err := c.conn.ReadFromUDPAddrPort(buf)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			if !peer.IsValid() {
-				return nil, nil, errors.New("no answer to the request")
-			}
-			c.timeouts++
-			if c.timeouts > 50 {
-				return nil, nil, fmt.Errorf("gave up after %d timeouts at block %d", c.timeouts, next)
-			}
-			resend := next - 1 // atftp and U-Boot: the last block in order
-			if c.resendOldACK || next == 1 {
-				resend = lastACK
-			}
-			if err := sendACK(resend); err != nil {
-				return nil, nil, err
-			}
-			continue
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		if !peer.IsValid() {
-			peer = from
-		}
-		if from != peer {
-			continue
-		}
-		pkts := [][]byte{append([]byte(nil), buf[:m]...)}
-		if len(pkts[0]) >= 4 && binary.BigEndian.Uint16(pkts[0]) == opDATA && c.data != nil {
-			seq := next - 1 + int64(binary.BigEndian.Uint16(pkts[0][2:])-uint16(next-1))
-			switch c.data(n, seq) {
-			case drop:
-				pkts = nil
-				c.mangled++
-			case hold:
-				held, pkts = pkts[0], nil
-				c.mangled++
-			case twice:
-				pkts = append(pkts, pkts[0])
-			}
-			n++
-			if held != nil && pkts != nil {
-				pkts, held = append(pkts, held), nil
-			}
-		}
-		for _, p := range pkts {
-			if len(p) < 4 {
-				return nil, nil, fmt.Errorf("short packet % x", p)
-			}
-			switch binary.BigEndian.Uint16(p) {
-			case opERROR:
-				return nil, nil, fmt.Errorf("server error %d %q", binary.BigEndian.Uint16(p[2:]), p[4:])
-			case opOACK:
-				if oack != nil || next != 1 {
-					continue // a resent OACK
-				}
-				oack = map[string]string{}
-				f := bytes.Split(bytes.TrimSuffix(p[2:], []byte{0}), []byte{0})
-				for i := 0; i+1 < len(f); i += 2 {
-					oack[string(f[i])] = string(f[i+1])
-				}
-				if v, err := strconv.Atoi(oack["blksize"]); err == nil {
-					blk = v
-				}
-				if v, err := strconv.Atoi(oack["windowsize"]); err == nil {
-					win = v
-				}
-				if err := sendACK(0); err != nil {
-					return nil, nil, err
-				}
-			case opDATA:
-				if d := int16(binary.BigEndian.Uint16(p[2:]) - uint16(next)); d != 0 {
-					// A block ahead means the awaited one was lost: ask
-					// for it once. Blocks behind are duplicates: ignore.
-					if d > 0 && nacked != next {
-						nacked = next
-						c.earlyACKs++
-						if err := sendACK(next - 1); err != nil {
-							return nil, nil, err
-						}
-					}
-					continue
-				}
-				c.blocks = append(c.blocks, binary.BigEndian.Uint16(p[2:]))
-				got.Write(p[4:])
-				inWindow++
-				last := len(p)-4 < blk
-				if inWindow == win || last {
-					if err := sendACK(next); err != nil {
-						return nil, nil, err
-					}
-				}
-				next++
-				if last {
-					return got.Bytes(), oack, nil
-				}
-			}
-		}
-	}
-	return nil, nil, fmt.Errorf("not done after 2 minutes, at block %d", next)
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
+// loopbackConn is a UDP socket on 127.0.0.1, closed when the test ends.
 func loopbackConn(t testing.TB) *net.UDPConn {
 	t.Helper()
 	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.Close() })
 	return c
 }
 
+// loseEvery is a Fault hook that loses every k-th DATA datagram to arrive
+// and counts the losses in lost.
+func loseEvery(k int, lost *int) func(int, int64) Fault {
+	return func(n int, _ int64) Fault {
+		if n%k == k-1 {
+			*lost++
+			return Drop
+		}
+		return Deliver
+	}
+}
+
 // TestWindowedFetch fetches files through loss, reordering and duplication
-// in both directions with the windowed client: every fetch is byte-exact,
-// the OACK carries just what was asked, and the event's counters add up.
+// in both directions with the package's client and its fault hooks: every
+// fetch is byte-exact, the OACK carries what was asked (capped by the
+// server; Get refuses an option it did not ask), and the event's counters
+// add up.
 func TestWindowedFetch(t *testing.T) {
 	// Cases that must not resend run against a patient server and client,
 	// so a stall of the test machine cannot pass for a lost packet; lossy
@@ -235,18 +66,24 @@ func TestWindowedFetch(t *testing.T) {
 		files[name] = patient.file(t, name, n)
 		quick.file(t, name, n)
 	}
-	lose := func(every int) func(int, int64) action {
-		return func(n int, _ int64) action {
-			if n%every == every-1 {
-				return drop
+	lose := func(every int) func(*int) func(int, int64) Fault {
+		return func(lost *int) func(int, int64) Fault { return loseEvery(every, lost) }
+	}
+	fates := func(every int, f Fault) func(*int) func(int, int64) Fault {
+		return func(mangled *int) func(int, int64) Fault {
+			return func(n int, _ int64) Fault {
+				if n%every == every/2 {
+					*mangled++
+					return f
+				}
+				return Deliver
 			}
-			return deliver
 		}
 	}
 	tests := map[string]struct {
 		blksize, window int
 		wantWindow      int
-		data            func(int, int64) action
+		fault           func(mangled *int) func(int, int64) Fault
 		dupACK, stale   bool
 		wantNoResend    bool
 		wantBounded     bool // at most one extra window per window
@@ -258,21 +95,13 @@ func TestWindowedFetch(t *testing.T) {
 		"duplicated ACKs":                  {blksize: 512, window: 16, wantWindow: 16, dupACK: true, wantBounded: true},
 		"reordered stale ACKs ignored":     {blksize: 512, window: 16, wantWindow: 16, stale: true, wantNoResend: true},
 		"both, lock-step":                  {blksize: 512, window: 1, wantWindow: 1, dupACK: true, stale: true, wantNoResend: true},
-		"every 7th block lost":             {blksize: 1468, window: 16, wantWindow: 16, data: lose(7), smallOnly: true},
-		"every 50th block lost, window 32": {blksize: 1468, window: 32, wantWindow: 32, data: lose(50), dupACK: true},
-		"every 3rd lost, lock-step":        {blksize: 1468, window: 1, wantWindow: 1, data: lose(3), smallOnly: true},
-		"reordered blocks": {blksize: 1468, window: 16, wantWindow: 16, data: func(n int, _ int64) action {
-			if n%11 == 5 {
-				return hold
-			}
-			return deliver
-		}},
-		"duplicated blocks": {blksize: 1024, window: 8, wantWindow: 8, data: func(n int, _ int64) action {
-			if n%5 == 0 {
-				return twice
-			}
-			return deliver
-		}, wantNoResend: true},
+		"every 7th block lost":             {blksize: 1468, window: 16, wantWindow: 16, fault: lose(7), smallOnly: true},
+		"every 50th block lost, window 32": {blksize: 1468, window: 32, wantWindow: 32, fault: lose(50), dupACK: true},
+		"every 3rd lost, lock-step":        {blksize: 1468, window: 1, wantWindow: 1, fault: lose(3), smallOnly: true},
+		"reordered blocks":                 {blksize: 1468, window: 16, wantWindow: 16, fault: fates(11, Hold)},
+		// The client answers a duplicate with its last ACK again (in case
+		// it was lost): the server resends a window for it at most once.
+		"duplicated blocks": {blksize: 1024, window: 8, wantWindow: 8, fault: fates(5, Twice), wantBounded: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -280,22 +109,27 @@ func TestWindowedFetch(t *testing.T) {
 				if tc.smallOnly && len(want) > 1<<20 {
 					continue
 				}
-				ts, c := quick, newWinClient(t, loopbackConn(t))
+				ts := quick
+				opt := ClientOptions{BlkSize: tc.blksize, WindowSize: tc.window, Timeout: 200 * time.Millisecond, Retries: 50,
+					DupACK: tc.dupACK, StaleACK: tc.stale}
 				if tc.wantNoResend || tc.wantBounded {
-					ts, c.timeout = patient, 5*time.Second
+					ts, opt.Timeout = patient, 5*time.Second
+				}
+				mangled := 0
+				if tc.fault != nil {
+					opt.Fault = tc.fault(&mangled)
 				}
 				before, _ := ts.rec.Snapshot()
-				c.data, c.dupACK, c.staleACK = tc.data, tc.dupACK, tc.stale
-				got, oack, err := c.get(ts.Addr(), file, tc.blksize, tc.window)
+				got, st, err := get(loopbackConn(t), ts.Addr(), file, opt)
 				if err != nil {
-					t.Fatalf("%s: %v", file, err)
+					t.Fatalf("%s: %v (%+v)", file, err, st)
 				}
 				if !bytes.Equal(got, want) {
 					t.Fatalf("%s: got %d bytes, want %d (content differs)", file, len(got), len(want))
 				}
-				wantOACK := map[string]string{"blksize": strconv.Itoa(tc.blksize), "windowsize": strconv.Itoa(tc.wantWindow)}
-				if diff := cmp.Diff(wantOACK, oack); diff != "" {
-					t.Errorf("%s: OACK (-want +got):\n%s", file, diff)
+				if !st.OACK || st.BlkSize != tc.blksize || st.WindowSize != tc.wantWindow || st.TSize != int64(len(want)) {
+					t.Errorf("%s: negotiated OACK %v blksize %d windowsize %d tsize %d; want an OACK of %d, %d, %d",
+						file, st.OACK, st.BlkSize, st.WindowSize, st.TSize, tc.blksize, tc.wantWindow, len(want))
 				}
 				ev := ts.fetches(t, len(before)+1)[len(before)]
 				blocks := int64(len(want)/tc.blksize + 1)
@@ -312,10 +146,10 @@ func TestWindowedFetch(t *testing.T) {
 					t.Errorf("%s: %d retransmits, %d timeouts for %d blocks; want one window per duplicate at most",
 						file, ev.TFTP.Retransmits, ev.TFTP.Timeouts, blocks)
 				}
-				if tc.data != nil && !tc.wantNoResend && len(want) > 100_000 && c.mangled == 0 {
-					t.Errorf("%s: the client lost nothing: the test's loss pattern is broken", file)
+				if tc.fault != nil && len(want) > 100_000 && mangled == 0 {
+					t.Errorf("%s: the client's fault hook touched nothing: the test's pattern is broken", file)
 				}
-				if tc.data != nil && !tc.wantNoResend && len(want) > 100_000 && ev.TFTP.Retransmits == 0 {
+				if tc.fault != nil && !tc.wantNoResend && len(want) > 100_000 && ev.TFTP.Retransmits == 0 {
 					t.Errorf("%s: no retransmits counted although blocks were lost", file)
 				}
 			}
@@ -493,8 +327,10 @@ func TestPlainRFC1350(t *testing.T) {
 	}
 }
 
-// TestBlockNumberWraparound fetches a file of more than 65535 blocks: block
-// numbers go 65535, 0, 1, ..., with losses across the wrap.
+// TestBlockNumberWraparound fetches a file of more than 65535 blocks with
+// the package's client, which takes block 0 after 65535 (as U-Boot and
+// tftp-hpa do; a server that wrapped elsewhere would never finish), with
+// losses across the wrap.
 func TestBlockNumberWraparound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("32 MiB transfer")
@@ -505,26 +341,30 @@ func TestBlockNumberWraparound(t *testing.T) {
 	for _, w := range []int{64, 1} {
 		t.Run(fmt.Sprintf("windowsize %d", w), func(t *testing.T) {
 			before, _ := ts.rec.Snapshot()
-			c := newWinClient(t, loopbackConn(t))
-			c.data = func(n int, seq int64) action {
-				// Lose a few blocks around the wrap, one per window at most.
-				if n%2000 == 1999 || seq%65536 == 65535 && n%3 == 0 || seq%65536 == 2 && n%4 == 0 {
-					return drop
-				}
-				return deliver
-			}
-			got, _, err := c.get(ts.Addr(), "big", 512, w)
+			var wrapLost []int64 // the first arrivals of blocks 65535 and 0, lost
+			opt := ClientOptions{BlkSize: 512, WindowSize: w, Timeout: 200 * time.Millisecond, Retries: 50,
+				Fault: func(n int, seq int64) Fault {
+					if (seq == 65535 || seq == 65536) && !slices.Contains(wrapLost, seq) {
+						wrapLost = append(wrapLost, seq)
+						return Drop
+					}
+					if n%2000 == 1999 {
+						return Drop
+					}
+					return Deliver
+				}}
+			got, st, err := get(loopbackConn(t), ts.Addr(), "big", opt)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("%v (%+v)", err, st)
 			}
 			if !bytes.Equal(got, want) {
 				t.Fatalf("got %d bytes, want %d (content differs)", len(got), len(want))
 			}
-			if len(c.blocks) != blocks {
-				t.Fatalf("accepted %d blocks, want %d", len(c.blocks), blocks)
+			if st.Blocks != blocks {
+				t.Fatalf("accepted %d blocks, want %d", st.Blocks, blocks)
 			}
-			if diff := cmp.Diff([]uint16{65534, 65535, 0, 1}, c.blocks[65533:65537]); diff != "" {
-				t.Errorf("block numbers at the wrap (-want +got):\n%s", diff)
+			if diff := cmp.Diff([]int64{65535, 65536}, wrapLost); diff != "" {
+				t.Errorf("blocks lost at the wrap, by sequence (-want +got):\n%s", diff)
 			}
 			ev := ts.fetches(t, len(before)+1)[len(before)]
 			if ev.Outcome != event.OutcomeOK || ev.Bytes != int64(len(want)) || ev.TFTP.Retransmits == 0 ||
