@@ -5,8 +5,9 @@
 // Metrics come from two places. Fetches and leases arrive as events: Metrics
 // is an event.Sink that counts them (a few atomic adds per fetch, nothing
 // per block). Everything the servers already count (DHCP packets, refusals,
-// malformed packets, the record queue, transfers in progress) is read from
-// their Stats when Prometheus scrapes, so serving pays nothing for it.
+// malformed, repeated and stray datagrams, lock-step threads, connections,
+// the record queue, transfers in progress) is read from their Stats when
+// Prometheus scrapes, so serving pays nothing for it.
 //
 // The registry is passed in (no global registry). Labels are bounded sets:
 // protocol, outcome, DHCP message type, refusal reason; never a MAC, an
