@@ -24,6 +24,7 @@ import (
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/httpboot"
 	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/servetest"
 	"github.com/pxeperf/pxeperf/tftp"
 )
 
@@ -70,24 +71,6 @@ func imageStore(t *testing.T, files map[string]int) (*images.Store, string) {
 	return store, root
 }
 
-// serveUntilCleanup runs serve until the test ends.
-func serveUntilCleanup(t *testing.T, name string, serve func(context.Context) error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("%s Serve: %v", name, err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("%s Serve did not return 30 s after its context ended", name)
-		}
-	})
-}
-
 func startTFTP(t *testing.T) (*tftp.Server, *event.Recorder) {
 	t.Helper()
 	store, _ := imageStore(t, map[string]int{"f": 100, "g": 200})
@@ -97,7 +80,7 @@ func startTFTP(t *testing.T) (*tftp.Server, *event.Recorder) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveUntilCleanup(t, "tftp", s.Serve)
+	servetest.Run(t, "tftp", 30*time.Second, s.Serve)
 	return s, rec
 }
 
@@ -235,7 +218,7 @@ func startDHCP(t *testing.T) *dhcp.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveUntilCleanup(t, "dhcp", s.Serve) // closes the socket and the lease journal
+	servetest.Run(t, "dhcp", 30*time.Second, s.Serve) // closes the socket and the lease journal
 	return s
 }
 
@@ -301,7 +284,7 @@ func startHTTP(t *testing.T) *httpboot.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveUntilCleanup(t, "http", s.Serve)
+	servetest.Run(t, "http", 30*time.Second, s.Serve)
 	return s
 }
 
