@@ -1,10 +1,11 @@
 // Package dashboard is the lab's live view, served by the admin listener:
 // a plain HTML page at / (embedded, no build step, no CDN) showing boots and
 // transfers in progress as they run (server-sent events), the latest
-// fetches, per-client history, leases, and the report tables with their
-// charts; and the JSON it reads:
+// fetches, per-client history, leases, the TFTP server's lock-step threads
+// and dropped datagrams, and the report tables with their charts; and the
+// JSON it reads:
 //
-//	GET /api/active                 transfers in progress, with current Mbit/s
+//	GET /api/active                 transfers in progress, with current Mbit/s, and the TFTP counters
 //	GET /api/active/stream          the same, pushed every Interval (text/event-stream)
 //	GET /api/recent                 the latest finished fetches, held in memory
 //	GET /api/leases                 leases in use (full mode) or boot clients seen (proxy)
@@ -31,6 +32,7 @@ import (
 	"github.com/pxeperf/pxeperf/api"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/report"
+	"github.com/pxeperf/pxeperf/tftp"
 )
 
 //go:embed ui
@@ -57,6 +59,8 @@ type Options struct {
 	// Leases lists the leases in use (dhcp.Server.Leases with host
 	// names); nil: the leases seen as events are listed instead (proxy).
 	Leases func() []Lease
+	// TFTP is the TFTP server whose counters /api/active carries; nil: none.
+	TFTP TFTPSource
 	// Recent is how many finished fetches and leases are kept. Default 200.
 	Recent int
 	// Interval is how often the stream pushes. Default 500ms.
@@ -96,6 +100,21 @@ type Fetch struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 }
 
+// TFTPSource is what the dashboard reads of the TFTP server.
+type TFTPSource interface{ Stats() tftp.Stats }
+
+// TFTPCounters is the TFTP server's line on the page: how many lock-step
+// threads are held of how many, and what it dropped or turned away so far
+// (tftp.Stats; /metrics has them all).
+type TFTPCounters struct {
+	ThreadsBusy int64  `json:"lockstep_threads_busy"`
+	ThreadsCap  int64  `json:"lockstep_threads_cap"`
+	Malformed   int64  `json:"malformed"`
+	Repeated    int64  `json:"repeated_requests"`
+	Stray       int64  `json:"stray"`
+	Refused     uint64 `json:"refused"`
+}
+
 // Transfer is a transfer in progress with its current rate.
 type Transfer struct {
 	event.TransferInfo
@@ -127,10 +146,10 @@ func New(opt Options) *Dashboard {
 	return &Dashboard{opt: opt, leases: map[string]Lease{}, rates: map[uint64]rate{}}
 }
 
-// SetSources sets the chart's records and the lease list (see Options)
-// once they exist; call it before serving.
-func (d *Dashboard) SetSources(records api.Source, leases func() []Lease) {
-	d.opt.Records, d.opt.Leases = records, leases
+// SetSources sets the chart's records, the lease list and the TFTP server
+// (see Options) once they exist; call it before serving.
+func (d *Dashboard) SetSources(records api.Source, leases func() []Lease, tftp TFTPSource) {
+	d.opt.Records, d.opt.Leases, d.opt.TFTP = records, leases, tftp
 }
 
 // Fetch keeps a finished fetch for /api/recent.
@@ -252,10 +271,20 @@ type activeAnswer struct {
 	// RecentSeq counts finished fetches: when it changes, /api/recent has
 	// news.
 	RecentSeq uint64 `json:"recent_seq"`
+	// TFTP is left out when there is no TFTP server.
+	TFTP *TFTPCounters `json:"tftp,omitempty"`
 }
 
 func (d *Dashboard) activeAnswer() activeAnswer {
 	a := activeAnswer{Time: time.Now().UTC(), Transfers: d.Active()}
+	if d.opt.TFTP != nil {
+		st := d.opt.TFTP.Stats()
+		a.TFTP = &TFTPCounters{ThreadsBusy: st.LockstepThreadsBusy, ThreadsCap: st.LockstepThreadsCap,
+			Malformed: st.Malformed, Repeated: st.Duplicates, Stray: st.Stray}
+		for _, n := range st.Refused {
+			a.TFTP.Refused += n
+		}
+	}
 	d.mu.Lock()
 	a.RecentSeq = d.seq
 	d.mu.Unlock()

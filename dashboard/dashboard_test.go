@@ -24,6 +24,7 @@ import (
 
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/tftp"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -231,6 +232,56 @@ func TestAPIShapes(t *testing.T) {
 		if v, ok := getJSON(t, mux, path)[key].([]any); !ok || len(v) != 0 {
 			t.Errorf("%s with nothing: %s = %v, want []", path, key, v)
 		}
+	}
+}
+
+type fakeTFTP struct{ st tftp.Stats }
+
+func (f *fakeTFTP) Stats() tftp.Stats { return f.st }
+
+// TestTFTPCounters: /api/active (and so the stream) carries the TFTP
+// server's thread use and drops as Stats reads them at that moment, the
+// refusals summed; without a TFTP server there is no tftp key; and the page
+// reads every field by its JSON name.
+func TestTFTPCounters(t *testing.T) {
+	src := &fakeTFTP{st: tftp.Stats{LockstepThreadsBusy: 3, LockstepThreadsCap: 16, Malformed: 7, Duplicates: 2, Stray: 11,
+		Busy: 4, Requests: 99, Refused: map[string]uint64{tftp.RefuseBusy: 4, tftp.RefuseClientTimeout: 1}}}
+	d := New(Options{Active: event.NewActive()})
+	d.SetSources(nil, nil, src)
+	mux := http.NewServeMux()
+	d.Register(mux)
+	want := map[string]any{"lockstep_threads_busy": 3.0, "lockstep_threads_cap": 16.0, "malformed": 7.0,
+		"repeated_requests": 2.0, "stray": 11.0, "refused": 5.0}
+	if diff := cmp.Diff(want, getJSON(t, mux, "/api/active")["tftp"]); diff != "" {
+		t.Errorf("/api/active tftp (-want +got):\n%s", diff)
+	}
+	// Read when asked, not when built.
+	src.st.LockstepThreadsBusy, src.st.Stray = 0, 12
+	want["lockstep_threads_busy"], want["stray"] = 0.0, 12.0
+	if diff := cmp.Diff(want, getJSON(t, mux, "/api/active")["tftp"]); diff != "" {
+		t.Errorf("second read (-want +got):\n%s", diff)
+	}
+
+	d.SetSources(nil, nil, nil)
+	if v, ok := getJSON(t, mux, "/api/active")["tftp"]; ok {
+		t.Errorf("no TFTP server, yet /api/active carries tftp: %v", v)
+	}
+
+	page, err := ui.ReadFile("ui/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, err := ui.ReadFile("ui/index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range jsonNames(reflect.TypeFor[TFTPCounters]()) {
+		if !strings.Contains(string(page), "c."+name) {
+			t.Errorf("app.js never shows the TFTP counter %q", name)
+		}
+	}
+	if !strings.Contains(string(index), `id="tftp-counters"`) || !strings.Contains(string(page), `"#tftp-counters"`) {
+		t.Error("the page has no #tftp-counters line, or app.js does not fill it")
 	}
 }
 

@@ -5,8 +5,9 @@
 // Metrics come from two places. Fetches and leases arrive as events: Metrics
 // is an event.Sink that counts them (a few atomic adds per fetch, nothing
 // per block). Everything the servers already count (DHCP packets, refusals,
-// malformed packets, the record queue, transfers in progress) is read from
-// their Stats when Prometheus scrapes, so serving pays nothing for it.
+// malformed, repeated and stray datagrams, lock-step threads, connections,
+// the record queue, transfers in progress) is read from their Stats when
+// Prometheus scrapes, so serving pays nothing for it.
 //
 // The registry is passed in (no global registry). Labels are bounded sets:
 // protocol, outcome, DHCP message type, refusal reason; never a MAC, an
@@ -44,6 +45,7 @@ type Sources struct {
 	HTTP     interface {
 		Refused() *refuse.Log
 		BadRequests() int64
+		Conns() int
 	}
 	// Admin counts the admin listener's refusals (bad token).
 	Admin   *refuse.Log
@@ -174,12 +176,19 @@ func dhcpKind(v string) string {
 	return "other"
 }
 
-// statsCollector reads the servers' counters at scrape time.
+// statsCollector reads the servers' counters at scrape time. A counter
+// another series already shows is not sent twice: tftp.Stats.Busy is
+// refusals_total's two "too many transfers" reasons, dhcp.Stats' Offers,
+// Acks, Naks and Informs are dhcp_packets_total by outcome, and httpboot's
+// Active is active_transfers{proto="http"}.
 type statsCollector struct {
 	src                                                        Sources
 	active, dhcpPackets, leasesInUse, poolSize, malformed, ref *prometheus.Desc
 	queue, queueBytes, backlog, storeErrs, written, dropped    *prometheus.Desc
-	lockstep, lockstepRecvs, lockstepBusy                      *prometheus.Desc
+	lockstep, lockstepRecvs, lockstepBusy, lockstepCap         *prometheus.Desc
+	tftpRequests, tftpDropped, tftpReplaced                    *prometheus.Desc
+	dhcpReceived, dhcpIgnored, dhcpErrors, reclaimed, ended    *prometheus.Desc
+	httpConns                                                  *prometheus.Desc
 }
 
 func newStatsCollector(src Sources) *statsCollector {
@@ -203,12 +212,27 @@ func newStatsCollector(src Sources) *statsCollector {
 			"thread (a blocking read on an OS thread of their own) or poller (Go's; every thread under tftp.lockstep_threads was taken, or its socket failed).", "wait"),
 		lockstepRecvs: d("tftp_lockstep_thread_datagrams_total", "Datagrams read by lock-step transfers on threads of their own, added as each transfer ends."),
 		lockstepBusy:  d("tftp_lockstep_threads_busy", "OS threads held by lock-step transfers now (at most tftp.lockstep_threads)."),
+		lockstepCap:   d("tftp_lockstep_threads_limit", "OS threads lock-step transfers may hold: tftp.lockstep_threads (0 when negative, and off Linux)."),
+		tftpRequests: d("tftp_requests_total", "TFTP read and write requests accepted for handling: each starts a transfer or is answered with an error. "+
+			"Requests turned away are in pxeperf_refusals_total, unparsable ones in pxeperf_malformed_packets_total."),
+		tftpDropped: d("tftp_dropped_total", "TFTP datagrams dropped unanswered, by reason: repeated-request (a client's request again while its transfer runs) "+
+			"or stray (neither an ACK nor an ERROR on a transfer's socket, added as the transfer ends).", "reason"),
+		tftpReplaced: d("tftp_replaced_transfers_total", "TFTP transfers ended by a new, different request from the same client address and port (the client moved on)."),
+		dhcpReceived: d("dhcp_datagrams_received_total", "Datagrams read on the DHCP ports, parsed or not."),
+		dhcpIgnored: d("dhcp_ignored_total", "Valid DHCP requests left unanswered because they are not for pxeperf: "+
+			"another server chosen, not a boot client (proxy), a RELEASE or DECLINE of no lease of ours, ..."),
+		dhcpErrors: d("dhcp_errors_total", "DHCP requests pxeperf failed to answer: pool exhausted, lease journal or send failures."),
+		reclaimed:  d("dhcp_offers_reclaimed_total", "Offered addresses nobody REQUESTed, taken back early for a new client because the pool had none free."),
+		ended:      d("dhcp_leases_ended_total", "Leases the client ended, by how: release (address back in the pool) or decline (client found it in use).", "by"),
+		httpConns:  d("http_connections", "Open HTTP boot connections, as counted against http.max_conns."),
 	}
 }
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.active, c.dhcpPackets, c.leasesInUse, c.poolSize, c.malformed, c.ref,
-		c.queue, c.queueBytes, c.backlog, c.storeErrs, c.written, c.dropped, c.lockstep, c.lockstepRecvs, c.lockstepBusy} {
+		c.queue, c.queueBytes, c.backlog, c.storeErrs, c.written, c.dropped, c.lockstep, c.lockstepRecvs, c.lockstepBusy,
+		c.lockstepCap, c.tftpRequests, c.tftpDropped, c.tftpReplaced, c.dhcpReceived, c.dhcpIgnored, c.dhcpErrors,
+		c.reclaimed, c.ended, c.httpConns} {
 		ch <- d
 	}
 }
@@ -247,6 +271,12 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.dhcpPackets, float64(n), k.Type, k.Reply)
 		}
 		counter(c.malformed, float64(st.Malformed), "dhcp")
+		counter(c.dhcpReceived, float64(st.Received))
+		counter(c.dhcpIgnored, float64(st.Ignored))
+		counter(c.dhcpErrors, float64(st.Errors))
+		counter(c.reclaimed, float64(st.Reclaimed))
+		counter(c.ended, float64(st.Releases), "release")
+		counter(c.ended, float64(st.Declines), "decline")
 		refusals("dhcp", st.Refused)
 		if s.PoolSize > 0 {
 			gauge(c.leasesInUse, float64(len(s.DHCP.Leases())))
@@ -261,9 +291,15 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.lockstep, float64(st.LockstepPolled), "poller")
 		counter(c.lockstepRecvs, float64(st.LockstepThreadRecvs))
 		gauge(c.lockstepBusy, float64(st.LockstepThreadsBusy))
+		gauge(c.lockstepCap, float64(st.LockstepThreadsCap))
+		counter(c.tftpRequests, float64(st.Requests))
+		counter(c.tftpDropped, float64(st.Duplicates), "repeated-request")
+		counter(c.tftpDropped, float64(st.Stray), "stray")
+		counter(c.tftpReplaced, float64(st.Replaced))
 	}
 	if s.HTTP != nil {
 		counter(c.malformed, float64(s.HTTP.BadRequests()), "http")
+		gauge(c.httpConns, float64(s.HTTP.Conns()))
 		refusals("http", s.HTTP.Refused().Counts())
 	}
 	if s.Admin != nil {

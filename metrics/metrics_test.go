@@ -249,7 +249,10 @@ var allowed = map[string][]string{
 	"outcome": {"ok", "aborted", "not-found", "denied", "error", "offer", "ack", "nak", "none", "other"},
 	"type":    {"discover", "request", "release", "decline", "inform", "other"},
 	"mode":    {"full", "proxy"},
-	"reason":  {"too many transfers", "queue full", "bad token", "too many labels", "new clients per second", "evil"},
+	"wait":    {"thread", "poller"},
+	"by":      {"release", "decline"},
+	"reason": {"too many transfers", "queue full", "bad token", "too many labels", "new clients per second", "evil",
+		"repeated-request", "stray"},
 }
 
 // TestLabelsBounded: hostile values in every field of fetches, leases and
@@ -367,12 +370,14 @@ type fakeTFTP struct{ st tftp.Stats }
 func (f *fakeTFTP) Stats() tftp.Stats { return f.st }
 
 type fakeHTTP struct {
-	ref *refuse.Log
-	bad int64
+	ref   *refuse.Log
+	bad   int64
+	conns int
 }
 
 func (f *fakeHTTP) Refused() *refuse.Log { return f.ref }
 func (f *fakeHTTP) BadRequests() int64   { return f.bad }
+func (f *fakeHTTP) Conns() int           { return f.conns }
 
 type fakeRecords struct{ st record.SinkStats }
 
@@ -392,15 +397,16 @@ func sources() Sources {
 	}
 	return Sources{
 		DHCP: &fakeDHCP{
-			st: dhcp.Stats{Malformed: 7, Refused: map[string]uint64{"dhcp: new clients per second": 5},
+			st: dhcp.Stats{Received: 50, Malformed: 7, Ignored: 8, Errors: 3, Reclaimed: 2, Releases: 2, Declines: 1, Refused: map[string]uint64{"dhcp: new clients per second": 5},
 				Packets: map[dhcp.PacketKind]uint64{{Type: "discover", Reply: "offer"}: 11, {Type: "request", Reply: "ack"}: 10,
 					{Type: "request", Reply: "nak"}: 1, {Type: "release", Reply: "none"}: 2}},
 			leases: make([]dhcp.Lease, 9),
 		},
 		PoolSize: 100,
 		TFTP: &fakeTFTP{st: tftp.Stats{Malformed: 3, Refused: map[string]uint64{"tftp: too many transfers": 6},
-			LockstepThreaded: 13, LockstepPolled: 2, LockstepThreadRecvs: 40000, LockstepThreadsBusy: 5}},
-		HTTP:  &fakeHTTP{ref: httpRef, bad: 2},
+			LockstepThreaded: 13, LockstepPolled: 2, LockstepThreadRecvs: 40000, LockstepThreadsBusy: 5, LockstepThreadsCap: 16,
+			Requests: 21, Duplicates: 4, Stray: 9, Replaced: 1, Busy: 6}},
+		HTTP:  &fakeHTTP{ref: httpRef, bad: 2, conns: 3},
 		Admin: adminRef,
 		Records: &fakeRecords{st: record.SinkStats{Written: 1000, Pending: 12, PendingBytes: 4096, JournalOnly: 30,
 			Recovered: 10, Dropped: 1, StoreErrors: 4, Refused: map[string]uint64{"record: queue full": 20}}},
@@ -424,10 +430,20 @@ const (
 	lockstep  = "pxeperf_tftp_lockstep_transfers_total"
 	lsRecvs   = "pxeperf_tftp_lockstep_thread_datagrams_total"
 	lsBusy    = "pxeperf_tftp_lockstep_threads_busy"
+	lsCap     = "pxeperf_tftp_lockstep_threads_limit"
+	tRequests = "pxeperf_tftp_requests_total"
+	tDropped  = "pxeperf_tftp_dropped_total"
+	tReplaced = "pxeperf_tftp_replaced_transfers_total"
+	dReceived = "pxeperf_dhcp_datagrams_received_total"
+	dIgnored  = "pxeperf_dhcp_ignored_total"
+	dErrors   = "pxeperf_dhcp_errors_total"
+	reclaimed = "pxeperf_dhcp_offers_reclaimed_total"
+	ended     = "pxeperf_dhcp_leases_ended_total"
+	hConns    = "pxeperf_http_connections"
 )
 
 var collected = []string{active, packets, inUse, pool, malformed, refusals, queue, qbytes, backlog, storeErrs, written, dropped,
-	lockstep, lsRecvs, lsBusy}
+	lockstep, lsRecvs, lsBusy, lsCap, tRequests, tDropped, tReplaced, dReceived, dIgnored, dErrors, reclaimed, ended, hConns}
 
 // TestCollector: what a scrape shows is each Sources field's counters, as
 // read at that moment; a nil service is left out.
@@ -449,16 +465,28 @@ func TestCollector(t *testing.T) {
 		refusals + `{proto="http",reason="too many labels"}`:        4,
 		refusals + `{proto="admin",reason="bad token"}`:             1,
 		refusals + `{proto="record",reason="queue full"}`:           20,
-		queue + `{}`:                 12,
-		qbytes + `{}`:                4096,
-		backlog + `{}`:               20,
-		storeErrs + `{}`:             4,
-		written + `{}`:               1000,
-		dropped + `{}`:               1,
-		lockstep + `{wait="thread"}`: 13,
-		lockstep + `{wait="poller"}`: 2,
-		lsRecvs + `{}`:               40000,
-		lsBusy + `{}`:                5,
+		queue + `{}`:                             12,
+		qbytes + `{}`:                            4096,
+		backlog + `{}`:                           20,
+		storeErrs + `{}`:                         4,
+		written + `{}`:                           1000,
+		dropped + `{}`:                           1,
+		lockstep + `{wait="thread"}`:             13,
+		lockstep + `{wait="poller"}`:             2,
+		lsRecvs + `{}`:                           40000,
+		lsBusy + `{}`:                            5,
+		lsCap + `{}`:                             16,
+		tRequests + `{}`:                         21,
+		tDropped + `{reason="repeated-request"}`: 4,
+		tDropped + `{reason="stray"}`:            9,
+		tReplaced + `{}`:                         1,
+		dReceived + `{}`:                         50,
+		dIgnored + `{}`:                          8,
+		dErrors + `{}`:                           3,
+		reclaimed + `{}`:                         2,
+		ended + `{by="release"}`:                 2,
+		ended + `{by="decline"}`:                 1,
+		hConns + `{}`:                            3,
 	}
 	without := func(prefixes ...string) map[string]float64 {
 		out := map[string]float64{}
@@ -479,10 +507,12 @@ func TestCollector(t *testing.T) {
 	}{
 		"every service":       {func(*Sources) {}, all},
 		"proxy mode: no pool": {func(s *Sources) { s.PoolSize = 0 }, without(inUse, pool)},
-		"no DHCP":             {func(s *Sources) { s.DHCP = nil }, without(packets, inUse, pool, malformed+`{proto="dhcp"`, refusals+`{proto="dhcp"`)},
-		"no TFTP":             {func(s *Sources) { s.TFTP = nil }, without(malformed+`{proto="tftp"`, refusals+`{proto="tftp"`, lockstep, lsRecvs, lsBusy)},
-		"no HTTP":             {func(s *Sources) { s.HTTP = nil }, without(malformed+`{proto="http"`, refusals+`{proto="http"`)},
-		"no admin refusals":   {func(s *Sources) { s.Admin = nil }, without(refusals + `{proto="admin"`)},
+		"no DHCP": {func(s *Sources) { s.DHCP = nil }, without(packets, inUse, pool, malformed+`{proto="dhcp"`, refusals+`{proto="dhcp"`,
+			dReceived, dIgnored, dErrors, reclaimed, ended)},
+		"no TFTP": {func(s *Sources) { s.TFTP = nil }, without(malformed+`{proto="tftp"`, refusals+`{proto="tftp"`, lockstep, lsRecvs, lsBusy,
+			lsCap, tRequests, tDropped, tReplaced)},
+		"no HTTP":           {func(s *Sources) { s.HTTP = nil }, without(malformed+`{proto="http"`, refusals+`{proto="http"`, hConns)},
+		"no admin refusals": {func(s *Sources) { s.Admin = nil }, without(refusals + `{proto="admin"`)},
 		"no recording": {func(s *Sources) { s.Records = nil },
 			without(queue, qbytes, backlog, storeErrs, written, dropped, refusals+`{proto="record"`)},
 		"no live view": {func(s *Sources) { s.Active = nil }, without(active)},
@@ -527,6 +557,20 @@ func TestCollector(t *testing.T) {
 	}
 }
 
+// TestCollectorServers: real servers, made to count garbage, repeats,
+// replaced transfers, an exhausted pool, ..., show those counts in a
+// scrape.
+func TestCollectorServers(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	want := liveServers(t, reg)
+	got := gather(t, reg)
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+}
+
 func hasPrefix(k string, names []string) bool {
 	for _, n := range names {
 		if strings.HasPrefix(k, n+"{") {
@@ -543,21 +587,45 @@ func TestPromtool(t *testing.T) {
 	if err != nil {
 		t.Skip("promtool not installed (Debian: apt-get install prometheus); CI installs it")
 	}
+	// The fakes, with every series set, and real servers that made their
+	// counters move, in two registries.
 	m, reg := newMetrics(t)
 	if err := Watch(reg, sources()); err != nil {
 		t.Fatal(err)
 	}
+	live := prometheus.NewRegistry()
+	want := liveServers(t, live)
 	m.Fetch(fetch(event.ProtoTFTP, event.OutcomeOK, 1<<20, time.Second))
 	m.Fetch(fetch(event.ProtoHTTP, event.OutcomeAborted, 1<<10, time.Second))
 	m.Lease(&event.Lease{Proxy: true})
 	srv := httptest.NewServer(Handler(reg))
 	t.Cleanup(srv.Close)
 	body := scrape(t, srv)
-	for _, want := range []string{"pxeperf_fetches_total", "pxeperf_refusals_total", lockstep, lsRecvs, lsBusy, "go_goroutines", "process_"} {
-		if !strings.Contains(body, want) {
-			t.Errorf("exposition lacks %s", want)
+	for _, name := range append([]string{"pxeperf_fetches_total", "go_goroutines", "process_"}, collected...) {
+		if !strings.Contains(body, "\n"+name) {
+			t.Errorf("exposition lacks %s", name)
 		}
 	}
+	promcheck(t, promtool, body)
+
+	liveSrv := httptest.NewServer(Handler(live))
+	t.Cleanup(liveSrv.Close)
+	body = scrape(t, liveSrv)
+	lines := map[string]bool{}
+	for _, l := range strings.Split(body, "\n") {
+		lines[l] = true
+	}
+	for k, v := range want {
+		line := strings.TrimSuffix(k, "{}") + " " + strconv.FormatFloat(v, 'g', -1, 64)
+		if !lines[line] {
+			t.Errorf("the live servers' exposition lacks %q", line)
+		}
+	}
+	promcheck(t, promtool, body)
+}
+
+func promcheck(t *testing.T, promtool, body string) {
+	t.Helper()
 	cmd := exec.Command(promtool, "check", "metrics")
 	cmd.Stdin = strings.NewReader(body)
 	var out bytes.Buffer

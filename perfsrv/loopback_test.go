@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/internal/servetest"
 )
 
 // startIperf3 runs a server on loopback port 0 with a recorder sink.
@@ -34,23 +35,13 @@ func startIperf3(t *testing.T, l Limits) (*Iperf3, *event.Recorder, *syncLog) {
 // returns nil in time; the server log is shown when the test failed.
 func serveUntilCleanup(t *testing.T, serve func(context.Context) error, lg *syncLog) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx) }()
+	// Cleanups run last first: the log is shown after Serve has returned.
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Error("Serve did not return after cancel")
-		}
 		if t.Failed() {
 			t.Logf("server log:\n%s", lg.String())
 		}
 	})
+	servetest.Run(t, "perfsrv", 15*time.Second, serve)
 }
 
 // clientJSON is the part of iperf3 -J output the tests compare.

@@ -158,6 +158,9 @@ func (l *threadLink) close() {
 // defaultLockstepThreads is Config.LockstepThreads' default.
 const defaultLockstepThreads = 16
 
+// threadCap is Stats.LockstepThreadsCap.
+func (s *Server) threadCap() int64 { return int64(max(s.cfg.LockstepThreads, 0)) }
+
 // threadLink opens a threadLink for a lock-step transfer when a thread is
 // free under LockstepThreads, else returns nil (the transfer waits in the
 // poller). It runs on the transfer's goroutine, which must close the link.

@@ -46,8 +46,9 @@ func TestLockstepThreads(t *testing.T) {
 	a := newRawClient(t, ts.Addr())
 	a.send(ts.Addr(), rq(opRRQ, "f", "octet"))
 	firstA, fromA := a.recv() // A holds the thread, unacknowledged
-	if st := ts.Stats(); st.LockstepThreaded != 1 || st.LockstepThreadsBusy != 1 {
-		t.Fatalf("%d transfers on a thread, %d threads busy; want 1 and 1", st.LockstepThreaded, st.LockstepThreadsBusy)
+	if st := ts.Stats(); st.LockstepThreaded != 1 || st.LockstepThreadsBusy != 1 || st.LockstepThreadsCap != 1 {
+		t.Fatalf("%d transfers on a thread, %d of %d threads busy; want 1, 1 of 1",
+			st.LockstepThreaded, st.LockstepThreadsBusy, st.LockstepThreadsCap)
 	}
 
 	b := newRawClient(t, ts.Addr())

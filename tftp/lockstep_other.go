@@ -15,3 +15,6 @@ func (s *Server) threadLink(context.Context, netip.AddrPort, netip.Addr) link {
 	s.polled.Add(1)
 	return nil
 }
+
+// threadCap is Stats.LockstepThreadsCap: no threads off Linux.
+func (s *Server) threadCap() int64 { return 0 }

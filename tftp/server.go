@@ -149,8 +149,11 @@ type Stats struct {
 	// as each threaded transfer ends.
 	LockstepThreadRecvs int64
 	// LockstepThreadsBusy is how many threads lock-step transfers hold now
-	// (at most LockstepThreads).
+	// (at most LockstepThreadsCap).
 	LockstepThreadsBusy int64
+	// LockstepThreadsCap is how many they may hold: Config.LockstepThreads
+	// on Linux (0 when negative), 0 elsewhere.
+	LockstepThreadsCap int64
 	// Refused counts refusals by reason (the Refuse* constants), each also
 	// logged once per client per minute.
 	Refused map[string]uint64
@@ -321,6 +324,7 @@ func (s *Server) Stats() Stats {
 		LockstepPolled:      s.polled.Load(),
 		LockstepThreadRecvs: s.threadRecvs.Load(),
 		LockstepThreadsBusy: int64(s.threads.Load()),
+		LockstepThreadsCap:  s.threadCap(),
 	}
 }
 

@@ -79,6 +79,7 @@ func mountLive(env *serveEnv, s *admin.Server, records api.Source) error {
 	}
 	if t, ok := env.built["tftp"].(*tftp.Server); ok {
 		src.TFTP = t
+		opt.TFTP = t
 	}
 	if h, ok := env.built["http"].(*httpService); ok {
 		src.HTTP = h
@@ -89,7 +90,7 @@ func mountLive(env *serveEnv, s *admin.Server, records api.Source) error {
 	if err := metrics.Watch(l.reg, src); err != nil {
 		return err
 	}
-	l.dash.SetSources(opt.Records, opt.Leases)
+	l.dash.SetSources(opt.Records, opt.Leases, opt.TFTP)
 	s.Handle("GET /metrics", metrics.Handler(l.reg))
 	l.dash.Register(s)
 	return nil

@@ -51,7 +51,16 @@ function renderActive(a) {
       `<td>${esc(t.file)}</td><td class="num bytes" data-bytes="${t.bytes}">${bytes(t.bytes)}${t.size > 0 ? " / " + bytes(t.size) : ""}</td>` +
       `<td><div class="bar"><div style="width:${pct.toFixed(1)}%"></div></div></td><td class="num">${mbps(t.mbps)}</td><td class="num">${mbps(t.avg_mbps)}</td></tr>`;
   }).join("");
+  renderTFTP(a.tftp);
   if (a.recent_seq !== lastSeq) { lastSeq = a.recent_seq; loadRecent(); }
+}
+// The TFTP server's lock-step threads and what it dropped (absent: no TFTP).
+function renderTFTP(c) {
+  const p = $("#tftp-counters");
+  p.hidden = !c;
+  if (!c) return;
+  p.textContent = `TFTP lock-step threads ${c.lockstep_threads_busy} / ${c.lockstep_threads_cap}` +
+    ` · dropped ${c.malformed} malformed, ${c.repeated_requests} repeated requests, ${c.stray} stray · ${c.refused} refused`;
 }
 let lastSeq = -1;
 function connect() {
