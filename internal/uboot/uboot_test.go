@@ -1,0 +1,89 @@
+//go:build linux
+
+package uboot
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pxeperf/pxeperf/internal/nstest"
+)
+
+// TestBoards checks the table against what Debian's builds are known to
+// do: qemu_arm64 sends option 93 = 22 and "U-Boot.armv8"; every board runs
+// under TCG (never KVM) with its NIC on the tap it is given.
+func TestBoards(t *testing.T) {
+	seen := map[string]bool{}
+	for _, b := range Boards() {
+		if seen[b.Name] || seen[b.MAC] {
+			t.Errorf("%s: name or MAC %s used twice", b.Name, b.MAC)
+		}
+		seen[b.Name], seen[b.MAC] = true, true
+		args := strings.Join(b.QEMUArgs("tpX"), " ")
+		for _, want := range []string{"-accel tcg", "-bios " + b.Firmware, "ifname=tpX,", b.NIC + ",netdev=n0,mac=" + b.MAC} {
+			if !strings.Contains(args, want) {
+				t.Errorf("%s: QEMU args lack %q: %s", b.Name, want, args)
+			}
+		}
+		if strings.Contains(args, "kvm") {
+			t.Errorf("%s: QEMU args ask for KVM: %s", b.Name, args)
+		}
+		if got, ok := BoardNamed(b.Name); !ok || got.Firmware != b.Firmware {
+			t.Errorf("BoardNamed(%q) = %v, %v", b.Name, got.Name, ok)
+		}
+	}
+	arm64, ok := BoardNamed("arm64")
+	if !ok || arm64.Arch93 != 22 || arm64.Vendor != "U-Boot.armv8" {
+		t.Errorf("arm64 board: option 93 %d, option 60 %q; want 22 and U-Boot.armv8", arm64.Arch93, arm64.Vendor)
+	}
+	if _, ok := BoardNamed("sparc"); ok {
+		t.Error("BoardNamed found a board that is not in the table")
+	}
+	// Boards returns a fresh table: a caller's edit does not leak.
+	b := Boards()
+	b[0].Machine[0] = "changed"
+	if slices.Contains(Boards()[0].Machine, "changed") {
+		t.Error("Boards shares its slices between calls")
+	}
+}
+
+// TestConsolePause boots the arm64 board, stops autoboot, runs commands,
+// and checks that Pause stops QEMU (state T in /proc) and Resume lets the
+// console answer again.
+func TestConsolePause(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots U-Boot under TCG (about 15 s); skipped with -short")
+	}
+	b, _ := BoardNamed("arm64")
+	b.Require(t)
+	p, _, tap := nstest.GuestLAN(t)
+	c := Boot(t, b, "arm64", p.Client, tap, nil)
+	c.StopAutoboot(90 * time.Second)
+	c.Env(b)
+	if out := c.Run("version", 10*time.Second); !strings.Contains(out, "U-Boot 20") {
+		t.Fatalf("version printed %q", out)
+	}
+	state := func() string {
+		s, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(s[strings.LastIndexByte(string(s), ')')+1:]))
+		return f[0]
+	}
+	c.Pause()
+	if !nstest.WaitFor(5*time.Second, func() bool { return state() == "T" }) {
+		t.Fatalf("after Pause QEMU is in state %s, want T (stopped)", state())
+	}
+	c.Resume()
+	if out := c.Run("echo resumed", 10*time.Second); strings.TrimSpace(out) != "resumed" {
+		t.Fatalf("after Resume, echo printed %q", out)
+	}
+	if s := state(); s == "T" {
+		t.Errorf("after Resume QEMU is still stopped")
+	}
+}
