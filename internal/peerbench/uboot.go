@@ -92,20 +92,29 @@ func NewUBootLab(t testing.TB, bin, board string, servers []string, mb, blksize 
 	return l
 }
 
+// UBootRun is one tftpboot's figures: Mbps over the command's wall time
+// (typed to the next prompt, as a user sees it) and server CPU, plus the
+// rate U-Boot itself printed (uboot.Fetch.RateMbps).
+type UBootRun struct {
+	TFTPRun
+	UBootMbps float64
+}
+
 // Round resumes the board, fetches the file once from each server in
 // names (in that order) and pauses the board again. The first fetch from
 // each server is checked by U-Boot's own crc32 (outside the timing).
-func (l *UBootLab) Round(t testing.TB, names []string) map[string]TFTPRun {
+func (l *UBootLab) Round(t testing.TB, names []string) map[string]UBootRun {
 	t.Helper()
 	l.Console.Resume()
 	defer l.Console.Pause()
-	runs := map[string]TFTPRun{}
+	runs := map[string]UBootRun{}
 	for _, name := range names {
 		s := l.Servers[name]
 		cpu0 := s.CPU(t)
 		f := l.Console.TFTPBoot(s.IP+":"+l.File, l.Size, 10*time.Minute)
 		cpu := s.CPU(t) - cpu0
-		runs[name] = TFTPRun{Mbps: float64(l.Size) * 8 / f.Wall.Seconds() / 1e6, CPUPerGiB: cpu / (float64(l.Size) / (1 << 30))}
+		runs[name] = UBootRun{TFTPRun: TFTPRun{Mbps: float64(l.Size) * 8 / f.Wall.Seconds() / 1e6,
+			CPUPerGiB: cpu / (float64(l.Size) / (1 << 30))}, UBootMbps: f.RateMbps}
 		if !l.checked[name] {
 			l.Console.CheckCRC32(l.crc, fmt.Sprintf("tftpboot from %s at blksize %d", name, l.Blksize))
 			l.checked[name] = true

@@ -87,3 +87,27 @@ func TestConsolePause(t *testing.T) {
 		t.Errorf("after Resume QEMU is still stopped")
 	}
 }
+
+func TestRateMbps(t *testing.T) {
+	tests := map[string]struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		"MiB":       {"6.2 MiB/s", 6.2 * (1 << 20) * 8 / 1e6, true},
+		"KiB":       {"512 KiB/s", 512 * 1024 * 8 / 1e6, true},
+		"bytes":     {"100 B/s", 800 / 1e6, true},
+		"GiB":       {"1 GiB/s", (1 << 30) * 8 / 1e6, true},
+		"not rate":  {"Bytes transferred = 5", 0, false},
+		"empty":     {"", 0, false},
+		"no number": {"x MiB/s", 0, false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, ok := RateMbps(tc.in)
+			if ok != tc.ok || got != tc.want {
+				t.Errorf("RateMbps(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
