@@ -38,7 +38,7 @@ import (
 // atftpd (see peerbench.AtftpdPath). The U-Boot row (Debian's qemu_arm64
 // U-Boot under QEMU TCG, internal/uboot, lock-step 1468x1, 64 MiB, 16 MiB
 // quick) runs only when asked: PXEPERF_BENCH_UBOOT=1, or "uboot" in
-// PXEPERF_BENCH_ONLY; its QEMU is paused while the other rows run.
+// PXEPERF_BENCH_ONLY; its QEMU runs only during its own turn of each round.
 func TestPeers(t *testing.T) {
 	if os.Getenv("PXEPERF_BENCH") != "1" {
 		t.Skip("peers table: set PXEPERF_BENCH=1 (and -v) to run; PXEPERF_BENCH_QUICK=1 for the ~10 minute version")
@@ -136,7 +136,7 @@ func TestPeers(t *testing.T) {
 	}
 
 	// U-Boot: a guest LAN of its own, the servers on port 69 of three
-	// addresses; booted once, paused between its turns.
+	// addresses; the board boots afresh for each round.
 	var ubootLab *peerbench.UBootLab
 	ubootServers := []string{"pxeperf", "atftpd", "in.tftpd"}
 	const ubootRow = "lock-step under U-Boot arm64 1468x1"

@@ -20,27 +20,34 @@ import (
 // have no tftpdstp, so every server listens on port 69 of an address of its
 // own on the server's veth, and U-Boot fetches with `tftpboot ADDR IP:FILE`.
 // The board sets its own address (no DHCP: the row measures TFTP only).
-// Between rounds QEMU is paused: idle at its prompt, TCG spins a host core.
+// Each round boots the board afresh and ends QEMU after its fetches: idle
+// at its prompt, U-Boot polls the serial port and TCG spins a host core,
+// which would weigh on the other rows of the run.
 type UBootLab struct {
 	Pair    *nstest.Pair
 	Board   uboot.Board
-	Console *uboot.Console
 	Servers map[string]*TFTPServer
 	File    string
 	Size    int64
 	Blksize int
+	tap     string
+	ip      string // the board's address
 	crc     uint32
 	checked map[string]bool // servers whose load U-Boot's crc32 checked
 }
+
+// warmFile is fetched once from every server after each boot, before the
+// timed fetches, so the first timed one does not pay for QEMU translating
+// U-Boot's network code.
+const warmFile = "warm.bin"
 
 // ubootHosts is the last byte of each server's address on the U-Boot LAN
 // (the board is .100, the client namespace's bridge .2).
 var ubootHosts = map[string]byte{"pxeperf": 1, "atftpd": 11, "in.tftpd": 12}
 
-// NewUBootLab boots board (a name of uboot.Boards) on a guest LAN of its
-// own, starts servers (of "pxeperf", "atftpd", "in.tftpd") serving a
-// random file of mb MiB, sets the board's address, tftpblocksize blksize
-// and tftpwindowsize 1, and leaves QEMU paused.
+// NewUBootLab makes a guest LAN for board (a name of uboot.Boards) and
+// starts servers (of "pxeperf", "atftpd", "in.tftpd") serving a random
+// file of mb MiB; Round boots the board.
 func NewUBootLab(t testing.TB, bin, board string, servers []string, mb, blksize int) *UBootLab {
 	t.Helper()
 	b, ok := uboot.BoardNamed(board)
@@ -61,7 +68,8 @@ func NewUBootLab(t testing.TB, bin, board string, servers []string, mb, blksize 
 		t.Fatal(err)
 	}
 	l := &UBootLab{Pair: p, Board: b, Servers: map[string]*TFTPServer{}, File: "img.bin",
-		Size: int64(mb) << 20, Blksize: blksize, checked: map[string]bool{}}
+		Size: int64(mb) << 20, Blksize: blksize, tap: tap, ip: host(100), checked: map[string]bool{}}
+	nstest.RandomFile(t, filepath.Join(root, warmFile), 1<<20, 8)
 	path := filepath.Join(root, l.File)
 	nstest.RandomFile(t, path, mb<<20, 7)
 	data, err := os.ReadFile(path)
@@ -80,15 +88,6 @@ func NewUBootLab(t testing.TB, bin, board string, servers []string, mb, blksize 
 		}
 		l.Servers[name] = StartTFTPAt(t, p, ip, name, bin, root, "69", "")
 	}
-	var srvLog func() string
-	if s := l.Servers["pxeperf"]; s != nil {
-		srvLog = s.Proc.Out.String
-	}
-	l.Console = uboot.Boot(t, b, "U-Boot "+b.Name, p.Client, tap, srvLog)
-	l.Console.StopAutoboot(90 * time.Second)
-	l.Console.Env(b, "setenv autoload no", "setenv ipaddr "+host(100), "setenv netmask 255.255.255.0",
-		fmt.Sprintf("setenv tftpblocksize %d", blksize), "setenv tftpwindowsize 1")
-	l.Console.Pause()
 	return l
 }
 
@@ -100,23 +99,35 @@ type UBootRun struct {
 	UBootMbps float64
 }
 
-// Round resumes the board, fetches the file once from each server in
-// names (in that order) and pauses the board again. The first fetch from
-// each server is checked by U-Boot's own crc32 (outside the timing).
+// Round boots the board, sets its address, tftpblocksize and
+// tftpwindowsize 1, fetches warmFile from every server, then the file once
+// from each server in names (in that order), and ends QEMU. The first
+// fetch from each server is checked by U-Boot's own crc32 (outside the
+// timing).
 func (l *UBootLab) Round(t testing.TB, names []string) map[string]UBootRun {
 	t.Helper()
-	l.Console.Resume()
-	defer l.Console.Pause()
+	var srvLog func() string
+	if s := l.Servers["pxeperf"]; s != nil {
+		srvLog = s.Proc.Out.String
+	}
+	c := uboot.Boot(t, l.Board, "U-Boot "+l.Board.Name, l.Pair.Client, l.tap, srvLog)
+	defer c.Stop()
+	c.StopAutoboot(90 * time.Second)
+	c.Env(l.Board, "setenv autoload no", "setenv ipaddr "+l.ip, "setenv netmask 255.255.255.0",
+		fmt.Sprintf("setenv tftpblocksize %d", l.Blksize), "setenv tftpwindowsize 1")
+	for _, name := range names {
+		c.TFTPBoot(l.Servers[name].IP+":"+warmFile, 1<<20, time.Minute)
+	}
 	runs := map[string]UBootRun{}
 	for _, name := range names {
 		s := l.Servers[name]
 		cpu0 := s.CPU(t)
-		f := l.Console.TFTPBoot(s.IP+":"+l.File, l.Size, 10*time.Minute)
+		f := c.TFTPBoot(s.IP+":"+l.File, l.Size, 10*time.Minute)
 		cpu := s.CPU(t) - cpu0
 		runs[name] = UBootRun{TFTPRun: TFTPRun{Mbps: float64(l.Size) * 8 / f.Wall.Seconds() / 1e6,
 			CPUPerGiB: cpu / (float64(l.Size) / (1 << 30))}, UBootMbps: f.RateMbps}
 		if !l.checked[name] {
-			l.Console.CheckCRC32(l.crc, fmt.Sprintf("tftpboot from %s at blksize %d", name, l.Blksize))
+			c.CheckCRC32(l.crc, fmt.Sprintf("tftpboot from %s at blksize %d", name, l.Blksize))
 			l.checked[name] = true
 		}
 	}

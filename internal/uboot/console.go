@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,9 +30,10 @@ type Console struct {
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	out    nstest.SyncBuffer
-	srvLog func() string // the server's log so far, for failure dumps
-	exited chan struct{} // closed once QEMU has exited
-	status int           // QEMU's exit status, valid after exited
+	srvLog func() string      // the server's log so far, for failure dumps
+	cancel context.CancelFunc // kills QEMU
+	exited chan struct{}      // closed once QEMU has exited
+	status int                // QEMU's exit status, valid after exited
 }
 
 // Boot starts board b in namespace ns with its NIC on tap (Start with the
@@ -51,7 +51,7 @@ func Start(t testing.TB, name, ns string, srvLog func() string, qemu string, arg
 		srvLog = func() string { return "" }
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Console{t: t, name: name, srvLog: srvLog, exited: make(chan struct{})}
+	c := &Console{t: t, name: name, srvLog: srvLog, exited: make(chan struct{}), cancel: cancel}
 	c.cmd = nstest.Command(ctx, ns, qemu, args...)
 	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
 	c.cmd.WaitDelay = 5 * time.Second
@@ -70,15 +70,7 @@ func Start(t testing.TB, name, ns string, srvLog func() string, qemu string, arg
 		c.status = c.cmd.ProcessState.ExitCode()
 		close(c.exited)
 	}()
-	t.Cleanup(func() {
-		_ = c.in.Close()
-		cancel()
-		select {
-		case <-c.exited:
-		case <-time.After(15 * time.Second):
-			t.Errorf("%s: QEMU did not exit after kill", name)
-		}
-	})
+	t.Cleanup(c.Stop)
 	return c
 }
 
@@ -180,23 +172,17 @@ func (c *Console) WaitExit(timeout time.Duration) int {
 	}
 }
 
-// Pause stops QEMU (SIGSTOP) until Resume. Idle at its prompt, U-Boot
-// polls the serial port and TCG spins a host core on it: a benchmark pauses
-// the board while other rows run. nstest.Command execs QEMU through `ip
-// netns exec`, which execs in turn, so the pid is QEMU's.
-func (c *Console) Pause() { c.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused QEMU.
-func (c *Console) Resume() { c.signal(syscall.SIGCONT) }
-
-func (c *Console) signal(sig syscall.Signal) {
+// Stop kills QEMU and waits (15 s at most) until it has exited; the
+// console is of no use afterwards. Cleanup does the same for a console
+// still running.
+func (c *Console) Stop() {
+	c.t.Helper()
+	_ = c.in.Close()
+	c.cancel()
 	select {
 	case <-c.exited:
-		return
-	default:
-	}
-	if err := c.cmd.Process.Signal(sig); err != nil {
-		c.t.Logf("%s: %s to QEMU: %v", c.name, sig, err)
+	case <-time.After(15 * time.Second):
+		c.t.Errorf("%s: QEMU did not exit after kill", c.name)
 	}
 }
 
