@@ -92,7 +92,7 @@ func bootAAVMF(t *testing.T, b aavmfBoot) {
 		}
 	}
 	bin := nstest.Binary(t)
-	p, _, tap := guestLAN(t)
+	p, _, tap := nstest.GuestLAN(t)
 
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
@@ -157,7 +157,7 @@ hosts:
 	start := time.Now()
 	err := cmd.Run()
 	status := cmd.ProcessState.ExitCode()
-	console := cleanConsole(serial.String())
+	console := nstest.CleanConsole(serial.String())
 	log := srv.Out.String()
 	t.Logf("%s: QEMU exit status %d after %s", b.name, status, time.Since(start).Round(time.Second))
 	if m := deadEnd(); m != "" {
@@ -170,22 +170,22 @@ hosts:
 	}
 	if status != qemuStatus(guestOK) {
 		t.Fatalf("%s: the ARM64 app did not run (QEMU status %d, want %d from semihosting; err %v)\nguest console (tail):\n%s\npxeperf log (tail):\n%s",
-			b.name, status, qemuStatus(guestOK), err, tail(console, 40), tail(log, 40))
+			b.name, status, qemuStatus(guestOK), err, nstest.Tail(console, 40), nstest.Tail(log, 40))
 	}
 	// The firmware took the boot path under test (AAVMF tries HTTP boot
 	// after PXE, and that would work too).
 	if !strings.Contains(console, b.banner) {
-		t.Errorf("guest console lacks %q:\n%s", b.banner, tail(console, 30))
+		t.Errorf("guest console lacks %q:\n%s", b.banner, nstest.Tail(console, 30))
 	}
 	if b.proto == "tftp" && strings.Contains(console, "HTTP Boot") {
-		t.Errorf("the app came through HTTP boot, not PXE:\n%s", tail(console, 30))
+		t.Errorf("the app came through HTTP boot, not PXE:\n%s", nstest.Tail(console, 30))
 	}
 	if !regexp.MustCompile(fmt.Sprintf(`msg=lease .*client_mac=%s .*arch=%d `, guestMAC, b.archCode)).MatchString(log) {
-		t.Errorf("pxeperf log has no lease for %s with arch %d:\n%s", guestMAC, b.archCode, tail(log, 30))
+		t.Errorf("pxeperf log has no lease for %s with arch %d:\n%s", guestMAC, b.archCode, nstest.Tail(log, 30))
 	}
 	fetch := fmt.Sprintf(`msg=fetch proto=%s .*file=/?%s bytes=%d .*outcome=ok client_mac=%s host=arm64-guest`,
 		b.proto, regexp.QuoteMeta(arm64App), len(arm64ExitImage()), guestMAC)
 	if !regexp.MustCompile(fetch).MatchString(log) {
-		t.Errorf("pxeperf log has no complete %s fetch of %s put on the guest (want %q):\n%s", b.proto, arm64App, fetch, tail(log, 30))
+		t.Errorf("pxeperf log has no complete %s fetch of %s put on the guest (want %q):\n%s", b.proto, arm64App, fetch, nstest.Tail(log, 30))
 	}
 }

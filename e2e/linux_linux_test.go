@@ -73,7 +73,7 @@ func TestLinuxKernelFetch(t *testing.T) {
 	kdir, kernel, release, busybox := debianKernel(t)
 
 	bin := nstest.Binary(t)
-	p, _, tap := guestLAN(t)
+	p, _, tap := nstest.GuestLAN(t)
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
 	data := filepath.Join(dir, "data")
@@ -131,7 +131,7 @@ hosts:
 	err := cmd.Run()
 	status := cmd.ProcessState.ExitCode()
 	total := time.Since(start)
-	console := cleanConsole(serial.String())
+	console := nstest.CleanConsole(serial.String())
 	log := srv.Out.String()
 	t.Logf("QEMU exit status %d after %s", status, total.Round(time.Second))
 	if m := deadEnd(); m != "" {
@@ -144,7 +144,7 @@ hosts:
 	}
 	if status != qemuStatus(guestOK) || !strings.Contains(console, linuxOK) {
 		t.Fatalf("Linux did not report a complete fetch (QEMU status %d, want %d; %d = fetch failed; err %v)\nguest console (tail):\n%s\npxeperf log (tail):\n%s",
-			status, qemuStatus(guestOK), qemuStatus(guestFail), err, tail(console, 50), tail(log, 30))
+			status, qemuStatus(guestOK), qemuStatus(guestFail), err, nstest.Tail(console, 50), nstest.Tail(log, 30))
 	}
 	at := seen()
 	t.Logf("boot: kernel started %s, user space up %s, fetch done %s after QEMU start",

@@ -135,7 +135,7 @@ admin:
 	// opens on first use (the cache folder, the record store's files).
 	runClients(ctx, time.Now(), hc, base, tftpAddr, tftpFiles, httpFiles, &tally)
 	if tally.failed() {
-		t.Fatalf("warm-up failed: %s\nserver log (tail):\n%s", tally.errors(), tail(srv.Out.String(), 20))
+		t.Fatalf("warm-up failed: %s\nserver log (tail):\n%s", tally.errors(), nstest.Tail(srv.Out.String(), 20))
 	}
 	tr.CloseIdleConnections()
 	// The baseline once the warm-up's connections are closed: no active
@@ -224,7 +224,7 @@ admin:
 		t.Errorf("server ran %d threads: something blocks an OS thread per request", peak.threads)
 	}
 	if t.Failed() {
-		t.Logf("server log (tail):\n%s", tail(srv.Out.String(), 30))
+		t.Logf("server log (tail):\n%s", nstest.Tail(srv.Out.String(), 30))
 	}
 }
 

@@ -107,10 +107,10 @@ func TestNetemInGuest(t *testing.T) {
 	start := time.Now()
 	deadEnd := stopAt(ctx, cancel, &serial, "Kernel panic", netemPass, netemFail)
 	err = cmd.Run()
-	console := cleanConsole(serial.String())
+	console := nstest.CleanConsole(serial.String())
 	t.Logf("QEMU ended after %s (%v); %s", time.Since(start).Round(time.Second), err, deadEnd())
 	if !strings.Contains(console, netemPass) {
-		t.Fatalf("netlab's netem tests did not pass in the guest (kernel %s, modules %v); console (tail):\n%s", release, names, tail(console, 60))
+		t.Fatalf("netlab's netem tests did not pass in the guest (kernel %s, modules %v); console (tail):\n%s", release, names, nstest.Tail(console, 60))
 	}
 	for _, l := range strings.Split(console, "\n") {
 		if strings.Contains(l, "--- ") || strings.Contains(l, "netem probe") || strings.Contains(l, "RTT") {

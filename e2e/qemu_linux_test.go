@@ -100,7 +100,7 @@ func bootGuest(t *testing.T, fw firmware, mode string) {
 		}
 	}
 	bin := nstest.Binary(t)
-	p, br, tap := guestLAN(t)
+	p, br, tap := nstest.GuestLAN(t)
 
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
@@ -158,19 +158,19 @@ hosts:
 	start := time.Now()
 	err := cmd.Run()
 	status := cmd.ProcessState.ExitCode()
-	console := cleanConsole(serial.String())
+	console := nstest.CleanConsole(serial.String())
 	t.Logf("%s (%s DHCP): QEMU exit status %d after %s", fw.name, mode, status, time.Since(start).Round(time.Second))
 	if status != qemuStatus(guestOK) {
 		t.Fatalf("%s: guest did not report success (QEMU status %d, want %d; %d = fetch failed; err %v)\nguest console (tail):\n%s\npxeperf log (tail):\n%s",
-			fw.name, status, qemuStatus(guestOK), qemuStatus(guestFail), err, tail(console, 40), tail(srv.Out.String(), 40))
+			fw.name, status, qemuStatus(guestOK), qemuStatus(guestFail), err, nstest.Tail(console, 40), nstest.Tail(srv.Out.String(), 40))
 	}
 	if !strings.Contains(console, "PXEPERF-IMGFETCH-OK") {
-		t.Errorf("guest console lacks the imgfetch marker:\n%s", tail(console, 30))
+		t.Errorf("guest console lacks the imgfetch marker:\n%s", nstest.Tail(console, 30))
 	}
 	// The server saw the same: the right architecture, and the whole image.
 	log := srv.Out.String()
 	if !regexp.MustCompile(fmt.Sprintf(`msg=lease .*client_mac=%s .*arch=%d`, guestMAC, fw.archCode)).MatchString(log) {
-		t.Errorf("pxeperf log has no lease for %s with arch %d:\n%s", guestMAC, fw.archCode, tail(log, 30))
+		t.Errorf("pxeperf log has no lease for %s with arch %d:\n%s", guestMAC, fw.archCode, nstest.Tail(log, 30))
 	}
 	for _, l := range strings.Split(log, "\n") {
 		if strings.Contains(l, "msg=fetch") || strings.Contains(l, "msg=lease") {
@@ -181,24 +181,8 @@ hosts:
 		t.Errorf("pxeperf log has no fetch of iPXE matching %q", fw.nbp)
 	}
 	if !regexp.MustCompile(fmt.Sprintf(`msg=fetch proto=http .*file=/?img64 bytes=%d .*outcome=ok .*client_mac=%s`, imageSize, guestMAC)).MatchString(log) {
-		t.Errorf("pxeperf log has no complete HTTP fetch of img64 put on the guest's MAC:\n%s", tail(log, 30))
+		t.Errorf("pxeperf log has no complete HTTP fetch of img64 put on the guest's MAC:\n%s", nstest.Tail(log, 30))
 	}
-}
-
-// guestLAN makes the network every guest boots on: pxeperf's namespace
-// (p.Server) and, in p.Client, a bridge holding the veth end and the tap QEMU
-// opens.
-func guestLAN(t *testing.T) (p *nstest.Pair, br, tap string) {
-	t.Helper()
-	p = nstest.NewPair(t, nstest.Options{NoClientIP: true})
-	br, tap = "br"+p.ClientIf, "tp"+p.ClientIf
-	nstest.Run(t, p.Client, "ip", "link", "add", br, "type", "bridge")
-	nstest.Run(t, p.Client, "ip", "link", "set", p.ClientIf, "master", br)
-	nstest.Run(t, p.Client, "ip", "tuntap", "add", "dev", tap, "mode", "tap")
-	nstest.Run(t, p.Client, "ip", "link", "set", tap, "master", br)
-	nstest.Run(t, p.Client, "ip", "link", "set", tap, "up")
-	nstest.Run(t, p.Client, "ip", "link", "set", br, "up")
-	return p, br, tap
 }
 
 // fullDHCP is the body of the dhcp: section (indented for two spaces) that
@@ -273,21 +257,6 @@ func stopAt(ctx context.Context, cancel context.CancelFunc, console *nstest.Sync
 		defer mu.Unlock()
 		return seen
 	}
-}
-
-var ansi = regexp.MustCompile(`\x1b\[[0-9;?=]*[a-zA-Z]`)
-
-func cleanConsole(s string) string {
-	s = ansi.ReplaceAllString(s, "")
-	return strings.ReplaceAll(s, "\r", "")
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func indent(s, pre string) string {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/uboot"
 )
 
 // Debian's U-Boot builds for QEMU (u-boot-qemu 2023.01) against
@@ -44,67 +44,10 @@ func ubootImageBytes() int64 {
 	return ubootImageSize
 }
 
-// ubootBoard is one U-Boot build and the QEMU machine it runs on.
-type ubootBoard struct {
-	name     string // arm64, arm, x86_64, riscv64
-	qemu     string // QEMU binary
-	qemuPkg  string // Debian package with that binary
-	firmware string // U-Boot image, from u-boot-qemu
-	mac      string
-	// machine is the QEMU machine, CPU and firmware arguments.
-	machine []string
-	// nic is the QEMU network device. U-Boot 2023.01 reads the MAC of a
-	// virtio-net-pci device as 52:52:52:52:52:52 (so DHCP carries the wrong
-	// chaddr and no host entry matches); e1000 and virtio-mmio read it
-	// right.
-	nic    string
-	ethact string // U-Boot's name for that device
-	// exitArgs let the crafted kernel end QEMU with a status.
-	exitArgs []string
-	arch93   int    // option 93 the build sends, -1 for none
-	vendor   string // option 60 it sends (CONFIG_BOOTP_VCI_STRING)
-	kernel   func() []byte
-	cmdline  string
-	// env is set after the prompt, for variables a build lacks.
-	env []string
-}
-
-var ubootBoards = []ubootBoard{
-	{
-		name: "arm64", qemu: "qemu-system-aarch64", qemuPkg: "qemu-system-arm",
-		firmware: "/usr/lib/u-boot/qemu_arm64/u-boot.bin", mac: "52:54:00:e2:b0:01",
-		machine: []string{"-M", "virt", "-cpu", "cortex-a57"},
-		nic:     "e1000", ethact: "e1000#0",
-		exitArgs: []string{"-semihosting-config", "enable=on,target=native"},
-		arch93:   22, vendor: "U-Boot.armv8", kernel: arm64Kernel, cmdline: "console=ttyAMA0",
-	},
-	{
-		name: "arm", qemu: "qemu-system-arm", qemuPkg: "qemu-system-arm",
-		firmware: "/usr/lib/u-boot/qemu_arm/u-boot.bin", mac: "52:54:00:e2:b0:02",
-		machine: []string{"-M", "virt", "-cpu", "cortex-a15"},
-		nic:     "e1000", ethact: "e1000#0",
-		exitArgs: []string{"-semihosting-config", "enable=on,target=native"},
-		arch93:   21, vendor: "U-Boot.armv7", kernel: armKernel, cmdline: "console=ttyAMA0",
-	},
-	{
-		name: "x86_64", qemu: "qemu-system-x86_64", qemuPkg: "qemu-system-x86",
-		firmware: "/usr/lib/u-boot/qemu-x86_64/u-boot.rom", mac: "52:54:00:e2:b0:03",
-		machine: []string{"-M", "pc"},
-		nic:     "e1000", ethact: "e1000#0",
-		exitArgs: []string{"-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"},
-		arch93:   -1, vendor: "U-Boot", kernel: x86Kernel, cmdline: "console=ttyS0",
-		// The x86 build has no pxefile_addr_r, which `pxe get` needs; above
-		// scriptaddr (0x7000000), clear of loadaddr + 64 MiB.
-		env: []string{"setenv pxefile_addr_r 0x7800000"},
-	},
-	{
-		name: "riscv64", qemu: "qemu-system-riscv64", qemuPkg: "qemu-system-misc",
-		firmware: "/usr/lib/u-boot/qemu-riscv64/u-boot.bin", mac: "52:54:00:e2:b0:04",
-		machine: []string{"-M", "virt"},
-		// The riscv64 build has no e1000 driver; virtio-mmio gets the MAC right.
-		nic: "virtio-net-device", ethact: "virtio-net#0",
-		arch93: -1, vendor: "U-Boot", kernel: riscv64Kernel, cmdline: "console=ttyS0",
-	},
+// ubootKernels are the crafted kernels (uboot_kernel_linux_test.go), per
+// board of uboot.Boards.
+var ubootKernels = map[string]func() []byte{
+	"arm64": arm64Kernel, "arm": armKernel, "x86_64": x86Kernel, "riscv64": riscv64Kernel,
 }
 
 // ubootFigure is one transfer for the figures table.
@@ -134,14 +77,14 @@ func TestUBoot(t *testing.T) {
 		notes   []string
 	)
 	start := time.Now()
-	for _, b := range ubootBoards {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range uboot.Boards() {
+		t.Run(b.Name, func(t *testing.T) {
 			t0 := time.Now()
 			figs, note := ubootBoot(t, b)
 			mu.Lock()
 			defer mu.Unlock()
 			figures = append(figures, figs...)
-			notes = append(notes, fmt.Sprintf("%-8s %s; took %s", b.name, note, time.Since(t0).Round(time.Second)))
+			notes = append(notes, fmt.Sprintf("%-8s %s; took %s", b.Name, note, time.Since(t0).Round(time.Second)))
 		})
 	}
 	t.Logf("U-Boot boards (image %d MiB), total %s:\n%s\n%s", ubootImageBytes()>>20,
@@ -163,15 +106,10 @@ func ubootTable(figs []ubootFigure) string {
 
 // ubootBoot runs both boots of one board and returns its transfers and a
 // one-line note for the summary.
-func ubootBoot(t *testing.T, b ubootBoard) ([]ubootFigure, string) {
-	if _, err := exec.LookPath(b.qemu); err != nil {
-		t.Skipf("needs %s: apt-get install %s", b.qemu, b.qemuPkg)
-	}
-	if _, err := os.Stat(b.firmware); err != nil {
-		t.Skipf("needs %s: apt-get install u-boot-qemu", b.firmware)
-	}
+func ubootBoot(t *testing.T, b uboot.Board) ([]ubootFigure, string) {
+	b.Require(t)
 	bin := nstest.Binary(t)
-	p, _, tap := guestLAN(t)
+	p, _, tap := nstest.GuestLAN(t)
 
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
@@ -186,11 +124,11 @@ func ubootBoot(t *testing.T, b ubootBoard) ([]ubootFigure, string) {
 		t.Fatalf("images generate: %v, %d bytes", err, len(data))
 	}
 	wantCRC := crc32.ChecksumIEEE(data)
-	kernel := "kernel-" + b.name + ".img"
-	if err := os.WriteFile(filepath.Join(root, kernel), b.kernel(), 0o644); err != nil {
+	kernel := "kernel-" + b.Name + ".img"
+	if err := os.WriteFile(filepath.Join(root, kernel), ubootKernels[b.Name](), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	host := "uboot-" + b.name
+	host := "uboot-" + b.Name
 
 	// One host entry; pxelinux.cfg/01-MAC and boot.scr.uimg are pxeperf's.
 	cfg := fmt.Sprintf(`root: %s
@@ -207,7 +145,7 @@ hosts:
     name: %s
     kernel: %s
     cmdline: %q
-`, root, filepath.Join(dir, "data"), fullDHCP(p), p.ServerIP, p.ServerIP, b.mac, host, kernel, b.cmdline)
+`, root, filepath.Join(dir, "data"), fullDHCP(p), p.ServerIP, p.ServerIP, b.MAC, host, kernel, b.Cmdline)
 	cfgPath := filepath.Join(dir, "pxeperf.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -215,115 +153,82 @@ hosts:
 	srv := startServe(t, bin, p, cfgPath)
 	sniff := sniffDHCP(t, p.Client, tap)
 
-	args := append([]string{"-accel", "tcg", "-m", "512", "-no-reboot",
-		"-display", "none", "-serial", "stdio", "-monitor", "none",
-		"-bios", b.firmware,
-		"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no",
-		"-device", b.nic + ",netdev=n0,mac=" + b.mac}, b.machine...)
-	args = append(args, b.exitArgs...)
-
 	// Boot 1: dhcp, tftpboot x3 with crc32, pxe get, pxe boot.
-	c := startUBoot(t, b.name+" boot 1", p.Client, srv.Out.String, b.qemu, args...)
-	c.stopAutoboot(90 * time.Second)
-	ubootEnv(c, b, "setenv autoload no")
-	out := c.run("dhcp", 60*time.Second)
+	c := uboot.Boot(t, b, b.Name+" boot 1", p.Client, tap, srv.Out.String)
+	c.StopAutoboot(90 * time.Second)
+	c.Env(b, "setenv autoload no")
+	out := c.Run("dhcp", 60*time.Second)
 	if !strings.Contains(out, "DHCP client bound to address") {
-		c.fatalf("dhcp did not bind:\n%s", out)
+		c.Fatalf("dhcp did not bind:\n%s", out)
 	}
-	t.Logf("%s DHCP request: %s", b.name, sniff)
-	if vendor, arch, ok := sniff.last(); ok && (arch != b.arch93 || vendor != b.vendor) {
-		t.Errorf("%s sent %s, want option 60 %q and option 93 %d (-1: none)", b.name, sniff, b.vendor, b.arch93)
+	t.Logf("%s DHCP request: %s", b.Name, sniff)
+	if vendor, arch, ok := sniff.last(); ok && (arch != b.Arch93 || vendor != b.Vendor) {
+		t.Errorf("%s sent %s, want option 60 %q and option 93 %d (-1: none)", b.Name, sniff, b.Vendor, b.Arch93)
 	}
-	if got := strings.TrimSpace(c.run("printenv serverip", 10*time.Second)); got != "serverip="+p.ServerIP.String() {
-		c.fatalf("after dhcp, %q; want serverip=%s: pxeperf's reply had no siaddr for this client (%s)", got, p.ServerIP, sniff)
+	if got := strings.TrimSpace(c.Run("printenv serverip", 10*time.Second)); got != "serverip="+p.ServerIP.String() {
+		c.Fatalf("after dhcp, %q; want serverip=%s: pxeperf's reply had no siaddr for this client (%s)", got, p.ServerIP, sniff)
 	}
 
 	var figs []ubootFigure
 	for _, tr := range ubootTransfers {
-		c.run(fmt.Sprintf("setenv tftpblocksize %d; setenv tftpwindowsize %d", tr.blksize, tr.windowsize), 10*time.Second)
-		t0 := time.Now()
-		tout := c.run("tftpboot ${loadaddr} "+img, 5*time.Minute)
-		wall := time.Since(t0)
-		m := regexp.MustCompile(`Bytes transferred = (\d+)`).FindStringSubmatch(tout)
-		if m == nil || m[1] != fmt.Sprint(size) {
-			c.fatalf("tftpboot %s at blksize %d windowsize %d: want %d bytes transferred:\n%s", img, tr.blksize, tr.windowsize, size, tail(tout, 10))
-		}
-		out := c.run("crc32 ${loadaddr} ${filesize}", 2*time.Minute)
-		m = regexp.MustCompile(`==> ([0-9a-f]{8})`).FindStringSubmatch(out)
-		if m == nil || m[1] != fmt.Sprintf("%08x", wantCRC) {
-			c.fatalf("U-Boot's crc32 after blksize %d windowsize %d: %q, want %08x", tr.blksize, tr.windowsize, strings.TrimSpace(out), wantCRC)
-		}
-		f := ubootFigure{arch: b.name, blksize: tr.blksize, windowsize: tr.windowsize, bytes: size, wall: wall}
-		if m := regexp.MustCompile(`\t ([0-9.]+ [KMG]?i?B/s)`).FindStringSubmatch(tout); m != nil {
-			f.ubootRate = m[1]
-		}
+		c.Run(fmt.Sprintf("setenv tftpblocksize %d; setenv tftpwindowsize %d", tr.blksize, tr.windowsize), 10*time.Second)
+		tf := c.TFTPBoot(img, size, 5*time.Minute)
+		c.CheckCRC32(wantCRC, fmt.Sprintf("blksize %d windowsize %d", tr.blksize, tr.windowsize))
+		f := ubootFigure{arch: b.Name, blksize: tr.blksize, windowsize: tr.windowsize, bytes: size, wall: tf.Wall, ubootRate: tf.Rate}
 		fe := waitFetch(t, srv, img, func(fe map[string]string) bool {
 			return fe["blksize"] == fmt.Sprint(tr.blksize) && fe["windowsize"] == fmt.Sprint(tr.windowsize)
 		})
 		if fe == nil {
-			c.fatalf("pxeperf logged no fetch of %s at blksize %d windowsize %d", img, tr.blksize, tr.windowsize)
+			c.Fatalf("pxeperf logged no fetch of %s at blksize %d windowsize %d", img, tr.blksize, tr.windowsize)
 		}
 		f.serverMbps, _ = strconv.ParseFloat(fe["mbps"], 64)
 		f.server, _ = time.ParseDuration(fe["duration"])
 		f.resends, f.timeouts = fe["retransmits"], fe["timeouts"]
 		t.Logf("%s: %s blksize %d windowsize %d: %d bytes, crc32 %08x ok; pxeperf %.2f Mbit/s in %s, tftpboot %s, U-Boot says %s",
-			b.name, img, tr.blksize, tr.windowsize, size, wantCRC, f.serverMbps, f.server, wall.Round(time.Millisecond), f.ubootRate)
+			b.Name, img, tr.blksize, tr.windowsize, size, wantCRC, f.serverMbps, f.server, f.wall.Round(time.Millisecond), f.ubootRate)
 		figs = append(figs, f)
 	}
 
 	if peers := ubootPeerRounds(t, c, p, root, img, size); peers != "" {
-		t.Logf("%s: %s", b.name, peers)
+		t.Logf("%s: %s", b.Name, peers)
 		// tftpboot IP:FILE left the server address at the peer's.
-		c.run("setenv serverip "+p.ServerIP.String(), 10*time.Second)
+		c.Run("setenv serverip "+p.ServerIP.String(), 10*time.Second)
 	}
-	out = c.run("pxe get", 2*time.Minute)
+	out = c.Run("pxe get", 2*time.Minute)
 	// cmd/pxe.c names ${bootfile} in "Config file '...' found", not the
 	// file it loaded; the name is on the "Retrieving file:" line before it.
-	if !regexp.MustCompile(`(?s)Retrieving file: ` + regexp.QuoteMeta(ubootPXEConfig(b.mac)) + `\n.*Config file '.*' found`).MatchString(out) {
-		c.fatalf("pxe get did not load pxeperf's %s:\n%s", ubootPXEConfig(b.mac), out)
+	if !regexp.MustCompile(`(?s)Retrieving file: ` + regexp.QuoteMeta(ubootPXEConfig(b.MAC)) + `\n.*Config file '.*' found`).MatchString(out) {
+		c.Fatalf("pxe get did not load pxeperf's %s:\n%s", ubootPXEConfig(b.MAC), out)
 	}
-	from := c.send("pxe boot")
-	c.waitFor(from, 2*time.Minute, `"Starting kernel"`, func(s string) bool { return strings.Contains(s, "Starting kernel") })
-	if st := c.waitExit(time.Minute); st != ubootKernelStatus {
-		c.fatalf("pxe boot: QEMU exit status %d, want %d (the crafted kernel did not run)", st, ubootKernelStatus)
+	from := c.Send("pxe boot")
+	c.WaitFor(from, 2*time.Minute, `"Starting kernel"`, func(s string) bool { return strings.Contains(s, "Starting kernel") })
+	if st := c.WaitExit(time.Minute); st != ubootKernelStatus {
+		c.Fatalf("pxe boot: QEMU exit status %d, want %d (the crafted kernel did not run)", st, ubootKernelStatus)
 	}
-	t.Logf("%s: pxe boot started %s and it ended QEMU with status %d", b.name, kernel, ubootKernelStatus)
+	t.Logf("%s: pxe boot started %s and it ended QEMU with status %d", b.Name, kernel, ubootKernelStatus)
 
 	// Boot 2: the distro boot path, bootcmd_dhcp sourcing boot.scr.uimg.
-	c2 := startUBoot(t, b.name+" boot 2", p.Client, srv.Out.String, b.qemu, args...)
-	c2.stopAutoboot(90 * time.Second)
+	c2 := uboot.Boot(t, b, b.Name+" boot 2", p.Client, tap, srv.Out.String)
+	c2.StopAutoboot(90 * time.Second)
 	// No autoload=no here: bootcmd_dhcp's `dhcp ADDR FILE` loads nothing with it.
-	ubootEnv(c2, b)
+	c2.Env(b)
 	distro := "run bootcmd_dhcp"
-	if out := c2.run("printenv bootcmd_dhcp", 10*time.Second); !strings.HasPrefix(strings.TrimSpace(out), "bootcmd_dhcp=") {
-		t.Logf("%s: this build has no bootcmd_dhcp; running its equivalent", b.name)
+	if out := c2.Run("printenv bootcmd_dhcp", 10*time.Second); !strings.HasPrefix(strings.TrimSpace(out), "bootcmd_dhcp=") {
+		t.Logf("%s: this build has no bootcmd_dhcp; running its equivalent", b.Name)
 		distro = "dhcp ${scriptaddr} boot.scr.uimg; source ${scriptaddr}"
 	}
-	from = c2.send(distro)
-	echo := c2.waitFor(from, 2*time.Minute, `the script's "pxeperf:" line`, func(s string) bool {
+	from = c2.Send(distro)
+	echo := c2.WaitFor(from, 2*time.Minute, `the script's "pxeperf:" line`, func(s string) bool {
 		return regexp.MustCompile(`(?m)^pxeperf: .*` + regexp.QuoteMeta(host)).MatchString(s)
 	})
-	c2.waitFor(from, 2*time.Minute, `"Starting kernel"`, func(s string) bool { return strings.Contains(s, "Starting kernel") })
-	if st := c2.waitExit(time.Minute); st != ubootKernelStatus {
-		c2.fatalf("%s: QEMU exit status %d, want %d (the crafted kernel did not run)", distro, st, ubootKernelStatus)
+	c2.WaitFor(from, 2*time.Minute, `"Starting kernel"`, func(s string) bool { return strings.Contains(s, "Starting kernel") })
+	if st := c2.WaitExit(time.Minute); st != ubootKernelStatus {
+		c2.Fatalf("%s: QEMU exit status %d, want %d (the crafted kernel did not run)", distro, st, ubootKernelStatus)
 	}
-	t.Logf("%s: %s: %s", b.name, distro, regexp.MustCompile(`(?m)^pxeperf: .*$`).FindString(echo))
+	t.Logf("%s: %s: %s", b.Name, distro, regexp.MustCompile(`(?m)^pxeperf: .*$`).FindString(echo))
 
 	ubootCheckFetches(t, srv.Out.String(), b, host, kernel)
 	return figs, sniff.String()
-}
-
-// ubootEnv makes a fresh U-Boot's environment deterministic: one interface,
-// no retries on other ports, no serverip left from anywhere, plus what the
-// build lacks.
-func ubootEnv(c *ubootConsole, b ubootBoard, extra ...string) {
-	c.t.Helper()
-	cmds := append([]string{"setenv ethact " + b.ethact, "setenv ethrotate no", "setenv netretry no", "setenv serverip"}, b.env...)
-	for _, cmd := range append(cmds, extra...) {
-		if out := c.run(cmd, 10*time.Second); strings.TrimSpace(out) != "" {
-			c.fatalf("%s: %s", cmd, out)
-		}
-	}
 }
 
 // logKV matches one key=value pair of slog's text format.
@@ -369,25 +274,25 @@ func waitFetch(t *testing.T, srv *nstest.Proc, file string, match func(map[strin
 // ubootCheckFetches checks every fetch pxeperf logged for the guest: each
 // carries its MAC and host name; the pxelinux config and the boot script
 // were generated (kind=config), the kernel and image came from the root.
-func ubootCheckFetches(t *testing.T, log string, b ubootBoard, host, kernel string) {
+func ubootCheckFetches(t *testing.T, log string, b uboot.Board, host, kernel string) {
 	t.Helper()
 	leases := logRecords(log, "lease")
 	for _, l := range leases {
-		if l["client_mac"] != b.mac || l["host"] != host {
-			t.Errorf("lease carries client_mac=%q host=%q, want %s %s", l["client_mac"], l["host"], b.mac, host)
+		if l["client_mac"] != b.MAC || l["host"] != host {
+			t.Errorf("lease carries client_mac=%q host=%q, want %s %s", l["client_mac"], l["host"], b.MAC, host)
 		}
 	}
 	if len(leases) == 0 {
-		t.Errorf("pxeperf logged no lease for %s", b.mac)
+		t.Errorf("pxeperf logged no lease for %s", b.MAC)
 	} else {
-		t.Logf("%s: pxeperf lease: arch=%s boot_file=%s", b.name, leases[0]["arch"], leases[0]["boot_file"])
+		t.Logf("%s: pxeperf lease: arch=%s boot_file=%s", b.Name, leases[0]["arch"], leases[0]["boot_file"])
 	}
 	fetches := logRecords(log, "fetch")
 	got := map[string]int{}
 	kind := map[string]string{}
 	for _, f := range fetches {
-		if f["client_mac"] != b.mac || f["host"] != host {
-			t.Errorf("fetch of %s carries client_mac=%q host=%q, want %s %s", f["file"], f["client_mac"], f["host"], b.mac, host)
+		if f["client_mac"] != b.MAC || f["host"] != host {
+			t.Errorf("fetch of %s carries client_mac=%q host=%q, want %s %s", f["file"], f["client_mac"], f["host"], b.MAC, host)
 		}
 		if f["outcome"] == "ok" {
 			name := strings.TrimPrefix(f["file"], "/")
@@ -396,7 +301,7 @@ func ubootCheckFetches(t *testing.T, log string, b ubootBoard, host, kernel stri
 		}
 	}
 	for name, want := range map[string]string{
-		ubootPXEConfig(b.mac): "config", "boot.scr.uimg": "config",
+		ubootPXEConfig(b.MAC): "config", "boot.scr.uimg": "config",
 		kernel: "", fmt.Sprintf("img%dm", ubootImageBytes()>>20): "",
 	} {
 		switch {
@@ -414,7 +319,7 @@ func ubootCheckFetches(t *testing.T, log string, b ubootBoard, host, kernel stri
 		names = append(names, fmt.Sprintf("%s x%d", n, k))
 	}
 	sort.Strings(names)
-	t.Logf("%s: pxeperf fetches (all with client_mac=%s host=%s): %s", b.name, b.mac, host, strings.Join(names, ", "))
+	t.Logf("%s: pxeperf fetches (all with client_mac=%s host=%s): %s", b.Name, b.MAC, host, strings.Join(names, ", "))
 }
 
 // ubootPXEConfig is the first name U-Boot's `pxe get` asks for (without a

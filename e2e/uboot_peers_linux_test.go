@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/uboot"
 )
 
 // ubootPeerRounds compares pxeperf's lock-step TFTP (blksize 1468, no
@@ -27,8 +27,9 @@ import (
 //
 // and needs atftpd (PXEPERF_ATFTPD, else /tmp/atftpd-root/usr/sbin/atftpd:
 // cd /tmp && apt-get download atftpd && dpkg -x atftpd_*.deb /tmp/atftpd-root).
-// It returns a table, "" when not asked.
-func ubootPeerRounds(t *testing.T, c *ubootConsole, p *nstest.Pair, root, img string, size int64) string {
+// It returns a table, "" when not asked. bench/peers TestPeers measures the
+// same row (PXEPERF_BENCH_ONLY=uboot) beside in.tftpd, with server CPU.
+func ubootPeerRounds(t *testing.T, c *uboot.Console, p *nstest.Pair, root, img string, size int64) string {
 	rounds, _ := strconv.Atoi(os.Getenv("PXEPERF_UBOOT_PEERS"))
 	if rounds <= 0 {
 		return ""
@@ -47,18 +48,13 @@ func ubootPeerRounds(t *testing.T, c *ubootConsole, p *nstest.Pair, root, img st
 	nstest.Run(t, p.Server, "ip", "addr", "add", peerIP.String()+"/24", "dev", p.ServerIf)
 	nstest.Start(t, p.Server, atftpd, "--daemon", "--no-fork", "--user", "root", "--group", "root",
 		"--port", "69", "--bind-address", peerIP.String(), "--logfile", "/dev/null", root)
-	c.run("setenv tftpblocksize 1468; setenv tftpwindowsize 1", 10*time.Second)
+	c.Run("setenv tftpblocksize 1468; setenv tftpwindowsize 1", 10*time.Second)
 	servers := []struct{ name, ip string }{{"pxeperf", p.ServerIP.String()}, {"atftpd", peerIP.String()}}
 	mbps := map[string][]float64{}
 	for range rounds {
 		for _, s := range servers {
-			t0 := time.Now()
-			out := c.run("tftpboot ${loadaddr} "+s.ip+":"+img, 5*time.Minute)
-			wall := time.Since(t0)
-			if m := regexp.MustCompile(`Bytes transferred = (\d+)`).FindStringSubmatch(out); m == nil || m[1] != fmt.Sprint(size) {
-				c.fatalf("tftpboot from %s at blksize 1468: want %d bytes transferred:\n%s", s.name, size, tail(out, 10))
-			}
-			mbps[s.name] = append(mbps[s.name], float64(size)*8/wall.Seconds()/1e6)
+			f := c.TFTPBoot(s.ip+":"+img, size, 5*time.Minute)
+			mbps[s.name] = append(mbps[s.name], float64(size)*8/f.Wall.Seconds()/1e6)
 		}
 	}
 	var b strings.Builder

@@ -29,30 +29,45 @@ import (
 //
 //	PXEPERF_BENCH_QUICK=1    smaller files and a coarser DHCP grid (~10 min)
 //	PXEPERF_BENCH_ROUNDS=3   rounds
-//	PXEPERF_BENCH_ONLY=...   comma-separated subset of http,tftp,dhcp
+//	PXEPERF_BENCH_ONLY=...   comma-separated subset of http,tftp,dhcp,uboot
+//	PXEPERF_BENCH_UBOOT=1    add the U-Boot row to a run of every part
 //	PXEPERF_BENCH_RATES=...  DHCP offered rates (per second) to sweep
 //	PXEPERF_BENCH_PERIOD=N   seconds per perfdhcp run
 //
-// The TFTP rows measure the server code on the branch as it is; the row
-// "TFTP windowed" needs atftpd (see peerbench.AtftpdPath), and U-Boot
-// under QEMU is not part of this run (tftp's and bootcfg's own tests).
+// The TFTP rows measure the server code on the branch as it is and need
+// atftpd (see peerbench.AtftpdPath). The U-Boot row (Debian's qemu_arm64
+// U-Boot under QEMU TCG, internal/uboot, lock-step 1468x1, 64 MiB, 16 MiB
+// quick) runs only when asked: PXEPERF_BENCH_UBOOT=1, or "uboot" in
+// PXEPERF_BENCH_ONLY; its QEMU runs only during its own turn of each round.
 func TestPeers(t *testing.T) {
 	if os.Getenv("PXEPERF_BENCH") != "1" {
 		t.Skip("peers table: set PXEPERF_BENCH=1 (and -v) to run; PXEPERF_BENCH_QUICK=1 for the ~10 minute version")
 	}
 	nstest.RequireRoot(t)
-	nstest.RequireTool(t, "nginx", "tc", "curl", "atftp", "in.tftpd", "perfdhcp", "kea-dhcp4", "strace")
-	if peerbench.AtftpdPath() == "" {
-		t.Skip(peerbench.AtftpdHint)
-	}
 	quick := peerbench.Quick()
 	rounds := peerbench.EnvInt("PXEPERF_BENCH_ROUNDS", 3)
 	only := os.Getenv("PXEPERF_BENCH_ONLY")
-	want := func(part string) bool { return only == "" || slices.Contains(strings.Split(only, ","), part) }
-	mbHTTP, mbHTTP32, mbTFTP := 1024, 128, 128
+	want := func(part string) bool {
+		if part == "uboot" && os.Getenv("PXEPERF_BENCH_UBOOT") == "1" {
+			return true
+		}
+		return only == "" && part != "uboot" || slices.Contains(strings.Split(only, ","), part)
+	}
+	for part, tools := range map[string][]string{
+		"http": {"nginx", "tc", "curl"}, "tftp": {"tc", "curl", "atftp", "in.tftpd"},
+		"dhcp": {"perfdhcp", "kea-dhcp4", "strace"}, "uboot": {"atftp", "in.tftpd"},
+	} {
+		if want(part) {
+			nstest.RequireTool(t, tools...)
+		}
+	}
+	if (want("tftp") || want("uboot")) && peerbench.AtftpdPath() == "" {
+		t.Skip(peerbench.AtftpdHint)
+	}
+	mbHTTP, mbHTTP32, mbTFTP, mbUBoot := 1024, 128, 128, 64
 	rates, period := "500 1000 2000 3000 4000 5000 6000 8000 12000", 6
 	if quick {
-		mbHTTP, mbHTTP32, mbTFTP = 512, 32, 32
+		mbHTTP, mbHTTP32, mbTFTP, mbUBoot = 512, 32, 32, 16
 		rates, period = "500 1000 2000 4000 8000", 3
 	}
 	bin := nstest.Binary(t)
@@ -120,6 +135,15 @@ func TestPeers(t *testing.T) {
 			peerbench.EnvInts(t, "PXEPERF_BENCH_RATES", rates), peerbench.EnvInt("PXEPERF_BENCH_PERIOD", period))
 	}
 
+	// U-Boot: a guest LAN of its own, the servers on port 69 of three
+	// addresses; the board boots afresh for each round.
+	var ubootLab *peerbench.UBootLab
+	ubootServers := []string{"pxeperf", "atftpd", "in.tftpd"}
+	const ubootRow = "lock-step under U-Boot arm64 1468x1"
+	if want("uboot") {
+		ubootLab = peerbench.NewUBootLab(t, bin, "arm64", ubootServers, mbUBoot, 1468)
+	}
+
 	// Every figure per round, keyed "row/server/what".
 	fig := map[string][]float64{}
 	put := func(k string, v float64) { fig[k] = append(fig[k], v) }
@@ -150,6 +174,19 @@ func TestPeers(t *testing.T) {
 			if c.shaped {
 				peerbench.ShapeBoth(t, p, false)
 			}
+		}
+		if ubootLab != nil {
+			order := peerbench.Rotate(ubootServers, round)
+			runs := ubootLab.Round(t, order)
+			var line []string
+			for _, name := range order {
+				put("uboot/"+name+"/mbps", runs[name].Mbps)
+				put("uboot/"+name+"/cpu", runs[name].CPUPerGiB)
+				put("uboot/"+name+"/ubootmbps", runs[name].UBootMbps)
+				line = append(line, fmt.Sprintf("%s %.1f Mbit/s (U-Boot says %.1f), %.1f CPU s/GiB",
+					name, runs[name].Mbps, runs[name].UBootMbps, runs[name].CPUPerGiB))
+			}
+			t.Logf("U-Boot round %d: %s", round+1, strings.Join(line, ", "))
 		}
 		if dhcpLab != nil {
 			for _, name := range peerbench.Rotate(dhcpNames, round) {
@@ -230,6 +267,20 @@ func TestPeers(t *testing.T) {
 					ratio(k("pxeperf", "cpu"), k(c.servers[1], "cpu")), c.servers[1]))
 		}
 	}
+	if ubootLab != nil {
+		k := func(s, w string) string { return "uboot/" + s + "/" + w }
+		var peers []string
+		for _, s := range ubootServers[1:] {
+			peers = append(peers, fmt.Sprintf("%s %.0f (%.0f); %.1f", s, med(k(s, "mbps")), med(k(s, "ubootmbps")), med(k(s, "cpu"))))
+		}
+		r := ratioBest(k("pxeperf", "mbps"), k("atftpd", "mbps"), k("in.tftpd", "mbps"))
+		ru := ratioBest(k("pxeperf", "ubootmbps"), k("atftpd", "ubootmbps"), k("in.tftpd", "ubootmbps"))
+		row("TFTP "+ubootRow+": Mbit/s tftpboot wall (U-Boot's own rate); CPU s/GiB",
+			fmt.Sprintf("%.0f (%.0f); %.1f", med(k("pxeperf", "mbps")), med(k("pxeperf", "ubootmbps")), med(k("pxeperf", "cpu"))),
+			strings.Join(peers, " / "), r, false, 1.0,
+			fmt.Sprintf("%.2fx the better's Mbit/s (%.2fx by U-Boot's rate); CPU %.2fx atftpd", r, ru,
+				ratio(k("pxeperf", "cpu"), k("atftpd", "cpu"))))
+	}
 	if dhcpLab != nil {
 		get := func(name string, f func(peerbench.DHCPResult) float64) []float64 {
 			var v []float64
@@ -270,8 +321,8 @@ func TestPeers(t *testing.T) {
 	tw.Flush()
 	fmt.Printf("\npeers table (issue 12): %d rounds alternating, quick=%v, medians; ratios are medians of same-round ratios; "+
 		"CPU = the server's cgroup (every process and thread it ran); HTTP files %d MiB (1 stream) and 32 x %d MiB; "+
-		"TFTP file %d MiB; load average %s at start, %s at end; %s\n%s",
-		rounds, quick, mbHTTP, mbHTTP32, mbTFTP, loadStart, load(), time.Since(started).Round(time.Second), sb.String())
+		"TFTP file %d MiB (U-Boot %d MiB); load average %s at start, %s at end; %s\n%s",
+		rounds, quick, mbHTTP, mbHTTP32, mbTFTP, mbUBoot, loadStart, load(), time.Since(started).Round(time.Second), sb.String())
 	if dhcpLab != nil {
 		fmt.Printf("\nDHCP detail, %s, perfdhcp -R 1000, %ds per run:\n%s", peerbench.KeaVersion(), dhcpLab.Period,
 			peerbench.DHCPTable(dhcpRes, dhcpNames, dhcpLab.Rates))

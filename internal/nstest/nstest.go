@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -274,4 +275,38 @@ func RandomFile(t testing.TB, path string, n int, seed uint64) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// GuestLAN makes the network a QEMU guest boots on: a pair whose client
+// side is unaddressed, and in p.Client a bridge (br) holding the veth end
+// and a tap (tap) for QEMU's -netdev tap,ifname=TAP. The guest gets its
+// address by DHCP or sets it itself.
+func GuestLAN(t testing.TB) (p *Pair, br, tap string) {
+	t.Helper()
+	p = NewPair(t, Options{NoClientIP: true})
+	br, tap = "br"+p.ClientIf, "tp"+p.ClientIf
+	Run(t, p.Client, "ip", "link", "add", br, "type", "bridge")
+	Run(t, p.Client, "ip", "link", "set", p.ClientIf, "master", br)
+	Run(t, p.Client, "ip", "tuntap", "add", "dev", tap, "mode", "tap")
+	Run(t, p.Client, "ip", "link", "set", tap, "master", br)
+	Run(t, p.Client, "ip", "link", "set", tap, "up")
+	Run(t, p.Client, "ip", "link", "set", br, "up")
+	return p, br, tap
+}
+
+var ansi = regexp.MustCompile(`\x1b\[[0-9;?=]*[a-zA-Z]`)
+
+// CleanConsole is a guest's serial output without escape codes and CRs.
+func CleanConsole(s string) string {
+	s = ansi.ReplaceAllString(s, "")
+	return strings.ReplaceAll(s, "\r", "")
+}
+
+// Tail is the last n lines of s, for failure messages.
+func Tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

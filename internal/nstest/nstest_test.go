@@ -50,3 +50,25 @@ func TestPairPingAndDo(t *testing.T) {
 		t.Fatal("namespace listener reachable from the root namespace")
 	}
 }
+
+func TestCleanConsoleTail(t *testing.T) {
+	tests := map[string]struct {
+		in, clean, tail2 string
+	}{
+		"escapes and CRs": {"\x1b[2J\x1b[0;1mU-Boot\x1b[0m\r\n=> ", "U-Boot\n=> ", "U-Boot\n=> "},
+		"cursor query":    {"a\x1b[?25lb\r\nc\r\nd\n", "ab\nc\nd\n", "c\nd"},
+		"short":           {"one", "one", "one"},
+		"empty":           {"", "", ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := CleanConsole(tc.in)
+			if got != tc.clean {
+				t.Errorf("CleanConsole(%q) = %q, want %q", tc.in, got, tc.clean)
+			}
+			if tl := Tail(got, 2); tl != tc.tail2 {
+				t.Errorf("Tail(%q, 2) = %q, want %q", got, tl, tc.tail2)
+			}
+		})
+	}
+}

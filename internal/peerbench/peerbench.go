@@ -4,11 +4,12 @@
 // peers a lab would pick instead of pxeperf (nginx, Go's http.FileServer,
 // atftpd, tftp-hpa's in.tftpd, kea-dhcp4 with one thread or several), each
 // started in a test namespace (internal/nstest) under a CPU meter of its
-// own, the clients that load them (Go HTTP, curl, atftp, perfdhcp), strace
-// counts, medians and ratios. httpboot's TestBenchPeers, dhcp's
-// TestVersusKea, tftp's TestBenchWindowsize and bench/peers's TestPeers (the
-// whole table of issue 12 in one alternating run) use it; it holds no
-// protocol code and imports none of pxeperf's protocol packages.
+// own, the clients that load them (Go HTTP, curl, atftp, U-Boot under
+// QEMU through internal/uboot, perfdhcp), strace counts, medians and
+// ratios. httpboot's TestBenchPeers, dhcp's TestVersusKea, tftp's
+// TestBenchWindowsize and bench/peers's TestPeers (the whole table of issue
+// 12 in one alternating run) use it; it holds no protocol code and imports
+// none of pxeperf's protocol packages.
 package peerbench
 
 import (

@@ -34,18 +34,26 @@ func AtftpdPath() string {
 // AtftpdHint is the skip message when AtftpdPath finds nothing.
 const AtftpdHint = "atftpd not found: set PXEPERF_ATFTPD, or: cd /tmp && apt-get download atftpd && dpkg -x atftpd_*.deb /tmp/atftpd-root"
 
-// TFTPServer is a TFTP server under test and the port it listens on.
+// TFTPServer is a TFTP server under test and the address and port it
+// listens on.
 type TFTPServer struct {
 	*Server
-	Port string
+	IP, Port string
 }
 
 // StartTFTP starts one of "pxeperf" (bin), "atftpd" or "in.tftpd" on
-// ip:port in ns serving root, waits until it answers, and returns it.
-// yaml, when not empty, is a pxeperf config file's text.
+// p.ServerIP:port in p.Server serving root, waits until it answers (from
+// p.Client), and returns it. yaml, when not empty, is a pxeperf config
+// file's text.
 func StartTFTP(t testing.TB, p *nstest.Pair, kind, bin, root, port, yaml string) *TFTPServer {
 	t.Helper()
-	ip := p.ServerIP.String()
+	return StartTFTPAt(t, p, p.ServerIP.String(), kind, bin, root, port, yaml)
+}
+
+// StartTFTPAt is StartTFTP on ip, an address of p.ServerIf, which the
+// client namespace must reach for the readiness probe.
+func StartTFTPAt(t testing.TB, p *nstest.Pair, ip, kind, bin, root, port, yaml string) *TFTPServer {
+	t.Helper()
 	var s *Server
 	switch kind {
 	case "pxeperf":
@@ -79,7 +87,7 @@ func StartTFTP(t testing.TB, p *nstest.Pair, kind, bin, root, port, yaml string)
 	}) {
 		t.Fatalf("%s on port %s did not come up:\n%s", kind, port, s.Proc.Out.String())
 	}
-	return &TFTPServer{Server: s, Port: port}
+	return &TFTPServer{Server: s, IP: ip, Port: port}
 }
 
 // TFTPGet is one fetch: the client ("curl" or "atftp"), block size and
@@ -95,11 +103,11 @@ type TFTPRun struct {
 	CPUPerGiB float64 // server CPU seconds per GiB sent
 }
 
-// FetchTFTP fetches file (size bytes) from s at ip with g's client in the
-// client namespace, checks the size, and returns throughput and server CPU.
+// FetchTFTP fetches file (size bytes) from s with g's client in the client
+// namespace, checks the size, and returns throughput and server CPU.
 func FetchTFTP(t testing.TB, p *nstest.Pair, s *TFTPServer, g TFTPGet, file string, size int64) TFTPRun {
 	t.Helper()
-	ip := p.ServerIP.String()
+	ip := s.IP
 	out := filepath.Join(t.TempDir(), "got.bin")
 	var prog string
 	var args []string
