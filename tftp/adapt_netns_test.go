@@ -62,13 +62,16 @@ func TestWindowOverflowsClientBuffer(t *testing.T) {
 	// order next round): about one resend per 11 blocks (main before this
 	// change resent 5527 when its window collapsed). Each timeout here is
 	// a tail-loss probe's timer, a few ms: a lost tail, or a client away
-	// for milliseconds on a loaded host (4 on a quiet host, up to 31 seen
-	// at load average 11).
+	// for milliseconds on a loaded host (4-22 on a quiet host, up to 31
+	// seen at load average 11, 84 in CI with the other test packages
+	// running beside it): at most one per 64 blocks. A collapsed window
+	// times out thousands of times (main before the adaptive window did not
+	// finish in 90 s).
 	if got, limit := num("retransmits"), blocks/5; got > limit {
 		t.Errorf("%d blocks resent, want at most %d (a fifth of %d)", got, limit, blocks)
 	}
-	if got := num("timeouts"); got > 64 {
-		t.Errorf("%d timeouts, want at most 64", got)
+	if got, limit := num("timeouts"), blocks/64; got > limit {
+		t.Errorf("%d timeouts, want at most %d (one per 64 of %d blocks)", got, limit, blocks)
 	}
 	var lo, med, hi int
 	if _, err := fmt.Sscanf(field("eff_window"), "%d/%d/%d", &lo, &med, &hi); err != nil {
