@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -73,4 +74,61 @@ func FuzzMarshalEntry(f *testing.F) {
 		}
 		checkMarshal(t, "fuzz", e)
 	})
+}
+
+// TestMarshalEntryEveryField sets each field of Record and Interval, one at
+// a time, to a non-zero value found by reflection: a field added to either
+// type that marshalEntry does not write fails here (its journal line would
+// lose it), whether or not fullRecord sets it.
+func TestMarshalEntryEveryField(t *testing.T) {
+	nonZero := func(v reflect.Value) bool {
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString("x<y")
+		case reflect.Bool:
+			v.SetBool(true)
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			v.SetInt(7)
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			v.SetUint(7)
+		case reflect.Float32, reflect.Float64:
+			v.SetFloat(7.5)
+		case reflect.Map:
+			if v.Type().Key().Kind() != reflect.String || v.Type().Elem().Kind() != reflect.String {
+				return false
+			}
+			v.Set(reflect.ValueOf(map[string]string{"k": "v"}).Convert(v.Type()))
+		case reflect.Struct:
+			if v.Type() != reflect.TypeOf(time.Time{}) {
+				return false
+			}
+			v.Set(reflect.ValueOf(time.Date(2026, 11, 30, 1, 2, 3, 4, time.UTC)))
+		default:
+			return false
+		}
+		return true
+	}
+	base := Record{Time: time.Unix(1, 0).UTC(), Source: "serve", Proto: "tftp", Direction: "rx", ClientIP: "10.0.0.8", File: "x", Outcome: "ok"}
+	rt := reflect.TypeOf(base)
+	for i := range rt.NumField() {
+		if !rt.Field(i).IsExported() {
+			continue
+		}
+		r := base
+		if !nonZero(reflect.ValueOf(&r).Elem().Field(i)) {
+			t.Errorf("Record.%s: a %s this test cannot fill; teach it, and marshalEntry", rt.Field(i).Name, rt.Field(i).Type)
+			continue
+		}
+		checkMarshal(t, "Record."+rt.Field(i).Name, &entry{UID: "u", Record: &r})
+	}
+	it := reflect.TypeOf(Interval{})
+	for i := range it.NumField() {
+		var iv Interval
+		if !nonZero(reflect.ValueOf(&iv).Elem().Field(i)) {
+			t.Errorf("Interval.%s: a %s this test cannot fill", it.Field(i).Name, it.Field(i).Type)
+			continue
+		}
+		r := base
+		checkMarshal(t, "Interval."+it.Field(i).Name, &entry{UID: "u", Record: &r, Intervals: []Interval{iv}})
+	}
 }
