@@ -125,14 +125,7 @@ func benchSetup(tb testing.TB) ([]benchServer, *http.Client, int64) {
 	if os.Getenv("PXEPERF_BENCH_NET") == "veth" {
 		p := nstest.NewPair(tb, nstest.Options{})
 		serverNS, host = p.Server, p.ServerIP.String()
-		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var c net.Conn
-			err := nstest.Do(p.Client, func() (err error) {
-				c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
-				return err
-			})
-			return c, err
-		}
+		dial = nstest.DialContext(p.Client)
 	}
 	inNS := func(fn func() error) {
 		var err error

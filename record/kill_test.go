@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -40,14 +39,7 @@ func newKillEnv(t *testing.T) *killEnv {
 	}
 	e.client = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
 		DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var c net.Conn
-			err := nstest.Do(p.Client, func() (err error) {
-				c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
-				return err
-			})
-			return c, err
-		},
+		DialContext:       nstest.DialContext(p.Client),
 	}}
 	return e
 }

@@ -3,11 +3,9 @@
 package main
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -55,14 +53,7 @@ func newLab(t *testing.T, name, site, store string) *lab {
 	}
 	l.client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var c net.Conn
-			err := nstest.Do(p.Client, func() (err error) {
-				c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
-				return err
-			})
-			return c, err
-		},
+		DialContext:       nstest.DialContext(p.Client),
 	}}
 	return l
 }

@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -208,6 +209,19 @@ func (s *SyncBuffer) String() string {
 // Sockets fn opens stay in ns after it returns, so a test can listen or
 // dial inside a namespace from its own process.
 func Do(ns string, fn func() error) error { return netlab.RunIn(ns, fn) }
+
+// DialContext dials from namespace ns: an http.Transport's DialContext for
+// a client in a test's namespace.
+func DialContext(ns string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := Do(ns, func() (err error) {
+			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}
+}
 
 var (
 	buildOnce sync.Once

@@ -63,14 +63,7 @@ func NewHTTPLab(t testing.TB, p *nstest.Pair, bin string, mb1, mbMany int) *HTTP
 	WriteFile(t, filepath.Join(l.Root, "one.img"), l.Size1)
 	WriteFile(t, filepath.Join(l.Root, "many.img"), l.SizeMany)
 	l.transport = &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var c net.Conn
-			err := nstest.Do(p.Client, func() (err error) {
-				c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
-				return err
-			})
-			return c, err
-		},
+		DialContext:        nstest.DialContext(p.Client),
 		DisableCompression: true, MaxIdleConnsPerHost: 64,
 	}
 	t.Cleanup(l.transport.CloseIdleConnections)
