@@ -226,6 +226,12 @@ type HTTP struct {
 	// Interval is the period of the per-fetch interval samples (iperf3-style
 	// lines in reports). Default (0) 1s.
 	Interval time.Duration `yaml:"interval"`
+	// SendBufferKiB is the kernel send buffer (as `ss -m` shows it, tb) a
+	// connection gets for a file body of 1 MiB or more (Linux). A larger
+	// buffer means fewer wake-ups per GiB; the record still ends when the
+	// client has acknowledged the body. Default 4096; 0: the kernel's
+	// autotuning (net.ipv4.tcp_wmem).
+	SendBufferKiB int `yaml:"send_buffer_kib"`
 	// Script is the iPXE script template served at /boot.ipxe for clients
 	// without a host-specific script (Go text/template; see README), inline
 	// or "@file" from the root.
@@ -617,6 +623,9 @@ func (c *Config) validateHTTPBudgets() []error {
 		if b.v < b.min {
 			add(b.key, "%d must be at least %d; the default is %s", b.v, b.min, b.suggests)
 		}
+	}
+	if h.SendBufferKiB != 0 && (h.SendBufferKiB < 64 || h.SendBufferKiB > 65536) {
+		add("http.send_buffer_kib", "%d is outside 64..65536 KiB; use e.g. 4096, or 0 for the kernel's autotuning", h.SendBufferKiB)
 	}
 	if h.MaxConnsPerClient > h.MaxConns && h.MaxConns > 0 {
 		add("http.max_conns_per_client", "%d is more than http.max_conns (%d); lower it or raise max_conns", h.MaxConnsPerClient, h.MaxConns)

@@ -288,6 +288,48 @@ func (m *monitor) finish(pending int64) (*event.TCPInfo, []event.Interval) {
 	return info, m.intervals
 }
 
+// settleFrom is the body size from which a record waits for the client's
+// acknowledgement (settle); a smaller body's queue drains within a round
+// trip or two, which is not worth a wait on every script and config.
+const settleFrom = bigBody
+
+// settle waits until the client has acknowledged every byte handed to the
+// kernel (SIOCOUTQ reaches 0), so that a record's duration, bytes and last
+// interval end where the client's download did, not where the server's
+// last copy into a send buffer of up to http.send_buffer_kib did (at 32
+// streams over 1 Gbit/s a full 4 MiB buffer is a second of a stream's
+// data). sent is the body bytes written; smaller bodies do not wait. The
+// wait sleeps for the time the queue should take at the rate it drains
+// (the fetch's average at first), at least 1 ms and at most 100 ms a
+// step, and gives up when the queue has not moved for StallTimeout (60 s
+// when unset): the last byte's write then meets the stall deadline.
+func (m *monitor) settle(sent int64) {
+	q := m.probe.outq()
+	if q <= 0 || sent < settleFrom {
+		return
+	}
+	stall := m.stall
+	if stall <= 0 {
+		stall = time.Minute
+	}
+	now := time.Now()
+	rate := float64(sent) / max(now.Sub(m.start).Seconds(), 1e-3) // bytes/s
+	moved := now
+	for q > 0 {
+		d := time.Duration(float64(q) / rate * float64(time.Second))
+		time.Sleep(min(max(d, time.Millisecond), 100*time.Millisecond))
+		was, at := q, now
+		if q, now = m.probe.outq(), time.Now(); q < 0 {
+			return
+		}
+		if q < was {
+			rate, moved = float64(was-q)/max(now.Sub(at).Seconds(), 1e-6), now
+		} else if now.Sub(moved) >= stall {
+			return
+		}
+	}
+}
+
 // arm sets the write deadline StallTimeout ahead (after finish, for the
 // bytes still to be written).
 func (m *monitor) arm() {

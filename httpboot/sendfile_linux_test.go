@@ -25,7 +25,7 @@ func sendfilePair(t *testing.T) (*sendfileConn, net.Conn) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	wl := wrapListener(ln)
+	wl := wrapListener(ln, 0)
 	cli, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -155,7 +155,7 @@ func New(opt Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("http boot: listening on %s: %w (free the port, or set http.listen / --http-addr, or --http-addr off)", opt.HTTP.Listen, err)
 	}
-	s := &Server{opt: opt, ln: wrapListener(ln), zenc: zenc, started: time.Now(), refused: opt.Refused,
+	s := &Server{opt: opt, ln: wrapListener(ln, opt.HTTP.SendBufferKiB<<10), zenc: zenc, started: time.Now(), refused: opt.Refused,
 		errBudget: newBudget(opt.HTTP.ErrorRecordsPerMinute), claims: claims{at: map[string]time.Time{}}}
 	s.sampler = newSampler(sampleEvery(opt.HTTP.StallTimeout, opt.HTTP.Interval))
 	s.conns = newConnLimiter(opt.HTTP.MaxConns, opt.HTTP.MaxConnsPerClient, s.refused.Refuse)
@@ -260,8 +260,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.opt.Sink.Fetch(rec)
 	}
 	// A file's record goes out before its last byte (see
-	// countingWriter.ReadFrom); that byte still honours the stall timeout.
+	// countingWriter.ReadFrom), once the client has acknowledged the rest
+	// (monitor.settle); that byte still honours the stall timeout.
 	cw.beforeLast = func() {
+		mon.settle(cw.n.Load())
 		emit(1)
 		mon.arm()
 	}

@@ -20,6 +20,11 @@ type tcpProbe struct {
 	info unix.TCPInfo
 	err  syscall.Errno
 	ctl  func(fd uintptr) // bound once: Control with it does not allocate
+	// The queue probe (outq) has fields of its own: the handler reads it
+	// while the sampler may be reading TCP_INFO.
+	q    int32
+	qerr syscall.Errno
+	qctl func(fd uintptr)
 }
 
 // tcpSample is what a periodic sample keeps of TCP_INFO.
@@ -48,7 +53,22 @@ func newTCPProbe(c net.Conn) *tcpProbe {
 		_, _, p.err = unix.RawSyscall6(unix.SYS_GETSOCKOPT, fd, unix.IPPROTO_TCP, unix.TCP_INFO,
 			uintptr(unsafe.Pointer(&p.info)), uintptr(unsafe.Pointer(&n)), 0)
 	}
+	p.qctl = func(fd uintptr) {
+		_, _, p.qerr = unix.RawSyscall(unix.SYS_IOCTL, fd, unix.SIOCOUTQ, uintptr(unsafe.Pointer(&p.q)))
+	}
 	return p
+}
+
+// outq is how many bytes the socket holds that the client has not yet
+// acknowledged, sent or not (SIOCOUTQ); -1 when it cannot be read.
+func (p *tcpProbe) outq() int {
+	if p == nil {
+		return -1
+	}
+	if err := p.rc.Control(p.qctl); err != nil || p.qerr != 0 {
+		return -1
+	}
+	return int(p.q)
 }
 
 func (p *tcpProbe) read() (*unix.TCPInfo, bool) {

@@ -23,4 +23,5 @@ type tcpSample struct {
 
 func newTCPProbe(net.Conn) *tcpProbe                   { return nil }
 func (p *tcpProbe) sample() (tcpSample, bool)          { return tcpSample{}, false }
+func (p *tcpProbe) outq() int                          { return -1 }
 func (p *tcpProbe) final(maxWnd uint32) *event.TCPInfo { return nil }

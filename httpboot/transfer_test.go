@@ -355,3 +355,50 @@ func TestServeReturnsNilOnCancel(t *testing.T) {
 	}
 	_ = context.Background
 }
+
+// TestRecordEndsAtClientAck: a record's end is when the client had the
+// body, not when the server's last copy went into its send buffer. The
+// client reads slowly through a small receive buffer, so the server's
+// 4 MiB send buffer (http.send_buffer_kib) is still full when the last
+// byte is queued. By causality the record may only end once the client's
+// kernel acknowledged everything but the held-back last byte, so by then
+// the client had read all but what its receive buffer holds (SO_RCVBUF
+// 64 KiB: at most 128 KiB plus overhead; 1 MiB allowed). A record emitted
+// at the last copy ends ~4 MiB of reading earlier.
+func TestRecordEndsAtClientAck(t *testing.T) {
+	const size, margin, step = 16 << 20, 1 << 20, 64 << 10
+	h := defaultHTTP()
+	h.SendBufferKiB = 4096
+	e := newTestEnv(t, envOpts{http: h, files: map[string][]byte{"big.img": pattern(size, 11)}})
+	c := dialGet(t, e.srv.Addr().String(), "/big.img", step)
+	resp, err := http.ReadResponse(bufio.NewReaderSize(c, step), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read int64
+	var nearEnd time.Time // when the client had read all but margin+1 bytes
+	buf := make([]byte, step)
+	for i := 0; i < size/step+2; i++ {
+		n, err := io.ReadFull(resp.Body, buf)
+		read += int64(n)
+		if nearEnd.IsZero() && read >= size-1-margin {
+			nearEnd = time.Now()
+		}
+		if err != nil {
+			break
+		}
+		time.Sleep(4 * time.Millisecond)
+	}
+	if read != size {
+		t.Fatalf("read %d of %d bytes", read, size)
+	}
+	f := e.waitFetches(t, 1)[0]
+	end := f.Start.Add(f.Duration)
+	if end.Before(nearEnd) {
+		t.Errorf("record ends %s before the client had read all but %d bytes: it timed the server's copy into "+
+			"its send buffer, not the client's download (duration %s)", nearEnd.Sub(end), margin+1, f.Duration)
+	}
+	if f.Outcome != event.OutcomeOK || f.Bytes != size {
+		t.Errorf("outcome %q bytes %d, want ok and %d", f.Outcome, f.Bytes, size)
+	}
+}

@@ -33,6 +33,10 @@ import (
 //	PXEPERF_BENCH_UBOOT=1    add the U-Boot row to a run of every part
 //	PXEPERF_BENCH_RATES=...  DHCP offered rates (per second) to sweep
 //	PXEPERF_BENCH_PERIOD=N   seconds per perfdhcp run
+//	PXEPERF_BENCH_HTTP=...   comma-separated subset of the HTTP cases
+//	                         tbf/1,tbf/32,veth/1,veth/32
+//	PXEPERF_BENCH_ALTBIN=... another pxeperf binary for the HTTP rounds,
+//	                         printed beside this tree's (A/B of a change)
 //
 // The TFTP rows measure the server code on the branch as it is and need
 // atftpd (see peerbench.AtftpdPath). The U-Boot row (Debian's qemu_arm64
@@ -85,10 +89,21 @@ func TestPeers(t *testing.T) {
 	// HTTP: pxeperf, nginx, Go's FileServer on one pair.
 	var httpLab *peerbench.HTTPLab
 	httpCases := []peerbench.HTTPCase{{Link: "tbf", Streams: 1}, {Link: "tbf", Streams: 32}, {Link: "veth", Streams: 1}, {Link: "veth", Streams: 32}}
+	if only := os.Getenv("PXEPERF_BENCH_HTTP"); only != "" {
+		httpCases = slices.DeleteFunc(httpCases, func(c peerbench.HTTPCase) bool {
+			return !slices.Contains(strings.Split(only, ","), c.String())
+		})
+		if len(httpCases) == 0 {
+			t.Fatalf("PXEPERF_BENCH_HTTP=%q names no HTTP case: want a comma-separated subset of tbf/1,tbf/32,veth/1,veth/32", only)
+		}
+	}
 	if want("http") {
 		httpLab = peerbench.NewHTTPLab(t, nstest.NewPair(t, nstest.Options{}), bin, mbHTTP, mbHTTP32)
 		addr := httpLab.NextAddr()
 		httpLab.Add(t, peerbench.StartHelper(t, httpLab.Pair.Server, "FileServer", "TestPeersHelper", "fileserver", addr, httpLab.Root), addr)
+		if alt := os.Getenv("PXEPERF_BENCH_ALTBIN"); alt != "" {
+			httpLab.AddPxeperf(t, "pxeperf-alt", alt)
+		}
 	}
 
 	// TFTP: pxeperf, atftpd, in.tftpd on another.
@@ -234,7 +249,10 @@ func TestPeers(t *testing.T) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s %.2fx\t%s\n", job, ours, peers, ratioText, cmp, target, yes)
 	}
 	if httpLab != nil {
-		for _, c := range httpCases[:2] {
+		for _, c := range httpCases {
+			if c.Link != "tbf" {
+				continue
+			}
 			k := func(s string) string { return "http/" + c.String() + "/" + s + "/cpu" }
 			r := ratio(k("pxeperf"), k("nginx"))
 			row(fmt.Sprintf("HTTP %d stream(s) over 1 Gbit/s tbf: server CPU s/GiB", c.Streams),
@@ -242,7 +260,10 @@ func TestPeers(t *testing.T) {
 				fmt.Sprintf("nginx %.3f; FileServer %.3f", med(k("nginx")), med(k("FileServer"))),
 				r, true, 1.1, fmt.Sprintf("%.2fx nginx, %.2fx FileServer", r, ratio(k("pxeperf"), k("FileServer"))))
 		}
-		for _, c := range httpCases[2:] {
+		for _, c := range httpCases {
+			if c.Link == "tbf" {
+				continue
+			}
 			k := func(s, w string) string { return "http/" + c.String() + "/" + s + "/" + w }
 			r := ratio(k("pxeperf", "gbps"), k("nginx", "gbps"))
 			row(fmt.Sprintf("HTTP unshaped veth, %d stream(s): Gbit/s; CPU s/GiB", c.Streams),
@@ -323,6 +344,16 @@ func TestPeers(t *testing.T) {
 		"CPU = the server's cgroup (every process and thread it ran); HTTP files %d MiB (1 stream) and 32 x %d MiB; "+
 		"TFTP file %d MiB (U-Boot %d MiB); load average %s at start, %s at end; %s\n%s",
 		rounds, quick, mbHTTP, mbHTTP32, mbTFTP, mbUBoot, loadStart, load(), time.Since(started).Round(time.Second), sb.String())
+	if httpLab != nil && httpLab.URLs["pxeperf-alt"] != "" {
+		fmt.Printf("\nHTTP, this tree's pxeperf against PXEPERF_BENCH_ALTBIN (%s) in the same rounds:\n", os.Getenv("PXEPERF_BENCH_ALTBIN"))
+		for _, c := range httpCases {
+			k := func(s, w string) string { return "http/" + c.String() + "/" + s + "/" + w }
+			fmt.Printf("  %-8s CPU s/GiB %.3f vs %.3f (%.2fx; nginx %.2fx); Gbit/s %.2f vs %.2f (%.2fx)\n", c,
+				med(k("pxeperf", "cpu")), med(k("pxeperf-alt", "cpu")), ratio(k("pxeperf", "cpu"), k("pxeperf-alt", "cpu")),
+				ratio(k("pxeperf-alt", "cpu"), k("nginx", "cpu")),
+				med(k("pxeperf", "gbps")), med(k("pxeperf-alt", "gbps")), ratio(k("pxeperf", "gbps"), k("pxeperf-alt", "gbps")))
+		}
+	}
 	if dhcpLab != nil {
 		fmt.Printf("\nDHCP detail, %s, perfdhcp -R 1000, %ds per run:\n%s", peerbench.KeaVersion(), dhcpLab.Period,
 			peerbench.DHCPTable(dhcpRes, dhcpNames, dhcpLab.Rates))

@@ -69,15 +69,24 @@ func NewHTTPLab(t testing.TB, p *nstest.Pair, bin string, mb1, mbMany int) *HTTP
 	t.Cleanup(l.transport.CloseIdleConnections)
 	l.client = &http.Client{Transport: l.transport, Timeout: 30 * time.Minute}
 
+	l.AddPxeperf(t, "pxeperf", bin)
 	addr := l.NextAddr()
-	l.Add(t, Start(t, p.Server, "pxeperf", bin, "serve", "--dhcp", "off", "--tftp-addr", "off",
-		"--admin-addr", "off", "--iface", p.ServerIf, "--addr", l.listenHost, "--http-addr", addr,
-		"--root", l.Root, "--data", t.TempDir(), "--log-level", "warn"), addr)
-	addr = l.NextAddr()
 	dir := t.TempDir()
 	conf := WriteNginxConf(t, dir, l.Root, addr)
 	l.Add(t, Start(t, p.Server, "nginx", "nginx", "-p", dir, "-c", conf, "-g", "daemon off;"), addr)
 	return l
+}
+
+// AddPxeperf starts `pxeperf serve` of binary bin (records and all) as a
+// server named name: "pxeperf" for the tree's own, another name for a
+// binary to compare with in the same rounds (TestPeers's
+// PXEPERF_BENCH_ALTBIN).
+func (l *HTTPLab) AddPxeperf(t testing.TB, name, bin string) {
+	t.Helper()
+	addr := l.NextAddr()
+	l.Add(t, Start(t, l.Pair.Server, name, bin, "serve", "--dhcp", "off", "--tftp-addr", "off",
+		"--admin-addr", "off", "--iface", l.Pair.ServerIf, "--addr", l.listenHost, "--http-addr", addr,
+		"--root", l.Root, "--data", t.TempDir(), "--log-level", "warn"), addr)
 }
 
 // NextAddr is a free host:port on the server side for the next server.
