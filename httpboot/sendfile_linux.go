@@ -67,7 +67,7 @@ const bigBody = 1 << 20
 // it is for a third of the buffer, and at 32 streams over 1 Gbit/s the
 // kernel's autotuning stops at 1.1-1.6 MiB: a wake-up, a goroutine switch
 // and a sendfile for every ~350 KiB. With 4 MiB a third of the wake-ups
-// and 36% less CPU (measured: docs/ARCHITECTURE.md's HTTP paragraph). The
+// and 0.76x the CPU per GiB (docs/ARCHITECTURE.md, "An HTTP fetch"). The
 // bigger queue does not make a record faster than the client saw it: the
 // record waits for the client's acknowledgement (monitor.settle).
 // SO_SNDBUFFORCE passes net.core.wmem_max (root, CAP_NET_ADMIN);
