@@ -2,7 +2,6 @@ package tftp
 
 import (
 	"bytes"
-	"context"
 	"net"
 	"net/netip"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/servetest"
 )
 
 // TestGeneratedConfigOverTFTP: the pxelinux.cfg chain U-Boot's `pxe get`
@@ -50,10 +50,7 @@ func TestGeneratedConfigOverTFTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	servetest.Run(t, "tftp", 15*time.Second, s.Serve)
 
 	fetch := func(name string) (string, error) {
 		c, err := pin.NewClient(s.Addr().String())

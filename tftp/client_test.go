@@ -18,6 +18,7 @@ import (
 	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/servetest"
 	"github.com/pxeperf/pxeperf/tftp"
 )
 
@@ -48,20 +49,7 @@ func startServer(t testing.TB, cfg tftp.Config) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(40 * time.Second):
-			t.Errorf("Serve did not return after cancel")
-		}
-	})
+	servetest.Run(t, "tftp", 40*time.Second, s.Serve)
 	return &server{addr: s.Addr(), root: root, rec: rec}
 }
 
