@@ -58,15 +58,8 @@ func TestCacheFullIs503(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("status %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if fs, _ := rec.Snapshot(); len(fs) == 1 {
-			if fs[0].Outcome != event.OutcomeError {
-				t.Errorf("outcome %q", fs[0].Outcome)
-			}
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	fs, _ := rec.WaitFetches(1, 5*time.Second)
+	if len(fs) != 1 || fs[0].Outcome != event.OutcomeError {
+		t.Errorf("fetch events %+v, want one with outcome error", fs)
 	}
-	t.Error("no fetch event")
 }

@@ -103,17 +103,11 @@ func newTestEnv(t testing.TB, o envOpts) *testEnv {
 // waitFetches polls the recorder until n fetches are in (10 s at most).
 func (e *testEnv) waitFetches(t testing.TB, n int) []event.Fetch {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		f, _ := e.rec.Snapshot()
-		if len(f) >= n {
-			return f
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("got %d fetch events, want %d", len(f), n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	f, ok := e.rec.WaitFetches(n, 10*time.Second)
+	if !ok {
+		t.Fatalf("got %d fetch events, want %d", len(f), n)
 	}
+	return f
 }
 
 // rawGet sends a request line exactly as given (no client-side path

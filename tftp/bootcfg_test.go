@@ -83,14 +83,7 @@ func TestGeneratedConfigOverTFTP(t *testing.T) {
 	if _, script, err := bootcfg.ParseScriptImage([]byte(body)); err != nil || !strings.Contains(string(script), "imx8") {
 		t.Errorf("boot.scr.uimg: %v\n%s", err, script)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	var fs []event.Fetch
-	for time.Now().Before(deadline) {
-		if fs, _ = rec.Snapshot(); len(fs) >= 4 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	fs, _ := rec.WaitFetches(4, 10*time.Second)
 	if len(fs) != 4 {
 		t.Fatalf("%d fetch events, want 4", len(fs))
 	}

@@ -69,13 +69,11 @@ func (s *server) file(t testing.TB, name string, n int64) []byte {
 // fetchEvent waits for the server's event of the n-th fetch (from 1).
 func (s *server) fetchEvent(t *testing.T, n int) event.Fetch {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if fs, _ := s.rec.Snapshot(); len(fs) >= n {
-			return fs[n-1]
-		}
+	fs, ok := s.rec.WaitFetches(n, 10*time.Second)
+	if !ok {
+		t.Fatalf("no server event for fetch %d", n)
 	}
-	t.Fatalf("no server event for fetch %d", n)
-	return event.Fetch{}
+	return fs[n-1]
 }
 
 func udp(t testing.TB) *net.UDPConn {

@@ -83,17 +83,11 @@ func (ts *testServer) file(t testing.TB, name string, n int) []byte {
 // fetches waits (10 s at most) until n fetch events arrived and returns them.
 func (ts *testServer) fetches(t *testing.T, n int) []event.Fetch {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		f, _ := ts.rec.Snapshot()
-		if len(f) >= n {
-			return f
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("got %d fetch events, want %d: %+v", len(f), n, f)
-		}
-		time.Sleep(10 * time.Millisecond)
+	f, ok := ts.rec.WaitFetches(n, 10*time.Second)
+	if !ok {
+		t.Fatalf("got %d fetch events, want %d: %+v", len(f), n, f)
 	}
+	return f
 }
 
 // rawClient is a UDP socket speaking TFTP by hand.
