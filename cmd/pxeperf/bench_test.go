@@ -25,17 +25,25 @@ func runBenchCmd(t testing.TB, args ...string) (string, string, error) {
 // TestBenchFlagErrors: bad sweeps fail before anything is built, naming
 // the flag and the forms it takes.
 func TestBenchFlagErrors(t *testing.T) {
-	tests := map[string]struct {
-		args []string
-		want []string
-	}{
+	checkBadFlags(t, map[string]badFlags{
 		"window":         {args: []string{"--window", "4K..64K"}, want: []string{"--window", "lo..hi/step"}},
 		"rate":           {args: []string{"--rate", "fast"}, want: []string{"--rate", "100mbit"}},
 		"unknown preset": {args: []string{"--preset", "nosuch"}, want: []string{"--preset", "gpxe", "tftp"}},
 		"proto":          {args: []string{"--proto", "sctp"}, want: []string{"--proto", "http"}},
 		"format":         {args: []string{"--format", "xml"}, want: []string{"--format"}},
 		"two at once":    {args: []string{"--mtu", "1", "--offload", "sideways"}, want: []string{"--mtu", "--offload"}},
-	}
+	})
+}
+
+// badFlags is a bench command line that must fail before anything is
+// built, with an error containing each of want.
+type badFlags struct {
+	args []string
+	want []string
+}
+
+func checkBadFlags(t *testing.T, tests map[string]badFlags) {
+	t.Helper()
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := runBenchCmd(t, append(tt.args, "--data", t.TempDir())...)
