@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,13 +11,7 @@ import (
 
 func runBenchCmd(t testing.TB, args ...string) (string, string, error) {
 	t.Helper()
-	cmd := newRootCmd()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(append([]string{"bench"}, args...))
-	err := cmd.ExecuteContext(context.Background())
-	return out.String(), errOut.String(), err
+	return runCmdSplit(t, append([]string{"bench"}, args...)...)
 }
 
 // TestBenchFlagErrors: bad sweeps fail before anything is built, naming

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -53,15 +52,11 @@ func startStatusAdmin(t *testing.T, src dashboard.TFTPSource) (addr string, flag
 
 func runStatusCmd(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := newRootCmd()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(append([]string{"status"}, args...))
-	if err := cmd.Execute(); err != nil {
-		t.Fatalf("status %v: %v\n%s", args, err, errOut.String())
+	out, errOut, err := runCmdSplit(t, append([]string{"status"}, args...)...)
+	if err != nil {
+		t.Fatalf("status %v: %v\n%s", args, err, errOut)
 	}
-	return out.String()
+	return out
 }
 
 // TestStatusTFTPCounters: `pxeperf status` shows the TFTP server's counters
