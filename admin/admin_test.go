@@ -1,12 +1,13 @@
 package admin
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pxeperf/pxeperf/internal/servetest"
 )
 
 func start(t *testing.T, opt Options) string {
@@ -19,20 +20,7 @@ func start(t *testing.T, opt Options) string {
 	s.Handle("/api/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "records")
 	}))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Error(err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("Serve did not return 10 s after its context ended")
-		}
-	})
+	servetest.Run(t, "admin", 10*time.Second, s.Serve)
 	return "http://" + s.Addr().String()
 }
 

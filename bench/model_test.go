@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
 )
@@ -128,6 +129,27 @@ func TestFitModel(t *testing.T) {
 			t.Errorf("FitLines(empty) = %q", lines)
 		}
 	})
+}
+
+// TestByPoint: results are grouped by point, repeats together however
+// they interleave, in the order the points first ran, and each group
+// starts from its point's first result.
+func TestByPoint(t *testing.T) {
+	pt := func(w, rep int) Point { return Point{Proto: "http", Window: w, MTU: 1500, Rep: rep} }
+	results := []Result{{Point: pt(8192, 1)}, {Point: pt(4096, 1)}, {Point: pt(8192, 2)}, {Point: pt(65536, 1)}, {Point: pt(4096, 2)}}
+	type group struct {
+		first int   // the window of the result start saw
+		reps  []int // what add saw
+	}
+	got := byPoint(results, func(r Result) *group { return &group{first: r.Point.Window} },
+		func(g *group, r Result) { g.reps = append(g.reps, r.Point.Window*10+r.Point.Rep) })
+	want := []*group{{8192, []int{81921, 81922}}, {4096, []int{40961, 40962}}, {65536, []int{655361}}}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(group{})); diff != "" {
+		t.Errorf("byPoint (-want +got):\n%s", diff)
+	}
+	if got := byPoint(nil, func(Result) *group { return nil }, func(*group, Result) {}); len(got) != 0 {
+		t.Errorf("byPoint(nil) = %v", got)
+	}
 }
 
 func TestSummary(t *testing.T) {

@@ -120,6 +120,25 @@ type SummaryRow struct {
 	Failed    int     `json:"failed"`
 }
 
+// byPoint gathers results into one G per point (Point.Key), in the order
+// the points first ran: start makes a point's G from its first result, add
+// puts each result, the first too, into it. The sweep summaries group so.
+func byPoint[G any](results []Result, start func(Result) *G, add func(*G, Result)) []*G {
+	at := map[string]int{}
+	var out []*G
+	for _, r := range results {
+		k := r.Point.Key()
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, start(r))
+		}
+		add(out[i], r)
+	}
+	return out
+}
+
 // Summary is the sweep's own table: every point with the median and
 // spread (min-max) over its repeats, the requested, read-back and observed
 // windows, and the model at the fitted RTT.
@@ -130,31 +149,25 @@ func Summary(results []Result, fit Fit) report.Table {
 		obs  []float64
 		rtt  []float64
 	}
-	groups := map[string]*group{}
-	var order []string
-	for _, r := range results {
-		k := r.Point.Key()
-		g := groups[k]
-		if g == nil {
-			g = &group{row: SummaryRow{MTU: r.Point.MTU, Rate: FormatRate(r.Point.Rate), Window: FormatWindow(r.Point.Window),
-				RxOffload: string(r.Record.RxCsum)}}
-			if r.Point.Delay > 0 {
-				g.row.Delay = FormatDelay(r.Point.Delay)
-			}
-			groups[k] = g
-			order = append(order, k)
+	groups := byPoint(results, func(r Result) *group {
+		g := &group{row: SummaryRow{MTU: r.Point.MTU, Rate: FormatRate(r.Point.Rate), Window: FormatWindow(r.Point.Window),
+			RxOffload: string(r.Record.RxCsum)}}
+		if r.Point.Delay > 0 {
+			g.row.Delay = FormatDelay(r.Point.Delay)
 		}
+		return g
+	}, func(g *group, r Result) {
 		g.row.Rcvbuf = r.Rcvbuf
 		if r.Record.Outcome != "ok" {
 			g.row.Failed++
-			continue
+			return
 		}
 		g.mbps = append(g.mbps, r.Record.Mbps)
 		g.obs = append(g.obs, float64(r.Record.WndMax))
 		if r.Record.MinRTT > 0 {
 			g.rtt = append(g.rtt, float64(r.Record.MinRTT.Microseconds()))
 		}
-	}
+	})
 	t := report.Table{
 		Name:  "bench-summary",
 		Title: "Sweep by point (median and min-max over repeats)",
@@ -170,8 +183,7 @@ func Summary(results []Result, fit Fit) report.Table {
 		},
 	}
 	var rows []SummaryRow
-	for _, k := range order {
-		g := groups[k]
+	for _, g := range groups {
 		row := g.row
 		row.N = len(g.mbps)
 		if row.N > 0 {

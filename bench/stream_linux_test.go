@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/servetest"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
 	"github.com/pxeperf/pxeperf/stream"
@@ -122,11 +123,9 @@ func TestRunRemoteStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	servetest.Run(t, "stream", 20*time.Second, srv.Serve)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
 
 	spec, err := ParseSpec(Flags{Proto: "tcp,udp", Direction: "tx,rx", Duration: "1s", UDPRate: "20mbit", Window: "64K"})
 	if err != nil {

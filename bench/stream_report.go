@@ -89,24 +89,17 @@ func StreamSummary(results []Result) report.Table {
 		row                 StreamRow
 		mbps, retr, lost, j []float64
 	}
-	groups := map[string]*group{}
-	var order []string
-	for _, r := range results {
+	groups := byPoint(results, func(r Result) *group {
 		p := r.Point
-		k := p.Key()
-		g := groups[k]
-		if g == nil {
-			set := "window=" + FormatWindow(p.Window)
-			if p.Proto == ProtoUDP {
-				set = "udp_rate=" + FormatUDPRate(p.UDPRate)
-			}
-			g = &group{row: StreamRow{Proto: p.Proto, Direction: p.Direction, MTU: p.MTU, Rate: FormatRate(p.Rate), Setting: set}}
-			groups[k] = g
-			order = append(order, k)
+		set := "window=" + FormatWindow(p.Window)
+		if p.Proto == ProtoUDP {
+			set = "udp_rate=" + FormatUDPRate(p.UDPRate)
 		}
+		return &group{row: StreamRow{Proto: p.Proto, Direction: p.Direction, MTU: p.MTU, Rate: FormatRate(p.Rate), Setting: set}}
+	}, func(g *group, r Result) {
 		if r.Record.Outcome != event.OutcomeOK {
 			g.row.Failed++
-			continue
+			return
 		}
 		g.mbps = append(g.mbps, r.Record.Mbps)
 		g.retr = append(g.retr, float64(r.Record.Retransmits))
@@ -116,7 +109,7 @@ func StreamSummary(results []Result) report.Table {
 		if v, ok := labelFloat(r.Record, LabelJitterMs); ok {
 			g.j = append(g.j, v)
 		}
-	}
+	})
 	t := report.Table{
 		Name:  "bench-streams",
 		Title: "Streams by point (receiver Mbit/s, median and min-max over repeats)",
@@ -132,8 +125,7 @@ func StreamSummary(results []Result) report.Table {
 	}
 	rows := []StreamRow{}
 	f1 := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
-	for _, k := range order {
-		g := groups[k]
+	for _, g := range groups {
 		row := g.row
 		row.N = len(g.mbps)
 		cells := []string{row.Proto, row.Direction, strconv.Itoa(row.MTU), row.Rate, row.Setting, strconv.Itoa(row.N), "", "", "", "", "", strconv.Itoa(row.Failed)}

@@ -275,16 +275,9 @@ func TFTPSummary(results []Result) report.Table {
 		mbps []float64
 		cpu  []float64
 	}
-	groups := map[string]*group{}
-	var order []string
-	for _, r := range results {
-		k := r.Point.Key()
-		g := groups[k]
-		if g == nil {
-			g = &group{row: TFTPSummaryRow{MTU: r.Point.MTU, Rate: FormatRate(r.Point.Rate), BlkSize: r.Point.BlkSize, WindowSize: r.Point.WindowSize}}
-			groups[k] = g
-			order = append(order, k)
-		}
+	groups := byPoint(results, func(r Result) *group {
+		return &group{row: TFTPSummaryRow{MTU: r.Point.MTU, Rate: FormatRate(r.Point.Rate), BlkSize: r.Point.BlkSize, WindowSize: r.Point.WindowSize}}
+	}, func(g *group, r Result) {
 		rec := r.Record
 		g.row.Datagrams += rec.Datagrams
 		g.row.Resent += rec.Retransmits
@@ -294,13 +287,13 @@ func TFTPSummary(results []Result) report.Table {
 		g.row.EarlyACKs += ea
 		if rec.Outcome != "ok" {
 			g.row.Failed++
-			continue
+			return
 		}
 		g.mbps = append(g.mbps, rec.Mbps)
 		if c, err := strconv.ParseFloat(rec.Labels[LabelCPU], 64); err == nil {
 			g.cpu = append(g.cpu, c)
 		}
-	}
+	})
 	t := report.Table{
 		Name:  "bench-tftp-summary",
 		Title: "TFTP sweep by point (median and min-max over repeats)",
@@ -317,8 +310,7 @@ func TFTPSummary(results []Result) report.Table {
 	}
 	var rows []TFTPSummaryRow
 	f1 := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
-	for _, k := range order {
-		g := groups[k]
+	for _, g := range groups {
 		row := g.row
 		row.N = len(g.mbps)
 		cells := []string{strconv.Itoa(row.MTU), row.Rate, strconv.Itoa(row.BlkSize), strconv.Itoa(row.WindowSize), strconv.Itoa(row.N),

@@ -2,18 +2,14 @@ package bootcfg
 
 import (
 	"errors"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"text/template"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/pxeperf/pxeperf/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 var sampleHosts = map[string]Data{
 	"fdt": {
@@ -66,29 +62,9 @@ func TestRenderBuiltin(t *testing.T) {
 				if l == UBoot && !strings.HasPrefix(first, "echo ") {
 					t.Errorf("script does not start with echo: %q", first)
 				}
-				golden(t, filepath.Join("testdata", string(l)+"-"+name+".golden"), b)
+				golden.Check(t, filepath.Join("testdata", string(l)+"-"+name+".golden"), b)
 			})
 		}
-	}
-}
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s (-want +got):\n%s", path, diff)
 	}
 }
 

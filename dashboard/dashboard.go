@@ -103,16 +103,39 @@ type Fetch struct {
 // TFTPSource is what the dashboard reads of the TFTP server.
 type TFTPSource interface{ Stats() tftp.Stats }
 
-// TFTPCounters is the TFTP server's line on the page: how many lock-step
-// threads are held of how many, and what it dropped or turned away so far
-// (tftp.Stats; /metrics has them all).
+// TFTPCounters is the TFTP server's line on the page and in `pxeperf
+// status`: its requests, how many lock-step threads are held of how many
+// and how lock-step transfers waited, and what it dropped, replaced or
+// turned away so far. Every counter of tftp.Stats is here once, as in
+// /metrics: Stats.Busy is RefusedBy's two "too many transfers" reasons.
 type TFTPCounters struct {
-	ThreadsBusy int64  `json:"lockstep_threads_busy"`
-	ThreadsCap  int64  `json:"lockstep_threads_cap"`
-	Malformed   int64  `json:"malformed"`
-	Repeated    int64  `json:"repeated_requests"`
-	Stray       int64  `json:"stray"`
-	Refused     uint64 `json:"refused"`
+	Requests    int64             `json:"requests"`
+	ThreadsBusy int64             `json:"lockstep_threads_busy"`
+	ThreadsCap  int64             `json:"lockstep_threads_cap"`
+	Threaded    int64             `json:"lockstep_threaded"`     // lock-step transfers that waited on a thread of their own
+	Polled      int64             `json:"lockstep_polled"`       // ... and in Go's poller (no thread free)
+	ThreadRecvs int64             `json:"lockstep_thread_recvs"` // datagrams read on those threads
+	Malformed   int64             `json:"malformed"`
+	Repeated    int64             `json:"repeated_requests"`
+	Stray       int64             `json:"stray"`
+	Replaced    int64             `json:"replaced"` // transfers ended by a new request from the same address and port
+	Refused     uint64            `json:"refused"`  // RefusedBy summed
+	RefusedBy   map[string]uint64 `json:"refused_by,omitempty"`
+}
+
+// tftpCounters is what the dashboard shows of st.
+func tftpCounters(st tftp.Stats) *TFTPCounters {
+	c := &TFTPCounters{Requests: st.Requests, ThreadsBusy: st.LockstepThreadsBusy, ThreadsCap: st.LockstepThreadsCap,
+		Threaded: st.LockstepThreaded, Polled: st.LockstepPolled, ThreadRecvs: st.LockstepThreadRecvs,
+		Malformed: st.Malformed, Repeated: st.Duplicates, Stray: st.Stray, Replaced: st.Replaced}
+	for reason, n := range st.Refused {
+		c.Refused += n
+		if c.RefusedBy == nil {
+			c.RefusedBy = map[string]uint64{}
+		}
+		c.RefusedBy[reason] = n
+	}
+	return c
 }
 
 // Transfer is a transfer in progress with its current rate.
@@ -278,12 +301,7 @@ type activeAnswer struct {
 func (d *Dashboard) activeAnswer() activeAnswer {
 	a := activeAnswer{Time: time.Now().UTC(), Transfers: d.Active()}
 	if d.opt.TFTP != nil {
-		st := d.opt.TFTP.Stats()
-		a.TFTP = &TFTPCounters{ThreadsBusy: st.LockstepThreadsBusy, ThreadsCap: st.LockstepThreadsCap,
-			Malformed: st.Malformed, Repeated: st.Duplicates, Stray: st.Stray}
-		for _, n := range st.Refused {
-			a.TFTP.Refused += n
-		}
+		a.TFTP = tftpCounters(d.opt.TFTP.Stats())
 	}
 	d.mu.Lock()
 	a.RecentSeq = d.seq

@@ -239,21 +239,51 @@ type fakeTFTP struct{ st tftp.Stats }
 
 func (f *fakeTFTP) Stats() tftp.Stats { return f.st }
 
-// TestTFTPCounters: /api/active (and so the stream) carries the TFTP
-// server's thread use and drops as Stats reads them at that moment, the
-// refusals summed; without a TFTP server there is no tftp key; and the page
-// reads every field by its JSON name.
+// TestTFTPCounters: /api/active (and so the stream, and `pxeperf status`)
+// carries every counter of the TFTP server's Stats as Stats reads them at
+// that moment (Busy as its two refusal reasons), the refusals by reason and
+// summed; without a TFTP server there is no tftp key; and the page reads
+// every field by its JSON name.
 func TestTFTPCounters(t *testing.T) {
-	src := &fakeTFTP{st: tftp.Stats{LockstepThreadsBusy: 3, LockstepThreadsCap: 16, Malformed: 7, Duplicates: 2, Stray: 11,
-		Busy: 4, Requests: 99, Refused: map[string]uint64{tftp.RefuseBusy: 4, tftp.RefuseClientTimeout: 1}}}
+	src := &fakeTFTP{st: tftp.Stats{Requests: 99, Malformed: 7, Duplicates: 2, Busy: 4, Replaced: 6, Stray: 11,
+		LockstepThreaded: 21, LockstepPolled: 22, LockstepThreadRecvs: 2300, LockstepThreadsBusy: 3, LockstepThreadsCap: 16,
+		Refused: map[string]uint64{tftp.RefuseBusy: 3, tftp.RefuseClientBusy: 1, tftp.RefuseClientTimeout: 1}}}
 	d := New(Options{Active: event.NewActive()})
 	d.SetSources(nil, nil, src)
 	mux := http.NewServeMux()
 	d.Register(mux)
-	want := map[string]any{"lockstep_threads_busy": 3.0, "lockstep_threads_cap": 16.0, "malformed": 7.0,
-		"repeated_requests": 2.0, "stray": 11.0, "refused": 5.0}
-	if diff := cmp.Diff(want, getJSON(t, mux, "/api/active")["tftp"]); diff != "" {
+	want := map[string]any{"requests": 99.0, "lockstep_threads_busy": 3.0, "lockstep_threads_cap": 16.0,
+		"lockstep_threaded": 21.0, "lockstep_polled": 22.0, "lockstep_thread_recvs": 2300.0, "malformed": 7.0,
+		"repeated_requests": 2.0, "stray": 11.0, "replaced": 6.0, "refused": 5.0,
+		"refused_by": map[string]any{tftp.RefuseBusy: 3.0, tftp.RefuseClientBusy: 1.0, tftp.RefuseClientTimeout: 1.0}}
+	got := getJSON(t, mux, "/api/active")["tftp"]
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("/api/active tftp (-want +got):\n%s", diff)
+	}
+	// A counter added to tftp.Stats later fails here until it is shown:
+	// every one is set above, each to a value of its own, and each value
+	// is in the answer (Busy is the "too many transfers" refusals).
+	shown := map[float64]bool{}
+	if m, ok := got.(map[string]any); ok {
+		for _, v := range m {
+			if f, ok := v.(float64); ok {
+				shown[f] = true
+			}
+		}
+	}
+	sv := reflect.ValueOf(src.st)
+	for i := range sv.NumField() {
+		f, name := sv.Field(i), sv.Type().Field(i).Name
+		switch {
+		case f.IsZero():
+			t.Errorf("tftp.Stats.%s is not set in this test: set it, and show it in TFTPCounters", name)
+		case name == "Busy":
+			if n := src.st.Refused[tftp.RefuseBusy] + src.st.Refused[tftp.RefuseClientBusy]; uint64(f.Int()) != n {
+				t.Errorf("Busy %d is not the two busy refusals (%d) in this test", f.Int(), n)
+			}
+		case f.Kind() == reflect.Int64 && !shown[float64(f.Int())]:
+			t.Errorf("tftp.Stats.%s (%d) is not in /api/active's tftp counters", name, f.Int())
+		}
 	}
 	// Read when asked, not when built.
 	src.st.LockstepThreadsBusy, src.st.Stray = 0, 12

@@ -18,6 +18,7 @@ import (
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/servetest"
 )
 
 // poolFor returns "PREFIX.first-PREFIX.last" in the pair's /24.
@@ -178,15 +179,7 @@ func startInProcess(t *testing.T, p *nstest.Pair, mode string, mut func(*configs
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	servetest.Run(t, "dhcp", 30*time.Second, s.Serve)
 	return s
 }
 

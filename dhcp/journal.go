@@ -101,7 +101,7 @@ func (j *journal) compact(snapshot []byte, lines int) error {
 		j.cond.Wait()
 	}
 	tmp := j.path + ".tmp"
-	err := writeSync(tmp, snapshot, j.noSync)
+	err := writeSync(tmp, os.O_TRUNC, snapshot, j.noSync)
 	if err == nil {
 		err = os.Rename(tmp, j.path)
 	}
@@ -270,7 +270,7 @@ func loadJournal(dir, path string, s *leaseStore, noSync bool, log *slog.Logger,
 	if compact {
 		snap, lines := s.snapshot(now)
 		tmp := path + ".tmp"
-		err := writeSync(tmp, snap, noSync)
+		err := writeSync(tmp, os.O_TRUNC, snap, noSync)
 		if err == nil {
 			err = os.Rename(tmp, path)
 		}
@@ -300,27 +300,13 @@ func loadJournal(dir, path string, s *leaseStore, noSync bool, log *slog.Logger,
 // keepAside appends damaged lines to path under a line naming their
 // source and the time, and fsyncs them.
 func keepAside(path, from string, lines [][]byte, noSync bool, now time.Time) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# %s: %d damaged line(s) from %s\n", now.UTC().Format(time.RFC3339), len(lines), from)
 	for _, l := range lines {
 		b.Write(l)
 		b.WriteByte('\n')
 	}
-	if _, err := f.Write(b.Bytes()); err != nil {
-		f.Close()
-		return err
-	}
-	if !noSync {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	return f.Close()
+	return writeSync(path, os.O_APPEND, b.Bytes(), noSync)
 }
 
 // snapshot returns the journal records that recreate every binding that was
@@ -349,8 +335,10 @@ func (s *leaseStore) snapshot(now time.Time) ([]byte, int) {
 	return out.Bytes(), lines
 }
 
-func writeSync(path string, data []byte, noSync bool) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+// writeSync writes data to path (created if need be; mode O_APPEND or
+// O_TRUNC) and fsyncs it unless noSync.
+func writeSync(path string, mode int, data []byte, noSync bool) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|mode, 0o644)
 	if err != nil {
 		return err
 	}

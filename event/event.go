@@ -242,3 +242,20 @@ func (r *Recorder) Snapshot() ([]Fetch, []Lease) {
 	defer r.mu.Unlock()
 	return append([]Fetch(nil), r.Fetches...), append([]Lease(nil), r.Leases...)
 }
+
+// WaitFetches waits until n fetches are recorded, at most timeout (a
+// server records a fetch after its client is done), and returns copies of
+// those recorded by then; ok is false when fewer came in time.
+func (r *Recorder) WaitFetches(n int, timeout time.Duration) (fetches []Fetch, ok bool) {
+	deadline := time.Now().Add(timeout)
+	for {
+		fetches, _ = r.Snapshot()
+		if len(fetches) >= n {
+			return fetches, true
+		}
+		if !time.Now().Before(deadline) {
+			return fetches, false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

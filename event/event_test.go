@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestLogLease: a proxy answer has no address and its line has no ip (not
@@ -38,5 +39,30 @@ func TestLogLease(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRecorderWaitFetches: WaitFetches returns once the n-th fetch is in,
+// with every fetch recorded by then; when fewer come within the timeout it
+// says so and returns those.
+func TestRecorderWaitFetches(t *testing.T) {
+	var r Recorder
+	go func() {
+		for _, f := range []string{"a", "b", "c"} {
+			time.Sleep(10 * time.Millisecond)
+			r.Fetch(&Fetch{File: f})
+		}
+	}()
+	fs, ok := r.WaitFetches(3, time.Minute)
+	if !ok || len(fs) != 3 || fs[2].File != "c" {
+		t.Fatalf("WaitFetches(3) = %v, %v; want a, b, c", fs, ok)
+	}
+	fs, ok = r.WaitFetches(4, 20*time.Millisecond)
+	if ok || len(fs) != 3 {
+		t.Errorf("WaitFetches(4) with 3 recorded = %d fetches, %v; want 3, false", len(fs), ok)
+	}
+	fs[0].File = "changed"
+	if got, _ := r.WaitFetches(1, 0); got[0].File != "a" {
+		t.Error("WaitFetches returns the recorder's own slice, not a copy")
 	}
 }

@@ -3,7 +3,6 @@
 package httpboot
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 	"github.com/pxeperf/pxeperf/images"
 	"github.com/pxeperf/pxeperf/internal/nstest"
 	"github.com/pxeperf/pxeperf/internal/peerbench"
+	"github.com/pxeperf/pxeperf/internal/servetest"
 	"golang.org/x/sys/unix"
 )
 
@@ -170,10 +170,8 @@ func benchPxeperf(b testing.TB, root, host string, inNS func(func() error), hide
 	if hide {
 		s.srv.Handler = hiding(s)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = s.Serve(ctx); close(done) }()
-	b.Cleanup(func() { cancel(); <-done; store.Close() })
+	b.Cleanup(func() { store.Close() }) // after Serve has returned
+	servetest.Run(b, "pxeperf", 30*time.Second, s.Serve)
 	return "http://" + s.Addr().String()
 }
 

@@ -3,7 +3,6 @@ package httpboot
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/servetest"
 )
 
 // TestCacheFullIs503: an image that exists but does not fit in the unpack
@@ -48,10 +48,7 @@ func TestCacheFullIs503(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	servetest.Run(t, "http", 15*time.Second, s.Serve)
 
 	resp, err := rawClient().Get("http://" + s.Addr().String() + "/initrd.img")
 	if err != nil {
@@ -61,15 +58,8 @@ func TestCacheFullIs503(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("status %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if fs, _ := rec.Snapshot(); len(fs) == 1 {
-			if fs[0].Outcome != event.OutcomeError {
-				t.Errorf("outcome %q", fs[0].Outcome)
-			}
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	fs, _ := rec.WaitFetches(1, 5*time.Second)
+	if len(fs) != 1 || fs[0].Outcome != event.OutcomeError {
+		t.Errorf("fetch events %+v, want one with outcome error", fs)
 	}
-	t.Error("no fetch event")
 }

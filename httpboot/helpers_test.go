@@ -2,7 +2,6 @@ package httpboot
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,16 +17,16 @@ import (
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/servetest"
 )
 
 // testEnv is a Server on 127.0.0.1:0 serving a temp root.
 type testEnv struct {
-	srv  *Server
-	url  string // http://127.0.0.1:PORT
-	root string
-	rec  *event.Recorder
-	done chan error // Serve's result
-	stop context.CancelFunc
+	srv     *Server
+	url     string // http://127.0.0.1:PORT
+	root    string
+	rec     *event.Recorder
+	serving *servetest.Serving // Stop and Wait for the tests of shutdown
 }
 
 type envOpts struct {
@@ -97,34 +96,18 @@ func newTestEnv(t testing.TB, o envOpts) *testEnv {
 	if o.before != nil {
 		o.before(s)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	e := &testEnv{srv: s, url: "http://" + s.Addr().String(), root: root, rec: rec, done: make(chan error, 1), stop: cancel}
-	go func() { e.done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-e.done:
-		case <-time.After(15 * time.Second):
-			t.Error("Serve did not return 15 s after its context ended")
-		}
-	})
-	return e
+	serving := servetest.Run(t, "http", 15*time.Second, s.Serve)
+	return &testEnv{srv: s, url: "http://" + s.Addr().String(), root: root, rec: rec, serving: serving}
 }
 
 // waitFetches polls the recorder until n fetches are in (10 s at most).
 func (e *testEnv) waitFetches(t testing.TB, n int) []event.Fetch {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		f, _ := e.rec.Snapshot()
-		if len(f) >= n {
-			return f
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("got %d fetch events, want %d", len(f), n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	f, ok := e.rec.WaitFetches(n, 10*time.Second)
+	if !ok {
+		t.Fatalf("got %d fetch events, want %d", len(f), n)
 	}
+	return f
 }
 
 // rawGet sends a request line exactly as given (no client-side path

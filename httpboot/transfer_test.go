@@ -2,7 +2,6 @@ package httpboot
 
 import (
 	"bufio"
-	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
@@ -171,7 +170,7 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := slowRead(resp.Body, 64<<10, 10*time.Millisecond, func() {
-		e.stop()
+		e.serving.Stop()
 		// Once Serve has closed the listener, no new client gets in.
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
@@ -190,19 +189,13 @@ func TestGracefulShutdown(t *testing.T) {
 	if sha256.Sum256(got) != sha256.Sum256(body) {
 		t.Fatalf("download during shutdown: %d bytes, sha256 differs", len(got))
 	}
-	select {
-	case err := <-e.done:
-		if err != nil {
-			t.Fatalf("Serve: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return after the download finished")
+	if err := e.serving.Wait(); err != nil {
+		t.Fatalf("after the download finished: %v", err)
 	}
 	f := e.waitFetches(t, 1)[0]
 	if f.Outcome != event.OutcomeOK || f.Bytes != size {
 		t.Errorf("fetch %q %d bytes, want ok %d", f.Outcome, f.Bytes, size)
 	}
-	e.done <- nil // for the cleanup
 }
 
 // TestShutdownGraceExpires: a download still running after the grace is cut
@@ -216,16 +209,10 @@ func TestShutdownGraceExpires(t *testing.T) {
 	if _, err := br.Peek(1); err != nil {
 		t.Fatal(err)
 	}
-	e.stop()
-	select {
-	case err := <-e.done:
-		if err != nil {
-			t.Fatalf("Serve: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return after the shutdown grace")
+	e.serving.Stop()
+	if err := e.serving.Wait(); err != nil {
+		t.Fatalf("after the shutdown grace: %v", err)
 	}
-	e.done <- nil
 	f := e.waitFetches(t, 1)[0]
 	if f.Outcome == event.OutcomeOK {
 		t.Errorf("cut download recorded ok: %+v", f)
@@ -340,20 +327,13 @@ func TestSendfilePath(t *testing.T) {
 
 func TestServeReturnsNilOnCancel(t *testing.T) {
 	e := newTestEnv(t, envOpts{})
-	e.stop()
-	select {
-	case err := <-e.done:
-		if err != nil {
-			t.Fatalf("Serve: %v", err)
-		}
-		e.done <- nil
-	case <-time.After(5 * time.Second):
-		t.Fatal("Serve did not return")
+	e.serving.Stop()
+	if err := e.serving.Wait(); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := net.DialTimeout("tcp", e.srv.Addr().String(), time.Second); err == nil {
 		t.Error("still accepting after Serve returned")
 	}
-	_ = context.Background
 }
 
 // TestRecordEndsAtClientAck: a record's end is when the client had the

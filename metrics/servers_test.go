@@ -136,16 +136,11 @@ func ackPkt(block uint16) []byte { return binary.BigEndian.AppendUint16([]byte{0
 // waitFetches waits (10 s at most) for n fetch events.
 func waitFetches(t *testing.T, rec *event.Recorder, n int) []event.Fetch {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		f, _ := rec.Snapshot()
-		if len(f) >= n {
-			return f
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d TFTP fetch events, want %d", len(f), n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	f, ok := rec.WaitFetches(n, 10*time.Second)
+	if !ok {
+		t.Fatalf("%d TFTP fetch events, want %d", len(f), n)
 	}
+	return f
 }
 
 // tftpMoves: one malformed packet, a transfer that gets its own request

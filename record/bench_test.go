@@ -21,6 +21,7 @@ import (
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/httpboot"
 	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/servetest"
 	"github.com/pxeperf/pxeperf/netstate"
 	"github.com/pxeperf/pxeperf/record"
 )
@@ -41,10 +42,8 @@ func benchServers(tb testing.TB, root string) (off, on string, sink *record.Sink
 		if err != nil {
 			tb.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { _ = srv.Serve(ctx); close(done) }()
-		tb.Cleanup(func() { cancel(); <-done; store.Close() })
+		tb.Cleanup(func() { store.Close() }) // after Serve has returned
+		servetest.Run(tb, "http", 30*time.Second, srv.Serve)
 		return "http://" + srv.Addr().String()
 	}
 	data := tb.TempDir()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
-	"flag"
 	"fmt"
 	"image/png"
 	"io"
@@ -17,34 +16,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/pxeperf/pxeperf/internal/golden"
 	"github.com/pxeperf/pxeperf/record"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
 var ext = map[Format]string{Text: "txt", Markdown: "md", CSV: "csv", JSON: "json"}
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./report -update to write it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs (-want +got; go test ./report -update rewrites):\n%s", path, diff)
-	}
-}
 
 func TestGolden(t *testing.T) {
 	recs := lab()
@@ -79,7 +55,7 @@ func TestGolden(t *testing.T) {
 						seen[k] = true
 					}
 				}
-				golden(t, name+"."+ext[f], b.Bytes())
+				golden.Check(t, filepath.Join("testdata", name+"."+ext[f]), b.Bytes())
 			})
 		}
 	}

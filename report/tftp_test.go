@@ -2,11 +2,13 @@ package report
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pxeperf/pxeperf/internal/golden"
 	"github.com/pxeperf/pxeperf/record"
 )
 
@@ -53,7 +55,7 @@ func TestTFTPGolden(t *testing.T) {
 			if err := Render(&b, tb, f); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "tftp-study."+ext[f], b.Bytes())
+			golden.Check(t, filepath.Join("testdata", "tftp-study."+ext[f]), b.Bytes())
 		})
 	}
 }

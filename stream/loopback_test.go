@@ -6,6 +6,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/pxeperf/pxeperf/internal/servetest"
 )
 
 // startServer runs a Server on addr for the test's lifetime.
@@ -15,20 +17,7 @@ func startServer(t testing.TB, addr string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Errorf("Serve did not return after cancel")
-		}
-	})
+	servetest.Run(t, "stream", 20*time.Second, s.Serve)
 	return s
 }
 
@@ -231,9 +220,7 @@ func TestShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
+	serving := servetest.Run(t, "stream", 10*time.Second, s.Serve)
 	res := make(chan error, 1)
 	go func() {
 		_, err := TCP(context.Background(), Config{Addr: s.Addr().String(), Direction: Rx, Duration: 30 * time.Second})
@@ -244,14 +231,9 @@ func TestShutdown(t *testing.T) {
 		defer s.mu.Unlock()
 		return len(s.byCookie) == 1
 	})
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return after cancel")
+	serving.Stop()
+	if err := serving.Wait(); err != nil {
+		t.Fatal(err)
 	}
 	if err := <-res; err == nil {
 		t.Errorf("test cut by a shutdown returned no error")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/servetest"
 	"github.com/pxeperf/pxeperf/netlab"
 )
 
@@ -33,15 +34,7 @@ func newBed(t *testing.T) (*netlab.Testbed, string) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	servetest.Run(t, "stream", 20*time.Second, s.Serve)
 	return tb, s.Addr().String()
 }
 

@@ -2,7 +2,6 @@ package tftp
 
 import (
 	"bytes"
-	"context"
 	"net"
 	"net/netip"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/servetest"
 )
 
 // TestGeneratedConfigOverTFTP: the pxelinux.cfg chain U-Boot's `pxe get`
@@ -50,10 +50,7 @@ func TestGeneratedConfigOverTFTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	servetest.Run(t, "tftp", 15*time.Second, s.Serve)
 
 	fetch := func(name string) (string, error) {
 		c, err := pin.NewClient(s.Addr().String())
@@ -86,14 +83,7 @@ func TestGeneratedConfigOverTFTP(t *testing.T) {
 	if _, script, err := bootcfg.ParseScriptImage([]byte(body)); err != nil || !strings.Contains(string(script), "imx8") {
 		t.Errorf("boot.scr.uimg: %v\n%s", err, script)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	var fs []event.Fetch
-	for time.Now().Before(deadline) {
-		if fs, _ = rec.Snapshot(); len(fs) >= 4 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	fs, _ := rec.WaitFetches(4, 10*time.Second)
 	if len(fs) != 4 {
 		t.Fatalf("%d fetch events, want 4", len(fs))
 	}

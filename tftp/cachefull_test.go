@@ -3,7 +3,6 @@ package tftp
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/servetest"
 )
 
 // gzipFile writes NAME.gz holding n bytes into root.
@@ -54,10 +54,7 @@ func TestCacheFullIsDiskFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	servetest.Run(t, "tftp", 15*time.Second, s.Serve)
 
 	c := newRawClient(t, s.Addr())
 	c.send(s.Addr(), rq(opRRQ, "initrd.img", "octet"))

@@ -18,6 +18,7 @@ import (
 	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/servetest"
 	"github.com/pxeperf/pxeperf/tftp"
 )
 
@@ -48,20 +49,7 @@ func startServer(t testing.TB, cfg tftp.Config) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(40 * time.Second):
-			t.Errorf("Serve did not return after cancel")
-		}
-	})
+	servetest.Run(t, "tftp", 40*time.Second, s.Serve)
 	return &server{addr: s.Addr(), root: root, rec: rec}
 }
 
@@ -81,13 +69,11 @@ func (s *server) file(t testing.TB, name string, n int64) []byte {
 // fetchEvent waits for the server's event of the n-th fetch (from 1).
 func (s *server) fetchEvent(t *testing.T, n int) event.Fetch {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if fs, _ := s.rec.Snapshot(); len(fs) >= n {
-			return fs[n-1]
-		}
+	fs, ok := s.rec.WaitFetches(n, 10*time.Second)
+	if !ok {
+		t.Fatalf("no server event for fetch %d", n)
 	}
-	t.Fatalf("no server event for fetch %d", n)
-	return event.Fetch{}
+	return fs[n-1]
 }
 
 func udp(t testing.TB) *net.UDPConn {

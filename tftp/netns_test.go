@@ -89,6 +89,22 @@ func (s *nsServer) client(name string, args ...string) (string, error) {
 	return nstest.Output(s.pair.Client, 60*time.Second, name, args...)
 }
 
+// get runs argv, a client fetching file from the root into local, in the
+// client namespace, ends the test unless it succeeds byte-exact, and
+// returns the server's log line of that fetch and the client's output.
+func (s *nsServer) get(t *testing.T, argv []string, file, local string) (line, out string) {
+	t.Helper()
+	seen := s.fetchCount(file)
+	out, err := s.client(argv[0], argv[1:]...)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+	}
+	if got, want := nstest.FileSHA256(t, local), nstest.FileSHA256(t, filepath.Join(s.root, file)); got != want {
+		t.Fatalf("%s: sha256 %s, want %s", file, got, want)
+	}
+	return s.fetchLine(t, file, seen), out
+}
+
 func TestRealClientsFetch(t *testing.T) {
 	nstest.RequireTool(t, "tftp", "atftp")
 	s := startNSServer(t, "")
@@ -127,16 +143,7 @@ func TestRealClientsFetch(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			for file := range files {
 				local := filepath.Join(out, strings.ReplaceAll(name, " ", "_")+"-"+file)
-				argv := tc.cmd(file, local)
-				seen := s.fetchCount(file)
-				lastOut, err := s.client(argv[0], argv[1:]...)
-				if err != nil {
-					t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, lastOut)
-				}
-				if got, want := nstest.FileSHA256(t, local), nstest.FileSHA256(t, filepath.Join(s.root, file)); got != want {
-					t.Fatalf("%s: sha256 %s, want %s", file, got, want)
-				}
-				line := s.fetchLine(t, file, seen)
+				line, _ := s.get(t, tc.cmd(file, local), file, local)
 				if !strings.Contains(line, "outcome=ok") || !strings.Contains(line, tc.wantBlk) ||
 					!strings.Contains(line, fmt.Sprintf("bytes=%d ", files[file])) {
 					t.Errorf("%s: fetch line %q; want outcome=ok %s bytes=%d", file, line, tc.wantBlk, files[file])
@@ -239,14 +246,7 @@ func TestRealClientsWindowsize(t *testing.T) {
 				local := filepath.Join(out, fmt.Sprintf("%d-%s", w, file))
 				argv := []string{"atftp", "--option", fmt.Sprintf("windowsize %d", w), "--option", "blksize 1468",
 					"--option", "tsize 0", "-g", "-r", file, "-l", local, s.addr}
-				seen := s.fetchCount(file)
-				if o, err := s.client(argv[0], argv[1:]...); err != nil {
-					t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, o)
-				}
-				if got, want := nstest.FileSHA256(t, local), nstest.FileSHA256(t, filepath.Join(s.root, file)); got != want {
-					t.Fatalf("%s: sha256 %s, want %s", file, got, want)
-				}
-				line := s.fetchLine(t, file, seen)
+				line, _ := s.get(t, argv, file, local)
 				for _, want := range []string{"outcome=ok", "blksize=1468", fmt.Sprintf("windowsize=%d ", w),
 					fmt.Sprintf("bytes=%d ", size)} {
 					if !strings.Contains(line, want) {
@@ -272,14 +272,7 @@ func TestRealClientsWraparound(t *testing.T) {
 			local := filepath.Join(out, file)
 			argv := []string{"atftp", "--option", "blksize 512", "--option", fmt.Sprintf("windowsize %d", w),
 				"-g", "-r", file, "-l", local, s.addr}
-			seen := s.fetchCount(file)
-			if o, err := s.client(argv[0], argv[1:]...); err != nil {
-				t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, o)
-			}
-			if got, want := nstest.FileSHA256(t, local), nstest.FileSHA256(t, filepath.Join(s.root, file)); got != want {
-				t.Fatalf("sha256 %s, want %s", got, want)
-			}
-			line := s.fetchLine(t, file, seen)
+			line, _ := s.get(t, argv, file, local)
 			if !strings.Contains(line, "outcome=ok") || !strings.Contains(line, fmt.Sprintf("bytes=%d ", size)) {
 				t.Errorf("fetch line %q; want outcome=ok bytes=%d", line, size)
 			}
@@ -320,18 +313,8 @@ func TestRealClientsWindowsizeUnderLoss(t *testing.T) {
 				local := filepath.Join(out, fmt.Sprintf("%d-%s", w, file))
 				argv := []string{"atftp", "--option", fmt.Sprintf("windowsize %d", w), "--option", "blksize 1468",
 					"--option", "tsize 0", "-g", "-r", file, "-l", local, s.addr}
-				seen := s.fetchCount(file)
-				lastOut, err := s.client(argv[0], argv[1:]...)
-				if err != nil {
-					t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, lastOut)
-				}
-				if got, want := nstest.FileSHA256(t, local), nstest.FileSHA256(t, filepath.Join(s.root, file)); got != want {
-					t.Fatalf("%s: sha256 %s, want %s", file, got, want)
-				}
-				line := s.fetchLine(t, file, seen)
+				line, lastOut := s.get(t, argv, file, local)
 				if !strings.Contains(line, "outcome=ok") || !strings.Contains(line, fmt.Sprintf("bytes=%d ", size)) {
-					o, _ := s.client("true")
-					_ = o
 					t.Errorf("%s: fetch line %q; want outcome=ok bytes=%d\n%s", file, line, size, lastOut)
 				}
 				if m := regexp.MustCompile(`retransmits=(\d+)`).FindStringSubmatch(line); m != nil && m[1] != "0" {

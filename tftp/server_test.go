@@ -2,7 +2,6 @@ package tftp
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/servetest"
 )
 
 // testServer is a Server on loopback port 0 serving a temporary root.
@@ -55,20 +55,7 @@ func startServer(t testing.TB, cfg Config) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(40 * time.Second):
-			t.Errorf("Serve did not return after cancel")
-		}
-	})
+	servetest.Run(t, "tftp", 40*time.Second, s.Serve)
 	return &testServer{Server: s, root: root, rec: rec}
 }
 
@@ -96,17 +83,11 @@ func (ts *testServer) file(t testing.TB, name string, n int) []byte {
 // fetches waits (10 s at most) until n fetch events arrived and returns them.
 func (ts *testServer) fetches(t *testing.T, n int) []event.Fetch {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		f, _ := ts.rec.Snapshot()
-		if len(f) >= n {
-			return f
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("got %d fetch events, want %d: %+v", len(f), n, f)
-		}
-		time.Sleep(10 * time.Millisecond)
+	f, ok := ts.rec.WaitFetches(n, 10*time.Second)
+	if !ok {
+		t.Fatalf("got %d fetch events, want %d: %+v", len(f), n, f)
 	}
+	return f
 }
 
 // rawClient is a UDP socket speaking TFTP by hand.
@@ -720,17 +701,10 @@ func TestServeReturnsWhenContextEnds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- s.Serve(ctx) }()
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Serve = %v, want nil", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("Serve did not return after its context ended")
+			serving := servetest.Run(t, "tftp", 10*time.Second, s.Serve)
+			serving.Stop()
+			if err := serving.Wait(); err != nil {
+				t.Errorf("Serve = %v, want nil", err)
 			}
 		})
 	}
@@ -785,13 +759,11 @@ func TestShutdownLetsTransfersFinish(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- s.Serve(ctx) }()
+			serving := servetest.Run(t, "tftp", 20*time.Second, s.Serve)
 			c := newRawClient(t, s.Addr())
 			c.send(s.Addr(), rq(opRRQ, "f", "octet"))
 			_, from := c.recv() // DATA 1
-			cancel()
+			serving.Stop()
 			waitFor(t, func() bool { return isDraining(s) })
 			late := newRawClient(t, s.Addr())
 			late.send(s.Addr(), rq(opRRQ, "f", "octet"))
@@ -806,13 +778,8 @@ func TestShutdownLetsTransfersFinish(t *testing.T) {
 					}
 				}
 			}
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("Serve = %v", err)
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("Serve did not return")
+			if err := serving.Wait(); err != nil {
+				t.Fatalf("Serve = %v", err)
 			}
 			evs, _ := rec.Snapshot()
 			want := event.OutcomeOK

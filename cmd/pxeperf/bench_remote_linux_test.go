@@ -134,26 +134,15 @@ func TestBenchRemote(t *testing.T) {
 
 // TestBenchStreamFlagErrors: stream and remote flags that cannot run.
 func TestBenchStreamFlagErrors(t *testing.T) {
-	tests := map[string]struct {
-		args []string
-		want string
-	}{
-		"cross-check on http":     {[]string{"--cross-check", "iperf3"}, "add --proto tcp,udp"},
-		"cross-check other tool":  {[]string{"--proto", "tcp", "--cross-check", "netperf"}, "iperf3"},
-		"cross-check remote":      {[]string{"--proto", "tcp", "--cross-check", "iperf3", "--server", "127.0.0.1"}, "drop --server"},
-		"mtu remote":              {[]string{"--proto", "tcp", "--mtu", "9000", "--server", "127.0.0.1"}, "real link"},
-		"file without server":     {[]string{"--file", "x.img"}, "add --server HOST"},
-		"direction on http":       {[]string{"--direction", "tx"}, "apply to --proto tcp and udp"},
-		"tftp remote":             {[]string{"--proto", "tftp", "--server", "127.0.0.1"}, "needs the testbed"},
-		"bad http port":           {[]string{"--server", "127.0.0.1", "--http-port", "0"}, "1..65535"},
-		"udp rate without a unit": {[]string{"--proto", "udp", "--udp-rate", "fast"}, "--udp-rate"},
-	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			_, _, err := runBenchCmd(t, append(tt.args, "--data", t.TempDir())...)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
-			}
-		})
-	}
+	checkBadFlags(t, map[string]badFlags{
+		"cross-check on http":     {args: []string{"--cross-check", "iperf3"}, want: []string{"add --proto tcp,udp"}},
+		"cross-check other tool":  {args: []string{"--proto", "tcp", "--cross-check", "netperf"}, want: []string{"iperf3"}},
+		"cross-check remote":      {args: []string{"--proto", "tcp", "--cross-check", "iperf3", "--server", "127.0.0.1"}, want: []string{"drop --server"}},
+		"mtu remote":              {args: []string{"--proto", "tcp", "--mtu", "9000", "--server", "127.0.0.1"}, want: []string{"real link"}},
+		"file without server":     {args: []string{"--file", "x.img"}, want: []string{"add --server HOST"}},
+		"direction on http":       {args: []string{"--direction", "tx"}, want: []string{"apply to --proto tcp and udp"}},
+		"tftp remote":             {args: []string{"--proto", "tftp", "--server", "127.0.0.1"}, want: []string{"needs the testbed"}},
+		"bad http port":           {args: []string{"--server", "127.0.0.1", "--http-port", "0"}, want: []string{"1..65535"}},
+		"udp rate without a unit": {args: []string{"--proto", "udp", "--udp-rate", "fast"}, want: []string{"--udp-rate"}},
+	})
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,29 +11,31 @@ import (
 
 func runBenchCmd(t testing.TB, args ...string) (string, string, error) {
 	t.Helper()
-	cmd := newRootCmd()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(append([]string{"bench"}, args...))
-	err := cmd.ExecuteContext(context.Background())
-	return out.String(), errOut.String(), err
+	return runCmdSplit(t, append([]string{"bench"}, args...)...)
 }
 
 // TestBenchFlagErrors: bad sweeps fail before anything is built, naming
 // the flag and the forms it takes.
 func TestBenchFlagErrors(t *testing.T) {
-	tests := map[string]struct {
-		args []string
-		want []string
-	}{
+	checkBadFlags(t, map[string]badFlags{
 		"window":         {args: []string{"--window", "4K..64K"}, want: []string{"--window", "lo..hi/step"}},
 		"rate":           {args: []string{"--rate", "fast"}, want: []string{"--rate", "100mbit"}},
 		"unknown preset": {args: []string{"--preset", "nosuch"}, want: []string{"--preset", "gpxe", "tftp"}},
 		"proto":          {args: []string{"--proto", "sctp"}, want: []string{"--proto", "http"}},
 		"format":         {args: []string{"--format", "xml"}, want: []string{"--format"}},
 		"two at once":    {args: []string{"--mtu", "1", "--offload", "sideways"}, want: []string{"--mtu", "--offload"}},
-	}
+	})
+}
+
+// badFlags is a bench command line that must fail before anything is
+// built, with an error containing each of want.
+type badFlags struct {
+	args []string
+	want []string
+}
+
+func checkBadFlags(t *testing.T, tests map[string]badFlags) {
+	t.Helper()
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := runBenchCmd(t, append(tt.args, "--data", t.TempDir())...)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,13 +10,7 @@ import (
 // runImagesCmd runs `pxeperf images ARGS...` in-process.
 func runImagesCmd(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := newRootCmd()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs(append([]string{"images"}, args...))
-	err := cmd.Execute()
-	return out.String(), err
+	return runCmd(t, append([]string{"images"}, args...)...)
 }
 
 func TestImagesCommands(t *testing.T) {

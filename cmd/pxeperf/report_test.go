@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"encoding/xml"
@@ -20,13 +19,7 @@ import (
 // apart.
 func runReportCmd(t testing.TB, args ...string) (string, string, error) {
 	t.Helper()
-	cmd := newRootCmd()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(append([]string{"report"}, args...))
-	err := cmd.ExecuteContext(context.Background())
-	return out.String(), errOut.String(), err
+	return runCmdSplit(t, append([]string{"report"}, args...)...)
 }
 
 // seedStore writes gPXE-study-like fetches into a real record store under

@@ -9,7 +9,8 @@ import (
 	"testing"
 )
 
-func runCmd(t *testing.T, args ...string) (string, error) {
+// runCmd runs `pxeperf ARGS...` in-process; stdout and stderr together.
+func runCmd(t testing.TB, args ...string) (string, error) {
 	t.Helper()
 	cmd := newRootCmd()
 	var out bytes.Buffer
@@ -18,6 +19,18 @@ func runCmd(t *testing.T, args ...string) (string, error) {
 	cmd.SetArgs(args)
 	err := cmd.Execute()
 	return out.String(), err
+}
+
+// runCmdSplit runs `pxeperf ARGS...` in-process; stdout and stderr apart.
+func runCmdSplit(t testing.TB, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := newRootCmd()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err = cmd.Execute()
+	return out.String(), errOut.String(), err
 }
 
 // A busy port fails serve before anything runs, naming the address.

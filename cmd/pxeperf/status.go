@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -90,16 +92,21 @@ type statusView struct {
 	Recent  []dashboard.Fetch    `json:"recent"`
 	Leases  []dashboard.Lease    `json:"leases"`
 	Refused map[string]uint64    `json:"refused,omitempty"`
+	// TFTP is the TFTP server's counters as the dashboard shows them
+	// (/api/active); nil when serve runs no TFTP server.
+	TFTP *dashboard.TFTPCounters `json:"tftp,omitempty"`
 }
 
 func newStatusCmd() *cobra.Command {
 	var f adminFlags
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show what a running serve is doing: transfers in progress, latest fetches, leases",
+		Short: "Show what a running serve is doing: transfers, latest fetches, leases, TFTP counters",
 		Long: `Ask a running pxeperf serve, through its admin listener, what it is doing:
 transfers in progress with bytes so far and current Mbit/s, the latest
-fetches, and the leases in use. --format json prints the same as one object.`,
+fetches, the leases in use, and the TFTP server's counters (requests,
+lock-step threads, drops, replaced transfers, refusals by reason), as the
+dashboard shows them. --format json prints the same as one object.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, _, err := newAdminClient(&f)
@@ -109,7 +116,8 @@ fetches, and the leases in use. --format json prints the same as one object.`,
 			ctx := cmd.Context()
 			var v statusView
 			var active struct {
-				Transfers []dashboard.Transfer `json:"transfers"`
+				Transfers []dashboard.Transfer    `json:"transfers"`
+				TFTP      *dashboard.TFTPCounters `json:"tftp"`
 			}
 			var recent struct {
 				Fetches []dashboard.Fetch `json:"fetches"`
@@ -125,7 +133,7 @@ fetches, and the leases in use. --format json prints the same as one object.`,
 					return err
 				}
 			}
-			v.Active, v.Recent, v.Leases = active.Transfers, recent.Fetches, leases.Leases
+			v.Active, v.Recent, v.Leases, v.TFTP = active.Transfers, recent.Fetches, leases.Leases, active.TFTP
 			if len(v.Recent) > 10 {
 				v.Recent = v.Recent[:10]
 			}
@@ -164,6 +172,18 @@ func printStatus(w io.Writer, v statusView) error {
 	fmt.Fprintf(tw, "\nLeases (%d)\n", len(v.Leases))
 	if err := printLeases(tw, v.Leases); err != nil {
 		return err
+	}
+	if c := v.TFTP; c != nil {
+		fmt.Fprintln(tw, "\nTFTP")
+		fmt.Fprintf(tw, "requests\t%d\n", c.Requests)
+		fmt.Fprintf(tw, "lock-step threads\t%d of %d busy\n", c.ThreadsBusy, c.ThreadsCap)
+		fmt.Fprintf(tw, "lock-step transfers\t%d on threads (%d datagrams read there), %d in the poller\n", c.Threaded, c.ThreadRecvs, c.Polled)
+		fmt.Fprintf(tw, "dropped\t%d malformed, %d repeated requests, %d stray\n", c.Malformed, c.Repeated, c.Stray)
+		fmt.Fprintf(tw, "replaced transfers\t%d\n", c.Replaced)
+		fmt.Fprintf(tw, "refused\t%d\n", c.Refused)
+		for _, reason := range slices.Sorted(maps.Keys(c.RefusedBy)) {
+			fmt.Fprintf(tw, "  %s\t%d\n", reason, c.RefusedBy[reason])
+		}
 	}
 	if ref, ok := v.Health["refused"].(map[string]any); ok && len(ref) > 0 {
 		keys := make([]string, 0, len(ref))

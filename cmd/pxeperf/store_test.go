@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,12 +13,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pxeperf/pxeperf/api"
+	"github.com/pxeperf/pxeperf/internal/golden"
 	"github.com/pxeperf/pxeperf/internal/pgtest"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
 )
-
-var updateGolden = flag.Bool("update", false, "rewrite testdata golden files")
 
 // pxeperf runs the CLI in-process and returns its exit code and output.
 func pxeperf(args ...string) (int, string) {
@@ -94,7 +91,7 @@ func TestReportPostgresMatchesSQLite(t *testing.T) {
 	if n := pgtest.Count(t, url, "SELECT count(*) FROM records"); n != 36 {
 		t.Fatalf("%d records in PostgreSQL after two copies, want 36", n)
 	}
-	var golden strings.Builder
+	var reports strings.Builder
 	type variant struct {
 		name string
 		args []string
@@ -123,25 +120,10 @@ func TestReportPostgresMatchesSQLite(t *testing.T) {
 			t.Errorf("%s: sqlite -> postgres (-+):\n%s", v.name, d)
 		}
 		if !strings.Contains(v.name, ".") || strings.HasSuffix(v.name, ".text") {
-			fmt.Fprintf(&golden, "== pxeperf report %s\n%s\n", strings.Join(v.args, " "), pg)
+			fmt.Fprintf(&reports, "== pxeperf report %s\n%s\n", strings.Join(v.args, " "), pg)
 		}
 	}
-	path := filepath.Join("testdata", "store_report.txt")
-	if *updateGolden {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(golden.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./cmd/pxeperf -run TestReportPostgresMatchesSQLite -update to write it)", err)
-	}
-	if d := cmp.Diff(string(want), golden.String()); d != "" {
-		t.Errorf("%s (-want +got):\n%s", path, d)
-	}
+	golden.Check(t, filepath.Join("testdata", "store_report.txt"), []byte(reports.String()))
 
 	// The record API answers the same from both stores, filtered by site
 	// and server.

@@ -54,13 +54,16 @@ function renderActive(a) {
   renderTFTP(a.tftp);
   if (a.recent_seq !== lastSeq) { lastSeq = a.recent_seq; loadRecent(); }
 }
-// The TFTP server's lock-step threads and what it dropped (absent: no TFTP).
+// The TFTP server's requests, lock-step threads and what it dropped
+// (absent: no TFTP); the refusals by reason in the tooltip.
 function renderTFTP(c) {
   const p = $("#tftp-counters");
   p.hidden = !c;
   if (!c) return;
-  p.textContent = `TFTP lock-step threads ${c.lockstep_threads_busy} / ${c.lockstep_threads_cap}` +
-    ` · dropped ${c.malformed} malformed, ${c.repeated_requests} repeated requests, ${c.stray} stray · ${c.refused} refused`;
+  p.textContent = `TFTP ${c.requests} requests · lock-step threads ${c.lockstep_threads_busy} / ${c.lockstep_threads_cap}` +
+    ` (${c.lockstep_threaded} transfers on threads, ${c.lockstep_thread_recvs} datagrams read there; ${c.lockstep_polled} in the poller)` +
+    ` · dropped ${c.malformed} malformed, ${c.repeated_requests} repeated requests, ${c.stray} stray · ${c.replaced} replaced · ${c.refused} refused`;
+  p.title = Object.entries(c.refused_by || {}).map(([r, n]) => `${r}: ${n}`).join("\n");
 }
 let lastSeq = -1;
 function connect() {

@@ -58,3 +58,56 @@ func TestRun(t *testing.T) {
 		})
 	}
 }
+
+// TestStopWait: Stop ends Serve's context mid-test and Wait gives Serve's
+// result (then the cleanup does not report it again), or says that Serve
+// has not returned within the grace.
+func TestStopWait(t *testing.T) {
+	tests := map[string]struct {
+		serve       func(ctx context.Context, late <-chan struct{}) error
+		wantWaitErr string
+	}{
+		"nil": {func(ctx context.Context, _ <-chan struct{}) error { <-ctx.Done(); return nil }, ""},
+		"an error": {func(ctx context.Context, _ <-chan struct{}) error {
+			<-ctx.Done()
+			return errors.New("socket failed")
+		}, "socket failed"},
+		"no return within the grace": {func(ctx context.Context, late <-chan struct{}) error {
+			<-ctx.Done()
+			<-late
+			return nil
+		}, "svc: Serve did not return 50ms after its context ended"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := &recorder{TB: t}
+			late := make(chan struct{})
+			s := Run(r, "svc", 50*time.Millisecond, func(ctx context.Context) error { return tc.serve(ctx, late) })
+			s.Stop()
+			err := s.Wait()
+			close(late)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.wantWaitErr {
+				t.Errorf("Wait = %q, want %q", got, tc.wantWaitErr)
+			}
+			r.end()
+			if len(r.errs) > 0 {
+				t.Errorf("the cleanup reported %v after Wait gave the result", r.errs)
+			}
+		})
+	}
+}
+
+// TestWaitWithoutStop: a Serve that ends on its own (a socket error) is
+// Wait's to report, without Stop.
+func TestWaitWithoutStop(t *testing.T) {
+	r := &recorder{TB: t}
+	s := Run(r, "svc", 5*time.Second, func(context.Context) error { return errors.New("bind lost") })
+	if err := s.Wait(); err == nil || err.Error() != "bind lost" {
+		t.Errorf("Wait = %v, want bind lost", err)
+	}
+	r.end()
+}

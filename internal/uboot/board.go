@@ -1,12 +1,14 @@
 //go:build linux
 
 // Package uboot runs Debian's U-Boot builds for QEMU (u-boot-qemu 2023.01)
-// under TCG on a test LAN (nstest.GuestLAN) and drives their serial
-// console: the board table (QEMU machine, NIC, what each build sends in
-// DHCP), a Console that types one command at a time and waits for the
-// prompt, and the tftpboot and crc32 steps with their checks. e2e's
-// TestUBoot (boots, configs, crafted kernels) and internal/peerbench's
-// U-Boot lab (the lock-step row of bench/peers TestPeers) share it.
+// under TCG on a test LAN (nstest.GuestLAN), or on QEMU's own user network,
+// and drives their serial console: the board table (QEMU machine, NIC,
+// what each build sends in DHCP), a Console that types one command at a
+// time and waits for the prompt, and the tftpboot and crc32 steps with
+// their checks. e2e's TestUBoot (boots, configs, crafted kernels),
+// internal/peerbench's U-Boot lab (the lock-step row of bench/peers
+// TestPeers) and bootcfg's TestUBootQEMU (the built-in boot script in
+// U-Boot's own hands) share it.
 package uboot
 
 import (
@@ -105,10 +107,24 @@ func (b Board) Require(t testing.TB) {
 // figures must not depend on the host having it), its serial port on
 // stdio, its NIC on tap.
 func (b Board) QEMUArgs(tap string) []string {
+	return b.qemuArgs("tap,id=n0,ifname=" + tap + ",script=no,downscript=no")
+}
+
+// QEMUArgsUserNet are QEMUArgs with QEMU's own user network in place of a
+// tap: its DHCP server hands out 10.0.2.15 with 10.0.2.2 as the TFTP
+// server, which serves tftpRoot (a path without commas). The guest is
+// restricted to those: it reaches neither the host nor anything beyond,
+// and no root is needed. For tests of what U-Boot does with a file, not of
+// pxeperf's servers.
+func (b Board) QEMUArgsUserNet(tftpRoot string) []string {
+	return b.qemuArgs("user,id=n0,restrict=on,tftp=" + tftpRoot)
+}
+
+func (b Board) qemuArgs(netdev string) []string {
 	args := append([]string{"-accel", "tcg", "-m", "512", "-no-reboot",
 		"-display", "none", "-serial", "stdio", "-monitor", "none",
 		"-bios", b.Firmware,
-		"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no",
+		"-netdev", netdev,
 		"-device", b.NIC + ",netdev=n0,mac=" + b.MAC}, b.Machine...)
 	return append(args, b.ExitArgs...)
 }

@@ -43,8 +43,9 @@ func Boot(t testing.TB, b Board, name, ns, tap string, srvLog func() string) *Co
 	return Start(t, name, ns, srvLog, b.QEMU, b.QEMUArgs(tap)...)
 }
 
-// Start starts QEMU in namespace ns; it is killed at cleanup. srvLog, when
-// not nil, gives the server log a failure shows beside the console.
+// Start starts QEMU in namespace ns ("": the test's own); it is killed at
+// cleanup. srvLog, when not nil, gives the server log a failure shows
+// beside the console.
 func Start(t testing.TB, name, ns string, srvLog func() string, qemu string, args ...string) *Console {
 	t.Helper()
 	if srvLog == nil {

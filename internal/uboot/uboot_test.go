@@ -32,6 +32,15 @@ func TestBoards(t *testing.T) {
 		if strings.Contains(args, "kvm") {
 			t.Errorf("%s: QEMU args ask for KVM: %s", b.Name, args)
 		}
+		user := strings.Join(b.QEMUArgsUserNet("/srv/tftp"), " ")
+		for _, want := range []string{"-accel tcg", "-netdev user,id=n0,restrict=on,tftp=/srv/tftp ", b.NIC + ",netdev=n0,mac=" + b.MAC} {
+			if !strings.Contains(user, want) {
+				t.Errorf("%s: user-network QEMU args lack %q: %s", b.Name, want, user)
+			}
+		}
+		if strings.Contains(user, "tap") {
+			t.Errorf("%s: user-network QEMU args name a tap: %s", b.Name, user)
+		}
 		if got, ok := BoardNamed(b.Name); !ok || got.Firmware != b.Firmware {
 			t.Errorf("BoardNamed(%q) = %v, %v", b.Name, got.Name, ok)
 		}

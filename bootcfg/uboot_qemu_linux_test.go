@@ -1,37 +1,31 @@
+//go:build linux
+
 package bootcfg
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/binary"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pxeperf/pxeperf/internal/uboot"
 )
 
-const ubootARM64 = "/usr/lib/u-boot/qemu_arm64/u-boot.bin"
-
 // TestUBootQEMU sources the built-in script in Debian 12's U-Boot 2023.01
-// (u-boot-qemu) under QEMU, with QEMU's user network serving DHCP and TFTP,
-// so distro boot's bootcmd_dhcp fetches boot.scr.uimg as on a board. It
-// checks what U-Boot itself does with the script: the quoting of bootargs,
-// the ADDR:SIZE initrd, the fall-through from booti to bootm, and the
-// failure line.
+// (u-boot-qemu, internal/uboot's arm64 board) under QEMU, with QEMU's user
+// network serving DHCP and TFTP, so distro boot's bootcmd_dhcp fetches
+// boot.scr.uimg as on a board. It checks what U-Boot itself does with the
+// script: the quoting of bootargs, the ADDR:SIZE initrd, the fall-through
+// from booti to bootm, and the failure line.
 func TestUBootQEMU(t *testing.T) {
 	if testing.Short() {
-		t.Skip("boots U-Boot in QEMU (about 15 s per case); skipped with -short")
+		t.Skip("boots U-Boot in QEMU (about 5 s per case); skipped with -short")
 	}
-	qemu, err := exec.LookPath("qemu-system-aarch64")
-	if err != nil {
-		t.Skip("needs qemu-system-aarch64: apt-get install qemu-system-arm")
-	}
-	if _, err := os.Stat(ubootARM64); err != nil {
-		t.Skipf("needs %s: apt-get install u-boot-qemu", ubootARM64)
-	}
+	b, _ := uboot.BoardNamed("arm64")
+	b.Require(t)
 	cmdline := `console=ttyAMA0 root=/dev/nfs foo="a b" x=$y ${z} it's back\slash ; reset # c`
 	tests := map[string]struct {
 		data      Data
@@ -94,7 +88,14 @@ func TestUBootQEMU(t *testing.T) {
 			if tt.data.Initrd != "" {
 				write(t, filepath.Join(dir, tt.data.Initrd), bytes.Repeat([]byte{1}, 1000))
 			}
-			out := runUBoot(t, qemu, dir, tt.endMarker)
+			c := uboot.Start(t, "arm64 "+name, "", nil, b.QEMU, b.QEMUArgsUserNet(dir)...)
+			c.StopAutoboot(90 * time.Second)
+			c.Env(b)
+			from := c.Send("run bootcmd_dhcp")
+			out := c.WaitFor(from, 2*time.Minute, "a whole line with "+tt.endMarker, func(s string) bool {
+				i := strings.Index(s, tt.endMarker)
+				return i >= 0 && strings.Contains(s[i:], "\n")
+			})
 			rest := out
 			for _, w := range tt.want {
 				i := strings.Index(rest, w)
@@ -103,7 +104,10 @@ func TestUBootQEMU(t *testing.T) {
 				}
 				rest = rest[i+len(w):]
 			}
-			script := out[strings.Index(out, "## Executing script"):]
+			_, script, ok := strings.Cut(out, "## Executing script")
+			if !ok {
+				t.Fatalf("console lacks \"## Executing script\"; console:\n%s", out)
+			}
 			if tt.wantNot != "" && strings.Contains(script, tt.wantNot) {
 				t.Errorf("console has %q:\n%s", tt.wantNot, out)
 			}
@@ -131,38 +135,4 @@ func fakeARM64Image() []byte {
 	binary.LittleEndian.PutUint64(b[16:], 128*1024)   // image_size
 	binary.LittleEndian.PutUint32(b[56:], 0x644d5241) // magic
 	return b
-}
-
-// runUBoot boots U-Boot with dir as QEMU's TFTP root and returns the
-// console up to the first line containing end (or what came in 120 s).
-func runUBoot(t *testing.T, qemu, dir, end string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, qemu, "-M", "virt", "-cpu", "cortex-a57", "-m", "512",
-		"-nographic", "-no-reboot", "-bios", ubootARM64,
-		"-nic", "user,model=virtio-net-pci,tftp="+dir)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}()
-	var out strings.Builder
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), "\r")
-		out.WriteString(line + "\n")
-		if strings.Contains(line, end) {
-			return out.String()
-		}
-	}
-	t.Fatalf("U-Boot ended or timed out before %q; console:\n%s", end, out.String())
-	return ""
 }
