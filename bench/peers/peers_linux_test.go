@@ -54,7 +54,7 @@ func TestPeers(t *testing.T) {
 		return only == "" && part != "uboot" || slices.Contains(strings.Split(only, ","), part)
 	}
 	for part, tools := range map[string][]string{
-		"http": {"nginx", "tc", "curl"}, "tftp": {"tc", "curl", "atftp", "in.tftpd"},
+		"http": {"nginx", "tc", "curl"}, "tftp": {"tc", "curl", "atftp", "tftp", "in.tftpd"},
 		"dhcp": {"perfdhcp", "kea-dhcp4", "strace"}, "uboot": {"atftp", "in.tftpd"},
 	} {
 		if want(part) {
@@ -100,6 +100,8 @@ func TestPeers(t *testing.T) {
 		servers []string
 	}
 	tftpCases := []tftpCase{
+		{"lock-step 512 curl veth", peerbench.TFTPGet{Client: "curl", Blksize: 512}, 1500, false, []string{"pxeperf", "atftpd", "in.tftpd"}},
+		{"lock-step 512 tftp-hpa veth", peerbench.TFTPGet{Client: "tftp-hpa", Blksize: 512}, 1500, false, []string{"pxeperf", "atftpd", "in.tftpd"}},
 		{"lock-step 1468 curl veth", peerbench.TFTPGet{Client: "curl", Blksize: 1468}, 1500, false, []string{"pxeperf", "atftpd", "in.tftpd"}},
 		{"lock-step 8192 curl MTU 9000", peerbench.TFTPGet{Client: "curl", Blksize: 8192}, 9000, false, []string{"pxeperf", "atftpd", "in.tftpd"}},
 		{"windowed 1468x16 atftp tbf", peerbench.TFTPGet{Client: "atftp", Blksize: 1468, Windows: 16}, 1500, true, []string{"pxeperf", "atftpd"}},
