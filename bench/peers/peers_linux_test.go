@@ -207,8 +207,8 @@ func TestPeers(t *testing.T) {
 	// The table: one line per job, pxeperf, its peers, the ratio and its target.
 	med := func(k string) float64 { return peerbench.Median(fig[k]) }
 	ratio := func(a, b string) float64 { return peerbench.Median(peerbench.Ratios(fig[a], fig[b])) }
-	// ratioBest is pxeperf over the better peer of each round.
-	ratioBest := func(a string, peers ...string) float64 {
+	// bestRatios is pxeperf over the better peer, round by round.
+	bestRatios := func(a string, peers ...string) []float64 {
 		var best []float64
 		for i := range fig[a] {
 			b := 0.0
@@ -219,7 +219,23 @@ func TestPeers(t *testing.T) {
 			}
 			best = append(best, b)
 		}
-		return peerbench.Median(peerbench.Ratios(fig[a], best))
+		return peerbench.Ratios(fig[a], best)
+	}
+	// ratioBest is their median; ahead says in how many rounds pxeperf
+	// was at least as fast, and the range of the ratios.
+	ratioBest := func(a string, peers ...string) float64 { return peerbench.Median(bestRatios(a, peers...)) }
+	ahead := func(a string, peers ...string) string {
+		r := bestRatios(a, peers...)
+		if len(r) == 0 {
+			return ""
+		}
+		n := 0
+		for _, v := range r {
+			if v >= 1 {
+				n++
+			}
+		}
+		return fmt.Sprintf(" (ahead in %d of %d rounds, %.2f-%.2f)", n, len(r), slices.Min(r), slices.Max(r))
 	}
 	var sb strings.Builder
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
@@ -269,7 +285,7 @@ func TestPeers(t *testing.T) {
 			r := ratioBest(k("pxeperf", "mbps"), peerKeys...)
 			row("TFTP "+c.name+": Mbit/s; CPU s/GiB",
 				fmt.Sprintf("%.0f; %.1f", med(k("pxeperf", "mbps")), med(k("pxeperf", "cpu"))), strings.Join(peers, " / "),
-				r, false, 1.0, fmt.Sprintf("%.2fx the better's Mbit/s; CPU %.2fx %s", r,
+				r, false, 1.0, fmt.Sprintf("%.2fx the better's Mbit/s%s; CPU %.2fx %s", r, ahead(k("pxeperf", "mbps"), peerKeys...),
 					ratio(k("pxeperf", "cpu"), k(c.servers[1], "cpu")), c.servers[1]))
 		}
 	}
@@ -285,7 +301,8 @@ func TestPeers(t *testing.T) {
 		row("TFTP "+ubootRow+": Mbit/s RRQ to last ACK on the wire (U-Boot's own rate); CPU s/GiB",
 			fmt.Sprintf("%.0f (%.0f); %.1f", med(k("pxeperf", "mbps")), med(k("pxeperf", "ubootmbps")), med(k("pxeperf", "cpu"))),
 			strings.Join(peers, " / "), r, false, 1.0,
-			fmt.Sprintf("%.2fx the better's Mbit/s (%.2fx by U-Boot's rate, %.2fx by tftpboot wall); CPU %.2fx atftpd", r, ru, rw,
+			fmt.Sprintf("%.2fx the better's Mbit/s%s (%.2fx by U-Boot's rate, %.2fx by tftpboot wall); CPU %.2fx atftpd", r,
+				ahead(k("pxeperf", "mbps"), k("atftpd", "mbps"), k("in.tftpd", "mbps")), ru, rw,
 				ratio(k("pxeperf", "cpu"), k("atftpd", "cpu"))))
 	}
 	if dhcpLab != nil {

@@ -32,9 +32,7 @@ import (
 // Only UDP over IPv4 is parsed; a datagram fragmented by IP counts by its
 // first fragment (its UDP length is the whole datagram's).
 type Wire struct {
-	fd   int // -1 once closed; never in Go's poller (an epoll wake-up per datagram)
-	stop chan struct{}
-	done chan struct{}
+	sock *wireSock
 
 	mu   sync.Mutex
 	pkts []wirePkt
@@ -114,10 +112,33 @@ func StartWire(t testing.TB, ns, ifname string) *Wire {
 	if err != nil {
 		t.Fatalf("nstest: capture on %s (netns %q): %v", ifname, ns, err)
 	}
-	w := &Wire{fd: fd, stop: make(chan struct{}), done: make(chan struct{})}
+	sock := &wireSock{fd: fd, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &Wire{sock: sock}
 	go w.read(fd)
-	t.Cleanup(func() { _ = w.Stop() })
+	// The cleanup holds the socket only, not what was captured: a lab
+	// that times many transfers keeps no capture it is done with.
+	t.Cleanup(sock.close)
 	return w
+}
+
+// wireSock is a capture's socket and reader.
+type wireSock struct {
+	fd         int // never in Go's poller (an epoll wake-up per datagram)
+	stop, done chan struct{}
+	once       sync.Once
+	drops      uint32 // datagrams the kernel dropped, read at close
+}
+
+// close stops the reader after a last drain and closes the socket.
+func (s *wireSock) close() {
+	s.once.Do(func() {
+		close(s.stop)
+		<-s.done
+		if st, err := unix.GetsockoptTpacketStats(s.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS); err == nil {
+			s.drops = st.Drops
+		}
+		unix.Close(s.fd)
+	})
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
@@ -132,7 +153,7 @@ const (
 // read drains the socket every wireIdle until Stop, on a thread of its own
 // (it sleeps between drains; no datagram wakes it).
 func (w *Wire) read(fd int) {
-	defer close(w.done)
+	defer close(w.sock.done)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	buf := make([]byte, wireSnap)
@@ -140,7 +161,7 @@ func (w *Wire) read(fd int) {
 	for {
 		stopping := false
 		select {
-		case <-w.stop:
+		case <-w.sock.stop:
 			stopping = true // one last drain
 		default:
 		}
@@ -242,24 +263,15 @@ func parseWire(b []byte) (p wirePkt, ok bool) {
 // no timestamp, any of which makes its spans untrustworthy. It may be
 // called again.
 func (w *Wire) Stop() error {
-	select {
-	case <-w.stop:
-	default:
-		close(w.stop)
-	}
-	<-w.done
+	w.sock.close()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.fd >= 0 {
-		st, err := unix.GetsockoptTpacketStats(w.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
-		if err == nil && st.Drops > 0 && w.err == nil {
-			w.err = fmt.Errorf("the kernel dropped %d datagrams (the capture fell behind)", st.Drops)
-		}
-		unix.Close(w.fd)
-		w.fd = -1
-		if w.unstamped > 0 && w.err == nil {
-			w.err = fmt.Errorf("%d of %d datagrams came without a kernel timestamp", w.unstamped, len(w.pkts))
-		}
+	switch {
+	case w.err != nil:
+	case w.sock.drops > 0:
+		w.err = fmt.Errorf("the kernel dropped %d datagrams (the capture fell behind)", w.sock.drops)
+	case w.unstamped > 0:
+		w.err = fmt.Errorf("%d of %d datagrams came without a kernel timestamp", w.unstamped, len(w.pkts))
 	}
 	return w.err
 }
