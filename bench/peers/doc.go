@@ -1,7 +1,8 @@
 // Package peers holds the peers benchmark of issue 12: one test,
 // TestPeers, that runs pxeperf and the servers a lab would pick instead
 // (nginx and Go's http.FileServer for HTTP; atftpd and tftp-hpa's in.tftpd
-// for TFTP, fetched by curl, atftp and, when asked, U-Boot under QEMU;
+// for TFTP, fetched by curl, atftp, tftp-hpa and, when asked, U-Boot under
+// QEMU, timed on the wire;
 // kea-dhcp4 single- and multi-threaded for DHCP) in one alternating run on
 // veth pairs and prints the side-by-side table with same-round ratios and
 // each row's target. It has no code of its own besides the test: the

@@ -90,8 +90,10 @@ func StartTFTPAt(t testing.TB, p *nstest.Pair, ip, kind, bin, root, port, yaml s
 	return &TFTPServer{Server: s, IP: ip, Port: port}
 }
 
-// TFTPGet is one fetch: the client ("curl" or "atftp"), block size and
-// window size (0 and 1 both mean lock-step; curl has no window option).
+// TFTPGet is one fetch: the client ("curl", "atftp" or "tftp-hpa"), block
+// size and window size (0 and 1 both mean lock-step; curl has no window
+// option). tftp-hpa is the `tftp` command of Debian's tftp-hpa, which sends
+// no options (RFC 1350 as it is): blksize 512 and lock-step only.
 type TFTPGet struct {
 	Client           string
 	Blksize, Windows int
@@ -123,8 +125,15 @@ func FetchTFTP(t testing.TB, p *nstest.Pair, s *TFTPServer, g TFTPGet, file stri
 			args = append(args, "--option", fmt.Sprintf("windowsize %d", g.Windows))
 		}
 		args = append(args, "-g", "-r", file, "-l", out, ip, s.Port)
+	case "tftp-hpa":
+		if g.Blksize != 512 || g.Windows > 1 {
+			t.Fatalf("peerbench: tftp-hpa sends no options, so it fetches at blksize 512 in lock-step only (asked for %dx%d): "+
+				"use Blksize 512 and Windows 0, or curl or atftp for other sizes", g.Blksize, g.Windows)
+		}
+		prog = "tftp"
+		args = []string{"-m", "binary", ip, s.Port, "-c", "get", file, out}
 	default:
-		t.Fatalf("peerbench: no TFTP client %q (want curl or atftp)", g.Client)
+		t.Fatalf("peerbench: no TFTP client %q (want curl, atftp or tftp-hpa)", g.Client)
 	}
 	cpu0 := s.CPU(t)
 	start := time.Now()

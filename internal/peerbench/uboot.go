@@ -91,19 +91,24 @@ func NewUBootLab(t testing.TB, bin, board string, servers []string, mb, blksize 
 	return l
 }
 
-// UBootRun is one tftpboot's figures: Mbps over the command's wall time
-// (typed to the next prompt, as a user sees it) and server CPU, plus the
-// rate U-Boot itself printed (uboot.Fetch.RateMbps).
+// UBootRun is one tftpboot's figures. Mbps is on the wire: the file's bits
+// over the time from the board's RRQ to its ACK of the last block, as a
+// capture on the server's veth stamped them (nstest.Wire), so the console
+// and the board's NIC start and stop, the same for every server, do not
+// pull the ratios towards 1. UBootMbps is the rate U-Boot itself printed
+// (uboot.Fetch.RateMbps), WallMbps the command's wall time (typed to the
+// next prompt, as a user sees it).
 type UBootRun struct {
 	TFTPRun
-	UBootMbps float64
+	UBootMbps, WallMbps float64
+	Wire                nstest.WireSpan
 }
 
 // Round boots the board, sets its address, tftpblocksize and
 // tftpwindowsize 1, fetches warmFile from every server, then the file once
-// from each server in names (in that order), and ends QEMU. The first
-// fetch from each server is checked by U-Boot's own crc32 (outside the
-// timing).
+// from each server in names (in that order), each under a capture, and
+// ends QEMU. The first fetch from each server is checked by U-Boot's own
+// crc32 (outside the timing).
 func (l *UBootLab) Round(t testing.TB, names []string) map[string]UBootRun {
 	t.Helper()
 	var srvLog func() string
@@ -118,14 +123,26 @@ func (l *UBootLab) Round(t testing.TB, names []string) map[string]UBootRun {
 	for _, name := range names {
 		c.TFTPBoot(l.Servers[name].IP+":"+warmFile, 1<<20, time.Minute)
 	}
+	board := netip.MustParseAddr(l.ip)
 	runs := map[string]UBootRun{}
 	for _, name := range names {
 		s := l.Servers[name]
+		w := nstest.StartWire(t, l.Pair.Server, l.Pair.ServerIf)
 		cpu0 := s.CPU(t)
 		f := c.TFTPBoot(s.IP+":"+l.File, l.Size, 10*time.Minute)
 		cpu := s.CPU(t) - cpu0
-		runs[name] = UBootRun{TFTPRun: TFTPRun{Mbps: float64(l.Size) * 8 / f.Wall.Seconds() / 1e6,
-			CPUPerGiB: cpu / (float64(l.Size) / (1 << 30))}, UBootMbps: f.RateMbps}
+		if err := w.Stop(); err != nil {
+			t.Fatalf("%s: capture of the board's fetch: %v", name, err)
+		}
+		span, err := w.TFTPOne(board, netip.AddrPortFrom(netip.MustParseAddr(s.IP), 69), l.File)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if span.Bytes < l.Size {
+			t.Fatalf("%s: the capture saw %d bytes of DATA, the file has %d", name, span.Bytes, l.Size)
+		}
+		runs[name] = UBootRun{TFTPRun: TFTPRun{Mbps: span.Mbps(l.Size), CPUPerGiB: cpu / (float64(l.Size) / (1 << 30))},
+			UBootMbps: f.RateMbps, WallMbps: float64(l.Size) * 8 / f.Wall.Seconds() / 1e6, Wire: span}
 		if !l.checked[name] {
 			c.CheckCRC32(l.crc, fmt.Sprintf("tftpboot from %s at blksize %d", name, l.Blksize))
 			l.checked[name] = true
