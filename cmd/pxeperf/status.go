@@ -87,11 +87,10 @@ func (c *adminClient) get(ctx context.Context, path string, v any) error {
 
 // statusView is what `pxeperf status` shows.
 type statusView struct {
-	Health  map[string]any       `json:"health"`
-	Active  []dashboard.Transfer `json:"transfers"`
-	Recent  []dashboard.Fetch    `json:"recent"`
-	Leases  []dashboard.Lease    `json:"leases"`
-	Refused map[string]uint64    `json:"refused,omitempty"`
+	Health map[string]any       `json:"health"`
+	Active []dashboard.Transfer `json:"transfers"`
+	Recent []dashboard.Fetch    `json:"recent"`
+	Leases []dashboard.Lease    `json:"leases"`
 	// TFTP is the TFTP server's counters as the dashboard shows them
 	// (/api/active); nil when serve runs no TFTP server.
 	TFTP *dashboard.TFTPCounters `json:"tftp,omitempty"`
