@@ -51,6 +51,69 @@ type threadLink struct {
 	io          []byte
 	ion         int
 	ioerr       error
+
+	// Riding the client's CPU (see pin): the CPU taken in cpus (-1:
+	// none) and the thread's affinity before.
+	cpus *cpuRiders
+	cpu  int
+	mask unix.CPUSet
+}
+
+// pinAfter is the ACK after which a threaded transfer asks which CPU took
+// in the client's packets (pin): a few, so the client's first steps
+// (option negotiation, its own start-up) are past.
+const pinAfter = 4
+
+// cpuRiders is which CPUs a threaded lock-step transfer rides (see pin):
+// at most one transfer per CPU.
+type cpuRiders [1024]atomic.Bool // unix.CPUSet's size
+
+// pin moves the transfer's thread onto the CPU that took in the client's
+// last ACK (SO_INCOMING_CPU), when no other transfer rides that CPU and
+// the thread may run there.
+//
+// A lock-step block is a ping-pong: the client's ACK wakes the server's
+// thread, whose block wakes the client. On veth (and where a NIC's queue
+// is served by the client's CPU) the packet arrives on the client's CPU;
+// a server thread on the other CPU is woken across CPUs, an
+// inter-processor interrupt, in a virtual machine an exit to the
+// hypervisor, per block and per direction. On the same CPU each wake-up is
+// a local switch: at blksize 512 with curl, 1.13x the Mbit/s at 0.84x the
+// CPU per GiB (TestBenchLockstep, 15 rounds, PXEPERF_BENCH_ALTBIN); at
+// 1468 level. One transfer per CPU, so a crowd of clients whose packets
+// one CPU takes in is not piled onto it; the thread gets its old affinity
+// back when the transfer ends (close), before it is unlocked. New runtime
+// threads are not cloned from a locked one (Go starts them from its
+// template thread), so none inherits the pin.
+func (l *threadLink) pin() {
+	var cpu int
+	var gerr error
+	if err := l.rc.Control(func(fd uintptr) {
+		cpu, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_INCOMING_CPU)
+	}); err != nil || gerr != nil || cpu < 0 || cpu >= len(l.cpus) {
+		return
+	}
+	if unix.SchedGetaffinity(0, &l.mask) != nil || !l.mask.IsSet(cpu) || !l.cpus[cpu].CompareAndSwap(false, true) {
+		return
+	}
+	var set unix.CPUSet
+	set.Set(cpu)
+	if unix.SchedSetaffinity(0, &set) != nil {
+		l.cpus[cpu].Store(false)
+		return
+	}
+	l.cpu = cpu
+}
+
+// unpin gives the thread its affinity back and the CPU to the next
+// transfer.
+func (l *threadLink) unpin() {
+	if l.cpu < 0 {
+		return
+	}
+	_ = unix.SchedSetaffinity(0, &l.mask)
+	l.cpus[l.cpu].Store(false)
+	l.cpu = -1
 }
 
 var _ link = (*threadLink)(nil)
@@ -123,6 +186,9 @@ func (l *threadLink) recv(b []byte, deadline time.Time) (int, error) {
 			return 0, net.ErrClosed
 		case rerr == nil:
 			l.recvs++
+			if l.recvs == pinAfter && l.cpus != nil {
+				l.pin()
+			}
 			return n, nil
 		case rerr == unix.EAGAIN || rerr == unix.EINTR:
 			// Timed out (the loop checks the deadline), or a signal:
@@ -151,6 +217,7 @@ func (l *threadLink) setRcvTimeout(d time.Duration) error {
 func (l *threadLink) close() {
 	l.stop()
 	l.f.Close() // a second Close only returns an error
+	l.unpin()
 	runtime.UnlockOSThread()
 	l.done(l.recvs)
 }
@@ -231,7 +298,7 @@ func (s *Server) openThreadLink(ctx context.Context, peer netip.AddrPort, local 
 		f.Close()
 		return nil, err
 	}
-	l := &threadLink{f: f, rc: rc, done: func(recvs int64) {
+	l := &threadLink{f: f, rc: rc, cpus: &s.cpuRiders, cpu: -1, done: func(recvs int64) {
 		s.threadRecvs.Add(recvs)
 		s.threads.Add(-1)
 	}}

@@ -6,11 +6,15 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pxeperf/pxeperf/event"
+	"golang.org/x/sys/unix"
 )
 
 // lockstepRest completes a lock-step fetch whose DATA 1 (first) came from
@@ -118,5 +122,122 @@ func TestLockstepThreads(t *testing.T) {
 	if st := ts.Stats(); st.LockstepThreaded+st.LockstepPolled != 4 || st.LockstepThreaded < 2 {
 		t.Errorf("at the end: %d threaded, %d polled; want 4 lock-step transfers in all, at least 2 threaded",
 			st.LockstepThreaded, st.LockstepPolled)
+	}
+}
+
+// narrowedThreads lists the process's threads whose CPU affinity is not
+// all of want (from /proc/self/task/*/status Cpus_allowed_list), with
+// their lists.
+func narrowedThreads(t *testing.T, want string) map[string]string {
+	t.Helper()
+	tasks, err := filepath.Glob("/proc/self/task/*/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range tasks {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // the thread ended
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok && strings.TrimSpace(v) != want {
+				out[filepath.Base(filepath.Dir(p))] = strings.TrimSpace(v)
+			}
+		}
+	}
+	return out
+}
+
+// TestLockstepRidesClientCPU: after its pinAfter-th ACK a threaded
+// lock-step transfer's thread moves onto the CPU that took in the
+// client's packets, at most one transfer per CPU; when the transfers end,
+// every thread has the process's affinity again and every CPU is free.
+// Two clients in one goroutine usually send from one CPU: the second
+// then stays unpinned.
+func TestLockstepRidesClientCPU(t *testing.T) {
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Skipf("sched_getaffinity: %v", err)
+	}
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	var want string
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			want = strings.TrimSpace(v)
+		}
+	}
+	if all.Count() < 2 {
+		t.Skip("one CPU allowed: no thread can be moved")
+	}
+	if n := narrowedThreads(t, want); len(n) > 0 {
+		t.Fatalf("threads narrowed before the test: %v", n)
+	}
+	ts := startServer(t, Config{LockstepThreads: 4, Timeout: time.Minute})
+	data := ts.file(t, "f", 512*20+7)
+	type client struct {
+		c     *rawClient
+		first []byte
+		from  netip.AddrPort
+		got   []byte
+	}
+	var cs []*client
+	for range 2 {
+		c := &client{c: newRawClient(t, ts.Addr())}
+		c.c.send(ts.Addr(), rq(opRRQ, "f", "octet"))
+		c.first, c.from = c.c.recv()
+		// ACK blocks 1..pinAfter+1: the server has read pinAfter ACKs
+		// once it sends the block after them.
+		for block := uint16(1); block <= pinAfter+1; block++ {
+			c.got = append(c.got, c.first[4:]...)
+			c.c.send(c.from, ack(block))
+			c.first, _ = c.c.recv()
+		}
+		cs = append(cs, c)
+	}
+	riders := func() (cpus []int) {
+		for i := range ts.cpuRiders {
+			if ts.cpuRiders[i].Load() {
+				cpus = append(cpus, i)
+			}
+		}
+		return cpus
+	}
+	pinned, taken := narrowedThreads(t, want), riders()
+	if len(taken) == 0 || len(taken) != len(pinned) {
+		t.Fatalf("mid-transfer: CPUs ridden %v, threads narrowed %v; want as many threads as CPUs, at least one", taken, pinned)
+	}
+	seen := map[string]bool{}
+	for tid, cpus := range pinned {
+		if seen[cpus] || strings.ContainsAny(cpus, ",-") {
+			t.Errorf("thread %s on %q: want one CPU, one thread per CPU (all %v)", tid, cpus, pinned)
+		}
+		seen[cpus] = true
+	}
+	for _, c := range cs {
+		// lockstepRest starts at DATA 1; continue from the block held.
+		block := uint16(pinAfter + 2)
+		for b := c.first; ; block++ {
+			if binary.BigEndian.Uint16(b) != opDATA || binary.BigEndian.Uint16(b[2:]) != block {
+				t.Fatalf("want DATA %d, got % x", block, b[:min(len(b), 4)])
+			}
+			c.got = append(c.got, b[4:]...)
+			c.c.send(c.from, ack(block))
+			if len(b) < 4+512 {
+				break
+			}
+			b, _ = c.c.recv()
+		}
+		if !bytes.Equal(c.got, data) {
+			t.Fatalf("got %d bytes, want %d", len(c.got), len(data))
+		}
+	}
+	ts.fetches(t, 2)
+	waitFor(t, func() bool { return ts.Stats().LockstepThreadsBusy == 0 })
+	if n, r := narrowedThreads(t, want), riders(); len(n) > 0 || len(r) > 0 {
+		t.Errorf("after the transfers: threads still narrowed %v, CPUs still ridden %v", n, r)
 	}
 }

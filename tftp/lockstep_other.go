@@ -16,5 +16,8 @@ func (s *Server) threadLink(context.Context, netip.AddrPort, netip.Addr) link {
 	return nil
 }
 
+// cpuRiders is Linux only (threadLink.pin).
+type cpuRiders struct{}
+
 // threadCap is Stats.LockstepThreadsCap: no threads off Linux.
 func (s *Server) threadCap() int64 { return 0 }

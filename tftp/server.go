@@ -196,6 +196,9 @@ type Server struct {
 	// waited, threadRecvs the datagrams read on those threads.
 	threads                       atomic.Int32
 	threaded, polled, threadRecvs atomic.Int64
+	// cpuRiders is which CPUs a threaded transfer rides (Linux; see
+	// threadLink.pin).
+	cpuRiders cpuRiders
 }
 
 // New checks cfg and binds the listening socket, so a busy port fails here.

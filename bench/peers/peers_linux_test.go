@@ -292,7 +292,8 @@ func TestPeers(t *testing.T) {
 				fmt.Sprintf("%.2f; %.3f", med(k("pxeperf", "gbps")), med(k("pxeperf", "cpu"))),
 				fmt.Sprintf("nginx %.2f; %.3f (FileServer %.2f; %.3f)", med(k("nginx", "gbps")), med(k("nginx", "cpu")),
 					med(k("FileServer", "gbps")), med(k("FileServer", "cpu"))),
-				r, false, 1.0, fmt.Sprintf("%.2fx nginx Gbit/s; CPU %.2fx", r, ratio(k("pxeperf", "cpu"), k("nginx", "cpu"))))
+				r, false, 1.0, fmt.Sprintf("%.2fx nginx Gbit/s%s; CPU %.2fx", r, ahead(k("pxeperf", "gbps"), k("nginx", "gbps")),
+					ratio(k("pxeperf", "cpu"), k("nginx", "cpu"))))
 		}
 	}
 	if len(tftpPairs) > 0 {
