@@ -252,6 +252,13 @@ func TestPeers(t *testing.T) {
 		}
 		return fmt.Sprintf(" (ahead in %d of %d rounds, %.2f-%.2f)", n, len(r), slices.Min(r), slices.Max(r))
 	}
+	// spread is the range of same-round ratios.
+	spread := func(r []float64) string {
+		if len(r) == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f-%.2f", slices.Min(r), slices.Max(r))
+	}
 	var sb strings.Builder
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "job\tpxeperf\tpeers\tratio\ttarget\tmet\n")
@@ -280,7 +287,8 @@ func TestPeers(t *testing.T) {
 			row(fmt.Sprintf("HTTP %d stream(s) over 1 Gbit/s tbf: server CPU s/GiB", c.Streams),
 				fmt.Sprintf("%.3f", med(k("pxeperf"))),
 				fmt.Sprintf("nginx %.3f; FileServer %.3f", med(k("nginx")), med(k("FileServer"))),
-				r, true, 1.1, fmt.Sprintf("%.2fx nginx, %.2fx FileServer", r, ratio(k("pxeperf"), k("FileServer"))))
+				r, true, 1.1, fmt.Sprintf("%.2fx nginx (rounds %s), %.2fx FileServer", r,
+					spread(peerbench.Ratios(fig[k("pxeperf")], fig[k("nginx")])), ratio(k("pxeperf"), k("FileServer"))))
 		}
 		for _, c := range httpCases {
 			if c.Link == "tbf" {
