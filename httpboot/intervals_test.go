@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -278,5 +279,43 @@ func TestSamplerAddRemove(t *testing.T) {
 	defer s.remove(ms[0])
 	if stopped() {
 		t.Fatal("sampler not restarted for a new monitor")
+	}
+}
+
+// TestFitIntervals: intervals made from tcpi_bytes_acked hold the
+// response header on top of the body once the body is acknowledged; the
+// excess comes off the earliest intervals and the last gets the rest.
+func TestFitIntervals(t *testing.T) {
+	ivs := func(b ...int64) []event.Interval {
+		var out []event.Interval
+		for _, v := range b {
+			out = append(out, event.Interval{Bytes: v})
+		}
+		return out
+	}
+	tests := map[string]struct {
+		in    []event.Interval
+		total int64
+		want  []int64
+		rest  int64
+	}{
+		"tail in flight":        {ivs(100, 100), 250, []int64{100, 100}, 50},
+		"header on top":         {ivs(150, 100, 100), 200, []int64{0, 100, 100}, 0},
+		"header over the first": {ivs(30, 100, 100), 180, []int64{0, 80, 100}, 0},
+		"exact":                 {ivs(100, 100), 200, []int64{100, 100}, 0},
+		"no intervals":          {nil, 70, nil, 70},
+		"more than all of them": {ivs(10, 10), 0, []int64{0, 0}, 0},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rest := fitIntervals(tc.in, tc.total)
+			var got []int64
+			for _, iv := range tc.in {
+				got = append(got, iv.Bytes)
+			}
+			if rest != tc.rest || !slices.Equal(got, tc.want) {
+				t.Errorf("fitIntervals(total %d) = %v rest %d, want %v rest %d", tc.total, got, rest, tc.want, tc.rest)
+			}
+		})
 	}
 }

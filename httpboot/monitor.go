@@ -265,7 +265,8 @@ func (m *monitor) closeInterval(sm tcpSample, at time.Duration, bytes uint64) {
 // may carry the next keep-alive request). The intervals' bytes add up to the
 // bytes written plus pending (bytes still to be written): the last interval
 // gets what the earlier ones' acked bytes leave over, since the tail is
-// still in flight when the handler returns.
+// still in flight when the handler returns, and the header's bytes, which
+// acked counts too, come off the first ones.
 func (m *monitor) finish(pending int64) (*event.TCPInfo, []event.Interval) {
 	m.smp.remove(m)
 	m.disarm()
@@ -274,11 +275,7 @@ func (m *monitor) finish(pending int64) (*event.TCPInfo, []event.Interval) {
 		m.maxWnd = max(m.maxWnd, sm.sndWnd)
 		m.addWnd(sm.sndWnd)
 		if m.haveBase {
-			var sum int64
-			for _, iv := range m.intervals {
-				sum += iv.Bytes
-			}
-			m.closeInterval(sm, at, uint64(max(m.w.n.Load()+pending-sum, 0)))
+			m.closeInterval(sm, at, uint64(fitIntervals(m.intervals, m.w.n.Load()+pending)))
 		}
 	}
 	info := m.probe.final(m.maxWnd)
@@ -328,6 +325,24 @@ func (m *monitor) settle(sent int64) {
 			return
 		}
 	}
+}
+
+// fitIntervals makes the closed intervals hold at most total bytes (the
+// body's) and returns what is left for the last one. tcpi_bytes_acked
+// counts the response header too, which went out first: once the body is
+// acknowledged (settle), the intervals hold the header on top of the body,
+// so it comes off the earliest ones.
+func fitIntervals(ivs []event.Interval, total int64) (rest int64) {
+	var sum int64
+	for _, iv := range ivs {
+		sum += iv.Bytes
+	}
+	for i := 0; i < len(ivs) && sum > total; i++ {
+		d := min(sum-total, ivs[i].Bytes)
+		ivs[i].Bytes -= d
+		sum -= d
+	}
+	return max(total-sum, 0)
 }
 
 // arm sets the write deadline StallTimeout ahead (after finish, for the
