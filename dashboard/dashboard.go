@@ -115,6 +115,7 @@ type TFTPCounters struct {
 	Threaded    int64             `json:"lockstep_threaded"`     // lock-step transfers that waited on a thread of their own
 	Polled      int64             `json:"lockstep_polled"`       // ... and in Go's poller (no thread free)
 	ThreadRecvs int64             `json:"lockstep_thread_recvs"` // datagrams read on those threads
+	Pinned      int64             `json:"lockstep_pinned"`       // threaded transfers that rode their client's CPU
 	Malformed   int64             `json:"malformed"`
 	Repeated    int64             `json:"repeated_requests"`
 	Stray       int64             `json:"stray"`
@@ -127,6 +128,7 @@ type TFTPCounters struct {
 func tftpCounters(st tftp.Stats) *TFTPCounters {
 	c := &TFTPCounters{Requests: st.Requests, ThreadsBusy: st.LockstepThreadsBusy, ThreadsCap: st.LockstepThreadsCap,
 		Threaded: st.LockstepThreaded, Polled: st.LockstepPolled, ThreadRecvs: st.LockstepThreadRecvs,
+		Pinned:    st.LockstepPinned,
 		Malformed: st.Malformed, Repeated: st.Duplicates, Stray: st.Stray, Replaced: st.Replaced}
 	for reason, n := range st.Refused {
 		c.Refused += n

@@ -186,6 +186,7 @@ type statsCollector struct {
 	active, dhcpPackets, leasesInUse, poolSize, malformed, ref *prometheus.Desc
 	queue, queueBytes, backlog, storeErrs, written, dropped    *prometheus.Desc
 	lockstep, lockstepRecvs, lockstepBusy, lockstepCap         *prometheus.Desc
+	lockstepPinned                                             *prometheus.Desc
 	tftpRequests, tftpDropped, tftpReplaced                    *prometheus.Desc
 	dhcpReceived, dhcpIgnored, dhcpErrors, reclaimed, ended    *prometheus.Desc
 	httpConns                                                  *prometheus.Desc
@@ -210,9 +211,10 @@ func newStatsCollector(src Sources) *statsCollector {
 		dropped:     d("records_dropped_total", "Records lost: neither journaled nor kept in memory."),
 		lockstep: d("tftp_lockstep_transfers_total", "TFTP lock-step transfers (no windowsize) by where they waited for each ACK: "+
 			"thread (a blocking read on an OS thread of their own) or poller (Go's; every thread under tftp.lockstep_threads was taken, or its socket failed).", "wait"),
-		lockstepRecvs: d("tftp_lockstep_thread_datagrams_total", "Datagrams read by lock-step transfers on threads of their own, added as each transfer ends."),
-		lockstepBusy:  d("tftp_lockstep_threads_busy", "OS threads held by lock-step transfers now (at most tftp.lockstep_threads)."),
-		lockstepCap:   d("tftp_lockstep_threads_limit", "OS threads lock-step transfers may hold: tftp.lockstep_threads (0 when negative, and off Linux)."),
+		lockstepRecvs:  d("tftp_lockstep_thread_datagrams_total", "Datagrams read by lock-step transfers on threads of their own, added as each transfer ends."),
+		lockstepPinned: d("tftp_lockstep_pinned_total", "Lock-step transfers whose thread moved onto the CPU taking in their client's packets (one per CPU)."),
+		lockstepBusy:   d("tftp_lockstep_threads_busy", "OS threads held by lock-step transfers now (at most tftp.lockstep_threads)."),
+		lockstepCap:    d("tftp_lockstep_threads_limit", "OS threads lock-step transfers may hold: tftp.lockstep_threads (0 when negative, and off Linux)."),
 		tftpRequests: d("tftp_requests_total", "TFTP read and write requests accepted for handling: each starts a transfer or is answered with an error. "+
 			"Requests turned away are in pxeperf_refusals_total, unparsable ones in pxeperf_malformed_packets_total."),
 		tftpDropped: d("tftp_dropped_total", "TFTP datagrams dropped unanswered, by reason: repeated-request (a client's request again while its transfer runs) "+
@@ -230,7 +232,7 @@ func newStatsCollector(src Sources) *statsCollector {
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.active, c.dhcpPackets, c.leasesInUse, c.poolSize, c.malformed, c.ref,
-		c.queue, c.queueBytes, c.backlog, c.storeErrs, c.written, c.dropped, c.lockstep, c.lockstepRecvs, c.lockstepBusy,
+		c.queue, c.queueBytes, c.backlog, c.storeErrs, c.written, c.dropped, c.lockstep, c.lockstepRecvs, c.lockstepPinned, c.lockstepBusy,
 		c.lockstepCap, c.tftpRequests, c.tftpDropped, c.tftpReplaced, c.dhcpReceived, c.dhcpIgnored, c.dhcpErrors,
 		c.reclaimed, c.ended, c.httpConns} {
 		ch <- d
@@ -290,6 +292,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.lockstep, float64(st.LockstepThreaded), "thread")
 		counter(c.lockstep, float64(st.LockstepPolled), "poller")
 		counter(c.lockstepRecvs, float64(st.LockstepThreadRecvs))
+		counter(c.lockstepPinned, float64(st.LockstepPinned))
 		gauge(c.lockstepBusy, float64(st.LockstepThreadsBusy))
 		gauge(c.lockstepCap, float64(st.LockstepThreadsCap))
 		counter(c.tftpRequests, float64(st.Requests))

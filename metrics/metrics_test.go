@@ -404,7 +404,7 @@ func sources() Sources {
 		},
 		PoolSize: 100,
 		TFTP: &fakeTFTP{st: tftp.Stats{Malformed: 3, Refused: map[string]uint64{"tftp: too many transfers": 6},
-			LockstepThreaded: 13, LockstepPolled: 2, LockstepThreadRecvs: 40000, LockstepThreadsBusy: 5, LockstepThreadsCap: 16,
+			LockstepThreaded: 13, LockstepPolled: 2, LockstepThreadRecvs: 40000, LockstepPinned: 12, LockstepThreadsBusy: 5, LockstepThreadsCap: 16,
 			Requests: 21, Duplicates: 4, Stray: 9, Replaced: 1, Busy: 6}},
 		HTTP:  &fakeHTTP{ref: httpRef, bad: 2, conns: 3},
 		Admin: adminRef,
@@ -430,6 +430,7 @@ const (
 	lockstep  = "pxeperf_tftp_lockstep_transfers_total"
 	lsRecvs   = "pxeperf_tftp_lockstep_thread_datagrams_total"
 	lsBusy    = "pxeperf_tftp_lockstep_threads_busy"
+	lsPinned  = "pxeperf_tftp_lockstep_pinned_total"
 	lsCap     = "pxeperf_tftp_lockstep_threads_limit"
 	tRequests = "pxeperf_tftp_requests_total"
 	tDropped  = "pxeperf_tftp_dropped_total"
@@ -443,7 +444,7 @@ const (
 )
 
 var collected = []string{active, packets, inUse, pool, malformed, refusals, queue, qbytes, backlog, storeErrs, written, dropped,
-	lockstep, lsRecvs, lsBusy, lsCap, tRequests, tDropped, tReplaced, dReceived, dIgnored, dErrors, reclaimed, ended, hConns}
+	lockstep, lsRecvs, lsPinned, lsBusy, lsCap, tRequests, tDropped, tReplaced, dReceived, dIgnored, dErrors, reclaimed, ended, hConns}
 
 // TestCollector: what a scrape shows is each Sources field's counters, as
 // read at that moment; a nil service is left out.
@@ -474,6 +475,7 @@ func TestCollector(t *testing.T) {
 		lockstep + `{wait="thread"}`:             13,
 		lockstep + `{wait="poller"}`:             2,
 		lsRecvs + `{}`:                           40000,
+		lsPinned + `{}`:                          12,
 		lsBusy + `{}`:                            5,
 		lsCap + `{}`:                             16,
 		tRequests + `{}`:                         21,
@@ -510,7 +512,7 @@ func TestCollector(t *testing.T) {
 		"no DHCP": {func(s *Sources) { s.DHCP = nil }, without(packets, inUse, pool, malformed+`{proto="dhcp"`, refusals+`{proto="dhcp"`,
 			dReceived, dIgnored, dErrors, reclaimed, ended)},
 		"no TFTP": {func(s *Sources) { s.TFTP = nil }, without(malformed+`{proto="tftp"`, refusals+`{proto="tftp"`, lockstep, lsRecvs, lsBusy,
-			lsCap, tRequests, tDropped, tReplaced)},
+			lsCap, lsPinned, tRequests, tDropped, tReplaced)},
 		"no HTTP":           {func(s *Sources) { s.HTTP = nil }, without(malformed+`{proto="http"`, refusals+`{proto="http"`, hConns)},
 		"no admin refusals": {func(s *Sources) { s.Admin = nil }, without(refusals + `{proto="admin"`)},
 		"no recording": {func(s *Sources) { s.Records = nil },

@@ -54,9 +54,10 @@ type threadLink struct {
 
 	// Riding the client's CPU (see pin): the CPU taken in cpus (-1:
 	// none) and the thread's affinity before.
-	cpus *cpuRiders
-	cpu  int
-	mask unix.CPUSet
+	cpus   *cpuRiders
+	cpu    int
+	mask   unix.CPUSet
+	pinned *atomic.Int64 // Stats.LockstepPinned
 }
 
 // pinAfter is the ACK after which a threaded transfer asks which CPU took
@@ -103,6 +104,7 @@ func (l *threadLink) pin() {
 		return
 	}
 	l.cpu = cpu
+	l.pinned.Add(1)
 }
 
 // unpin gives the thread its affinity back and the CPU to the next
@@ -298,7 +300,7 @@ func (s *Server) openThreadLink(ctx context.Context, peer netip.AddrPort, local 
 		f.Close()
 		return nil, err
 	}
-	l := &threadLink{f: f, rc: rc, cpus: &s.cpuRiders, cpu: -1, done: func(recvs int64) {
+	l := &threadLink{f: f, rc: rc, cpus: &s.cpuRiders, cpu: -1, pinned: &s.pinned, done: func(recvs int64) {
 		s.threadRecvs.Add(recvs)
 		s.threads.Add(-1)
 	}}

@@ -210,6 +210,9 @@ func TestLockstepRidesClientCPU(t *testing.T) {
 	if len(taken) == 0 || len(taken) != len(pinned) {
 		t.Fatalf("mid-transfer: CPUs ridden %v, threads narrowed %v; want as many threads as CPUs, at least one", taken, pinned)
 	}
+	if n := ts.Stats().LockstepPinned; n != int64(len(taken)) {
+		t.Errorf("Stats.LockstepPinned %d, want %d (the CPUs ridden)", n, len(taken))
+	}
 	seen := map[string]bool{}
 	for tid, cpus := range pinned {
 		if seen[cpus] || strings.ContainsAny(cpus, ",-") {

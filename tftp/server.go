@@ -148,6 +148,9 @@ type Stats struct {
 	// LockstepThreadRecvs counts the datagrams read on those threads, added
 	// as each threaded transfer ends.
 	LockstepThreadRecvs int64
+	// LockstepPinned counts the threaded transfers that moved onto the
+	// CPU taking in their client's packets (threadLink.pin; Linux).
+	LockstepPinned int64
 	// LockstepThreadsBusy is how many threads lock-step transfers hold now
 	// (at most LockstepThreadsCap).
 	LockstepThreadsBusy int64
@@ -196,6 +199,7 @@ type Server struct {
 	// waited, threadRecvs the datagrams read on those threads.
 	threads                       atomic.Int32
 	threaded, polled, threadRecvs atomic.Int64
+	pinned                        atomic.Int64 // threaded transfers that rode their client's CPU
 	// cpuRiders is which CPUs a threaded transfer rides (Linux; see
 	// threadLink.pin).
 	cpuRiders cpuRiders
@@ -326,6 +330,7 @@ func (s *Server) Stats() Stats {
 		LockstepThreaded:    s.threaded.Load(),
 		LockstepPolled:      s.polled.Load(),
 		LockstepThreadRecvs: s.threadRecvs.Load(),
+		LockstepPinned:      s.pinned.Load(),
 		LockstepThreadsBusy: int64(s.threads.Load()),
 		LockstepThreadsCap:  s.threadCap(),
 	}

@@ -176,7 +176,8 @@ func printStatus(w io.Writer, v statusView) error {
 		fmt.Fprintln(tw, "\nTFTP")
 		fmt.Fprintf(tw, "requests\t%d\n", c.Requests)
 		fmt.Fprintf(tw, "lock-step threads\t%d of %d busy\n", c.ThreadsBusy, c.ThreadsCap)
-		fmt.Fprintf(tw, "lock-step transfers\t%d on threads (%d datagrams read there), %d in the poller\n", c.Threaded, c.ThreadRecvs, c.Polled)
+		fmt.Fprintf(tw, "lock-step transfers\t%d on threads (%d datagrams read there; %d rode their client's CPU), %d in the poller\n",
+			c.Threaded, c.ThreadRecvs, c.Pinned, c.Polled)
 		fmt.Fprintf(tw, "dropped\t%d malformed, %d repeated requests, %d stray\n", c.Malformed, c.Repeated, c.Stray)
 		fmt.Fprintf(tw, "replaced transfers\t%d\n", c.Replaced)
 		fmt.Fprintf(tw, "refused\t%d\n", c.Refused)
