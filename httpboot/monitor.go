@@ -285,10 +285,11 @@ func (m *monitor) finish(pending int64) (*event.TCPInfo, []event.Interval) {
 	return info, m.intervals
 }
 
-// settleFrom is the body size from which a record waits for the client's
-// acknowledgement (settle); a smaller body's queue drains within a round
+// bigBody is the body size from which a connection gets its send buffer
+// (http.send_buffer_kib, Linux) and its record waits for the client's
+// acknowledgement (settle): a smaller body's queue drains within a round
 // trip or two, which is not worth a wait on every script and config.
-const settleFrom = bigBody
+const bigBody = 1 << 20
 
 // settle waits until the client has acknowledged every byte handed to the
 // kernel (SIOCOUTQ reaches 0), so that a record's duration, bytes and last
@@ -302,7 +303,7 @@ const settleFrom = bigBody
 // when unset): the last byte's write then meets the stall deadline.
 func (m *monitor) settle(sent int64) {
 	q := m.probe.outq()
-	if q <= 0 || sent < settleFrom {
+	if q <= 0 || sent < bigBody {
 		return
 	}
 	stall := m.stall

@@ -188,7 +188,7 @@ func (l *threadLink) recv(b []byte, deadline time.Time) (int, error) {
 			return 0, net.ErrClosed
 		case rerr == nil:
 			l.recvs++
-			if l.recvs == pinAfter && l.cpus != nil {
+			if l.recvs == pinAfter {
 				l.pin()
 			}
 			return n, nil

@@ -21,8 +21,15 @@ import (
 // from, and returns the file.
 func lockstepRest(t *testing.T, c *rawClient, first []byte, from netip.AddrPort) []byte {
 	t.Helper()
+	return lockstepFrom(t, c, first, 1, from)
+}
+
+// lockstepFrom completes a lock-step fetch from DATA block (b), and
+// returns the file's bytes from that block on.
+func lockstepFrom(t *testing.T, c *rawClient, b []byte, block uint16, from netip.AddrPort) []byte {
+	t.Helper()
 	var got []byte
-	for b, block := first, uint16(1); ; block++ {
+	for ; ; block++ {
 		if binary.BigEndian.Uint16(b) != opDATA || binary.BigEndian.Uint16(b[2:]) != block {
 			t.Fatalf("want DATA %d, got % x", block, b[:min(len(b), 4)])
 		}
@@ -221,19 +228,7 @@ func TestLockstepRidesClientCPU(t *testing.T) {
 		seen[cpus] = true
 	}
 	for _, c := range cs {
-		// lockstepRest starts at DATA 1; continue from the block held.
-		block := uint16(pinAfter + 2)
-		for b := c.first; ; block++ {
-			if binary.BigEndian.Uint16(b) != opDATA || binary.BigEndian.Uint16(b[2:]) != block {
-				t.Fatalf("want DATA %d, got % x", block, b[:min(len(b), 4)])
-			}
-			c.got = append(c.got, b[4:]...)
-			c.c.send(c.from, ack(block))
-			if len(b) < 4+512 {
-				break
-			}
-			b, _ = c.c.recv()
-		}
+		c.got = append(c.got, lockstepFrom(t, c.c, c.first, pinAfter+2, c.from)...)
 		if !bytes.Equal(c.got, data) {
 			t.Fatalf("got %d bytes, want %d", len(c.got), len(data))
 		}

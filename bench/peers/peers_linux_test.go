@@ -236,6 +236,13 @@ func TestPeers(t *testing.T) {
 		}
 		return peerbench.Ratios(fig[a], best)
 	}
+	// spread is the range of same-round ratios.
+	spread := func(r []float64) string {
+		if len(r) == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f-%.2f", slices.Min(r), slices.Max(r))
+	}
 	// ratioBest is their median; ahead says in how many rounds pxeperf
 	// was at least as fast, and the range of the ratios.
 	ratioBest := func(a string, peers ...string) float64 { return peerbench.Median(bestRatios(a, peers...)) }
@@ -250,14 +257,7 @@ func TestPeers(t *testing.T) {
 				n++
 			}
 		}
-		return fmt.Sprintf(" (ahead in %d of %d rounds, %.2f-%.2f)", n, len(r), slices.Min(r), slices.Max(r))
-	}
-	// spread is the range of same-round ratios.
-	spread := func(r []float64) string {
-		if len(r) == 0 {
-			return "-"
-		}
-		return fmt.Sprintf("%.2f-%.2f", slices.Min(r), slices.Max(r))
+		return fmt.Sprintf(" (ahead in %d of %d rounds, %s)", n, len(r), spread(r))
 	}
 	var sb strings.Builder
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
