@@ -257,3 +257,61 @@ func TestSendfileProbeCovers(t *testing.T) {
 	}
 	t.Logf("%d waits for room, %d EAGAIN", sc.waits, sc.again)
 }
+
+// TestSendfileCorksBody: a body larger than one splice batch is copied
+// with TCP_CORK set (full segments only), and the cork is off again when
+// ReadFrom returns, so the body's tail is pushed rather than held for the
+// kernel's 200 ms cork timer.
+func TestSendfileCorksBody(t *testing.T) {
+	body := pattern(16<<20, 5)
+	path := filepath.Join(t.TempDir(), "cork.img")
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc, cli := sendfilePair(t)
+	if err := sc.SetWriteBuffer(256 << 10); err != nil {
+		t.Fatal(err)
+	}
+	corked := func() int {
+		v := -1
+		_ = sc.rc.Control(func(fd uintptr) { v, _ = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK) })
+		return v
+	}
+	if v := corked(); v != 0 {
+		t.Fatalf("TCP_CORK = %d before the copy, want 0", v)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	type result struct {
+		n   int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := sc.ReadFrom(io.LimitReader(f, int64(len(body))))
+		done <- result{n, err}
+	}()
+	// The client reads nothing yet, so the copy waits for room with 16 MiB
+	// still to go: it must be corked by then.
+	deadline := time.Now().Add(5 * time.Second)
+	for corked() != 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if v := corked(); v != 1 {
+		t.Fatalf("TCP_CORK = %d while a 16 MiB body is being copied, want 1", v)
+	}
+	got, err := io.ReadAll(io.LimitReader(cli, int64(len(body))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.n != int64(len(body)) || !bytes.Equal(got, body) {
+		t.Fatalf("ReadFrom = %d, %v; client got %d bytes (equal: %v), want %d", r.n, r.err, len(got), bytes.Equal(got, body), len(body))
+	}
+	if v := corked(); v != 0 {
+		t.Errorf("TCP_CORK = %d after the copy, want 0: the tail would wait for the cork timer", v)
+	}
+}

@@ -381,10 +381,11 @@ func TestPeers(t *testing.T) {
 		fmt.Printf("\nHTTP, this tree's pxeperf against PXEPERF_BENCH_ALTBIN (%s) in the same rounds:\n", os.Getenv("PXEPERF_BENCH_ALTBIN"))
 		for _, c := range httpCases {
 			k := func(s, w string) string { return "http/" + c.String() + "/" + s + "/" + w }
-			fmt.Printf("  %-8s CPU s/GiB %.3f vs %.3f (%.2fx; nginx %.2fx); Gbit/s %.2f vs %.2f (%.2fx)\n", c,
+			fmt.Printf("  %-8s CPU s/GiB %.3f vs %.3f (%.2fx; nginx %.2fx); Gbit/s %.2f vs %.2f (%.2fx; nginx %.2fx)\n", c,
 				med(k("pxeperf", "cpu")), med(k("pxeperf-alt", "cpu")), ratio(k("pxeperf", "cpu"), k("pxeperf-alt", "cpu")),
 				ratio(k("pxeperf-alt", "cpu"), k("nginx", "cpu")),
-				med(k("pxeperf", "gbps")), med(k("pxeperf-alt", "gbps")), ratio(k("pxeperf", "gbps"), k("pxeperf-alt", "gbps")))
+				med(k("pxeperf", "gbps")), med(k("pxeperf-alt", "gbps")), ratio(k("pxeperf", "gbps"), k("pxeperf-alt", "gbps")),
+				ratio(k("pxeperf-alt", "gbps"), k("nginx", "gbps")))
 		}
 	}
 	if dhcpLab != nil {
