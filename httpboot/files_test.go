@@ -209,3 +209,57 @@ func TestLengthHeaderMatches(t *testing.T) {
 		t.Errorf("Transfer-Encoding %v, want none", resp.TransferEncoding)
 	}
 }
+
+// orderLog is a ResponseWriter with ReadFrom and a corker that write what
+// happens to one log.
+type orderLog struct {
+	http.ResponseWriter
+	log []string
+}
+
+func (o *orderLog) ReadFrom(r io.Reader) (int64, error) {
+	n, err := io.Copy(io.Discard, r)
+	o.log = append(o.log, "copy "+strconv.FormatInt(n, 10))
+	return n, err
+}
+
+func (o *orderLog) setCork(on bool) {
+	if on {
+		o.log = append(o.log, "cork")
+	} else {
+		o.log = append(o.log, "uncork")
+	}
+}
+
+// TestCorkOrder: a body over one splice batch goes out corked up to its
+// held-back last byte, and the cork is off before the record is made (the
+// client takes in the body meanwhile, and a body the record waits for
+// has its tail on the wire to be acknowledged); a small body is not
+// corked (corked, a 4 KiB file took ~50 us longer); any other copy is
+// corked whole.
+func TestCorkOrder(t *testing.T) {
+	tests := map[string]struct {
+		src  func() io.Reader
+		want []string
+	}{
+		"big file": {func() io.Reader { return io.LimitReader(bytes.NewReader(make([]byte, 1<<20)), 1<<20) },
+			[]string{"cork", "copy 1048575", "uncork", "record", "copy 1"}},
+		"small file": {func() io.Reader { return io.LimitReader(bytes.NewReader(make([]byte, 4096)), 4096) },
+			[]string{"copy 4095", "record", "copy 1"}},
+		"other reader": {func() io.Reader { return bytes.NewReader(make([]byte, 4096)) },
+			[]string{"cork", "copy 4096", "uncork"}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			o := &orderLog{}
+			cw := &countingWriter{ResponseWriter: o, cork: o}
+			cw.beforeLast = func() { o.log = append(o.log, "record") }
+			if _, err := cw.ReadFrom(tt.src()); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, o.log); diff != "" {
+				t.Errorf("order (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -89,6 +89,16 @@ func (c *sendfileConn) sizeSendBuffer() {
 	})
 }
 
+// setCork sets or clears TCP_CORK (countingWriter.ReadFrom holds a
+// response body in full segments with it).
+func (c *sendfileConn) setCork(on bool) {
+	v := 0
+	if on {
+		v = 1
+	}
+	_ = c.rc.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, v) })
+}
+
 // wmemMax is net.core.wmem_max, SO_SNDBUF's cap without CAP_NET_ADMIN
 // (0: unknown), read once.
 var wmemMax = sync.OnceValue(func() int {
@@ -104,32 +114,6 @@ var wmemMax = sync.OnceValue(func() int {
 // is 2 MiB too). Over a link, one call takes what the socket buffer has
 // room for, a few hundred KiB, anyway.
 const maxSendfileChunk = 2 << 20
-
-// corkAbove is the body size above which the copy runs corked
-// (setCork): more than one splice batch, which is what sendfile hands TCP
-// at a time (its internal pipe, 16 pages).
-const corkAbove = 64 << 10
-
-// setCork sets or clears TCP_CORK, what nginx's tcp_nopush does around
-// its sendfile calls. Go sets TCP_NODELAY on every connection, so each
-// splice batch that ends a sendfile call (and each call cut short by a
-// full buffer) pushes its partial segment out at once: a body leaves in
-// GSO packets of ~38 KiB on average instead of the full 64 KiB, and each
-// packet costs the receiver (and the sender's ACK processing) the same
-// whatever its size. Corked, TCP sends only full segments until the cork
-// comes off, which pushes the tail. One stream over an unshaped veth, 3
-// x 512 MiB: 39.5-44.5k packets and 22-26k ACKs uncorked, 30.1-30.9k and
-// 18-21k corked (nginx: 30.3-30.9k and 19-21k); TestPeers A/B over 31
-// rounds, 1.04x the Gbit/s at 0.90x the CPU per GiB. Clearing the cork
-// pushes what is left, so the body's end is on the wire before ReadFrom
-// returns (monitor.settle waits for its acknowledgement).
-func (c *sendfileConn) setCork(on bool) {
-	v := 0
-	if on {
-		v = 1
-	}
-	_ = c.rc.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, v) })
-}
 
 // longBits is the width of a system call argument, for preadv2's split
 // offset.
@@ -204,10 +188,6 @@ func (c *sendfileConn) ReadFrom(r io.Reader) (int64, error) {
 	}
 	if c.sndbuf > 0 && !c.sized && remain >= bigBody {
 		c.sizeSendBuffer()
-	}
-	if remain > corkAbove {
-		c.setCork(true)
-		defer c.setCork(false)
 	}
 	var written int64
 	var serr error

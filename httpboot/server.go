@@ -237,6 +237,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cw := &countingWriter{ResponseWriter: w, live: s.opt.Active.Begin(rec)}
 	defer cw.live.End()
 	mon := s.watch(r, cw)
+	if k, ok := mon.conn.(corker); ok {
+		cw.cork = k
+	}
 	var expect int64
 	emitted := false
 	// emit finishes the record with pending bytes still to be written.
