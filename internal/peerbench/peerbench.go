@@ -14,6 +14,7 @@ package peerbench
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -232,6 +233,51 @@ func Ratios(a, b []float64) []float64 {
 		}
 	}
 	return r
+}
+
+// SignP is the one-sided sign test: the chance that at least behind of n
+// rounds go against pxeperf when each round is a fair coin (no real
+// difference, only noise).
+func SignP(behind, n int) float64 {
+	if n <= 0 || behind <= 0 {
+		return 1
+	}
+	p, c := 0.0, 1.0 // c: n choose k, from k = 0
+	for k := 0; k <= n; k++ {
+		if k >= behind {
+			p += c
+		}
+		c = c * float64(n-k) / float64(k+1)
+	}
+	return p / math.Pow(2, float64(n))
+}
+
+// Verdict judges same-round ratios rs (pxeperf over its peer) against a
+// target ratio (at least target; at most, when atMost): "yes" when their
+// median meets it; "par" when it does not but the rounds do not show
+// pxeperf behind (fewer of them miss the target than a one-sided sign
+// test needs at the 5 % level: on a shared 2-core machine a median a few
+// percent off is often that); "NO" when they do. A round exactly at the
+// target counts as met.
+func Verdict(rs []float64, target float64, atMost bool) string {
+	if len(rs) == 0 {
+		return "n/a"
+	}
+	behind := 0
+	for _, r := range rs {
+		if atMost && r > target || !atMost && r < target {
+			behind++
+		}
+	}
+	m := Median(rs)
+	if atMost && m <= target || !atMost && m >= target {
+		return "yes"
+	}
+	p := SignP(behind, len(rs))
+	if p >= 0.05 {
+		return fmt.Sprintf("par (behind in %d of %d, p %.2f)", behind, len(rs), p)
+	}
+	return fmt.Sprintf("NO (behind in %d of %d, p %.3f)", behind, len(rs), p)
 }
 
 // Rotate is names in the order of round r: each round starts one further

@@ -3,6 +3,7 @@
 package peerbench
 
 import (
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -98,5 +99,51 @@ func TestMeterCountsExitedChildren(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if got, live := s.CPU(t), GroupCPU(pgid); got < 0.05 || got < live {
 		t.Fatalf("meter %.3f s, live group %.3f s: want the exited child's time in the meter", got, live)
+	}
+}
+
+// TestSignP: the one-sided sign test's tail, against values worked out by
+// hand (sum of n choose k over 2^n).
+func TestSignP(t *testing.T) {
+	tests := []struct {
+		behind, n int
+		want      float64
+	}{
+		{5, 5, 1.0 / 32},
+		{4, 5, 6.0 / 32},
+		{0, 5, 1},
+		{9, 15, 9949.0 / 32768},
+		{12, 15, 576.0 / 32768},
+		{1, 1, 0.5},
+	}
+	for _, tt := range tests {
+		if got := SignP(tt.behind, tt.n); math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("SignP(%d, %d) = %g, want %g", tt.behind, tt.n, got, tt.want)
+		}
+	}
+}
+
+// TestVerdict: a median that meets the target is yes; one that misses is
+// par unless enough rounds miss to rule out noise.
+func TestVerdict(t *testing.T) {
+	tests := []struct {
+		rs     []float64
+		target float64
+		atMost bool
+		want   string
+	}{
+		{[]float64{1.1, 0.9, 1.2}, 1, false, "yes"},
+		{[]float64{0.9, 0.95, 1.2, 0.8, 1.1}, 1, false, "par (behind in 3 of 5, p 0.50)"},
+		{[]float64{0.9, 0.95, 0.97, 0.8, 0.99}, 1, false, "NO (behind in 5 of 5, p 0.031)"},
+		{[]float64{1.0, 1.0, 1.0}, 1, false, "yes"},
+		{[]float64{1.2, 1.3, 1.15, 1.12, 1.25}, 1.1, true, "NO (behind in 5 of 5, p 0.031)"},
+		{[]float64{1.2, 1.3, 1.0, 1.05, 1.25}, 1.1, true, "par (behind in 3 of 5, p 0.50)"},
+		{[]float64{0.9, 1.3}, 1.1, true, "yes"},
+		{nil, 1, false, "n/a"},
+	}
+	for _, tt := range tests {
+		if got := Verdict(tt.rs, tt.target, tt.atMost); got != tt.want {
+			t.Errorf("Verdict(%v, %g, %v) = %q, want %q", tt.rs, tt.target, tt.atMost, got, tt.want)
+		}
 	}
 }
