@@ -295,6 +295,22 @@ func TestRealClientsWraparound(t *testing.T) {
 	}
 }
 
+// dropData makes nftables (table inet loss) in the client namespace drop
+// 5 in 100 of the DATA packets from the server's transfer ports at random:
+// opcode 3, the first 16 bits of the UDP payload, at bit 64 of the
+// transport header.
+func (s *nsServer) dropData(t *testing.T) {
+	t.Helper()
+	for _, argv := range [][]string{
+		{"add", "table", "inet", "loss"},
+		{"add", "chain", "inet", "loss", "in", "{ type filter hook input priority 0; }"},
+		{"add", "rule", "inet", "loss", "in", "ip", "saddr", s.addr, "udp", "sport", "!=", "69",
+			"@th,64,16", "3", "numgen", "random", "mod", "100", "<", "5", "counter", "drop"},
+	} {
+		nstest.Run(t, s.pair.Client, "nft", argv...)
+	}
+}
+
 // TestRealClientsWindowsizeUnderLoss drops 5% of the DATA packets reaching
 // the client namespace (nftables; this kernel has no netem) while atftp
 // fetches small files at several window sizes: every fetch is byte-exact
@@ -304,16 +320,7 @@ func TestRealClientsWraparound(t *testing.T) {
 func TestRealClientsWindowsizeUnderLoss(t *testing.T) {
 	nstest.RequireTool(t, "atftp", "nft")
 	s := startNSServer(t, "tftp:\n  timeout: 200ms\n")
-	// Drop DATA (opcode 3: the first 16 bits of the UDP payload, at bit 64
-	// of the transport header) from the server, 5 in 100 at random.
-	for _, argv := range [][]string{
-		{"add", "table", "inet", "loss"},
-		{"add", "chain", "inet", "loss", "in", "{ type filter hook input priority 0; }"},
-		{"add", "rule", "inet", "loss", "in", "ip", "saddr", s.addr, "udp", "sport", "!=", "69",
-			"@th,64,16", "3", "numgen", "random", "mod", "100", "<", "5", "counter", "drop"},
-	} {
-		nstest.Run(t, s.pair.Client, "nft", argv...)
-	}
+	s.dropData(t)
 	out := t.TempDir()
 	var resent int
 	for _, w := range []int{1, 4, 16, 64} {
@@ -344,14 +351,7 @@ func TestRealClientsWindowsizeUnderLoss(t *testing.T) {
 func TestWindowedLossyClient(t *testing.T) {
 	nstest.RequireTool(t, "nft")
 	s := startNSServer(t, "tftp:\n  timeout: 100ms\n  retries: 20\n")
-	for _, argv := range [][]string{
-		{"add", "table", "inet", "loss"},
-		{"add", "chain", "inet", "loss", "in", "{ type filter hook input priority 0; }"},
-		{"add", "rule", "inet", "loss", "in", "ip", "saddr", s.addr, "udp", "sport", "!=", "69",
-			"@th,64,16", "3", "numgen", "random", "mod", "100", "<", "5", "counter", "drop"},
-	} {
-		nstest.Run(t, s.pair.Client, "nft", argv...)
-	}
+	s.dropData(t)
 	srv := netip.AddrPortFrom(s.pair.ServerIP, 69)
 	for _, w := range []int{4, 16, 64} {
 		t.Run(fmt.Sprintf("windowsize %d", w), func(t *testing.T) {
