@@ -423,6 +423,19 @@ func (t *Testbed) handle(s Side) (*netlink.Handle, error) {
 	return t.nl[s], nil
 }
 
+// link returns the side's netlink handle and veth end, with t.mu held.
+func (t *Testbed) link(s Side) (*netlink.Handle, netlink.Link, error) {
+	h, err := t.handle(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	link, err := h.LinkByName(t.iface(s))
+	if err != nil {
+		return nil, nil, fmt.Errorf("netlab: finding %s: %w", t.iface(s), err)
+	}
+	return h, link, nil
+}
+
 // SetMTU sets the MTU of both veth ends and checks it reads back.
 func (t *Testbed) SetMTU(mtu int) error {
 	if mtu < 68 || mtu > 65535 {
@@ -431,13 +444,9 @@ func (t *Testbed) SetMTU(mtu int) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, s := range []Side{Server, Client} {
-		h, err := t.handle(s)
+		h, link, err := t.link(s)
 		if err != nil {
 			return err
-		}
-		link, err := h.LinkByName(t.iface(s))
-		if err != nil {
-			return fmt.Errorf("netlab: finding %s: %w", t.iface(s), err)
 		}
 		if err := h.LinkSetMTU(link, mtu); err != nil {
 			return fmt.Errorf("netlab: MTU %d on %s: %w", mtu, t.iface(s), err)
@@ -567,13 +576,9 @@ func readIface(ifname string) (netstate.State, error) {
 func (t *Testbed) SetRate(s Side, bitsPerSec uint64) (Rate, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	h, err := t.handle(s)
+	h, link, err := t.link(s)
 	if err != nil {
 		return Rate{}, err
-	}
-	link, err := h.LinkByName(t.iface(s))
-	if err != nil {
-		return Rate{}, fmt.Errorf("netlab: finding %s: %w", t.iface(s), err)
 	}
 	burst, limit, err := tbfSize(bitsPerSec, link.Attrs().MTU)
 	if err != nil {
@@ -607,13 +612,9 @@ func (t *Testbed) SetRate(s Side, bitsPerSec uint64) (Rate, error) {
 func (t *Testbed) ClearRate(s Side) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	h, err := t.handle(s)
+	h, link, err := t.link(s)
 	if err != nil {
 		return err
-	}
-	link, err := h.LinkByName(t.iface(s))
-	if err != nil {
-		return fmt.Errorf("netlab: finding %s: %w", t.iface(s), err)
 	}
 	qs, err := h.QdiscList(link)
 	if err != nil {
