@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
@@ -43,7 +43,7 @@ var httpProtocol = protocol{
 	},
 	header: func(runID string, spec Spec) string {
 		return fmt.Sprintf("pxeperf bench %s: %d fetches of %s (%d windows x %d offload x %d MTU x %d rate x %d repeats)",
-			runID, spec.Count(), images.FormatSizeExact(spec.Size), len(spec.Windows), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
+			runID, spec.Count(), configs.ByteSize(spec.Size).String(), len(spec.Windows), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
 	},
 	progress: func(r *Result) string {
 		return fmt.Sprintf("%s: %.1f Mbit/s, window seen %d", r.Point.Key(), r.Record.Mbps, r.Record.WndMax)

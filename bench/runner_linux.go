@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/images"
 	"github.com/pxeperf/pxeperf/netlab"
@@ -103,7 +104,7 @@ func benchImage(opt Options, log *slog.Logger) (*images.Store, func(), error) {
 		return fail(fmt.Errorf("bench: %w", err))
 	}
 	if _, err := images.GenerateFile(root, imageName, opt.Spec.Size, opt.Spec.Seed); err != nil {
-		return fail(fmt.Errorf("bench: generating the %s image: %w (is there room in %s?)", images.FormatSizeExact(opt.Spec.Size), err, tmp))
+		return fail(fmt.Errorf("bench: generating the %s image: %w (is there room in %s?)", configs.ByteSize(opt.Spec.Size).String(), err, tmp))
 	}
 	store, err := images.Open(root, tmp+"/data", log)
 	if err != nil {

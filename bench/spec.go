@@ -46,7 +46,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
 )
@@ -296,7 +296,7 @@ func (s Spec) Validate() error {
 		}
 	}
 	if s.Size < MinSize || s.Size > MaxSize {
-		errs = append(errs, fmt.Errorf("--size %d: out of range %s..%s", s.Size, images.FormatSizeExact(MinSize), images.FormatSizeExact(MaxSize)))
+		errs = append(errs, fmt.Errorf("--size %d: out of range %s..%s", s.Size, configs.ByteSize(MinSize).String(), configs.ByteSize(MaxSize).String()))
 	}
 	if s.Repeat < 1 || s.Repeat > MaxRepeat {
 		errs = append(errs, fmt.Errorf("--repeat %d: out of range 1..%d", s.Repeat, MaxRepeat))
@@ -537,9 +537,9 @@ func ParseWindows(s string) ([]int, error) {
 				}
 			}
 		default:
-			n, err := parseBytes(item)
+			n, err := parseBytes(item) // its errors name item
 			if err != nil {
-				return nil, fmt.Errorf("%q: %w; use %s", item, err, windowForms)
+				return nil, fmt.Errorf("%w; use %s", err, windowForms)
 			}
 			if err := add(int(n)); err != nil {
 				return nil, err
@@ -659,16 +659,16 @@ func ParseRate(item string) (uint64, error) {
 	return uint64(math.Round(bps)), nil
 }
 
-// parseBytes reads a byte count with images.ParseSize (the one size
+// parseBytes reads a byte count with configs.ParseSize (the one size
 // parser: 65532, 4K, 16KiB, 500MiB, 1.5G; K, M, G and KiB, MiB, GiB are
 // 1024-based, KB, MB, GB 1000-based) and keeps it within 1..MaxSize.
 func parseBytes(s string) (int64, error) {
-	n, err := images.ParseSize(s)
+	n, err := configs.ParseSize(s)
 	if err != nil {
 		return 0, err
 	}
 	if n < 1 || n > MaxSize {
-		return 0, fmt.Errorf("%q: out of range 1..%s", s, images.FormatSizeExact(MaxSize))
+		return 0, fmt.Errorf("%q: out of range 1..%s", s, configs.ByteSize(MaxSize).String())
 	}
 	return n, nil
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/configs"
 )
 
 func TestParseWindows(t *testing.T) {
@@ -234,7 +234,7 @@ func TestPoints(t *testing.T) {
 
 func TestFormat(t *testing.T) {
 	got := []string{FormatWindow(4096), FormatWindow(65532), FormatWindow(WindowAuto), FormatRate(1e9), FormatRate(100e6),
-		FormatRate(512e3), FormatRate(0), FormatRate(12345), images.FormatSizeExact(500 << 20), images.FormatSizeExact(1 << 30), images.FormatSizeExact(1000)}
+		FormatRate(512e3), FormatRate(0), FormatRate(12345), configs.ByteSize(500 << 20).String(), configs.ByteSize(1 << 30).String(), configs.ByteSize(1000).String()}
 	want := []string{"4K", "65532", "auto", "1gbit", "100mbit", "512kbit", "none", "12345bit", "500MiB", "1GiB", "1000"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
@@ -379,7 +379,7 @@ func TestParseSpecProtocolFlags(t *testing.T) {
 		"windowsize reversed":    {in: Flags{Preset: "tftp", WindowSize: "64..1"}, want: `--windowsize: range "64..1": start is above the end`},
 		"blksize and window both": {in: Flags{Proto: "tftp", BlkSize: "4", WindowSize: "0", Window: "x"},
 			want: "--window is the HTTP client's SO_RCVBUF; for TFTP use --windowsize (blocks per ACK)\n--blksize: 4 out of range 8..65464\n--windowsize: 0 out of range 1..65535\n" +
-				`--window: "x": size "x": write bytes (1000000) or a number and a unit: 64M, 500MiB, 1GiB, 1.5GiB (powers of 1024) or 500MB, 2GB (powers of 1000); use ` + windowForms},
+				`--window: "x" is not a size: write bytes (1000000) or a number and a unit: 64M, 500MiB, 64GiB, 1.5GiB (powers of 1024) or 500MB, 2GB (powers of 1000); use ` + windowForms},
 		"duration on http":    {in: Flags{Duration: "2s"}, want: streamOnly},
 		"size on a stream":    {in: Flags{Proto: "udp", Size: "1M"}, want: "--size applies to http and tftp fetches; a stream runs for --duration"},
 		"direction unknown":   {in: Flags{Proto: "tcp", Direction: "up,rx"}, want: `--direction: stream: direction "up": use tx (the board sends) or rx (the board receives)`},

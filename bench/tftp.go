@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
@@ -88,7 +88,7 @@ var tftpProtocol = protocol{
 	},
 	header: func(runID string, spec Spec) string {
 		return fmt.Sprintf("pxeperf bench %s: %d TFTP fetches of %s (%d blksize x %d windowsize x %d offload x %d MTU x %d rate x %d repeats)",
-			runID, spec.Count(), images.FormatSizeExact(spec.Size), len(spec.BlkSizes), len(spec.WindowSizes), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
+			runID, spec.Count(), configs.ByteSize(spec.Size).String(), len(spec.BlkSizes), len(spec.WindowSizes), len(spec.Offloads), len(spec.MTUs), len(spec.Rates), spec.Repeat)
 	},
 	progress: func(r *Result) string {
 		return fmt.Sprintf("%s: %.1f Mbit/s, %d datagrams, %d resent", r.Point.Key(), r.Record.Mbps, r.Record.Datagrams, r.Record.Retransmits)

@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+
+	"github.com/pxeperf/pxeperf/internal/hwaddr"
 )
 
 // Request is what a requested file name asks for.
@@ -76,60 +78,19 @@ func classify(r Request, s string) (Request, bool) {
 		r.Default = true
 		return r, true
 	case strings.HasPrefix(s, "01-") && len(s) == len("01-aa-bb-cc-dd-ee-ff"):
-		mac, ok := parseDashedMAC(s[len("01-"):])
+		// Six bytes with dashes, either case: net.ParseMAC would also
+		// take 8- and 20-byte addresses and other separators.
+		mac, ok := hwaddr.Parse(s[len("01-"):], '-')
 		if !ok {
 			return Request{}, false
 		}
 		r.MAC = mac
 		return r, true
-	case len(s) >= 1 && len(s) <= 8 && isHex(s):
+	case len(s) >= 1 && len(s) <= 8 && hwaddr.IsHex(s):
 		r.IPHex = strings.ToUpper(s)
 		return r, true
 	}
 	return Request{}, false
-}
-
-// parseDashedMAC parses "aa-bb-cc-dd-ee-ff" (either case). net.ParseMAC
-// would also take 8- and 20-byte addresses and other separators.
-func parseDashedMAC(s string) (net.HardwareAddr, bool) {
-	if len(s) != 17 {
-		return nil, false
-	}
-	mac := make(net.HardwareAddr, 6)
-	for i := range mac {
-		p := s[i*3:]
-		if i < 5 && p[2] != '-' {
-			return nil, false
-		}
-		hi, ok1 := unhex(p[0])
-		lo, ok2 := unhex(p[1])
-		if !ok1 || !ok2 {
-			return nil, false
-		}
-		mac[i] = hi<<4 | lo
-	}
-	return mac, true
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
-}
-
-func isHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if _, ok := unhex(s[i]); !ok {
-			return false
-		}
-	}
-	return true
 }
 
 // macName is pxelinux's and GRUB's MAC form: "01-" (ARP hardware type

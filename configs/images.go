@@ -1,9 +1,7 @@
 package configs
 
 import (
-	"fmt"
 	"strconv"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -42,43 +40,25 @@ func (c *Config) validateImages(add func(key, format string, a ...any)) {
 	}
 }
 
-// ByteSize is a number of bytes, written as a whole number or with a unit:
-// B, KB/MB/GB/TB (powers of 1000) or KiB/MiB/GiB/TiB (powers of 1024),
-// e.g. 64GiB or 500MB.
+// ByteSize is a number of bytes, written as a whole number or with a unit
+// (ParseSize's forms): B, K/M/G/T or KiB/MiB/GiB/TiB (powers of 1024),
+// KB/MB/GB/TB (powers of 1000), e.g. 64GiB or 500MB.
 type ByteSize int64
 
-var byteUnits = []struct {
-	suffix string
-	mult   int64
-}{
-	{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10},
-	{"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"kB", 1e3}, {"B", 1},
-}
-
-// ParseByteSize parses "64GiB", "500MB", "1048576" or "0".
+// ParseByteSize parses "64GiB", "500MB", "1048576" or "0" as ParseSize
+// does; a negative size is read too, so that Validate refuses it by its key.
 func ParseByteSize(s string) (ByteSize, error) {
-	t := strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range byteUnits {
-		if num, ok := strings.CutSuffix(t, u.suffix); ok {
-			t, mult = strings.TrimSpace(num), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || t == "" || strings.HasPrefix(t, "+") {
-		return 0, fmt.Errorf("%q is not a size; write a whole number of bytes or one with a unit, e.g. 64GiB, 500MB", s)
-	}
-	if n > 0 && n > (1<<63-1)/mult || n < 0 && n < -(1<<63-1)/mult {
-		return 0, fmt.Errorf("%q is too large; the most is 8EiB", s)
-	}
-	return ByteSize(n * mult), nil
+	n, err := parseSize(s)
+	return ByteSize(n), err
 }
 
 // String writes the size with the largest binary unit that divides it.
 func (b ByteSize) String() string {
 	if b != 0 {
-		for _, u := range byteUnits[:4] {
+		for _, u := range []struct {
+			suffix string
+			mult   int64
+		}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
 			if int64(b)%u.mult == 0 {
 				return strconv.FormatInt(int64(b)/u.mult, 10) + u.suffix
 			}

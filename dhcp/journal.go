@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pxeperf/pxeperf/internal/hwaddr"
 )
 
 // JournalName is the lease journal's file name inside the data folder.
@@ -394,7 +396,7 @@ func (s *leaseStore) apply(line string) bool {
 	case len(f) < 3:
 		return false
 	}
-	mac, ok := parseHW(f[1])
+	mac, ok := hwaddr.Parse(f[1], ':') // net.ParseMAC takes 6, 8 or 20 bytes only
 	addr, err := netip.ParseAddr(f[2])
 	if !ok || err != nil || !addr.Is4() {
 		return false
@@ -435,7 +437,7 @@ func (s *leaseStore) salvage(line string, now time.Time) {
 			}
 		}
 		if mac == nil {
-			if m, ok := parseHW(w); ok && len(m) >= 6 {
+			if m, ok := hwaddr.Parse(w, ':'); ok && len(m) >= 6 {
 				mac = m
 			}
 		}
@@ -454,38 +456,4 @@ func (s *leaseStore) salvage(line string, now time.Time) {
 	if until.After(s.declined[addr]) {
 		s.declined[addr] = until
 	}
-}
-
-// parseHW reads a hardware address as net.HardwareAddr.String writes it,
-// of any length from 1 to 20 bytes (DHCP's chaddr holds up to 16;
-// net.ParseMAC accepts only 6, 8 and 20).
-func parseHW(s string) (net.HardwareAddr, bool) {
-	if len(s) < 2 || (len(s)+1)%3 != 0 || len(s) > 20*3-1 {
-		return nil, false
-	}
-	out := make(net.HardwareAddr, 0, (len(s)+1)/3)
-	for i := 0; i < len(s); i += 3 {
-		if i+2 < len(s) && s[i+2] != ':' {
-			return nil, false
-		}
-		hi, ok1 := unhex(s[i])
-		lo, ok2 := unhex(s[i+1])
-		if !ok1 || !ok2 {
-			return nil, false
-		}
-		out = append(out, hi<<4|lo)
-	}
-	return out, true
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
 }

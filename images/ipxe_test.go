@@ -43,11 +43,7 @@ func TestIPXEFallback(t *testing.T) {
 	}
 	defer s.Close()
 
-	tests := map[string]struct {
-		name    string
-		want    string
-		wantErr error
-	}{
+	checkOpens(t, s, map[string]openCase{
 		"root lacks it: fallback":      {name: "undionly.kpxe", want: "debian undionly.kpxe"},
 		"leading slash still fallback": {name: "/undionly.kpxe", want: "debian undionly.kpxe"},
 		"root has it: root's":          {name: "ipxe.efi", want: "my own ipxe.efi"},
@@ -55,21 +51,7 @@ func TestIPXEFallback(t *testing.T) {
 		"not an iPXE name":             {name: "other.rom", wantErr: fs.ErrNotExist},
 		"iPXE name in a folder":        {name: "x86/undionly.kpxe", wantErr: fs.ErrNotExist},
 		"iPXE name fallback lacks":     {name: "ipxe.lkrn", wantErr: fs.ErrNotExist},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			got, size, err := readOpen(t, s, tc.name)
-			if tc.wantErr != nil {
-				if !errors.Is(err, tc.wantErr) {
-					t.Fatalf("Open(%q) = %q, %v; want %v", tc.name, got, err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || string(got) != tc.want || size != int64(len(tc.want)) {
-				t.Fatalf("Open(%q) = %q (%d), %v; want %q", tc.name, got, size, err, tc.want)
-			}
-		})
-	}
+	})
 	for range 3 {
 		if _, _, err := readOpen(t, s, "undionly.kpxe"); err != nil {
 			t.Fatal(err)

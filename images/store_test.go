@@ -126,42 +126,17 @@ func readOpen(t *testing.T, s *Store, name string) ([]byte, int64, error) {
 	return b, size, nil
 }
 
-func TestOpenConfinement(t *testing.T) {
-	s, root, _ := newStore(t)
-	outside := t.TempDir()
-	writeFile(t, filepath.Join(outside, "secret"), []byte("secret"))
-	writeFile(t, filepath.Join(root, "boot", "kernel"), []byte("kernel"))
-	writeFile(t, filepath.Join(root, "etc", "passwd"), []byte("root's own passwd"))
-	must := func(err error) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(os.Symlink("boot/kernel", filepath.Join(root, "link-in")))
-	must(os.Symlink("../boot/kernel", filepath.Join(root, "etc", "link-up-in")))
-	must(os.Symlink(filepath.Join(outside, "secret"), filepath.Join(root, "link-abs-out")))
-	must(os.Symlink("../"+filepath.Base(outside)+"/secret", filepath.Join(root, "link-rel-out")))
-	must(os.Symlink(outside, filepath.Join(root, "dir-out")))
-	must(os.Symlink("/etc", filepath.Join(root, "sysetc")))
+// openCase is a name to open and the content it must give, or the error.
+type openCase struct {
+	name    string
+	want    string
+	wantErr error
+}
 
-	tests := map[string]struct {
-		name    string
-		want    string
-		wantErr error
-	}{
-		"plain":                         {name: "boot/kernel", want: "kernel"},
-		"tftp leading slash":            {name: "/boot/kernel", want: "kernel"},
-		"absolute stays in root":        {name: "/etc/passwd", want: "root's own passwd"},
-		"symlink inside root":           {name: "link-in", want: "kernel"},
-		"symlink up but inside":         {name: "etc/link-up-in", want: "kernel"},
-		"dotdot":                        {name: "../" + filepath.Base(outside) + "/secret", wantErr: ErrOutsideRoot},
-		"symlink absolute out":          {name: "link-abs-out", wantErr: ErrOutsideRoot},
-		"symlink relative out":          {name: "link-rel-out", wantErr: ErrOutsideRoot},
-		"through a dir symlink out":     {name: "dir-out/secret", wantErr: ErrOutsideRoot},
-		"through symlink to system dir": {name: "sysetc/hostname", wantErr: ErrOutsideRoot},
-		"missing":                       {name: "nope", wantErr: fs.ErrNotExist},
-		"directory":                     {name: "boot", wantErr: fs.ErrNotExist},
-	}
+// checkOpens opens each case's name in s and checks content and size, or
+// the error (errors.Is).
+func checkOpens(t *testing.T, s *Store, tests map[string]openCase) {
+	t.Helper()
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			got, size, err := readOpen(t, s, tc.name)
@@ -182,6 +157,40 @@ func TestOpenConfinement(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestOpenConfinement(t *testing.T) {
+	s, root, _ := newStore(t)
+	outside := t.TempDir()
+	writeFile(t, filepath.Join(outside, "secret"), []byte("secret"))
+	writeFile(t, filepath.Join(root, "boot", "kernel"), []byte("kernel"))
+	writeFile(t, filepath.Join(root, "etc", "passwd"), []byte("root's own passwd"))
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Symlink("boot/kernel", filepath.Join(root, "link-in")))
+	must(os.Symlink("../boot/kernel", filepath.Join(root, "etc", "link-up-in")))
+	must(os.Symlink(filepath.Join(outside, "secret"), filepath.Join(root, "link-abs-out")))
+	must(os.Symlink("../"+filepath.Base(outside)+"/secret", filepath.Join(root, "link-rel-out")))
+	must(os.Symlink(outside, filepath.Join(root, "dir-out")))
+	must(os.Symlink("/etc", filepath.Join(root, "sysetc")))
+
+	checkOpens(t, s, map[string]openCase{
+		"plain":                         {name: "boot/kernel", want: "kernel"},
+		"tftp leading slash":            {name: "/boot/kernel", want: "kernel"},
+		"absolute stays in root":        {name: "/etc/passwd", want: "root's own passwd"},
+		"symlink inside root":           {name: "link-in", want: "kernel"},
+		"symlink up but inside":         {name: "etc/link-up-in", want: "kernel"},
+		"dotdot":                        {name: "../" + filepath.Base(outside) + "/secret", wantErr: ErrOutsideRoot},
+		"symlink absolute out":          {name: "link-abs-out", wantErr: ErrOutsideRoot},
+		"symlink relative out":          {name: "link-rel-out", wantErr: ErrOutsideRoot},
+		"through a dir symlink out":     {name: "dir-out/secret", wantErr: ErrOutsideRoot},
+		"through symlink to system dir": {name: "sysetc/hostname", wantErr: ErrOutsideRoot},
+		"missing":                       {name: "nope", wantErr: fs.ErrNotExist},
+		"directory":                     {name: "boot", wantErr: fs.ErrNotExist},
+	})
 }
 
 func TestOpenPlainWinsOverCompressed(t *testing.T) {

@@ -218,13 +218,54 @@ func (t *Testbed) build(mtu int, noClientAddr bool, via string, pid int) error {
 }
 
 // createNamespaces makes the two named namespaces with the first free n.
-// It runs on a locked thread, as netns.NewNamed moves the calling thread
-// into the namespace it creates; the thread is switched back before the
-// goroutine ends, or dies with it.
+// It runs on a thread of its own (onThread), as netns.NewNamed moves the
+// calling thread into the namespace it creates.
 func (t *Testbed) createNamespaces(pid int) ([2]netns.NsHandle, error) {
+	var h [2]netns.NsHandle
+	created := false
+	err := onThread("switching back to the original namespace", func() error {
+		for n := 0; n < maxNames; n++ {
+			srv, cli := nsName(pid, n, Server), nsName(pid, n, Client)
+			hs, err := newNamed(srv)
+			if errors.Is(err, fs.ErrExist) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			hc, err := newNamed(cli)
+			if err != nil {
+				hs.Close()
+				_ = deleteNamed(srv)
+				if errors.Is(err, fs.ErrExist) {
+					continue
+				}
+				return err
+			}
+			t.ServerNS, t.ClientNS = srv, cli
+			h, created = [2]netns.NsHandle{hs, hc}, true
+			return nil
+		}
+		return fmt.Errorf("netlab: no free namespace name %s%d-0..%d under %s (run netlab.Sweep?)", Prefix, pid, maxNames-1, netnsDir)
+	}, func() {
+		if created {
+			h[Server].Close()
+			h[Client].Close()
+		}
+	})
+	return h, err
+}
+
+// onThread runs fn on a locked OS thread and then returns the thread to
+// the namespace it started in. When that fails, the thread stays locked
+// and dies with its goroutine instead of running other goroutines in the
+// wrong namespace; stuck (when not nil) runs then, and the error says what
+// failed (leaving). A panic in fn is raised again in the caller.
+func onThread(leaving string, fn func() error, stuck func()) error {
 	type result struct {
-		h   [2]netns.NsHandle
-		err error
+		err      error
+		panicked bool
+		value    any
 	}
 	done := make(chan result, 1)
 	go func() {
@@ -236,39 +277,18 @@ func (t *Testbed) createNamespaces(pid int) ([2]netns.NsHandle, error) {
 		}
 		defer orig.Close()
 		var r result
-		created := false
-		r.err = fmt.Errorf("netlab: no free namespace name %s%d-0..%d under %s (run netlab.Sweep?)", Prefix, pid, maxNames-1, netnsDir)
-		for n := 0; n < maxNames; n++ {
-			srv, cli := nsName(pid, n, Server), nsName(pid, n, Client)
-			hs, err := newNamed(srv)
-			if errors.Is(err, fs.ErrExist) {
-				continue
-			}
-			if err != nil {
-				r.err = err
-				break
-			}
-			hc, err := newNamed(cli)
-			if err != nil {
-				hs.Close()
-				_ = deleteNamed(srv)
-				if errors.Is(err, fs.ErrExist) {
-					continue
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					r.panicked, r.value = true, v
 				}
-				r.err = err
-				break
-			}
-			t.ServerNS, t.ClientNS = srv, cli
-			r = result{h: [2]netns.NsHandle{hs, hc}}
-			created = true
-			break
-		}
+			}()
+			r.err = fn()
+		}()
 		if err := netns.Set(orig); err != nil {
-			// The thread stays locked and dies with this goroutine.
-			r.err = errors.Join(r.err, fmt.Errorf("netlab: switching back to the original namespace: %w", err))
-			if created {
-				r.h[Server].Close()
-				r.h[Client].Close()
+			r.err = errors.Join(r.err, fmt.Errorf("netlab: %s: %w", leaving, err))
+			if stuck != nil {
+				stuck()
 			}
 		} else {
 			runtime.UnlockOSThread()
@@ -276,7 +296,10 @@ func (t *Testbed) createNamespaces(pid int) ([2]netns.NsHandle, error) {
 		done <- r
 	}()
 	r := <-done
-	return r.h, r.err
+	if r.panicked {
+		panic(r.value)
+	}
+	return r.err
 }
 
 // newNamed creates a named namespace (moving the calling thread into it)
@@ -367,53 +390,17 @@ func RunIn(name string, fn func() error) error {
 }
 
 func runIn(path string, fn func() error) error {
-	type result struct {
-		err      error
-		panicked bool
-		value    any
-	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			done <- result{err: fmt.Errorf("netlab: reading the current namespace: %w", err)}
-			return
-		}
-		defer orig.Close()
+	return onThread("leaving namespace "+path, func() error {
 		target, err := netns.GetFromPath(path)
 		if err != nil {
-			done <- result{err: fmt.Errorf("netlab: opening namespace %s: %w", path, err)}
-			return
+			return fmt.Errorf("netlab: opening namespace %s: %w", path, err)
 		}
 		defer target.Close()
 		if err := netns.Set(target); err != nil {
-			done <- result{err: fmt.Errorf("netlab: entering namespace %s: %w", path, err)}
-			return
+			return fmt.Errorf("netlab: entering namespace %s: %w", path, err)
 		}
-		var r result
-		func() {
-			defer func() {
-				if v := recover(); v != nil {
-					r.panicked, r.value = true, v
-				}
-			}()
-			r.err = fn()
-		}()
-		if err := netns.Set(orig); err != nil {
-			// Stay locked: the thread dies with the goroutine instead of
-			// running other goroutines in the testbed's namespace.
-			r.err = errors.Join(r.err, fmt.Errorf("netlab: leaving namespace %s: %w", path, err))
-		} else {
-			runtime.UnlockOSThread()
-		}
-		done <- r
-	}()
-	r := <-done
-	if r.panicked {
-		panic(r.value)
-	}
-	return r.err
+		return fn()
+	}, nil)
 }
 
 // Command returns a command that runs name inside the side's namespace,
@@ -436,6 +423,19 @@ func (t *Testbed) handle(s Side) (*netlink.Handle, error) {
 	return t.nl[s], nil
 }
 
+// link returns the side's netlink handle and veth end, with t.mu held.
+func (t *Testbed) link(s Side) (*netlink.Handle, netlink.Link, error) {
+	h, err := t.handle(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	link, err := h.LinkByName(t.iface(s))
+	if err != nil {
+		return nil, nil, fmt.Errorf("netlab: finding %s: %w", t.iface(s), err)
+	}
+	return h, link, nil
+}
+
 // SetMTU sets the MTU of both veth ends and checks it reads back.
 func (t *Testbed) SetMTU(mtu int) error {
 	if mtu < 68 || mtu > 65535 {
@@ -444,13 +444,9 @@ func (t *Testbed) SetMTU(mtu int) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, s := range []Side{Server, Client} {
-		h, err := t.handle(s)
+		h, link, err := t.link(s)
 		if err != nil {
 			return err
-		}
-		link, err := h.LinkByName(t.iface(s))
-		if err != nil {
-			return fmt.Errorf("netlab: finding %s: %w", t.iface(s), err)
 		}
 		if err := h.LinkSetMTU(link, mtu); err != nil {
 			return fmt.Errorf("netlab: MTU %d on %s: %w", mtu, t.iface(s), err)
@@ -580,13 +576,9 @@ func readIface(ifname string) (netstate.State, error) {
 func (t *Testbed) SetRate(s Side, bitsPerSec uint64) (Rate, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	h, err := t.handle(s)
+	h, link, err := t.link(s)
 	if err != nil {
 		return Rate{}, err
-	}
-	link, err := h.LinkByName(t.iface(s))
-	if err != nil {
-		return Rate{}, fmt.Errorf("netlab: finding %s: %w", t.iface(s), err)
 	}
 	burst, limit, err := tbfSize(bitsPerSec, link.Attrs().MTU)
 	if err != nil {
@@ -620,13 +612,9 @@ func (t *Testbed) SetRate(s Side, bitsPerSec uint64) (Rate, error) {
 func (t *Testbed) ClearRate(s Side) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	h, err := t.handle(s)
+	h, link, err := t.link(s)
 	if err != nil {
 		return err
-	}
-	link, err := h.LinkByName(t.iface(s))
-	if err != nil {
-		return fmt.Errorf("netlab: finding %s: %w", t.iface(s), err)
 	}
 	qs, err := h.QdiscList(link)
 	if err != nil {

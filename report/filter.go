@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/record"
 )
 
@@ -23,8 +24,9 @@ type FilterArgs struct {
 	// error, stream) or "all"; "" every kind. Throughput tables count
 	// the kinds chosen here (default: images and streams).
 	Kind string
-	// MinSize keeps fetches of at least this size: bytes, or with K, M, G
-	// (1024-based: 64K, 1M, 1MiB); "" any size.
+	// MinSize keeps fetches of at least this size, as configs.ParseSize
+	// reads it: bytes, 64K, 1M, 1MiB (1024-based), 500MB (1000-based); ""
+	// any size.
 	MinSize string
 }
 
@@ -50,7 +52,7 @@ func ParseFilter(a FilterArgs, now time.Time) (record.Filter, error) {
 		errs = append(errs, err)
 	}
 	if a.MinSize != "" {
-		n, err := ParseSize(a.MinSize)
+		n, err := configs.ParseSize(a.MinSize)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("min-size: %w", err))
 		}
@@ -109,30 +111,4 @@ func ParseLabels(kvs []string) (map[string]string, error) {
 		m[k] = v
 	}
 	return m, nil
-}
-
-// ParseSize reads a size in bytes: a count, or one with a K, M or G suffix
-// (1024-based; KB, KiB and the like are the same).
-func ParseSize(s string) (int64, error) {
-	t := strings.ToUpper(strings.TrimSpace(s))
-	for _, suf := range []string{"IB", "B"} {
-		if u, ok := strings.CutSuffix(t, suf); ok && u != "" && strings.ContainsAny(u[len(u)-1:], "KMG") {
-			t = u
-			break
-		}
-	}
-	mult := int64(1)
-	switch {
-	case strings.HasSuffix(t, "K"):
-		mult, t = 1<<10, t[:len(t)-1]
-	case strings.HasSuffix(t, "M"):
-		mult, t = 1<<20, t[:len(t)-1]
-	case strings.HasSuffix(t, "G"):
-		mult, t = 1<<30, t[:len(t)-1]
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(t), 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("%q: want a size in bytes, e.g. 1048576, 64K or 1M", s)
-	}
-	return n * mult, nil
 }

@@ -291,7 +291,7 @@ func TestParseFilter(t *testing.T) {
 		"kind":         {in: FilterArgs{Kind: "image,boot", MinSize: "64K"}, want: record.Filter{Kinds: []string{"image", "boot"}, MinSize: 64 << 10}},
 		"kind all":     {in: FilterArgs{Kind: "all", MinSize: "1MiB"}, want: record.Filter{MinSize: 1 << 20}},
 		"bad kind":     {in: FilterArgs{Kind: "script"}, wantErr: `kind "script"`},
-		"bad min size": {in: FilterArgs{MinSize: "1T"}, wantErr: `min-size: "1T"`},
+		"bad min size": {in: FilterArgs{MinSize: "1X"}, wantErr: `min-size: "1X" is not a size`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

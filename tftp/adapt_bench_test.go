@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/peerbench"
 )
 
 // TestBenchAdaptive is issue 16's table: pxeperf against atftpd, same run,
@@ -27,7 +28,7 @@ import (
 //
 // Each fetch is byte-checked; a fetch not done within PXEPERF_BENCH_CAP
 // seconds (default 30) is shown as "dnf". It runs only with PXEPERF_BENCH=1
-// and needs atftpd (see atftpdPath):
+// and needs atftpd (see requireAtftpd):
 //
 //	PXEPERF_BENCH=1 go test -run TestBenchAdaptive -v -timeout 90m ./tftp/
 //
@@ -42,11 +43,8 @@ func TestBenchAdaptive(t *testing.T) {
 		t.Skip("benchmark: set PXEPERF_BENCH=1 to run")
 	}
 	nstest.RequireTool(t, "atftp", "tc", "nft")
-	atftpd := atftpdPath()
-	if atftpd == "" {
-		t.Skip("atftpd not found: set PXEPERF_ATFTPD, or: cd /tmp && apt-get download atftpd && dpkg -x atftpd_*.deb /tmp/atftpd-root")
-	}
-	runs := envInt("PXEPERF_BENCH_RUNS", 1)
+	atftpd := requireAtftpd(t)
+	runs := peerbench.EnvInt("PXEPERF_BENCH_RUNS", 1)
 	peer := os.Getenv("PXEPERF_BENCH_PEER")
 	servers := []string{"pxeperf", "atftpd"}
 	if peer != "" {
@@ -59,7 +57,7 @@ func TestBenchAdaptive(t *testing.T) {
 		cases := os.Getenv("PXEPERF_BENCH_CASES")
 		return cases == "" || slices.Contains(strings.Split(cases, ","), name)
 	}
-	limit := time.Duration(envInt("PXEPERF_BENCH_CAP", 30)) * time.Second
+	limit := time.Duration(peerbench.EnvInt("PXEPERF_BENCH_CAP", 30)) * time.Second
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "case\tloss %%\tblksize\twindowsize\tpxeperf Mbit/s\tatftpd Mbit/s\tratio\tpeer Mbit/s\tpxeperf eff. window min/med/max\tlosses\tresent\ttimeouts\t\n")

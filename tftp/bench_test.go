@@ -31,8 +31,8 @@ func TestBenchThroughput(t *testing.T) {
 		t.Skip("benchmark: set PXEPERF_BENCH=1 to run")
 	}
 	nstest.RequireTool(t, "atftp", "in.tftpd", "tc")
-	mb := envInt("PXEPERF_BENCH_MB", 64)
-	runs := envInt("PXEPERF_BENCH_RUNS", 3)
+	mb := peerbench.EnvInt("PXEPERF_BENCH_MB", 64)
+	runs := peerbench.EnvInt("PXEPERF_BENCH_RUNS", 3)
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "link\tserver\tblksize\tMiB/s (median)\tMbit/s\tall runs (s)\t\n")
@@ -137,13 +137,20 @@ func waitTFTP(t *testing.T, p *nstest.Pair, ip, port, what string) {
 	}
 }
 
-// atftpdPath finds atftpd: see peerbench.AtftpdPath.
-func atftpdPath() string { return peerbench.AtftpdPath() }
+// requireAtftpd finds atftpd (see peerbench.AtftpdPath) or skips the test.
+func requireAtftpd(t *testing.T) string {
+	t.Helper()
+	atftpd := peerbench.AtftpdPath()
+	if atftpd == "" {
+		t.Skip(peerbench.AtftpdHint)
+	}
+	return atftpd
+}
 
 // TestBenchWindowsize is the RFC 7440 table: pxeperf against atftpd over a
 // veth pair shaped to 1 Gbit/s on both ends (tbf), same run, fetched with
 // atftp's windowsize client, for blksize 512 and 1468 and windowsize 1 to
-// 64. It runs only with PXEPERF_BENCH=1 and needs atftpd (see atftpdPath):
+// 64. It runs only with PXEPERF_BENCH=1 and needs atftpd (see requireAtftpd):
 //
 //	PXEPERF_BENCH=1 go test -run TestBenchWindowsize -v -timeout 60m ./tftp/
 //
@@ -155,12 +162,9 @@ func TestBenchWindowsize(t *testing.T) {
 		t.Skip("benchmark: set PXEPERF_BENCH=1 to run")
 	}
 	nstest.RequireTool(t, "atftp", "tc")
-	atftpd := atftpdPath()
-	if atftpd == "" {
-		t.Skip("atftpd not found: set PXEPERF_ATFTPD, or: cd /tmp && apt-get download atftpd && dpkg -x atftpd_*.deb /tmp/atftpd-root")
-	}
-	mb := envInt("PXEPERF_BENCH_MB", 64)
-	runs := envInt("PXEPERF_BENCH_RUNS", 3)
+	atftpd := requireAtftpd(t)
+	mb := peerbench.EnvInt("PXEPERF_BENCH_MB", 64)
+	runs := peerbench.EnvInt("PXEPERF_BENCH_RUNS", 3)
 	p := nstest.NewPair(t, nstest.Options{})
 	link := "veth + tbf 1gbit"
 	if os.Getenv("PXEPERF_BENCH_LINK") == "veth" {
@@ -249,13 +253,6 @@ func cpuSeconds(t *testing.T, p *nstest.Proc) float64 {
 		t.Fatal(err)
 	}
 	return u + s
-}
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
 }
 
 func fmtSecs(s []float64) string {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/peerbench"
 )
 
 // TestBenchLockstep is the lock-step (RFC 1350 + blksize/tsize, no
@@ -24,7 +25,7 @@ import (
 // plain and under a 1 Gbit/s tbf. Servers alternate within each round;
 // Mbit/s and server CPU s/GiB (user+system of the server process and its
 // children, from /proc: see cpuMeter) are medians. It runs only with
-// PXEPERF_BENCH=1 and needs atftpd (see atftpdPath):
+// PXEPERF_BENCH=1 and needs atftpd (see requireAtftpd):
 //
 //	PXEPERF_BENCH=1 go test -run TestBenchLockstep -v -timeout 60m ./tftp/
 //
@@ -43,13 +44,10 @@ func TestBenchLockstep(t *testing.T) {
 		t.Skip("benchmark: set PXEPERF_BENCH=1 to run")
 	}
 	nstest.RequireTool(t, "atftp", "curl", "tftp", "in.tftpd", "tc")
-	atftpd := atftpdPath()
-	if atftpd == "" {
-		t.Skip("atftpd not found: set PXEPERF_ATFTPD, or: cd /tmp && apt-get download atftpd && dpkg -x atftpd_*.deb /tmp/atftpd-root")
-	}
-	mb := envInt("PXEPERF_BENCH_MB", 64)
-	runs := envInt("PXEPERF_BENCH_RUNS", 3)
-	mtu := envInt("PXEPERF_BENCH_MTU", 1500)
+	atftpd := requireAtftpd(t)
+	mb := peerbench.EnvInt("PXEPERF_BENCH_MB", 64)
+	runs := peerbench.EnvInt("PXEPERF_BENCH_RUNS", 3)
+	mtu := peerbench.EnvInt("PXEPERF_BENCH_MTU", 1500)
 	only := func(env, name string) bool {
 		v := os.Getenv(env)
 		return v == "" || slices.Contains(strings.Split(v, ","), name)

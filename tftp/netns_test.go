@@ -225,6 +225,30 @@ func TestRealClientsSinglePort(t *testing.T) {
 	}
 }
 
+// windowFiles writes a random file of each size (by name) into the root
+// for window size w, named PREFIXw-NAME.bin so that each fetch has a log
+// line of its own, and returns their names and sizes.
+func (s *nsServer) windowFiles(t *testing.T, prefix string, w int, sizes map[string]int) map[string]int {
+	t.Helper()
+	files := map[string]int{}
+	for name, n := range sizes {
+		file := fmt.Sprintf("%s%d-%s.bin", prefix, w, name)
+		nstest.RandomFile(t, filepath.Join(s.root, file), n, uint64(n+w))
+		files[file] = n
+	}
+	return files
+}
+
+// getWindowed fetches file into dir with atftp's RFC 7440 client at
+// windowsize w and blksize 1468, asking tsize; see get.
+func (s *nsServer) getWindowed(t *testing.T, w int, file, dir string) (line, out string) {
+	t.Helper()
+	local := filepath.Join(dir, fmt.Sprintf("%d-%s", w, file))
+	argv := []string{"atftp", "--option", fmt.Sprintf("windowsize %d", w), "--option", "blksize 1468",
+		"--option", "tsize 0", "-g", "-r", file, "-l", local, s.addr}
+	return s.get(t, argv, file, local)
+}
+
 // TestRealClientsWindowsize fetches files with atftp's RFC 7440 client at
 // several window sizes, byte-exact, and checks the negotiated window in the
 // server's fetch log.
@@ -234,19 +258,10 @@ func TestRealClientsWindowsize(t *testing.T) {
 	sizes := map[string]int{"small": 70_001, "big": 8<<20 + 77, "exact": 1468 * 64 * 3}
 	out := t.TempDir()
 	for _, w := range []int{1, 4, 16, 64} {
-		// A name per window size, so each fetch has a log line of its own.
-		files := map[string]int{}
-		for name, n := range sizes {
-			file := fmt.Sprintf("w%d-%s.bin", w, name)
-			nstest.RandomFile(t, filepath.Join(s.root, file), n, uint64(n+w))
-			files[file] = n
-		}
+		files := s.windowFiles(t, "w", w, sizes)
 		t.Run(fmt.Sprintf("windowsize %d", w), func(t *testing.T) {
 			for file, size := range files {
-				local := filepath.Join(out, fmt.Sprintf("%d-%s", w, file))
-				argv := []string{"atftp", "--option", fmt.Sprintf("windowsize %d", w), "--option", "blksize 1468",
-					"--option", "tsize 0", "-g", "-r", file, "-l", local, s.addr}
-				line, _ := s.get(t, argv, file, local)
+				line, _ := s.getWindowed(t, w, file, out)
 				for _, want := range []string{"outcome=ok", "blksize=1468", fmt.Sprintf("windowsize=%d ", w),
 					fmt.Sprintf("bytes=%d ", size)} {
 					if !strings.Contains(line, want) {
@@ -280,6 +295,22 @@ func TestRealClientsWraparound(t *testing.T) {
 	}
 }
 
+// dropData makes nftables (table inet loss) in the client namespace drop
+// 5 in 100 of the DATA packets from the server's transfer ports at random:
+// opcode 3, the first 16 bits of the UDP payload, at bit 64 of the
+// transport header.
+func (s *nsServer) dropData(t *testing.T) {
+	t.Helper()
+	for _, argv := range [][]string{
+		{"add", "table", "inet", "loss"},
+		{"add", "chain", "inet", "loss", "in", "{ type filter hook input priority 0; }"},
+		{"add", "rule", "inet", "loss", "in", "ip", "saddr", s.addr, "udp", "sport", "!=", "69",
+			"@th,64,16", "3", "numgen", "random", "mod", "100", "<", "5", "counter", "drop"},
+	} {
+		nstest.Run(t, s.pair.Client, "nft", argv...)
+	}
+}
+
 // TestRealClientsWindowsizeUnderLoss drops 5% of the DATA packets reaching
 // the client namespace (nftables; this kernel has no netem) while atftp
 // fetches small files at several window sizes: every fetch is byte-exact
@@ -289,31 +320,14 @@ func TestRealClientsWraparound(t *testing.T) {
 func TestRealClientsWindowsizeUnderLoss(t *testing.T) {
 	nstest.RequireTool(t, "atftp", "nft")
 	s := startNSServer(t, "tftp:\n  timeout: 200ms\n")
-	// Drop DATA (opcode 3: the first 16 bits of the UDP payload, at bit 64
-	// of the transport header) from the server, 5 in 100 at random.
-	for _, argv := range [][]string{
-		{"add", "table", "inet", "loss"},
-		{"add", "chain", "inet", "loss", "in", "{ type filter hook input priority 0; }"},
-		{"add", "rule", "inet", "loss", "in", "ip", "saddr", s.addr, "udp", "sport", "!=", "69",
-			"@th,64,16", "3", "numgen", "random", "mod", "100", "<", "5", "counter", "drop"},
-	} {
-		nstest.Run(t, s.pair.Client, "nft", argv...)
-	}
+	s.dropData(t)
 	out := t.TempDir()
 	var resent int
 	for _, w := range []int{1, 4, 16, 64} {
-		files := map[string]int{}
-		for name, n := range map[string]int{"a": 100_000, "b": 512 << 10} {
-			file := fmt.Sprintf("l%d-%s.bin", w, name)
-			nstest.RandomFile(t, filepath.Join(s.root, file), n, uint64(n+w))
-			files[file] = n
-		}
+		files := s.windowFiles(t, "l", w, map[string]int{"a": 100_000, "b": 512 << 10})
 		t.Run(fmt.Sprintf("windowsize %d", w), func(t *testing.T) {
 			for file, size := range files {
-				local := filepath.Join(out, fmt.Sprintf("%d-%s", w, file))
-				argv := []string{"atftp", "--option", fmt.Sprintf("windowsize %d", w), "--option", "blksize 1468",
-					"--option", "tsize 0", "-g", "-r", file, "-l", local, s.addr}
-				line, lastOut := s.get(t, argv, file, local)
+				line, lastOut := s.getWindowed(t, w, file, out)
 				if !strings.Contains(line, "outcome=ok") || !strings.Contains(line, fmt.Sprintf("bytes=%d ", size)) {
 					t.Errorf("%s: fetch line %q; want outcome=ok bytes=%d\n%s", file, line, size, lastOut)
 				}
@@ -337,14 +351,7 @@ func TestRealClientsWindowsizeUnderLoss(t *testing.T) {
 func TestWindowedLossyClient(t *testing.T) {
 	nstest.RequireTool(t, "nft")
 	s := startNSServer(t, "tftp:\n  timeout: 100ms\n  retries: 20\n")
-	for _, argv := range [][]string{
-		{"add", "table", "inet", "loss"},
-		{"add", "chain", "inet", "loss", "in", "{ type filter hook input priority 0; }"},
-		{"add", "rule", "inet", "loss", "in", "ip", "saddr", s.addr, "udp", "sport", "!=", "69",
-			"@th,64,16", "3", "numgen", "random", "mod", "100", "<", "5", "counter", "drop"},
-	} {
-		nstest.Run(t, s.pair.Client, "nft", argv...)
-	}
+	s.dropData(t)
 	srv := netip.AddrPortFrom(s.pair.ServerIP, 69)
 	for _, w := range []int{4, 16, 64} {
 		t.Run(fmt.Sprintf("windowsize %d", w), func(t *testing.T) {

@@ -5,18 +5,14 @@ package main
 import (
 	"context"
 	"net"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pxeperf/pxeperf/bench"
 	"github.com/pxeperf/pxeperf/images"
-	"github.com/pxeperf/pxeperf/internal/nstest"
 	"github.com/pxeperf/pxeperf/record"
-	"golang.org/x/sys/unix"
 )
 
 // freePort returns a loopback TCP port that was free a moment ago.
@@ -35,41 +31,17 @@ func freePort(t *testing.T) int {
 // against it: HTTP fetches of a generated image by window, and TCP/UDP
 // streams both ways; the records land in the bench's own store.
 func TestBenchRemote(t *testing.T) {
-	bin := nstest.Binary(t)
 	dir := t.TempDir()
 	root := filepath.Join(dir, "images")
 	if _, err := images.GenerateFile(root, bench.DefaultRemoteFile, 4<<20, 1); err != nil {
 		t.Fatal(err)
 	}
 	httpPort, streamPort := freePort(t), freePort(t)
-	cmd := exec.Command(bin, "serve", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off", "--tftp-addr", "off", "--admin-addr", "off",
+	srv := startServe(t, "", "", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off", "--tftp-addr", "off", "--admin-addr", "off",
 		"--http-addr", "127.0.0.1:"+strconv.Itoa(httpPort), "--bench-addr", "127.0.0.1:"+strconv.Itoa(streamPort),
 		"--root", root, "--data", filepath.Join(dir, "serve-data"))
-	var out nstest.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = unix.Kill(-cmd.Process.Pid, unix.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("pxeperf serve output:\n%s", out.String())
-		}
-	})
-	if !nstest.WaitFor(15*time.Second, func() bool { return strings.Contains(out.String(), "pxeperf serving") }) {
-		t.Fatalf("serve did not start:\n%s", out.String())
-	}
-	if !strings.Contains(out.String(), "bench stream server listening") {
-		t.Errorf("serve did not start the stream server:\n%s", out.String())
+	if !strings.Contains(srv.out.String(), "bench stream server listening") {
+		t.Errorf("serve did not start the stream server:\n%s", srv.out.String())
 	}
 
 	data := t.TempDir()

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/images"
 	"github.com/spf13/cobra"
 )
@@ -125,14 +126,14 @@ func newImagesGenerateCmd(f *imagesFlags) *cobra.Command {
 
 The same NAME, SIZE and --seed give the same bytes on any machine, so two labs
 can compare throughput on identical images. The data does not compress.
-SIZE: bytes (1000000) or a unit: 64M, 500MiB, 1GiB (powers of 1024), 500MB
-(powers of 1000). An existing NAME is replaced only with --force.`,
+SIZE: bytes (1000000) or a unit: 64M, 500MiB, 1GiB, 1.5GiB (powers of 1024),
+500MB (powers of 1000). An existing NAME is replaced only with --force.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if size == "" {
 				return usageErrorf("--size is required, e.g. --size 500MiB")
 			}
-			n, err := images.ParseSize(size)
+			n, err := configs.ParseSize(size)
 			if err != nil {
 				return usageErrorf("--size: %w", err)
 			}

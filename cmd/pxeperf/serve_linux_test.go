@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/nstest"
-	"golang.org/x/sys/unix"
 )
 
 // TestServeEmbeddedDefault runs a bare `pxeperf serve` (no flags, no config)
@@ -20,31 +18,12 @@ import (
 // plain DHCP client (proxy mode), and stop cleanly on SIGTERM.
 func TestServeEmbeddedDefault(t *testing.T) {
 	nstest.RequireTool(t, "curl", "tftp", "busybox")
-	bin := nstest.Binary(t)
 	p := nstest.NewPair(t, nstest.Options{})
 	dir := t.TempDir()
 
-	cmd := nstest.Command(context.Background(), p.Server, bin, "serve")
-	cmd.Dir = dir
-	var out nstest.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
-		if t.Failed() {
-			t.Logf("pxeperf output:\n%s", out.String())
-		}
-	})
-	if !nstest.WaitFor(15*time.Second, func() bool { return strings.Contains(out.String(), "pxeperf serving") }) {
-		t.Fatalf("serve did not start:\n%s", out.String())
-	}
-	if !strings.Contains(out.String(), "iface="+p.ServerIf) || !strings.Contains(out.String(), "dhcp=proxy") {
-		t.Errorf("serve did not pick %s in proxy mode:\n%s", p.ServerIf, out.String())
+	srv := startServe(t, p.Server, dir)
+	if !strings.Contains(srv.out.String(), "iface="+p.ServerIf) || !strings.Contains(srv.out.String(), "dhcp=proxy") {
+		t.Errorf("serve did not pick %s in proxy mode:\n%s", p.ServerIf, srv.out.String())
 	}
 	sample, err := os.ReadFile(filepath.Join(dir, "images", "sample.ipxe"))
 	if err != nil {
@@ -66,15 +45,5 @@ func TestServeEmbeddedDefault(t *testing.T) {
 		t.Errorf("a plain DHCP client got an answer from proxy mode:\n%s", o)
 	}
 
-	if err := unix.Kill(-cmd.Process.Pid, unix.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve exited with %v after SIGTERM:\n%s", err, out.String())
-		}
-	case <-time.After(40 * time.Second):
-		t.Fatal("serve did not stop within 40 s of SIGTERM")
-	}
+	srv.stop(t)
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"os"
@@ -18,29 +19,71 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// startServe runs the real binary with args in dir and waits until it
-// serves; it is killed at cleanup.
-func startServe(t *testing.T, dir string, args ...string) (*exec.Cmd, *nstest.SyncBuffer, chan error) {
+// served is the real binary's `serve`, run by startServe.
+type served struct {
+	cmd    *exec.Cmd
+	out    *nstest.SyncBuffer
+	exited chan struct{} // closed when it has exited, with err set
+	err    error         // what cmd.Wait returned
+}
+
+// startServe runs `pxeperf serve args...` (the built binary) in namespace
+// ns ("" this one), in dir ("" the test's), in a process group of its own,
+// and waits (20 s at most) until it serves. At cleanup it gets SIGTERM,
+// then SIGKILL after 10 s; its output is logged if the test failed.
+func startServe(t *testing.T, ns, dir string, args ...string) *served {
 	t.Helper()
-	cmd := exec.Command(nstest.Binary(t), append([]string{"serve", "--admin-addr", "off"}, args...)...)
-	cmd.Dir = dir
-	out := &nstest.SyncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	s := &served{cmd: nstest.Command(context.Background(), ns, nstest.Binary(t), append([]string{"serve"}, args...)...),
+		out: &nstest.SyncBuffer{}, exited: make(chan struct{})}
+	s.cmd.Dir = dir
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	s.cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
+	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { s.err = s.cmd.Wait(); close(s.exited) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		_ = s.signal(unix.SIGTERM)
+		select {
+		case <-s.exited:
+		case <-time.After(10 * time.Second):
+			_ = s.signal(unix.SIGKILL)
+			<-s.exited
+		}
 		if t.Failed() {
-			t.Logf("pxeperf output:\n%s", out.String())
+			t.Logf("pxeperf serve output:\n%s", s.out.String())
 		}
 	})
-	if !nstest.WaitFor(20*time.Second, func() bool { return strings.Contains(out.String(), "pxeperf serving") }) {
-		t.Fatalf("serve did not start:\n%s", out.String())
+	if !nstest.WaitFor(20*time.Second, func() bool { return strings.Contains(s.out.String(), "pxeperf serving") }) {
+		t.Fatalf("serve did not start:\n%s", s.out.String())
 	}
-	return cmd, out, done
+	return s
+}
+
+// signal sends sig to serve's process group (none once it has exited).
+func (s *served) signal(sig unix.Signal) error {
+	select {
+	case <-s.exited:
+		return nil
+	default:
+		return unix.Kill(-s.cmd.Process.Pid, sig)
+	}
+}
+
+// stop sends SIGTERM and fails the test unless serve exits 0 within 40 s.
+func (s *served) stop(t *testing.T) {
+	t.Helper()
+	if err := s.signal(unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.exited:
+		if s.err != nil {
+			t.Fatalf("serve exited with %v after SIGTERM:\n%s", s.err, s.out.String())
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("serve did not stop within 40 s of SIGTERM")
+	}
 }
 
 var httpAddrLog = regexp.MustCompile(`msg="http boot serving".* addr=(\S+)`)
@@ -63,20 +106,20 @@ func TestServeSignals(t *testing.T) {
 		}
 	}
 	writeCfg("old-vmlinuz", "")
-	cmd, out, done := startServe(t, dir, "--config", "lab.yaml", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off",
+	srv := startServe(t, "", dir, "--admin-addr", "off", "--config", "lab.yaml", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off",
 		"--tftp-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--root", "images", "--data", "state")
 	for _, want := range []string{
 		`msg="created the data folder" data=` + filepath.Join(dir, "state"),
 		"msg=\"created image root with a sample iPXE script\" root=" + filepath.Join(dir, "images"),
 		"config=lab.yaml",
 	} {
-		if !strings.Contains(out.String(), want) {
+		if !strings.Contains(srv.out.String(), want) {
 			t.Errorf("start-up log lacks %q", want)
 		}
 	}
 	var m []string
-	if !nstest.WaitFor(10*time.Second, func() bool { m = httpAddrLog.FindStringSubmatch(out.String()); return m != nil }) {
-		t.Fatalf("no HTTP address in the log:\n%s", out.String())
+	if !nstest.WaitFor(10*time.Second, func() bool { m = httpAddrLog.FindStringSubmatch(srv.out.String()); return m != nil }) {
+		t.Fatalf("no HTTP address in the log:\n%s", srv.out.String())
 	}
 	get := func() string {
 		t.Helper()
@@ -93,11 +136,11 @@ func TestServeSignals(t *testing.T) {
 	}
 	hup := func(wantLog string, n int) {
 		t.Helper()
-		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		if err := srv.signal(unix.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
-		if !nstest.WaitFor(10*time.Second, func() bool { return strings.Count(out.String(), wantLog) >= n }) {
-			t.Fatalf("no %q after SIGHUP:\n%s", wantLog, out.String())
+		if !nstest.WaitFor(10*time.Second, func() bool { return strings.Count(srv.out.String(), wantLog) >= n }) {
+			t.Fatalf("no %q after SIGHUP:\n%s", wantLog, srv.out.String())
 		}
 	}
 	writeCfg("new-vmlinuz", "")
@@ -114,28 +157,18 @@ func TestServeSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	hup("SIGHUP: reload refused", 2)
-	if !strings.Contains(out.String(), `\"zz\" is not an Ethernet MAC`) {
-		t.Errorf("refused reload does not say why:\n%s", out.String())
+	if !strings.Contains(srv.out.String(), `\"zz\" is not an Ethernet MAC`) {
+		t.Errorf("refused reload does not say why:\n%s", srv.out.String())
 	}
 	select {
-	case err := <-done:
-		t.Fatalf("serve exited on SIGHUP: %v", err)
+	case <-srv.exited:
+		t.Fatalf("serve exited on SIGHUP: %v", srv.err)
 	default:
 	}
 
-	if err := cmd.Process.Signal(unix.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve exited with %v after SIGTERM", err)
-		}
-	case <-time.After(40 * time.Second):
-		t.Fatal("serve did not stop within 40 s of SIGTERM")
-	}
+	srv.stop(t)
 	for _, want := range []string{`msg="stopping on SIGTERM" signal=SIGTERM services=tftp,http`, `msg="pxeperf stopped"`} {
-		if !strings.Contains(out.String(), want) {
+		if !strings.Contains(srv.out.String(), want) {
 			t.Errorf("log lacks %q", want)
 		}
 	}
