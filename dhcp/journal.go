@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pxeperf/pxeperf/internal/datalock"
 )
 
 // JournalName is the lease journal's file name inside the data folder.
@@ -229,7 +231,9 @@ func openJournal(dir string, s *leaseStore, noSync bool, log *slog.Logger) (*jou
 	if err != nil {
 		return nil, fmt.Errorf("opening lease lock: %w (set --data to a writable folder)", err)
 	}
-	if err := lockFile(lock); err != nil {
+	// Two servers never share one lease journal (datalock.TryLock: the
+	// system drops the lock when the process dies).
+	if err := datalock.TryLock(lock); err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("lease journal %s is in use by another pxeperf (%w); stop it or give this one its own --data", path, err)
 	}
