@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -39,10 +38,4 @@ func listenUDP(ctx context.Context, ifname string, port int) (*net.UDPConn, erro
 		return nil, err
 	}
 	return pc.(*net.UDPConn), nil
-}
-
-// lockFile takes an exclusive, non-blocking lock on f, so two servers never
-// share one lease journal. The kernel drops it when the process dies.
-func lockFile(f *os.File) error {
-	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 }

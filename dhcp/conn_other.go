@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 )
 
 // listenUDP without SO_BINDTODEVICE: pxeperf serves DHCP on Linux only,
@@ -23,6 +22,3 @@ func listenUDP(ctx context.Context, ifname string, port int) (*net.UDPConn, erro
 	}
 	return pc.(*net.UDPConn), nil
 }
-
-// lockFile is a no-op where flock is not wired up.
-func lockFile(*os.File) error { return nil }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pxeperf/pxeperf/internal/datalock"
 	"github.com/pxeperf/pxeperf/internal/hwaddr"
 )
 
@@ -231,7 +232,9 @@ func openJournal(dir string, s *leaseStore, noSync bool, log *slog.Logger) (*jou
 	if err != nil {
 		return nil, fmt.Errorf("opening lease lock: %w (set --data to a writable folder)", err)
 	}
-	if err := lockFile(lock); err != nil {
+	// Two servers never share one lease journal (datalock.TryLock: the
+	// system drops the lock when the process dies).
+	if err := datalock.TryLock(lock); err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("lease journal %s is in use by another pxeperf (%w); stop it or give this one its own --data", path, err)
 	}

@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/pxeperf/pxeperf/internal/datalock"
 )
 
 // JournalName is the sink's append-only journal inside the data folder.
@@ -32,7 +32,8 @@ const JournalName = "records.journal"
 // newline (a write cut short) is ended before anything is appended after
 // it, so it cannot swallow the next entry.
 //
-// An exclusive flock keeps two servers from sharing one data folder.
+// An exclusive lock (datalock.TryLock) keeps two servers from sharing one
+// data folder.
 type Journal struct {
 	path string
 	f    *os.File
@@ -55,9 +56,9 @@ func OpenJournal(dataDir string) (*Journal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("record journal %s: %w (make the data folder writable or set --data elsewhere)", path, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := datalock.TryLock(f); err != nil {
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if errors.Is(err, datalock.ErrLocked) {
 			return nil, fmt.Errorf("record journal %s is locked: another pxeperf serve uses --data %s; stop it or use another --data", path, dataDir)
 		}
 		return nil, fmt.Errorf("locking record journal %s: %w", path, err)

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/netstate"
 )
@@ -91,16 +89,6 @@ func httpFetch(i int) *event.Fetch {
 			Cwnd: 90 * 1448, SndWnd: 2 << 20, RTT: 2 * time.Millisecond})
 	}
 	return f
-}
-
-// cpuTime is the process's user+system CPU time so far: the handler's
-// part (convert, encode, journal write) and the writer's (SQLite) alike.
-func cpuTime(tb testing.TB) time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkRecordHTTP is the whole CPU cost of recording one served HTTP

@@ -16,10 +16,10 @@ func bufControl(rcv, snd int) func(network, address string, c syscall.RawConn) e
 		var serr error
 		err := c.Control(func(fd uintptr) {
 			if rcv > 0 {
-				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcv)
+				serr = syscall.SetsockoptInt(sockfd(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcv)
 			}
 			if serr == nil && snd > 0 {
-				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, snd)
+				serr = syscall.SetsockoptInt(sockfd(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, snd)
 			}
 		})
 		if err != nil {

@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Tests of issue 9 ("a lab network is a hostile network"): what a client
@@ -46,11 +44,7 @@ func newVictim(t *testing.T) *victim {
 	}
 	// Room for whole windows of 64 KiB blocks, so the count is what the
 	// server sent (root may exceed rmem_max).
-	if rc, err := c.SyscallConn(); err == nil {
-		_ = rc.Control(func(fd uintptr) {
-			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 64<<20)
-		})
-	}
+	forceRcvbuf(c, 64<<20)
 	v := &victim{t: t, conn: c, done: make(chan struct{})}
 	go func() {
 		defer close(v.done)

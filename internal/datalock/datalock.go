@@ -1,7 +1,9 @@
 // Package datalock makes a data folder single-owner: one pxeperf serve at
-// a time holds <data>/pxeperf.lock (an exclusive flock the kernel drops
-// when the process dies, kill -9 included). The file carries the owner's
-// pid and start time, so a second serve is refused with an error naming
+// a time holds <data>/pxeperf.lock (an exclusive lock the system drops
+// when the process dies, kill -9 included: flock on Unix, LockFileEx on
+// Windows, both behind TryLock, which the record and lease journals take
+// on files of their own too). The file carries the owner's pid and start
+// time, so a second serve is refused with an error naming
 // the folder and the process that has it. Take it before anything touches
 // the folder (the lease and record journals, the image cache and its temp
 // files).
@@ -14,8 +16,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // FileName is the lock file inside the data folder.
@@ -23,6 +23,9 @@ const FileName = "pxeperf.lock"
 
 // ErrInUse means another process holds the data folder.
 var ErrInUse = errors.New("data folder in use by another pxeperf")
+
+// ErrLocked is TryLock's error when another open file holds the lock.
+var ErrLocked = errors.New("locked by another open file")
 
 // Lock is a held data folder.
 type Lock struct {
@@ -41,13 +44,13 @@ func Acquire(dir string) (*Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("data folder lock %s: %w (set --data to a writable folder)", path, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := TryLock(f); err != nil {
 		holder := "another process"
 		if b, rerr := os.ReadFile(path); rerr == nil && len(strings.TrimSpace(string(b))) > 0 {
 			holder = strings.Join(strings.Fields(string(b)), " ")
 		}
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if errors.Is(err, ErrLocked) {
 			abs, _ := filepath.Abs(dir)
 			return nil, fmt.Errorf("%w: %s is held by %s; stop that pxeperf or give this one its own --data", ErrInUse, abs, holder)
 		}
@@ -68,6 +71,7 @@ func (l *Lock) Release() error {
 		return nil
 	}
 	_ = l.f.Truncate(0)
+	_ = Unlock(l.f)
 	err := l.f.Close()
 	l.f = nil
 	return err

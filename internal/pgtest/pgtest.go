@@ -12,13 +12,11 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,7 +29,7 @@ type Cluster struct {
 	// Dir holds the cluster (Dir/data), its log (Dir/log) and its socket.
 	Dir       string
 	bin       string
-	cred      *syscall.Credential
+	asUser    func(*exec.Cmd) // sets the server's user (serverUser); nil: ours
 	running   bool
 	dbs       atomic.Int32
 	Superuser string
@@ -86,17 +84,8 @@ func Start(t testing.TB) *Cluster {
 		}
 		os.RemoveAll(dir)
 	})
-	if os.Geteuid() == 0 {
-		uid, gid := uint32(65534), uint32(65534)
-		if u, err := user.Lookup("postgres"); err == nil {
-			a, _ := strconv.Atoi(u.Uid)
-			b, _ := strconv.Atoi(u.Gid)
-			uid, gid = uint32(a), uint32(b)
-		}
-		c.cred = &syscall.Credential{Uid: uid, Gid: gid}
-		if err := os.Chown(dir, int(uid), int(gid)); err != nil {
-			t.Fatal(err)
-		}
+	if c.asUser, err = serverUser(dir); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -134,8 +123,8 @@ func (c *Cluster) run(name string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, name), args...)
 	cmd.Dir = c.Dir
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	if c.cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+	if c.asUser != nil {
+		c.asUser(cmd)
 	}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
