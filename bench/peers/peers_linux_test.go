@@ -171,10 +171,15 @@ func TestPeers(t *testing.T) {
 	for round := range rounds {
 		if httpLab != nil {
 			for _, c := range httpCases {
-				for name, r := range httpLab.Round(t, c, round) {
-					put("http/"+c.String()+"/"+name+"/cpu", r.CPUPerGiB)
-					put("http/"+c.String()+"/"+name+"/gbps", r.Gbps)
+				runs := httpLab.Round(t, c, round)
+				var line []string
+				for _, s := range peerbench.Rotate(httpLab.Servers, round) {
+					r := runs[s.Name]
+					put("http/"+c.String()+"/"+s.Name+"/cpu", r.CPUPerGiB)
+					put("http/"+c.String()+"/"+s.Name+"/gbps", r.Gbps)
+					line = append(line, fmt.Sprintf("%s %.3f s/GiB %.2f Gbit/s", s.Name, r.CPUPerGiB, r.Gbps))
 				}
+				t.Logf("HTTP %s round %d (in this order): %s", c, round+1, strings.Join(line, ", "))
 			}
 			httpLab.Shape(t, false)
 		}
