@@ -1,10 +1,12 @@
 package httpboot
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -274,5 +276,25 @@ func TestConnLimiterClosedPeers(t *testing.T) {
 				t.Errorf("%d counted, over the cap %d", n, tc.perClient)
 			}
 		})
+	}
+}
+
+// TestConnsRefusedCurl: curl over the cap shows the 503 and its reason,
+// not "Empty reply from server".
+func TestConnsRefusedCurl(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl not installed (apt-get install curl)")
+	}
+	e := newTestEnv(t, envOpts{})
+	addr := strings.TrimPrefix(e.url, "http://")
+	for range DefaultMaxConnsPerClient {
+		dialFrom(t, addr, 2)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "curl", "-sS", "-i", "--max-time", "20", "--interface", "127.0.0.2", e.url+"/healthz").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "HTTP/1.1 503 Service Unavailable") ||
+		!strings.Contains(string(out), "raise http.max_conns_per_client") {
+		t.Errorf("curl over the cap: %v\n%s", err, out)
 	}
 }
