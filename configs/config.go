@@ -243,8 +243,9 @@ type HTTP struct {
 	// A refusal is logged once per client and reason a minute and counted
 	// (GET /healthz, "refused").
 
-	// MaxConns caps open connections to the boot port; more are closed at
-	// once. Default 2048.
+	// MaxConns caps open connections to the boot port; more are answered
+	// 503 Service Unavailable (Retry-After: 1) naming the setting. Default
+	// 2048.
 	MaxConns int `yaml:"max_conns"`
 	// MaxConnsPerClient caps open connections from one address (iPXE and
 	// UEFI use one or two). Default 32.

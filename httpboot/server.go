@@ -213,9 +213,13 @@ func (s *Server) Serve(ctx context.Context) error {
 	return nil
 }
 
-// ServeHTTP routes: /api/ (when Options.API is set), /healthz, the script
-// path, else a file from the root.
+// ServeHTTP answers 503 on a connection over a connection cap
+// (connLimiter.serveOver), else routes: /api/ (when Options.API is set),
+// /healthz, the script path, else a file from the root.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.conns.unsettled.Load() > 0 && !s.conns.serveOver(w, r) {
+		return // over http.max_conns or max_conns_per_client: answered 503
+	}
 	if s.opt.API != nil && strings.HasPrefix(r.URL.Path, "/api/") {
 		s.opt.API.ServeHTTP(w, r)
 		return

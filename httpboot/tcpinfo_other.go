@@ -25,3 +25,7 @@ func newTCPProbe(net.Conn) *tcpProbe                   { return nil }
 func (p *tcpProbe) sample() (tcpSample, bool)          { return tcpSample{}, false }
 func (p *tcpProbe) outq() int                          { return -1 }
 func (p *tcpProbe) final(maxWnd uint32) *event.TCPInfo { return nil }
+
+// peerClosed is Linux-only (TCP_INFO's state); elsewhere a client's
+// closed connection counts until the server has closed it too.
+func peerClosed(net.Conn) bool { return false }
