@@ -203,9 +203,18 @@ func TestConnsRefusedNoLeak(t *testing.T) {
 			}
 		}
 	}
+	// Until the accept loop has seen them, nothing is held yet: wait for
+	// the refusals (the ones without a request come after refuseIdle).
+	var refused uint64
+	for range 500 {
+		if refused = e.srv.Refused().Counts()[refuseClientConns]; refused >= over {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	wantSettled(t, e.srv.conns)
-	if n := e.srv.Refused().Counts()[refuseClientConns]; n != over {
-		t.Errorf("refusals: %d, want %d", n, over)
+	if refused != over {
+		t.Errorf("refusals: %d, want %d", refused, over)
 	}
 	n := 0
 	for range 500 {
