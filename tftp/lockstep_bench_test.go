@@ -25,7 +25,8 @@ import (
 // plain and under a 1 Gbit/s tbf. Servers alternate within each round;
 // Mbit/s and server CPU s/GiB (user+system of the server process and its
 // children, from /proc: see cpuMeter) are medians. It runs only with
-// PXEPERF_BENCH=1 and needs atftpd (see requireAtftpd):
+// PXEPERF_BENCH=1 and needs atftpd (see requireAtftpd); the servers' order
+// rotates from round to round:
 //
 //	PXEPERF_BENCH=1 go test -run TestBenchLockstep -v -timeout 60m ./tftp/
 //
@@ -138,9 +139,11 @@ func TestBenchLockstep(t *testing.T) {
 		secs := map[string][]float64{}
 		cpu := map[string][]float64{}
 		key := func(c client, srv *server) string { return fmt.Sprintf("%s/%d/%s", c.name, c.blk, srv.name) }
-		for range runs {
+		for r := range runs {
 			for _, c := range clients {
-				for _, srv := range servers {
+				// The order rotates from round to round, so no server
+				// always follows the same one (page cache, CPU state).
+				for _, srv := range peerbench.Rotate(servers, r) {
 					name, args := c.args(ip, srv.port, out)
 					os.Remove(out)
 					meter := startCPUMeter(t, srv.proc)
