@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -100,15 +102,22 @@ func startIperf2(t *testing.T) (*Iperf2, *event.Recorder, *syncLog) {
 // freePortAbove is a TCP port on loopback, free a moment ago, above p.
 func freePortAbove(t *testing.T, p uint16) string {
 	t.Helper()
-	for range 50 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	// Above the kernel's ephemeral range when it leaves room (Linux's
+	// default ends at 60999): a port picked inside it and let go can be
+	// handed to any outgoing connection before iperf binds it ("listener
+	// bind failed: Address already in use", seen once in CI).
+	lo := int(p) + 1
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if hi, err := strconv.Atoi(f[1]); err == nil && hi+1 > lo && hi < 65000 {
+				lo = hi + 1
+			}
 		}
-		q := addrPort(ln.Addr()).Port()
-		ln.Close()
-		if q > p {
-			return strconv.Itoa(int(q))
+	}
+	for q := lo + rand.IntN(max(65535-lo-64, 1)); q <= 65535; q++ {
+		if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(q))); err == nil {
+			ln.Close()
+			return strconv.Itoa(q)
 		}
 	}
 	t.Skip("no free port above the server's")

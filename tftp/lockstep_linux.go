@@ -233,7 +233,7 @@ func (s *Server) threadCap() int64 { return int64(max(s.cfg.LockstepThreads, 0))
 // threadLink opens a threadLink for a lock-step transfer when a thread is
 // free under LockstepThreads, else returns nil (the transfer waits in the
 // poller). It runs on the transfer's goroutine, which must close the link.
-func (s *Server) threadLink(ctx context.Context, peer netip.AddrPort, local netip.Addr) link {
+func (s *Server) threadLink(base, ctx context.Context, peer netip.AddrPort, local netip.Addr) link {
 	for {
 		n := s.threads.Load()
 		if n >= int32(s.cfg.LockstepThreads) {
@@ -245,7 +245,7 @@ func (s *Server) threadLink(ctx context.Context, peer netip.AddrPort, local neti
 			break
 		}
 	}
-	l, err := s.openThreadLink(ctx, peer, local)
+	l, err := s.openThreadLink(base, ctx, peer, local)
 	if err != nil {
 		s.threads.Add(-1)
 		s.polled.Add(1)
@@ -256,7 +256,7 @@ func (s *Server) threadLink(ctx context.Context, peer netip.AddrPort, local neti
 	return l
 }
 
-func (s *Server) openThreadLink(ctx context.Context, peer netip.AddrPort, local netip.Addr) (*threadLink, error) {
+func (s *Server) openThreadLink(base, ctx context.Context, peer netip.AddrPort, local netip.Addr) (*threadLink, error) {
 	if !peer.Addr().Is4() || (local.IsValid() && !local.Is4()) {
 		return nil, fmt.Errorf("not IPv4: %v from %v", peer, local)
 	}
@@ -279,6 +279,9 @@ func (s *Server) openThreadLink(ctx context.Context, peer netip.AddrPort, local 
 				err = fmt.Errorf("bind %v:%d: %w", local, la.Port, err)
 			}
 		}
+		if h := testHookBound.Load(); err == nil && s.cfg.SinglePort && h != nil {
+			(*h)()
+		}
 		if err == nil {
 			if err = unix.Connect(fd, &unix.SockaddrInet4{Addr: peer.Addr().As4(), Port: int(peer.Port())}); err != nil {
 				err = fmt.Errorf("connect %v: %w", peer, err)
@@ -287,6 +290,9 @@ func (s *Server) openThreadLink(ctx context.Context, peer netip.AddrPort, local 
 		if err != nil {
 			unix.Close(fd)
 			return err
+		}
+		if s.cfg.SinglePort {
+			s.passOn(base, fd, local)
 		}
 		// Blocking: os.NewFile leaves it out of the poller.
 		f = os.NewFile(uintptr(fd), "tftp "+peer.String())

@@ -11,7 +11,7 @@ import (
 const defaultLockstepThreads = 16
 
 // threadLink is Linux only: elsewhere every transfer waits in the poller.
-func (s *Server) threadLink(context.Context, netip.AddrPort, netip.Addr) link {
+func (s *Server) threadLink(context.Context, context.Context, netip.AddrPort, netip.Addr) link {
 	s.polled.Add(1)
 	return nil
 }

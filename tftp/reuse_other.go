@@ -4,6 +4,7 @@ package tftp
 
 import (
 	"errors"
+	"net/netip"
 	"syscall"
 )
 
@@ -12,3 +13,7 @@ import (
 func shareAddr(_, _ string, _ syscall.RawConn) error {
 	return errors.New("tftp single-port mode needs Linux; turn tftp.single_port off")
 }
+
+// recvQueued: single-port mode is Linux only (shareAddr), so there is never
+// anything to pass on.
+func recvQueued(int, []byte) (int, *netip.AddrPort, error) { return 0, nil, nil }
