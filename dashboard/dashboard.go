@@ -119,8 +119,9 @@ type TFTPCounters struct {
 	Malformed   int64             `json:"malformed"`
 	Repeated    int64             `json:"repeated_requests"`
 	Stray       int64             `json:"stray"`
-	Replaced    int64             `json:"replaced"` // transfers ended by a new request from the same address and port
-	Refused     uint64            `json:"refused"`  // RefusedBy summed
+	Replaced    int64             `json:"replaced"`  // transfers ended by a new request from the same address and port
+	PassedOn    int64             `json:"passed_on"` // single-port: datagrams a transfer socket took in before its connect, handed on
+	Refused     uint64            `json:"refused"`   // RefusedBy summed
 	RefusedBy   map[string]uint64 `json:"refused_by,omitempty"`
 }
 
@@ -129,7 +130,8 @@ func tftpCounters(st tftp.Stats) *TFTPCounters {
 	c := &TFTPCounters{Requests: st.Requests, ThreadsBusy: st.LockstepThreadsBusy, ThreadsCap: st.LockstepThreadsCap,
 		Threaded: st.LockstepThreaded, Polled: st.LockstepPolled, ThreadRecvs: st.LockstepThreadRecvs,
 		Pinned:    st.LockstepPinned,
-		Malformed: st.Malformed, Repeated: st.Duplicates, Stray: st.Stray, Replaced: st.Replaced}
+		Malformed: st.Malformed, Repeated: st.Duplicates, Stray: st.Stray, Replaced: st.Replaced,
+		PassedOn: st.PassedOn}
 	for reason, n := range st.Refused {
 		c.Refused += n
 		if c.RefusedBy == nil {

@@ -187,7 +187,7 @@ type statsCollector struct {
 	queue, queueBytes, backlog, storeErrs, written, dropped    *prometheus.Desc
 	lockstep, lockstepRecvs, lockstepBusy, lockstepCap         *prometheus.Desc
 	lockstepPinned                                             *prometheus.Desc
-	tftpRequests, tftpDropped, tftpReplaced                    *prometheus.Desc
+	tftpRequests, tftpDropped, tftpReplaced, tftpPassedOn      *prometheus.Desc
 	dhcpReceived, dhcpIgnored, dhcpErrors, reclaimed, ended    *prometheus.Desc
 	httpConns                                                  *prometheus.Desc
 }
@@ -220,6 +220,8 @@ func newStatsCollector(src Sources) *statsCollector {
 		tftpDropped: d("tftp_dropped_total", "TFTP datagrams dropped unanswered, by reason: repeated-request (a client's request again while its transfer runs) "+
 			"or stray (neither an ACK nor an ERROR on a transfer's socket, added as the transfer ends).", "reason"),
 		tftpReplaced: d("tftp_replaced_transfers_total", "TFTP transfers ended by a new, different request from the same client address and port (the client moved on)."),
+		tftpPassedOn: d("tftp_passed_on_total", "Single-port mode: datagrams a TFTP transfer socket took in between its bind and its connect "+
+			"(another client's request), handed on as the listening socket would have handled them."),
 		dhcpReceived: d("dhcp_datagrams_received_total", "Datagrams read on the DHCP ports, parsed or not."),
 		dhcpIgnored: d("dhcp_ignored_total", "Valid DHCP requests left unanswered because they are not for pxeperf: "+
 			"another server chosen, not a boot client (proxy), a RELEASE or DECLINE of no lease of ours, ..."),
@@ -233,7 +235,7 @@ func newStatsCollector(src Sources) *statsCollector {
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.active, c.dhcpPackets, c.leasesInUse, c.poolSize, c.malformed, c.ref,
 		c.queue, c.queueBytes, c.backlog, c.storeErrs, c.written, c.dropped, c.lockstep, c.lockstepRecvs, c.lockstepPinned, c.lockstepBusy,
-		c.lockstepCap, c.tftpRequests, c.tftpDropped, c.tftpReplaced, c.dhcpReceived, c.dhcpIgnored, c.dhcpErrors,
+		c.lockstepCap, c.tftpRequests, c.tftpDropped, c.tftpReplaced, c.tftpPassedOn, c.dhcpReceived, c.dhcpIgnored, c.dhcpErrors,
 		c.reclaimed, c.ended, c.httpConns} {
 		ch <- d
 	}
@@ -299,6 +301,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.tftpDropped, float64(st.Duplicates), "repeated-request")
 		counter(c.tftpDropped, float64(st.Stray), "stray")
 		counter(c.tftpReplaced, float64(st.Replaced))
+		counter(c.tftpPassedOn, float64(st.PassedOn))
 	}
 	if s.HTTP != nil {
 		counter(c.malformed, float64(s.HTTP.BadRequests()), "http")

@@ -405,7 +405,7 @@ func sources() Sources {
 		PoolSize: 100,
 		TFTP: &fakeTFTP{st: tftp.Stats{Malformed: 3, Refused: map[string]uint64{"tftp: too many transfers": 6},
 			LockstepThreaded: 13, LockstepPolled: 2, LockstepThreadRecvs: 40000, LockstepPinned: 12, LockstepThreadsBusy: 5, LockstepThreadsCap: 16,
-			Requests: 21, Duplicates: 4, Stray: 9, Replaced: 1, Busy: 6}},
+			Requests: 21, Duplicates: 4, Stray: 9, Replaced: 1, Busy: 6, PassedOn: 7}},
 		HTTP:  &fakeHTTP{ref: httpRef, bad: 2, conns: 3},
 		Admin: adminRef,
 		Records: &fakeRecords{st: record.SinkStats{Written: 1000, Pending: 12, PendingBytes: 4096, JournalOnly: 30,
@@ -435,6 +435,7 @@ const (
 	tRequests = "pxeperf_tftp_requests_total"
 	tDropped  = "pxeperf_tftp_dropped_total"
 	tReplaced = "pxeperf_tftp_replaced_transfers_total"
+	tPassedOn = "pxeperf_tftp_passed_on_total"
 	dReceived = "pxeperf_dhcp_datagrams_received_total"
 	dIgnored  = "pxeperf_dhcp_ignored_total"
 	dErrors   = "pxeperf_dhcp_errors_total"
@@ -444,7 +445,7 @@ const (
 )
 
 var collected = []string{active, packets, inUse, pool, malformed, refusals, queue, qbytes, backlog, storeErrs, written, dropped,
-	lockstep, lsRecvs, lsPinned, lsBusy, lsCap, tRequests, tDropped, tReplaced, dReceived, dIgnored, dErrors, reclaimed, ended, hConns}
+	lockstep, lsRecvs, lsPinned, lsBusy, lsCap, tRequests, tDropped, tReplaced, tPassedOn, dReceived, dIgnored, dErrors, reclaimed, ended, hConns}
 
 // TestCollector: what a scrape shows is each Sources field's counters, as
 // read at that moment; a nil service is left out.
@@ -482,6 +483,7 @@ func TestCollector(t *testing.T) {
 		tDropped + `{reason="repeated-request"}`: 4,
 		tDropped + `{reason="stray"}`:            9,
 		tReplaced + `{}`:                         1,
+		tPassedOn + `{}`:                         7,
 		dReceived + `{}`:                         50,
 		dIgnored + `{}`:                          8,
 		dErrors + `{}`:                           3,
@@ -512,7 +514,7 @@ func TestCollector(t *testing.T) {
 		"no DHCP": {func(s *Sources) { s.DHCP = nil }, without(packets, inUse, pool, malformed+`{proto="dhcp"`, refusals+`{proto="dhcp"`,
 			dReceived, dIgnored, dErrors, reclaimed, ended)},
 		"no TFTP": {func(s *Sources) { s.TFTP = nil }, without(malformed+`{proto="tftp"`, refusals+`{proto="tftp"`, lockstep, lsRecvs, lsBusy,
-			lsCap, lsPinned, tRequests, tDropped, tReplaced)},
+			lsCap, lsPinned, tRequests, tDropped, tReplaced, tPassedOn)},
 		"no HTTP":           {func(s *Sources) { s.HTTP = nil }, without(malformed+`{proto="http"`, refusals+`{proto="http"`, hConns)},
 		"no admin refusals": {func(s *Sources) { s.Admin = nil }, without(refusals + `{proto="admin"`)},
 		"no recording": {func(s *Sources) { s.Records = nil },

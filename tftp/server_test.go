@@ -537,6 +537,12 @@ func TestDuplicateRequestIgnored(t *testing.T) {
 	c.send(ts.Addr(), rq(opRRQ, "f", "octet"))
 	_, from := c.recv()
 	c.send(ts.Addr(), rq(opRRQ, "f", "octet")) // the client's RRQ resend
+	// The listener reads the resend on its own; the transfer must still
+	// run when it does, so wait for it before acknowledging anything (CI
+	// once read Duplicates = 0 right after the last ACK, under load).
+	for i := 0; i < 200 && ts.Stats().Duplicates == 0; i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
 	for block := uint16(1); ; block++ {
 		c.send(from, ack(block))
 		b, src := c.recv()

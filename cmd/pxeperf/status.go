@@ -180,6 +180,7 @@ func printStatus(w io.Writer, v statusView) error {
 			c.Threaded, c.ThreadRecvs, c.Pinned, c.Polled)
 		fmt.Fprintf(tw, "dropped\t%d malformed, %d repeated requests, %d stray\n", c.Malformed, c.Repeated, c.Stray)
 		fmt.Fprintf(tw, "replaced transfers\t%d\n", c.Replaced)
+		fmt.Fprintf(tw, "passed on (single-port)\t%d\n", c.PassedOn)
 		fmt.Fprintf(tw, "refused\t%d\n", c.Refused)
 		for _, reason := range slices.Sorted(maps.Keys(c.RefusedBy)) {
 			fmt.Fprintf(tw, "  %s\t%d\n", reason, c.RefusedBy[reason])

@@ -62,7 +62,7 @@ function renderTFTP(c) {
   if (!c) return;
   p.textContent = `TFTP ${c.requests} requests · lock-step threads ${c.lockstep_threads_busy} / ${c.lockstep_threads_cap}` +
     ` (${c.lockstep_threaded} transfers on threads, ${c.lockstep_thread_recvs} datagrams read there, ${c.lockstep_pinned} on their client's CPU; ${c.lockstep_polled} in the poller)` +
-    ` · dropped ${c.malformed} malformed, ${c.repeated_requests} repeated requests, ${c.stray} stray · ${c.replaced} replaced · ${c.refused} refused`;
+    ` · dropped ${c.malformed} malformed, ${c.repeated_requests} repeated requests, ${c.stray} stray · ${c.replaced} replaced · ${c.passed_on} passed on · ${c.refused} refused`;
   p.title = Object.entries(c.refused_by || {}).map(([r, n]) => `${r}: ${n}`).join("\n");
 }
 let lastSeq = -1;
