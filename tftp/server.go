@@ -680,8 +680,11 @@ func (s *Server) openIn(fn func() error) error {
 // queued now is all there is to pass on (its resent request is a
 // duplicate there).
 func (s *Server) passOn(base context.Context, fd int, local netip.Addr) {
+	// A request is at most 512 bytes (RFC 2347); a longer datagram comes
+	// cut and dispatch counts it malformed. dispatch keeps no part of buf,
+	// as with the listener's.
+	buf := make([]byte, 4096)
 	for range maxPassOn {
-		buf := make([]byte, 65536)
 		n, from, err := recvQueued(fd, buf)
 		if err != nil || from == nil {
 			return
