@@ -66,6 +66,13 @@ func TestNewClose(t *testing.T) {
 	if reg.Len() != 1 {
 		t.Errorf("registry holds %d testbeds, want 1", reg.Len())
 	}
+	// No TCP metrics are kept, so no point seeds the next one's connections.
+	for _, side := range []Side{Server, Client} {
+		out, err := tb.Command(context.Background(), side, "cat", "/proc/sys/net/ipv4/tcp_no_metrics_save").Output()
+		if err != nil || strings.TrimSpace(string(out)) != "1" {
+			t.Errorf("side %v: tcp_no_metrics_save %q (%v), want 1", side, out, err)
+		}
+	}
 	st, err := tb.State()
 	if err != nil {
 		t.Fatal(err)

@@ -60,22 +60,15 @@ func NewHTTPLab(t testing.TB, p *nstest.Pair, bin string, mb1, mbMany int) *HTTP
 	if err := os.Chmod(l.Root, 0o755); err != nil { // nginx workers read as root, but be plain
 		t.Fatal(err)
 	}
-	// Each case starts from the same TCP state: without this the kernel
-	// keeps, per destination, what the last closed connection learnt
-	// (tcp_metrics: RTT, ssthresh, cwnd, reordering) and seeds the next
-	// connection with it. After the unshaped veth cases the cache held
-	// "reordering 225" (ip tcp_metrics show), which sizes an autotuned
-	// send buffer from the first packet (tcp_sndbuf_expand takes
-	// reordering+1 segments): nginx's 32 streams over the tbf then ran
-	// with 1.25 MiB buffers each, 4400 sendfile calls per GiB against 5800,
-	// and 0.72-0.80x the CPU per GiB of the same case run first; pxeperf,
-	// whose big bodies get a fixed buffer (http.send_buffer_kib), did not
-	// change, so the tbf/32 row read 1.22x nginx with every case in the
-	// run and 0.86-0.87x with tbf/32 alone or beside TFTP (TestPeers, 15
-	// and 21 rounds).
-	for _, ns := range []string{p.Server, p.Client} {
-		nstest.Run(t, ns, "sysctl", "-qw", "net.ipv4.tcp_no_metrics_save=1")
-	}
+	// Each case starts from the same TCP state: the pair is a netlab
+	// testbed, whose namespaces keep no TCP metrics (netlab's
+	// forgetTCPMetrics). With them, the unshaped veth cases left
+	// "reordering 225" in the cache, which sized nginx's autotuned send
+	// buffers at 1.25 MiB from the first packet of the tbf cases (4400
+	// against 5800 sendfile calls per GiB, 0.72-0.80x its CPU); pxeperf's
+	// fixed buffer (http.send_buffer_kib) did not change, so the tbf/32 row
+	// read 1.22x nginx with every case in the run against 0.86-0.87x with
+	// tbf/32 alone or beside TFTP (TestPeers, 15 and 21 rounds).
 	WriteFile(t, filepath.Join(l.Root, "one.img"), l.Size1)
 	WriteFile(t, filepath.Join(l.Root, "many.img"), l.SizeMany)
 	l.transport = &http.Transport{
