@@ -203,11 +203,12 @@ type TFTP struct {
 	// be sent in single-port mode by windowed transfers that have not yet
 	// proved the client reads them. Default 4096.
 	SinglePortBudgetKiB int `yaml:"single_port_budget_kib"`
-	// LockstepThreads is how many lock-step transfers at once wait for
-	// their ACKs on an OS thread of their own (Linux) instead of Go's
-	// poller: atftpd's speed for the first ones, bounded threads for a
-	// crowd. Default 16; 0: none.
-	LockstepThreads int `yaml:"lockstep_threads"`
+	// TransferThreads is how many transfers (lock-step or windowed) at
+	// once wait for their ACKs on an OS thread of their own (Linux)
+	// instead of Go's poller: more than atftpd's speed for the first ones,
+	// bounded threads for a crowd. Default 16; 0: none. It was
+	// lockstep_threads when only lock-step transfers had threads.
+	TransferThreads int `yaml:"transfer_threads"`
 }
 
 // HTTP configures HTTP boot and the iPXE script endpoint.
@@ -438,8 +439,8 @@ func validateTFTPBudgets(t *TFTP, add func(key, format string, a ...any)) {
 	if t.MaxTransferTime < time.Second {
 		add("tftp.max_transfer_time", "%s is too short for a transfer; use e.g. 30m", t.MaxTransferTime)
 	}
-	if t.LockstepThreads < 0 || t.LockstepThreads > t.MaxTransfers {
-		add("tftp.lockstep_threads", "%d is outside 0..tftp.max_transfers (%d); use e.g. 16, or 0 for none", t.LockstepThreads, t.MaxTransfers)
+	if t.TransferThreads < 0 || t.TransferThreads > t.MaxTransfers {
+		add("tftp.transfer_threads", "%d is outside 0..tftp.max_transfers (%d); use e.g. 16, or 0 for none", t.TransferThreads, t.MaxTransfers)
 	}
 	if t.SinglePortBudgetKiB < 256 {
 		add("tftp.single_port_budget_kib", "%d is under 256 KiB, less than a few clients need to prove they read; use e.g. 4096", t.SinglePortBudgetKiB)

@@ -25,7 +25,7 @@ func TestDefaultIsSafe(t *testing.T) {
 	}
 	// Budgets a lab of 500 boards never reaches (issue 9).
 	if tf := c.TFTP; tf.SinglePort || tf.MaxTransfers != 1024 || tf.MaxTransfersPerClient != 64 ||
-		tf.MaxClientTimeout != 10*time.Second || tf.MaxTransferTime != 30*time.Minute || tf.SinglePortBudgetKiB != 4096 || tf.LockstepThreads != 16 {
+		tf.MaxClientTimeout != 10*time.Second || tf.MaxTransferTime != 30*time.Minute || tf.SinglePortBudgetKiB != 4096 || tf.TransferThreads != 16 {
 		t.Errorf("default tftp budgets = %+v", tf)
 	}
 	// The stream server sends as fast as a client asks: a lab turns it on.
@@ -55,6 +55,7 @@ func TestErrors(t *testing.T) {
 		want       []string // substrings of the error, in order of appearance
 	}{
 		{"unknown key with suggestion", "dhcp:\n  mod: full\n", []string{"t.yaml:2", "dhcp.mod", `unknown key "mod"`, `did you mean "mode"`}},
+		{"renamed key", "tftp:\n  lockstep_threads: 8\n", []string{"t.yaml:2", "tftp.lockstep_threads", "was renamed tftp.transfer_threads", "rename the key"}},
 		{"unknown top key lists keys", "zzz: 1\n", []string{"t.yaml:1", "zzz", "known keys here:", "dhcp"}},
 		{"full without pool", "dhcp:\n  mode: full\n", []string{"t.yaml:2", "dhcp.mode", "needs an address pool", "mode: proxy"}},
 		{"bad mode", "dhcp:\n  mode: fast\n", []string{"t.yaml:2", "dhcp.mode", `"fast" is not a mode`}},
@@ -78,7 +79,7 @@ func TestErrors(t *testing.T) {
 		{"client timeout over 255s", "tftp:\n  max_client_timeout: 5m\n", []string{"tftp.max_client_timeout", "1s..255s", "10s"}},
 		{"client timeout not whole seconds", "tftp:\n  max_client_timeout: 1500ms\n", []string{"tftp.max_client_timeout", "whole seconds"}},
 		{"transfer time", "tftp:\n  max_transfer_time: 10ms\n", []string{"tftp.max_transfer_time", "30m"}},
-		{"lockstep threads negative", "tftp:\n  lockstep_threads: -1\n", []string{"tftp.lockstep_threads", "0..tftp.max_transfers", "16"}},
+		{"transfer threads negative", "tftp:\n  transfer_threads: -1\n", []string{"tftp.transfer_threads", "0..tftp.max_transfers", "16"}},
 		{"single-port budget", "tftp:\n  single_port_budget_kib: 10\n", []string{"tftp.single_port_budget_kib", "4096"}},
 		{"bad yaml", "dhcp: [\n", []string{"t.yaml", "not valid YAML"}},
 		{"log level", "log_level: loud\n", []string{"log_level", "debug, info, warn or error"}},

@@ -161,6 +161,12 @@ func typeError(line int, msg string) error {
 	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %s", line, msg)}}
 }
 
+// renamed maps keys that were renamed to their new names, with what else
+// changed, so an old file gets an error saying what to write instead.
+var renamed = map[string]string{
+	"tftp.lockstep_threads": "tftp.transfer_threads (it now counts windowed transfers too)",
+}
+
 // checkKeys walks the YAML tree beside the Go type, recording each key's line
 // and reporting keys the type does not have.
 func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int, errs *[]error) {
@@ -190,6 +196,10 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int, 
 			k := join(path, key)
 			lines[k] = n.Content[i].Line
 			ft, ok := fields[key]
+			if to, old := renamed[k]; !ok && old {
+				*errs = append(*errs, &Error{Line: n.Content[i].Line, Key: k, Msg: "was renamed " + to + "; rename the key"})
+				continue
+			}
 			if !ok {
 				msg := fmt.Sprintf("unknown key %q", key)
 				if s := closest(key, fields); s != "" {

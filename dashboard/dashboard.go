@@ -1,7 +1,7 @@
 // Package dashboard is the lab's live view, served by the admin listener:
 // a plain HTML page at / (embedded, no build step, no CDN) showing boots and
 // transfers in progress as they run (server-sent events), the latest
-// fetches, per-client history, leases, the TFTP server's lock-step threads
+// fetches, per-client history, leases, the TFTP server's transfer threads
 // and dropped datagrams, and the report tables with their charts; and the
 // JSON it reads:
 //
@@ -104,18 +104,18 @@ type Fetch struct {
 type TFTPSource interface{ Stats() tftp.Stats }
 
 // TFTPCounters is the TFTP server's line on the page and in `pxeperf
-// status`: its requests, how many lock-step threads are held of how many
-// and how lock-step transfers waited, and what it dropped, replaced or
+// status`: its requests, how many transfer threads are held of how many
+// and how transfers waited for their ACKs, and what it dropped, replaced or
 // turned away so far. Every counter of tftp.Stats is here once, as in
 // /metrics: Stats.Busy is RefusedBy's two "too many transfers" reasons.
 type TFTPCounters struct {
 	Requests    int64             `json:"requests"`
-	ThreadsBusy int64             `json:"lockstep_threads_busy"`
-	ThreadsCap  int64             `json:"lockstep_threads_cap"`
-	Threaded    int64             `json:"lockstep_threaded"`     // lock-step transfers that waited on a thread of their own
-	Polled      int64             `json:"lockstep_polled"`       // ... and in Go's poller (no thread free)
-	ThreadRecvs int64             `json:"lockstep_thread_recvs"` // datagrams read on those threads
-	Pinned      int64             `json:"lockstep_pinned"`       // threaded transfers that rode their client's CPU
+	ThreadsBusy int64             `json:"threads_busy"`
+	ThreadsCap  int64             `json:"threads_cap"`
+	Threaded    int64             `json:"threaded"`     // transfers that waited on a thread of their own
+	Polled      int64             `json:"polled"`       // ... and in Go's poller (no thread free)
+	ThreadRecvs int64             `json:"thread_recvs"` // datagrams read on those threads
+	Pinned      int64             `json:"pinned"`       // threaded transfers that rode their client's CPU
 	Malformed   int64             `json:"malformed"`
 	Repeated    int64             `json:"repeated_requests"`
 	Stray       int64             `json:"stray"`
@@ -127,9 +127,9 @@ type TFTPCounters struct {
 
 // tftpCounters is what the dashboard shows of st.
 func tftpCounters(st tftp.Stats) *TFTPCounters {
-	c := &TFTPCounters{Requests: st.Requests, ThreadsBusy: st.LockstepThreadsBusy, ThreadsCap: st.LockstepThreadsCap,
-		Threaded: st.LockstepThreaded, Polled: st.LockstepPolled, ThreadRecvs: st.LockstepThreadRecvs,
-		Pinned:    st.LockstepPinned,
+	c := &TFTPCounters{Requests: st.Requests, ThreadsBusy: st.ThreadsBusy, ThreadsCap: st.ThreadsCap,
+		Threaded: st.Threaded, Polled: st.Polled, ThreadRecvs: st.ThreadRecvs,
+		Pinned:    st.Pinned,
 		Malformed: st.Malformed, Repeated: st.Duplicates, Stray: st.Stray, Replaced: st.Replaced,
 		PassedOn: st.PassedOn}
 	for reason, n := range st.Refused {

@@ -246,14 +246,14 @@ func (f *fakeTFTP) Stats() tftp.Stats { return f.st }
 // every field by its JSON name.
 func TestTFTPCounters(t *testing.T) {
 	src := &fakeTFTP{st: tftp.Stats{Requests: 99, Malformed: 7, Duplicates: 2, Busy: 4, Replaced: 6, Stray: 11, PassedOn: 8,
-		LockstepThreaded: 21, LockstepPolled: 22, LockstepThreadRecvs: 2300, LockstepPinned: 19, LockstepThreadsBusy: 3, LockstepThreadsCap: 16,
+		Threaded: 21, Polled: 22, ThreadRecvs: 2300, Pinned: 19, ThreadsBusy: 3, ThreadsCap: 16,
 		Refused: map[string]uint64{tftp.RefuseBusy: 3, tftp.RefuseClientBusy: 1, tftp.RefuseClientTimeout: 1}}}
 	d := New(Options{Active: event.NewActive()})
 	d.SetSources(nil, nil, src)
 	mux := http.NewServeMux()
 	d.Register(mux)
-	want := map[string]any{"requests": 99.0, "lockstep_threads_busy": 3.0, "lockstep_threads_cap": 16.0,
-		"lockstep_threaded": 21.0, "lockstep_polled": 22.0, "lockstep_thread_recvs": 2300.0, "lockstep_pinned": 19.0, "malformed": 7.0,
+	want := map[string]any{"requests": 99.0, "threads_busy": 3.0, "threads_cap": 16.0,
+		"threaded": 21.0, "polled": 22.0, "thread_recvs": 2300.0, "pinned": 19.0, "malformed": 7.0,
 		"repeated_requests": 2.0, "stray": 11.0, "replaced": 6.0, "passed_on": 8.0, "refused": 5.0,
 		"refused_by": map[string]any{tftp.RefuseBusy: 3.0, tftp.RefuseClientBusy: 1.0, tftp.RefuseClientTimeout: 1.0}}
 	got := getJSON(t, mux, "/api/active")["tftp"]
@@ -286,8 +286,8 @@ func TestTFTPCounters(t *testing.T) {
 		}
 	}
 	// Read when asked, not when built.
-	src.st.LockstepThreadsBusy, src.st.Stray = 0, 12
-	want["lockstep_threads_busy"], want["stray"] = 0.0, 12.0
+	src.st.ThreadsBusy, src.st.Stray = 0, 12
+	want["threads_busy"], want["stray"] = 0.0, 12.0
 	if diff := cmp.Diff(want, getJSON(t, mux, "/api/active")["tftp"]); diff != "" {
 		t.Errorf("second read (-want +got):\n%s", diff)
 	}

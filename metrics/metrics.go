@@ -5,7 +5,7 @@
 // Metrics come from two places. Fetches and leases arrive as events: Metrics
 // is an event.Sink that counts them (a few atomic adds per fetch, nothing
 // per block). Everything the servers already count (DHCP packets, refusals,
-// malformed, repeated and stray datagrams, lock-step threads, connections,
+// malformed, repeated and stray datagrams, transfer threads, connections,
 // the record queue, transfers in progress) is read from their Stats when
 // Prometheus scrapes, so serving pays nothing for it.
 //
@@ -185,8 +185,8 @@ type statsCollector struct {
 	src                                                        Sources
 	active, dhcpPackets, leasesInUse, poolSize, malformed, ref *prometheus.Desc
 	queue, queueBytes, backlog, storeErrs, written, dropped    *prometheus.Desc
-	lockstep, lockstepRecvs, lockstepBusy, lockstepCap         *prometheus.Desc
-	lockstepPinned                                             *prometheus.Desc
+	threaded, threadRecvs, threadsBusy, threadsCap             *prometheus.Desc
+	threadPinned                                               *prometheus.Desc
 	tftpRequests, tftpDropped, tftpReplaced, tftpPassedOn      *prometheus.Desc
 	dhcpReceived, dhcpIgnored, dhcpErrors, reclaimed, ended    *prometheus.Desc
 	httpConns                                                  *prometheus.Desc
@@ -209,12 +209,12 @@ func newStatsCollector(src Sources) *statsCollector {
 		storeErrs:   d("record_store_errors_total", "Failed record store writes (each is retried)."),
 		written:     d("records_written_total", "Records committed to the record store."),
 		dropped:     d("records_dropped_total", "Records lost: neither journaled nor kept in memory."),
-		lockstep: d("tftp_lockstep_transfers_total", "TFTP lock-step transfers (no windowsize) by where they waited for each ACK: "+
-			"thread (a blocking read on an OS thread of their own) or poller (Go's; every thread under tftp.lockstep_threads was taken, or its socket failed).", "wait"),
-		lockstepRecvs:  d("tftp_lockstep_thread_datagrams_total", "Datagrams read by lock-step transfers on threads of their own, added as each transfer ends."),
-		lockstepPinned: d("tftp_lockstep_pinned_total", "Lock-step transfers whose thread moved onto the CPU taking in their client's packets (one per CPU)."),
-		lockstepBusy:   d("tftp_lockstep_threads_busy", "OS threads held by lock-step transfers now (at most tftp.lockstep_threads)."),
-		lockstepCap:    d("tftp_lockstep_threads_limit", "OS threads lock-step transfers may hold: tftp.lockstep_threads (0 when negative, and off Linux)."),
+		threaded: d("tftp_transfers_by_wait_total", "TFTP transfers (lock-step and windowed) by where they waited for their ACKs: "+
+			"thread (a blocking read on an OS thread of their own) or poller (Go's; every thread under tftp.transfer_threads was taken, or its socket failed).", "wait"),
+		threadRecvs:  d("tftp_thread_datagrams_total", "Datagrams read by TFTP transfers on threads of their own, added as each transfer ends."),
+		threadPinned: d("tftp_thread_pinned_total", "TFTP transfers whose thread moved onto the CPU taking in their client's packets (one per CPU)."),
+		threadsBusy:  d("tftp_threads_busy", "OS threads held by TFTP transfers now (at most tftp.transfer_threads)."),
+		threadsCap:   d("tftp_threads_limit", "OS threads TFTP transfers may hold: tftp.transfer_threads (0 when negative, and off Linux)."),
 		tftpRequests: d("tftp_requests_total", "TFTP read and write requests accepted for handling: each starts a transfer or is answered with an error. "+
 			"Requests turned away are in pxeperf_refusals_total, unparsable ones in pxeperf_malformed_packets_total."),
 		tftpDropped: d("tftp_dropped_total", "TFTP datagrams dropped unanswered, by reason: repeated-request (a client's request again while its transfer runs) "+
@@ -234,8 +234,8 @@ func newStatsCollector(src Sources) *statsCollector {
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.active, c.dhcpPackets, c.leasesInUse, c.poolSize, c.malformed, c.ref,
-		c.queue, c.queueBytes, c.backlog, c.storeErrs, c.written, c.dropped, c.lockstep, c.lockstepRecvs, c.lockstepPinned, c.lockstepBusy,
-		c.lockstepCap, c.tftpRequests, c.tftpDropped, c.tftpReplaced, c.tftpPassedOn, c.dhcpReceived, c.dhcpIgnored, c.dhcpErrors,
+		c.queue, c.queueBytes, c.backlog, c.storeErrs, c.written, c.dropped, c.threaded, c.threadRecvs, c.threadPinned, c.threadsBusy,
+		c.threadsCap, c.tftpRequests, c.tftpDropped, c.tftpReplaced, c.tftpPassedOn, c.dhcpReceived, c.dhcpIgnored, c.dhcpErrors,
 		c.reclaimed, c.ended, c.httpConns} {
 		ch <- d
 	}
@@ -291,12 +291,12 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		st := s.TFTP.Stats()
 		counter(c.malformed, float64(st.Malformed), "tftp")
 		refusals("tftp", st.Refused)
-		counter(c.lockstep, float64(st.LockstepThreaded), "thread")
-		counter(c.lockstep, float64(st.LockstepPolled), "poller")
-		counter(c.lockstepRecvs, float64(st.LockstepThreadRecvs))
-		counter(c.lockstepPinned, float64(st.LockstepPinned))
-		gauge(c.lockstepBusy, float64(st.LockstepThreadsBusy))
-		gauge(c.lockstepCap, float64(st.LockstepThreadsCap))
+		counter(c.threaded, float64(st.Threaded), "thread")
+		counter(c.threaded, float64(st.Polled), "poller")
+		counter(c.threadRecvs, float64(st.ThreadRecvs))
+		counter(c.threadPinned, float64(st.Pinned))
+		gauge(c.threadsBusy, float64(st.ThreadsBusy))
+		gauge(c.threadsCap, float64(st.ThreadsCap))
 		counter(c.tftpRequests, float64(st.Requests))
 		counter(c.tftpDropped, float64(st.Duplicates), "repeated-request")
 		counter(c.tftpDropped, float64(st.Stray), "stray")

@@ -404,7 +404,7 @@ func sources() Sources {
 		},
 		PoolSize: 100,
 		TFTP: &fakeTFTP{st: tftp.Stats{Malformed: 3, Refused: map[string]uint64{"tftp: too many transfers": 6},
-			LockstepThreaded: 13, LockstepPolled: 2, LockstepThreadRecvs: 40000, LockstepPinned: 12, LockstepThreadsBusy: 5, LockstepThreadsCap: 16,
+			Threaded: 13, Polled: 2, ThreadRecvs: 40000, Pinned: 12, ThreadsBusy: 5, ThreadsCap: 16,
 			Requests: 21, Duplicates: 4, Stray: 9, Replaced: 1, Busy: 6, PassedOn: 7}},
 		HTTP:  &fakeHTTP{ref: httpRef, bad: 2, conns: 3},
 		Admin: adminRef,
@@ -427,11 +427,11 @@ const (
 	storeErrs = "pxeperf_record_store_errors_total"
 	written   = "pxeperf_records_written_total"
 	dropped   = "pxeperf_records_dropped_total"
-	lockstep  = "pxeperf_tftp_lockstep_transfers_total"
-	lsRecvs   = "pxeperf_tftp_lockstep_thread_datagrams_total"
-	lsBusy    = "pxeperf_tftp_lockstep_threads_busy"
-	lsPinned  = "pxeperf_tftp_lockstep_pinned_total"
-	lsCap     = "pxeperf_tftp_lockstep_threads_limit"
+	byWait    = "pxeperf_tftp_transfers_by_wait_total"
+	lsRecvs   = "pxeperf_tftp_thread_datagrams_total"
+	lsBusy    = "pxeperf_tftp_threads_busy"
+	lsPinned  = "pxeperf_tftp_thread_pinned_total"
+	lsCap     = "pxeperf_tftp_threads_limit"
 	tRequests = "pxeperf_tftp_requests_total"
 	tDropped  = "pxeperf_tftp_dropped_total"
 	tReplaced = "pxeperf_tftp_replaced_transfers_total"
@@ -445,7 +445,7 @@ const (
 )
 
 var collected = []string{active, packets, inUse, pool, malformed, refusals, queue, qbytes, backlog, storeErrs, written, dropped,
-	lockstep, lsRecvs, lsPinned, lsBusy, lsCap, tRequests, tDropped, tReplaced, tPassedOn, dReceived, dIgnored, dErrors, reclaimed, ended, hConns}
+	byWait, lsRecvs, lsPinned, lsBusy, lsCap, tRequests, tDropped, tReplaced, tPassedOn, dReceived, dIgnored, dErrors, reclaimed, ended, hConns}
 
 // TestCollector: what a scrape shows is each Sources field's counters, as
 // read at that moment; a nil service is left out.
@@ -473,8 +473,8 @@ func TestCollector(t *testing.T) {
 		storeErrs + `{}`:                         4,
 		written + `{}`:                           1000,
 		dropped + `{}`:                           1,
-		lockstep + `{wait="thread"}`:             13,
-		lockstep + `{wait="poller"}`:             2,
+		byWait + `{wait="thread"}`:               13,
+		byWait + `{wait="poller"}`:               2,
 		lsRecvs + `{}`:                           40000,
 		lsPinned + `{}`:                          12,
 		lsBusy + `{}`:                            5,
@@ -513,7 +513,7 @@ func TestCollector(t *testing.T) {
 		"proxy mode: no pool": {func(s *Sources) { s.PoolSize = 0 }, without(inUse, pool)},
 		"no DHCP": {func(s *Sources) { s.DHCP = nil }, without(packets, inUse, pool, malformed+`{proto="dhcp"`, refusals+`{proto="dhcp"`,
 			dReceived, dIgnored, dErrors, reclaimed, ended)},
-		"no TFTP": {func(s *Sources) { s.TFTP = nil }, without(malformed+`{proto="tftp"`, refusals+`{proto="tftp"`, lockstep, lsRecvs, lsBusy,
+		"no TFTP": {func(s *Sources) { s.TFTP = nil }, without(malformed+`{proto="tftp"`, refusals+`{proto="tftp"`, byWait, lsRecvs, lsBusy,
 			lsCap, lsPinned, tRequests, tDropped, tReplaced, tPassedOn)},
 		"no HTTP":           {func(s *Sources) { s.HTTP = nil }, without(malformed+`{proto="http"`, refusals+`{proto="http"`, hConns)},
 		"no admin refusals": {func(s *Sources) { s.Admin = nil }, without(refusals + `{proto="admin"`)},
@@ -553,7 +553,7 @@ func TestCollector(t *testing.T) {
 	rec := src.Records.(*fakeRecords)
 	rec.st.Written, rec.st.Recovered = 1500, 40
 	src.TFTP.(*fakeTFTP).st.Malformed = 30
-	src.TFTP.(*fakeTFTP).st.LockstepThreadsBusy = 0
+	src.TFTP.(*fakeTFTP).st.ThreadsBusy = 0
 	got := gather(t, reg)
 	if got[written+`{}`] != 1500 || got[backlog+`{}`] != 0 || got[malformed+`{proto="tftp"}`] != 30 || got[lsBusy+`{}`] != 0 {
 		t.Errorf("second scrape: written %v, backlog %v, tftp malformed %v, lock-step threads busy %v; want 1500, 0, 30, 0",

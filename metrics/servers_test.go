@@ -76,7 +76,7 @@ func startTFTP(t *testing.T) (*tftp.Server, *event.Recorder) {
 	store, _ := imageStore(t, map[string]int{"f": 100, "g": 200})
 	rec := &event.Recorder{}
 	s, err := tftp.New(tftp.Config{Listen: "127.0.0.1:0", MTU: 1500, Timeout: 10 * time.Second,
-		Files: bootcfg.RootOnly(store), Sink: rec, LockstepThreads: 2})
+		Files: bootcfg.RootOnly(store), Sink: rec, TransferThreads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

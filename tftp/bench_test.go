@@ -156,7 +156,9 @@ func requireAtftpd(t *testing.T) string {
 //
 // PXEPERF_BENCH_MB sets the file size (default 64), PXEPERF_BENCH_RUNS the
 // repeats (default 3, the median is shown); PXEPERF_BENCH_LINK=veth leaves
-// the link unshaped, to see what the CPU allows.
+// the link unshaped, to see what the CPU allows; PXEPERF_BENCH_ALTBIN adds
+// another pxeperf binary (a variant to compare, as pxeperf-alt), and
+// PXEPERF_BENCH_WINDOWS the window sizes (space-separated).
 func TestBenchWindowsize(t *testing.T) {
 	if os.Getenv("PXEPERF_BENCH") != "1" {
 		t.Skip("benchmark: set PXEPERF_BENCH=1 to run")
@@ -188,19 +190,24 @@ func TestBenchWindowsize(t *testing.T) {
 		"--root", root, "--data", t.TempDir(), "--iface", p.ServerIf, "--log-level", "warn")
 	servers[1].proc = nstest.Start(t, p.Server, atftpd, "--daemon", "--no-fork", "--user", "root", "--group", "root",
 		"--port", "1069", "--bind-address", ip, "--logfile", "-", "--verbose=3", root)
+	if alt := os.Getenv("PXEPERF_BENCH_ALTBIN"); alt != "" {
+		servers = append(servers, &server{name: "pxeperf-alt", port: "3069", proc: nstest.Start(t, p.Server, alt, "serve", "--admin-addr", "off",
+			"--dhcp", "off", "--http-addr", "off", "--tftp-addr", ip+":3069", "--root", root, "--data", t.TempDir(), "--iface", p.ServerIf,
+			"--log-level", "warn")})
+	}
 	for _, srv := range servers {
 		waitTFTP(t, p, ip, srv.port, srv.name)
 	}
 	blks := []int{512, 1468}
-	wins := []int{1, 4, 8, 16, 32, 64}
+	wins := peerbench.EnvInts(t, "PXEPERF_BENCH_WINDOWS", "1 4 8 16 32 64")
 	out := filepath.Join(t.TempDir(), "img.bin")
 	secs := map[string][]float64{}
 	cpu := map[string][]float64{} // server CPU seconds per fetch
 	key := func(srv string, blk, win int) string { return fmt.Sprintf("%s/%d/%d", srv, blk, win) }
-	for range runs {
+	for run := range runs {
 		for _, blk := range blks {
 			for _, win := range wins {
-				for _, srv := range servers {
+				for _, srv := range peerbench.Rotate(servers, run) {
 					args := []string{"--option", fmt.Sprintf("blksize %d", blk), "--option", fmt.Sprintf("windowsize %d", win),
 						"--option", "tsize 0", "-g", "-r", "img.bin", "-l", out, ip, srv.port}
 					os.Remove(out)

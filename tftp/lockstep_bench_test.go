@@ -19,7 +19,7 @@ import (
 
 // TestBenchLockstep is the lock-step (RFC 1350 + blksize/tsize, no
 // windowsize) table of issue 12: pxeperf with its ACK-waiting threads, the
-// same binary with tftp.lockstep_threads: 0 (every ACK through Go's
+// same binary with tftp.transfer_threads: 0 (every ACK through Go's
 // poller), atftpd and in.tftpd, fetched by curl, atftp and tftp-hpa (512
 // only: it sends no options) at blksize 512 and 1468, over a veth pair
 // plain and under a 1 Gbit/s tbf. Servers alternate within each round;
@@ -122,14 +122,14 @@ func TestBenchLockstep(t *testing.T) {
 		}
 		bin := nstest.Binary(t)
 		servers := []*server{
-			{name: "pxeperf", port: "69", proc: pxeperf(bin, "69", "  lockstep_threads: 16\n")},
-			{name: "pxeperf poller", port: "70", proc: pxeperf(bin, "70", "  lockstep_threads: 0\n")},
+			{name: "pxeperf", port: "69", proc: pxeperf(bin, "69", "  transfer_threads: 16\n")},
+			{name: "pxeperf poller", port: "70", proc: pxeperf(bin, "70", "  transfer_threads: 0\n")},
 			{name: "atftpd", port: "1069", peer: true, proc: nstest.Start(t, p.Server, atftpd, "--daemon", "--no-fork",
 				"--user", "root", "--group", "root", "--port", "1069", "--bind-address", ip, "--logfile", "/dev/null", root)},
 			{name: "in.tftpd", port: "1070", peer: true, proc: nstest.Start(t, p.Server, "in.tftpd", "-L", "-s", root, "-a", ip+":1070")},
 		}
 		if alt := os.Getenv("PXEPERF_BENCH_ALTBIN"); alt != "" {
-			servers = append(servers, &server{name: "pxeperf alt", port: "71", proc: pxeperf(alt, "71", "  lockstep_threads: 16\n")})
+			servers = append(servers, &server{name: "pxeperf alt", port: "71", proc: pxeperf(alt, "71", "  transfer_threads: 16\n")})
 		}
 		servers = slices.DeleteFunc(servers, func(s *server) bool { return !only("PXEPERF_BENCH_SERVERS", s.name) })
 		for _, srv := range servers {

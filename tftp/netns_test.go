@@ -251,10 +251,16 @@ func (s *nsServer) getWindowed(t *testing.T, w int, file, dir string) (line, out
 
 // TestRealClientsWindowsize fetches files with atftp's RFC 7440 client at
 // several window sizes, byte-exact, and checks the negotiated window in the
-// server's fetch log.
+// server's fetch log; with transfers on threads (the default) and in the
+// poller (tftp.transfer_threads: 0).
 func TestRealClientsWindowsize(t *testing.T) {
 	nstest.RequireTool(t, "atftp")
-	s := startNSServer(t, "")
+	for _, path := range []struct{ name, yaml string }{{"thread", ""}, {"poller", "tftp:\n  transfer_threads: 0\n"}} {
+		t.Run(path.name, func(t *testing.T) { realClientsWindowsize(t, startNSServer(t, path.yaml)) })
+	}
+}
+
+func realClientsWindowsize(t *testing.T, s *nsServer) {
 	sizes := map[string]int{"small": 70_001, "big": 8<<20 + 77, "exact": 1468 * 64 * 3}
 	out := t.TempDir()
 	for _, w := range []int{1, 4, 16, 64} {

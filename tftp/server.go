@@ -122,13 +122,12 @@ type Config struct {
 	// acknowledged so far (one atomic add per window); nil: none.
 	Active *event.Active
 
-	// LockstepThreads is how many lock-step transfers (no windowsize) at
-	// once wait for each ACK in a blocking read on an OS thread of their
-	// own (Linux; lockstep_linux.go), which is what makes lock-step as fast
-	// as atftpd. Further ones, and all windowed transfers, wait in Go's
-	// poller, so a thousand slow clients cost no more than 16 threads.
-	// Default 16; negative: none.
-	LockstepThreads int
+	// TransferThreads is how many transfers, lock-step or windowed, at
+	// once wait for their ACKs in a blocking read on an OS thread of their
+	// own (Linux; thread_linux.go), which is what makes them faster than
+	// atftpd. Further ones wait in Go's poller, so a thousand slow clients
+	// cost no more than 16 threads. Default 16; negative: none.
+	TransferThreads int
 }
 
 // Stats counts what the server did outside of transfers.
@@ -143,24 +142,24 @@ type Stats struct {
 	// between its bind and its connect, handed on as the listener's
 	// (Server.passOn).
 	PassedOn int64
-	// Lock-step transfers (no windowsize) by how they waited for each ACK:
-	// in a blocking read on a thread of their own (lockstep_linux.go), or
-	// in Go's poller because every thread under LockstepThreads was taken
+	// Transfers by how they waited for their ACKs: in a blocking read on
+	// a thread of their own (thread_linux.go), or
+	// in Go's poller because every thread under TransferThreads was taken
 	// or the thread's socket could not be opened (and always off Linux).
-	LockstepThreaded int64
-	LockstepPolled   int64
-	// LockstepThreadRecvs counts the datagrams read on those threads, added
+	Threaded int64
+	Polled   int64
+	// ThreadRecvs counts the datagrams read on those threads, added
 	// as each threaded transfer ends.
-	LockstepThreadRecvs int64
-	// LockstepPinned counts the threaded transfers that moved onto the
+	ThreadRecvs int64
+	// Pinned counts the threaded transfers that moved onto the
 	// CPU taking in their client's packets (threadLink.pin; Linux).
-	LockstepPinned int64
-	// LockstepThreadsBusy is how many threads lock-step transfers hold now
-	// (at most LockstepThreadsCap).
-	LockstepThreadsBusy int64
-	// LockstepThreadsCap is how many they may hold: Config.LockstepThreads
+	Pinned int64
+	// ThreadsBusy is how many threads transfers hold now
+	// (at most ThreadsCap).
+	ThreadsBusy int64
+	// ThreadsCap is how many they may hold: Config.TransferThreads
 	// on Linux (0 when negative), 0 elsewhere.
-	LockstepThreadsCap int64
+	ThreadsCap int64
 	// Refused counts refusals by reason (the Refuse* constants), each also
 	// logged once per client per minute.
 	Refused map[string]uint64
@@ -198,8 +197,8 @@ type Server struct {
 
 	requests, malformed, duplicates, busy, replaced, stray, passedOn atomic.Int64
 
-	// threads counts the lock-step transfers on threads of their own now;
-	// threaded and polled count lock-step transfers so far by how they
+	// threads counts the transfers on threads of their own now;
+	// threaded and polled count transfers so far by how they
 	// waited, threadRecvs the datagrams read on those threads.
 	threads                       atomic.Int32
 	threaded, polled, threadRecvs atomic.Int64
@@ -238,8 +237,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SinglePortBudget <= 0 {
 		cfg.SinglePortBudget = 4 << 20
 	}
-	if cfg.LockstepThreads == 0 {
-		cfg.LockstepThreads = defaultLockstepThreads
+	if cfg.TransferThreads == 0 {
+		cfg.TransferThreads = defaultTransferThreads
 	}
 	if cfg.MaxBlockSize != 0 && (cfg.MaxBlockSize < minBlockSize || cfg.MaxBlockSize > maxBlockSize) {
 		return nil, fmt.Errorf("tftp: max block size %d is outside %d..%d (RFC 2348); use 0 for the MTU's limit",
@@ -332,12 +331,12 @@ func (s *Server) Stats() Stats {
 		PassedOn:   s.passedOn.Load(),
 		Refused:    s.refused.Counts(),
 
-		LockstepThreaded:    s.threaded.Load(),
-		LockstepPolled:      s.polled.Load(),
-		LockstepThreadRecvs: s.threadRecvs.Load(),
-		LockstepPinned:      s.pinned.Load(),
-		LockstepThreadsBusy: int64(s.threads.Load()),
-		LockstepThreadsCap:  s.threadCap(),
+		Threaded:    s.threaded.Load(),
+		Polled:      s.polled.Load(),
+		ThreadRecvs: s.threadRecvs.Load(),
+		Pinned:      s.pinned.Load(),
+		ThreadsBusy: int64(s.threads.Load()),
+		ThreadsCap:  s.threadCap(),
 	}
 }
 
@@ -594,7 +593,7 @@ func (s *Server) handle(base, ctx context.Context, req request, raw []byte, peer
 		neg.timeout = s.cfg.Timeout
 	}
 	f.TFTP.BlockSize, f.TFTP.WindowSize, f.TFTP.Timeout = neg.blockSize, neg.windowSize, neg.timeout
-	l, err := s.newLink(base, ctx, peer, local, neg.windowSize == 1)
+	l, err := s.newLink(base, ctx, peer, local)
 	if err != nil {
 		refuse(event.OutcomeError, errNotDefined, "Server error", err)
 		s.log.Warn("opening a TFTP transfer socket", "client", peer, "file", req.file, "err", err)
@@ -700,13 +699,11 @@ const maxPassOn = 64
 
 // newLink opens the socket of one transfer, connected to the client and
 // bound to the address the request came to: on a new port, or in
-// single-port mode on the listening port. A lock-step transfer waits for
-// its ACKs on a thread of its own while LockstepThreads allow.
-func (s *Server) newLink(base, ctx context.Context, peer netip.AddrPort, local netip.Addr, lockstep bool) (link, error) {
-	if lockstep {
-		if l := s.threadLink(base, ctx, peer, local); l != nil {
-			return l, nil
-		}
+// single-port mode on the listening port. A transfer waits for its ACKs
+// on a thread of its own while TransferThreads allow, else in the poller.
+func (s *Server) newLink(base, ctx context.Context, peer netip.AddrPort, local netip.Addr) (link, error) {
+	if l := s.threadLink(base, ctx, peer, local); l != nil {
+		return l, nil
 	}
 	la := &net.UDPAddr{}
 	if local.IsValid() {

@@ -49,17 +49,49 @@ func loseEvery(k int, lost *int) func(int, int64) Fault {
 	}
 }
 
+// waitPaths are the two ways a transfer waits for its ACKs, as
+// Config.TransferThreads: on a thread of its own (the default, while one is
+// free; Linux) and in Go's poller (every thread taken, or none allowed).
+var waitPaths = []struct {
+	name    string
+	threads int
+}{{"thread", 0}, {"poller", -1}}
+
+// waitPath fails t unless every transfer of ts so far waited as threads
+// (a waitPaths value) says, where the OS has threads for them: the test
+// ran the path it names.
+func waitPath(t *testing.T, ts *testServer, threads int) {
+	t.Helper()
+	st := ts.Stats()
+	switch {
+	case threads < 0 && st.Threaded != 0:
+		t.Errorf("%d transfers waited on threads, want none (TransferThreads %d)", st.Threaded, threads)
+	case threads >= 0 && st.ThreadsCap > 0 && st.Polled != 0:
+		t.Errorf("%d transfers waited in the poller, want none (a thread was free for each)", st.Polled)
+	}
+}
+
 // TestWindowedFetch fetches files through loss, reordering and duplication
 // in both directions with the package's client and its fault hooks: every
 // fetch is byte-exact, the OACK carries what was asked (capped by the
 // server; Get refuses an option it did not ask), and the event's counters
 // add up.
 func TestWindowedFetch(t *testing.T) {
+	for _, path := range waitPaths {
+		t.Run(path.name, func(t *testing.T) { windowedFetch(t, path.threads) })
+	}
+}
+
+func windowedFetch(t *testing.T, threads int) {
 	// Cases that must not resend run against a patient server and client,
 	// so a stall of the test machine cannot pass for a lost packet; lossy
 	// cases against a quick one, as every lost window tail costs a timeout.
-	patient := startServer(t, Config{Timeout: 5 * time.Second, MaxWindowSize: 32, minRTO: 5 * time.Second})
-	quick := startServer(t, Config{Timeout: 100 * time.Millisecond, Retries: 20, MaxWindowSize: 32})
+	patient := startServer(t, Config{Timeout: 5 * time.Second, MaxWindowSize: 32, minRTO: 5 * time.Second, TransferThreads: threads})
+	quick := startServer(t, Config{Timeout: 100 * time.Millisecond, Retries: 20, MaxWindowSize: 32, TransferThreads: threads})
+	t.Cleanup(func() {
+		waitPath(t, patient, threads)
+		waitPath(t, quick, threads)
+	})
 	sizes := map[string]int{"small": 5000, "exact": 1468 * 32 * 4, "big": 3<<20 + 7}
 	files := map[string][]byte{}
 	for name, n := range sizes {

@@ -25,7 +25,7 @@ func newTFTPService(env *serveEnv) (service, error) {
 		MaxClientTimeout:      c.MaxClientTimeout,
 		MaxTransferTime:       c.MaxTransferTime,
 		SinglePortBudget:      int64(c.SinglePortBudgetKiB) << 10,
-		LockstepThreads:       lockstepThreads(c.LockstepThreads),
+		TransferThreads:       transferThreads(c.TransferThreads),
 		Files:                 env.boot,
 		Hosts:                 env.hosts,
 		Sink:                  env.sink,
@@ -41,9 +41,9 @@ func newTFTPService(env *serveEnv) (service, error) {
 	return s, nil
 }
 
-// lockstepThreads maps tftp.lockstep_threads (0: none) to
-// tftp.Config.LockstepThreads (0: the default, negative: none).
-func lockstepThreads(n int) int {
+// transferThreads maps tftp.transfer_threads (0: none) to
+// tftp.Config.TransferThreads (0: the default, negative: none).
+func transferThreads(n int) int {
 	if n == 0 {
 		return -1
 	}

@@ -104,7 +104,7 @@ func newStatusCmd() *cobra.Command {
 		Long: `Ask a running pxeperf serve, through its admin listener, what it is doing:
 transfers in progress with bytes so far and current Mbit/s, the latest
 fetches, the leases in use, and the TFTP server's counters (requests,
-lock-step threads, drops, replaced transfers, refusals by reason), as the
+transfer threads, drops, replaced transfers, refusals by reason), as the
 dashboard shows them. --format json prints the same as one object.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -175,8 +175,8 @@ func printStatus(w io.Writer, v statusView) error {
 	if c := v.TFTP; c != nil {
 		fmt.Fprintln(tw, "\nTFTP")
 		fmt.Fprintf(tw, "requests\t%d\n", c.Requests)
-		fmt.Fprintf(tw, "lock-step threads\t%d of %d busy\n", c.ThreadsBusy, c.ThreadsCap)
-		fmt.Fprintf(tw, "lock-step transfers\t%d on threads (%d datagrams read there; %d rode their client's CPU), %d in the poller\n",
+		fmt.Fprintf(tw, "transfer threads\t%d of %d busy\n", c.ThreadsBusy, c.ThreadsCap)
+		fmt.Fprintf(tw, "transfers\t%d on threads (%d datagrams read there; %d rode their client's CPU), %d in the poller\n",
 			c.Threaded, c.ThreadRecvs, c.Pinned, c.Polled)
 		fmt.Fprintf(tw, "dropped\t%d malformed, %d repeated requests, %d stray\n", c.Malformed, c.Repeated, c.Stray)
 		fmt.Fprintf(tw, "replaced transfers\t%d\n", c.Replaced)

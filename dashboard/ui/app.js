@@ -54,14 +54,14 @@ function renderActive(a) {
   renderTFTP(a.tftp);
   if (a.recent_seq !== lastSeq) { lastSeq = a.recent_seq; loadRecent(); }
 }
-// The TFTP server's requests, lock-step threads and what it dropped
+// The TFTP server's requests, transfer threads and what it dropped
 // (absent: no TFTP); the refusals by reason in the tooltip.
 function renderTFTP(c) {
   const p = $("#tftp-counters");
   p.hidden = !c;
   if (!c) return;
-  p.textContent = `TFTP ${c.requests} requests · lock-step threads ${c.lockstep_threads_busy} / ${c.lockstep_threads_cap}` +
-    ` (${c.lockstep_threaded} transfers on threads, ${c.lockstep_thread_recvs} datagrams read there, ${c.lockstep_pinned} on their client's CPU; ${c.lockstep_polled} in the poller)` +
+  p.textContent = `TFTP ${c.requests} requests · threads ${c.threads_busy} / ${c.threads_cap}` +
+    ` (${c.threaded} transfers on threads, ${c.thread_recvs} datagrams read there, ${c.pinned} on their client's CPU; ${c.polled} in the poller)` +
     ` · dropped ${c.malformed} malformed, ${c.repeated_requests} repeated requests, ${c.stray} stray · ${c.replaced} replaced · ${c.passed_on} passed on · ${c.refused} refused`;
   p.title = Object.entries(c.refused_by || {}).map(([r, n]) => `${r}: ${n}`).join("\n");
 }

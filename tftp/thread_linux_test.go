@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/pxeperf/pxeperf/event"
 	"golang.org/x/sys/unix"
 )
@@ -42,24 +43,25 @@ func lockstepFrom(t *testing.T, c *rawClient, b []byte, block uint16, from netip
 	}
 }
 
-// TestLockstepThreads: a lock-step transfer waits for its ACKs on a thread
-// of its own while one is free under LockstepThreads (its ACKs are read
-// there), one beyond the cap falls back to the poller, a windowed one never
-// takes a thread, the records are the same either way, the thread is free
-// again afterwards, and a threaded transfer replaced while blocked in its
-// read ends at once (the timeout is a minute, the test waits 10 s). Stats
-// counts each of these as it happens (metrics exports them).
-func TestLockstepThreads(t *testing.T) {
-	ts := startServer(t, Config{LockstepThreads: 1, Timeout: time.Minute})
+// TestTransferThreads: a transfer waits for its ACKs on a thread of its own
+// while one is free under TransferThreads (its ACKs are read there), lock-
+// step and windowed ones beyond the cap fall back to the poller, the
+// records are the same either way, the thread is free again afterwards
+// (a windowed transfer takes it then), and a threaded transfer replaced
+// while blocked in its read ends at once (the timeout is a minute, the
+// test waits 10 s). Stats counts each of these as it happens (metrics
+// exports them).
+func TestTransferThreads(t *testing.T) {
+	ts := startServer(t, Config{TransferThreads: 1, Timeout: time.Minute})
 	want := ts.file(t, "f", 512*3+1)
 	small := ts.file(t, "g", 100)
 
 	a := newRawClient(t, ts.Addr())
 	a.send(ts.Addr(), rq(opRRQ, "f", "octet"))
 	firstA, fromA := a.recv() // A holds the thread, unacknowledged
-	if st := ts.Stats(); st.LockstepThreaded != 1 || st.LockstepThreadsBusy != 1 || st.LockstepThreadsCap != 1 {
+	if st := ts.Stats(); st.Threaded != 1 || st.ThreadsBusy != 1 || st.ThreadsCap != 1 {
 		t.Fatalf("%d transfers on a thread, %d of %d threads busy; want 1, 1 of 1",
-			st.LockstepThreaded, st.LockstepThreadsBusy, st.LockstepThreadsCap)
+			st.Threaded, st.ThreadsBusy, st.ThreadsCap)
 	}
 
 	b := newRawClient(t, ts.Addr())
@@ -69,19 +71,19 @@ func TestLockstepThreads(t *testing.T) {
 		t.Fatalf("B (over the cap) got %d bytes, want %d", len(got), len(want))
 	}
 	ts.fetches(t, 1)
-	if st := ts.Stats(); st.LockstepThreaded != 1 || st.LockstepPolled != 1 || st.LockstepThreadsBusy != 1 {
+	if st := ts.Stats(); st.Threaded != 1 || st.Polled != 1 || st.ThreadsBusy != 1 {
 		t.Fatalf("after B: %d threaded, %d polled, %d threads busy; want 1, 1 and 1 (A's)",
-			st.LockstepThreaded, st.LockstepPolled, st.LockstepThreadsBusy)
+			st.Threaded, st.Polled, st.ThreadsBusy)
 	}
 
 	if got, _, err := get(loopbackConn(t), ts.Addr(), "f", ClientOptions{BlkSize: 512, WindowSize: 4}); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("windowed fetch: %v (%d bytes)", err, len(got))
 	}
 	ts.fetches(t, 2)
-	if st := ts.Stats(); st.LockstepThreaded != 1 || st.LockstepPolled != 1 {
-		t.Fatalf("after the windowed fetch: %d threaded, %d polled; want still 1 and 1", st.LockstepThreaded, st.LockstepPolled)
+	if st := ts.Stats(); st.Threaded != 1 || st.Polled != 2 {
+		t.Fatalf("after a windowed fetch over the cap: %d threaded, %d polled; want 1 and 2", st.Threaded, st.Polled)
 	}
-	if n := ts.Stats().LockstepThreadRecvs; n != 0 {
+	if n := ts.Stats().ThreadRecvs; n != 0 {
 		t.Errorf("%d datagrams read on threads before A ended, want 0 (counted as a transfer ends)", n)
 	}
 
@@ -89,10 +91,10 @@ func TestLockstepThreads(t *testing.T) {
 		t.Fatalf("A (threaded) got %d bytes, want %d", len(got), len(want))
 	}
 	evs := ts.fetches(t, 3)
-	if n := ts.Stats().LockstepThreadRecvs; n != 4 {
+	if n := ts.Stats().ThreadRecvs; n != 4 {
 		t.Errorf("%d datagrams read on the thread, want A's 4 ACKs", n)
 	}
-	waitFor(t, func() bool { return ts.Stats().LockstepThreadsBusy == 0 })
+	waitFor(t, func() bool { return ts.Stats().ThreadsBusy == 0 })
 	wantInfo := &event.TFTPInfo{BlockSize: 512, WindowSize: 1, Timeout: time.Minute, Datagrams: 4}
 	for _, i := range []int{0, 2} { // B polled, A threaded
 		if diff := cmp.Diff(wantInfo, evs[i].TFTP); diff != "" || evs[i].Outcome != event.OutcomeOK || evs[i].Bytes != int64(len(want)) {
@@ -100,12 +102,41 @@ func TestLockstepThreads(t *testing.T) {
 		}
 	}
 
+	// A windowed transfer takes the free thread: the ACK of its OACK and
+	// of its window are read there.
+	if got, _, err := get(loopbackConn(t), ts.Addr(), "f", ClientOptions{BlkSize: 512, WindowSize: 4}); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("windowed fetch on the thread: %v (%d bytes)", err, len(got))
+	}
+	evs = ts.fetches(t, 4)
+	waitFor(t, func() bool { return ts.Stats().ThreadsBusy == 0 })
+	if st := ts.Stats(); st.Threaded != 2 || st.Polled != 2 || st.ThreadRecvs < 4+2 {
+		t.Fatalf("after a windowed fetch under the cap: %d threaded, %d polled, %d datagrams read on threads; want 2, 2 and at least 6",
+			st.Threaded, st.Polled, st.ThreadRecvs)
+	}
+	// The windowed records: the same, threaded or polled, but for the RTT
+	// each measured.
+	wantInfo = &event.TFTPInfo{BlockSize: 512, WindowSize: 4, TSize: true, Timeout: time.Minute, Datagrams: 4,
+		WindowMin: 4, WindowMedian: 4, WindowMax: 4}
+	noRTT := cmpopts.IgnoreFields(event.TFTPInfo{}, "RTT")
+	if diff := cmp.Diff(wantInfo, evs[3].TFTP, noRTT); diff != "" || evs[3].Outcome != event.OutcomeOK || evs[3].Bytes != int64(len(want)) {
+		t.Errorf("threaded windowed fetch: outcome %s, %d bytes; TFTP info (-want +got):\n%s", evs[3].Outcome, evs[3].Bytes, diff)
+	}
+	for i, e := range evs[:3] {
+		if e.TFTP.WindowSize != 4 {
+			continue
+		}
+		// The polled windowed fetch has the same record.
+		if diff := cmp.Diff(wantInfo, e.TFTP, noRTT); diff != "" || e.Outcome != event.OutcomeOK || e.Bytes != int64(len(want)) {
+			t.Errorf("polled windowed fetch %d: outcome %s, %d bytes; TFTP info (-want +got):\n%s", i, e.Outcome, e.Bytes, diff)
+		}
+	}
+
 	// The thread is free again; the next transfer takes it and is
 	// replaced while its thread is blocked in recv.
 	a.send(ts.Addr(), rq(opRRQ, "f", "octet"))
 	a.recv()
-	if n := ts.Stats().LockstepThreaded; n != 2 {
-		t.Fatalf("%d transfers on a thread, want 2: the first did not give its thread back", n)
+	if n := ts.Stats().Threaded; n != 3 {
+		t.Fatalf("%d transfers on a thread, want 3: the windowed one did not give its thread back", n)
 	}
 	a.send(ts.Addr(), rq(opRRQ, "g", "octet"))
 	for i := 0; ; i++ {
@@ -118,17 +149,17 @@ func TestLockstepThreads(t *testing.T) {
 			t.Fatal("file g never came")
 		}
 	}
-	evs = ts.fetches(t, 5)
-	got := map[string]string{evs[3].File: evs[3].Outcome, evs[4].File: evs[4].Outcome}
+	evs = ts.fetches(t, 6)
+	got := map[string]string{evs[4].File: evs[4].Outcome, evs[5].File: evs[5].Outcome}
 	if diff := cmp.Diff(map[string]string{"f": event.OutcomeAborted, "g": event.OutcomeOK}, got); diff != "" {
 		t.Errorf("outcomes (-want +got):\n%s", diff)
 	}
-	waitFor(t, func() bool { return ts.Stats().LockstepThreadsBusy == 0 })
+	waitFor(t, func() bool { return ts.Stats().ThreadsBusy == 0 })
 	// g took the thread, or the poller if f had not yet let it go: each
-	// lock-step transfer is counted once either way.
-	if st := ts.Stats(); st.LockstepThreaded+st.LockstepPolled != 4 || st.LockstepThreaded < 2 {
-		t.Errorf("at the end: %d threaded, %d polled; want 4 lock-step transfers in all, at least 2 threaded",
-			st.LockstepThreaded, st.LockstepPolled)
+	// transfer is counted once either way.
+	if st := ts.Stats(); st.Threaded+st.Polled != 6 || st.Threaded < 3 {
+		t.Errorf("at the end: %d threaded, %d polled; want 6 transfers in all, at least 3 threaded",
+			st.Threaded, st.Polled)
 	}
 }
 
@@ -183,7 +214,7 @@ func TestLockstepRidesClientCPU(t *testing.T) {
 	if n := narrowedThreads(t, want); len(n) > 0 {
 		t.Fatalf("threads narrowed before the test: %v", n)
 	}
-	ts := startServer(t, Config{LockstepThreads: 4, Timeout: time.Minute})
+	ts := startServer(t, Config{TransferThreads: 4, Timeout: time.Minute})
 	data := ts.file(t, "f", 512*20+7)
 	type client struct {
 		c     *rawClient
@@ -217,8 +248,8 @@ func TestLockstepRidesClientCPU(t *testing.T) {
 	if len(taken) == 0 || len(taken) != len(pinned) {
 		t.Fatalf("mid-transfer: CPUs ridden %v, threads narrowed %v; want as many threads as CPUs, at least one", taken, pinned)
 	}
-	if n := ts.Stats().LockstepPinned; n != int64(len(taken)) {
-		t.Errorf("Stats.LockstepPinned %d, want %d (the CPUs ridden)", n, len(taken))
+	if n := ts.Stats().Pinned; n != int64(len(taken)) {
+		t.Errorf("Stats.Pinned %d, want %d (the CPUs ridden)", n, len(taken))
 	}
 	seen := map[string]bool{}
 	for tid, cpus := range pinned {
@@ -234,7 +265,7 @@ func TestLockstepRidesClientCPU(t *testing.T) {
 		}
 	}
 	ts.fetches(t, 2)
-	waitFor(t, func() bool { return ts.Stats().LockstepThreadsBusy == 0 })
+	waitFor(t, func() bool { return ts.Stats().ThreadsBusy == 0 })
 	if n, r := narrowedThreads(t, want), riders(); len(n) > 0 || len(r) > 0 {
 		t.Errorf("after the transfers: threads still narrowed %v, CPUs still ridden %v", n, r)
 	}

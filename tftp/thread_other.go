@@ -7,8 +7,8 @@ import (
 	"net/netip"
 )
 
-// defaultLockstepThreads is Config.LockstepThreads' default.
-const defaultLockstepThreads = 16
+// defaultTransferThreads is Config.TransferThreads' default.
+const defaultTransferThreads = 16
 
 // threadLink is Linux only: elsewhere every transfer waits in the poller.
 func (s *Server) threadLink(context.Context, context.Context, netip.AddrPort, netip.Addr) link {
@@ -19,5 +19,5 @@ func (s *Server) threadLink(context.Context, context.Context, netip.AddrPort, ne
 // cpuRiders is Linux only (threadLink.pin).
 type cpuRiders struct{}
 
-// threadCap is Stats.LockstepThreadsCap: no threads off Linux.
+// threadCap is Stats.ThreadsCap: no threads off Linux.
 func (s *Server) threadCap() int64 { return 0 }
