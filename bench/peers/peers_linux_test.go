@@ -30,20 +30,21 @@ import (
 //	PXEPERF_BENCH_QUICK=1    smaller files and a coarser DHCP grid (~10 min)
 //	PXEPERF_BENCH_ROUNDS=3   rounds
 //	PXEPERF_BENCH_ONLY=...   comma-separated subset of http,tftp,dhcp,uboot
-//	PXEPERF_BENCH_UBOOT=1    add the U-Boot row to a run of every part
+//	PXEPERF_BENCH_UBOOT=1    add the U-Boot rows to a run of every part
 //	PXEPERF_BENCH_RATES=...  DHCP offered rates (per second) to sweep
 //	PXEPERF_BENCH_PERIOD=N   seconds per perfdhcp run
 //	PXEPERF_BENCH_HTTP=...   comma-separated subset of the HTTP cases
 //	                         tbf/1,tbf/32,veth/1,veth/32
-//	PXEPERF_BENCH_ALTBIN=... another pxeperf binary for the HTTP rounds,
-//	                         printed beside this tree's (A/B of a change)
+//	PXEPERF_BENCH_ALTBIN=... another pxeperf binary for the HTTP and TFTP
+//	                         rounds, printed beside this tree's (A/B of a
+//	                         change)
 //
 // The TFTP rows measure the server code on the branch as it is and need
-// atftpd (see peerbench.AtftpdPath). The U-Boot row (Debian's qemu_arm64
-// U-Boot under QEMU TCG, internal/uboot, lock-step 1468x1, 64 MiB, 16 MiB
-// quick) runs only when asked: PXEPERF_BENCH_UBOOT=1, or "uboot" in
-// PXEPERF_BENCH_ONLY; its QEMU runs only during its own turn of each round.
-// Its Mbit/s is timed on the wire (RRQ to the last ACK, captured on the
+// atftpd (see peerbench.AtftpdPath). The U-Boot rows (Debian's qemu_arm64
+// U-Boot under QEMU TCG, internal/uboot, lock-step 1468x1 and windowed
+// 1468x16 in the same boot, 64 MiB, 16 MiB quick) run only when asked:
+// PXEPERF_BENCH_UBOOT=1, or "uboot" in PXEPERF_BENCH_ONLY; its QEMU runs
+// only during its own turn of each round. Their Mbit/s is timed on the wire (RRQ to the last ACK, captured on the
 // server's veth: nstest.Wire), with U-Boot's own printed rate in brackets
 // and the tftpboot wall time's ratio after it.
 func TestPeers(t *testing.T) {
@@ -144,6 +145,11 @@ func TestPeers(t *testing.T) {
 			for kind, port := range map[string]string{"pxeperf": "69", "atftpd": "1069", "in.tftpd": "2069"} {
 				tftpServers[c.mtu][kind] = peerbench.StartTFTP(t, p, kind, bin, root, port, "")
 			}
+			if alt := os.Getenv("PXEPERF_BENCH_ALTBIN"); alt != "" {
+				s := peerbench.StartTFTP(t, p, "pxeperf", alt, root, "3069", "")
+				s.Name = "pxeperf-alt"
+				tftpServers[c.mtu][s.Name] = s
+			}
 		}
 	}
 
@@ -156,12 +162,18 @@ func TestPeers(t *testing.T) {
 	}
 
 	// U-Boot: a guest LAN of its own, the servers on port 69 of three
-	// addresses; the board boots afresh for each round.
+	// addresses; the board boots afresh for each round and fetches
+	// lock-step, then windowed (in.tftpd has no windowsize).
 	var ubootLab *peerbench.UBootLab
-	ubootServers := []string{"pxeperf", "atftpd", "in.tftpd"}
-	const ubootRow = "lock-step under U-Boot arm64 1468x1"
+	ubootRows := []struct {
+		name string
+		pass peerbench.UBootPass
+	}{
+		{"lock-step under U-Boot arm64 1468x1", peerbench.UBootPass{Windowsize: 1, Servers: []string{"pxeperf", "atftpd", "in.tftpd"}}},
+		{"windowed under U-Boot arm64 1468x16", peerbench.UBootPass{Windowsize: 16, Servers: []string{"pxeperf", "atftpd"}}},
+	}
 	if want("uboot") {
-		ubootLab = peerbench.NewUBootLab(t, bin, "arm64", ubootServers, mbUBoot, 1468)
+		ubootLab = peerbench.NewUBootLab(t, bin, "arm64", ubootRows[0].pass.Servers, mbUBoot, 1468)
 	}
 
 	// Every figure per round, keyed "row/server/what".
@@ -191,7 +203,11 @@ func TestPeers(t *testing.T) {
 			if c.shaped {
 				peerbench.ShapeBoth(t, p, true)
 			}
-			for _, name := range peerbench.Rotate(c.servers, round) {
+			names := c.servers
+			if tftpServers[c.mtu]["pxeperf-alt"] != nil {
+				names = append(slices.Clip(names), "pxeperf-alt")
+			}
+			for _, name := range peerbench.Rotate(names, round) {
 				r := peerbench.FetchTFTP(t, p, tftpServers[c.mtu][name], c.get, "img.bin", tftpSize)
 				put("tftp/"+c.name+"/"+name+"/mbps", r.Mbps)
 				put("tftp/"+c.name+"/"+name+"/cpu", r.CPUPerGiB)
@@ -201,18 +217,23 @@ func TestPeers(t *testing.T) {
 			}
 		}
 		if ubootLab != nil {
-			order := peerbench.Rotate(ubootServers, round)
-			runs := ubootLab.Round(t, order)
-			var line []string
-			for _, name := range order {
-				put("uboot/"+name+"/mbps", runs[name].Mbps)
-				put("uboot/"+name+"/cpu", runs[name].CPUPerGiB)
-				put("uboot/"+name+"/ubootmbps", runs[name].UBootMbps)
-				put("uboot/"+name+"/wallmbps", runs[name].WallMbps)
-				line = append(line, fmt.Sprintf("%s %.1f Mbit/s on the wire (U-Boot says %.1f, wall %.1f; %d datagrams), %.1f CPU s/GiB",
-					name, runs[name].Mbps, runs[name].UBootMbps, runs[name].WallMbps, runs[name].Wire.Datagrams, runs[name].CPUPerGiB))
+			var passes []peerbench.UBootPass
+			for _, r := range ubootRows {
+				passes = append(passes, peerbench.UBootPass{Windowsize: r.pass.Windowsize, Servers: peerbench.Rotate(r.pass.Servers, round)})
 			}
-			t.Logf("U-Boot round %d: %s", round+1, strings.Join(line, ", "))
+			for i, runs := range ubootLab.Round(t, passes...) {
+				var line []string
+				for _, name := range passes[i].Servers {
+					k := "uboot/" + ubootRows[i].name + "/" + name + "/"
+					put(k+"mbps", runs[name].Mbps)
+					put(k+"cpu", runs[name].CPUPerGiB)
+					put(k+"ubootmbps", runs[name].UBootMbps)
+					put(k+"wallmbps", runs[name].WallMbps)
+					line = append(line, fmt.Sprintf("%s %.1f Mbit/s on the wire (U-Boot says %.1f, wall %.1f; %d datagrams), %.1f CPU s/GiB",
+						name, runs[name].Mbps, runs[name].UBootMbps, runs[name].WallMbps, runs[name].Wire.Datagrams, runs[name].CPUPerGiB))
+				}
+				t.Logf("U-Boot %s round %d: %s", ubootRows[i].name, round+1, strings.Join(line, ", "))
+			}
 		}
 		if dhcpLab != nil {
 			for _, name := range peerbench.Rotate(dhcpNames, round) {
@@ -325,21 +346,31 @@ func TestPeers(t *testing.T) {
 					ratio(k("pxeperf", "cpu"), k(c.servers[1], "cpu")), c.servers[1]))
 		}
 	}
-	if ubootLab != nil {
-		k := func(s, w string) string { return "uboot/" + s + "/" + w }
+	for _, u := range ubootRows {
+		if ubootLab == nil {
+			break
+		}
+		k := func(s, w string) string { return "uboot/" + u.name + "/" + s + "/" + w }
 		var peers []string
-		for _, s := range ubootServers[1:] {
+		keys := func(w string) []string {
+			var ks []string
+			for _, s := range u.pass.Servers[1:] {
+				ks = append(ks, k(s, w))
+			}
+			return ks
+		}
+		for _, s := range u.pass.Servers[1:] {
 			peers = append(peers, fmt.Sprintf("%s %.0f (%.0f); %.1f", s, med(k(s, "mbps")), med(k(s, "ubootmbps")), med(k(s, "cpu"))))
 		}
-		rs := bestRatios(k("pxeperf", "mbps"), k("atftpd", "mbps"), k("in.tftpd", "mbps"))
+		rs := bestRatios(k("pxeperf", "mbps"), keys("mbps")...)
 		r := peerbench.Median(rs)
-		ru := ratioBest(k("pxeperf", "ubootmbps"), k("atftpd", "ubootmbps"), k("in.tftpd", "ubootmbps"))
-		rw := ratioBest(k("pxeperf", "wallmbps"), k("atftpd", "wallmbps"), k("in.tftpd", "wallmbps"))
-		row("TFTP "+ubootRow+": Mbit/s RRQ to last ACK on the wire (U-Boot's own rate); CPU s/GiB",
+		ru := ratioBest(k("pxeperf", "ubootmbps"), keys("ubootmbps")...)
+		rw := ratioBest(k("pxeperf", "wallmbps"), keys("wallmbps")...)
+		row("TFTP "+u.name+": Mbit/s RRQ to last ACK on the wire (U-Boot's own rate); CPU s/GiB",
 			fmt.Sprintf("%.0f (%.0f); %.1f", med(k("pxeperf", "mbps")), med(k("pxeperf", "ubootmbps")), med(k("pxeperf", "cpu"))),
 			strings.Join(peers, " / "), rs, false, 1.0,
 			fmt.Sprintf("%.2fx the better's Mbit/s%s (%.2fx by U-Boot's rate, %.2fx by tftpboot wall); CPU %.2fx atftpd", r,
-				ahead(k("pxeperf", "mbps"), k("atftpd", "mbps"), k("in.tftpd", "mbps")), ru, rw,
+				ahead(k("pxeperf", "mbps"), keys("mbps")...), ru, rw,
 				ratio(k("pxeperf", "cpu"), k("atftpd", "cpu"))))
 	}
 	if dhcpLab != nil {
@@ -396,6 +427,16 @@ func TestPeers(t *testing.T) {
 				ratio(k("pxeperf-alt", "cpu"), k("nginx", "cpu")),
 				med(k("pxeperf", "gbps")), med(k("pxeperf-alt", "gbps")), ratio(k("pxeperf", "gbps"), k("pxeperf-alt", "gbps")),
 				ratio(k("pxeperf-alt", "gbps"), k("nginx", "gbps")))
+		}
+	}
+	if alt := os.Getenv("PXEPERF_BENCH_ALTBIN"); alt != "" && len(tftpPairs) > 0 {
+		fmt.Printf("\nTFTP, this tree's pxeperf against PXEPERF_BENCH_ALTBIN (%s) in the same rounds:\n", alt)
+		for _, c := range tftpCases {
+			k := func(s, w string) string { return "tftp/" + c.name + "/" + s + "/" + w }
+			fmt.Printf("  %-28s Mbit/s %.0f vs %.0f (%.2fx, ahead in %s); CPU s/GiB %.1f vs %.1f (%.2fx)\n", c.name,
+				med(k("pxeperf", "mbps")), med(k("pxeperf-alt", "mbps")), ratio(k("pxeperf", "mbps"), k("pxeperf-alt", "mbps")),
+				strings.TrimSuffix(strings.TrimPrefix(ahead(k("pxeperf", "mbps"), k("pxeperf-alt", "mbps")), " (ahead in "), ")"),
+				med(k("pxeperf", "cpu")), med(k("pxeperf-alt", "cpu")), ratio(k("pxeperf", "cpu"), k("pxeperf-alt", "cpu")))
 		}
 	}
 	if dhcpLab != nil {

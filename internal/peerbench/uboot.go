@@ -104,12 +104,21 @@ type UBootRun struct {
 	Wire                nstest.WireSpan
 }
 
-// Round boots the board, sets its address, tftpblocksize and
-// tftpwindowsize 1, fetches warmFile from every server, then the file once
-// from each server in names (in that order), each under a capture, and
-// ends QEMU. The first fetch from each server is checked by U-Boot's own
-// crc32 (outside the timing).
-func (l *UBootLab) Round(t testing.TB, names []string) map[string]UBootRun {
+// UBootPass is one pass of a Round: the tftpwindowsize U-Boot asks for
+// (1: lock-step; U-Boot's virtio-net hangs from 32 on) and the servers it
+// fetches the file from, in that order.
+type UBootPass struct {
+	Windowsize int
+	Servers    []string
+}
+
+// Round boots the board, sets its address and tftpblocksize, fetches
+// warmFile from every server of every pass, then for each pass sets
+// tftpwindowsize and fetches the file once from each of its servers, each
+// under a capture, and ends QEMU. It returns each pass's runs by server.
+// The first fetch from each server is checked by U-Boot's own crc32
+// (outside the timing).
+func (l *UBootLab) Round(t testing.TB, passes ...UBootPass) []map[string]UBootRun {
 	t.Helper()
 	var srvLog func() string
 	if s := l.Servers["pxeperf"]; s != nil {
@@ -120,9 +129,26 @@ func (l *UBootLab) Round(t testing.TB, names []string) map[string]UBootRun {
 	c.StopAutoboot(90 * time.Second)
 	c.Env(l.Board, "setenv autoload no", "setenv ipaddr "+l.ip, "setenv netmask 255.255.255.0",
 		fmt.Sprintf("setenv tftpblocksize %d", l.Blksize), "setenv tftpwindowsize 1")
-	for _, name := range names {
-		c.TFTPBoot(l.Servers[name].IP+":"+warmFile, 1<<20, time.Minute)
+	warm := map[string]bool{}
+	for _, p := range passes {
+		for _, name := range p.Servers {
+			if !warm[name] {
+				c.TFTPBoot(l.Servers[name].IP+":"+warmFile, 1<<20, time.Minute)
+				warm[name] = true
+			}
+		}
 	}
+	var all []map[string]UBootRun
+	for _, p := range passes {
+		c.Run(fmt.Sprintf("setenv tftpwindowsize %d", max(p.Windowsize, 1)), 10*time.Second)
+		all = append(all, l.pass(t, c, p.Servers))
+	}
+	return all
+}
+
+// pass fetches the file once from each server in names, as Round says.
+func (l *UBootLab) pass(t testing.TB, c *uboot.Console, names []string) map[string]UBootRun {
+	t.Helper()
 	board := netip.MustParseAddr(l.ip)
 	runs := map[string]UBootRun{}
 	for _, name := range names {
