@@ -35,6 +35,8 @@ import (
 //	PXEPERF_BENCH_PERIOD=N   seconds per perfdhcp run
 //	PXEPERF_BENCH_HTTP=...   comma-separated subset of the HTTP cases
 //	                         tbf/1,tbf/32,veth/1,veth/32
+//	PXEPERF_BENCH_TFTP=...   comma-separated words: only the TFTP cases
+//	                         whose name has one (e.g. 8192,windowed)
 //	PXEPERF_BENCH_ALTBIN=... another pxeperf binary for the HTTP and TFTP
 //	                         rounds, printed beside this tree's (A/B of a
 //	                         change)
@@ -124,6 +126,14 @@ func TestPeers(t *testing.T) {
 		{"lock-step 1468 curl veth", peerbench.TFTPGet{Client: "curl", Blksize: 1468}, 1500, false, []string{"pxeperf", "atftpd", "in.tftpd"}},
 		{"lock-step 8192 curl MTU 9000", peerbench.TFTPGet{Client: "curl", Blksize: 8192}, 9000, false, []string{"pxeperf", "atftpd", "in.tftpd"}},
 		{"windowed 1468x16 atftp tbf", peerbench.TFTPGet{Client: "atftp", Blksize: 1468, Windows: 16}, 1500, true, []string{"pxeperf", "atftpd"}},
+	}
+	if only := os.Getenv("PXEPERF_BENCH_TFTP"); only != "" {
+		tftpCases = slices.DeleteFunc(tftpCases, func(c tftpCase) bool {
+			return !slices.ContainsFunc(strings.Split(only, ","), func(w string) bool { return w != "" && strings.Contains(c.name, w) })
+		})
+		if len(tftpCases) == 0 {
+			t.Fatalf("PXEPERF_BENCH_TFTP=%q names no TFTP case: want comma-separated words of the case names (512, tftp-hpa, 1468, 8192, windowed)", only)
+		}
 	}
 	// One pair per MTU, made with it (pxeperf reads an interface's MTU
 	// once), each with its own three servers serving one root.
