@@ -222,6 +222,9 @@ func (t *Testbed) build(mtu int, noClientAddr bool, via string, pid int) error {
 // calling thread into the namespace it creates.
 func (t *Testbed) createNamespaces(pid int) ([2]netns.NsHandle, error) {
 	var h [2]netns.NsHandle
+	if err := shareNetnsDir(); err != nil {
+		return h, err
+	}
 	created := false
 	err := onThread("switching back to the original namespace", func() error {
 		for n := 0; n < maxNames; n++ {
@@ -323,6 +326,35 @@ func onThread(leaving string, fn func() error, stuck func()) error {
 	return r.err
 }
 
+// shareNetnsDir makes netnsDir a mount point of its own with shared
+// propagation before a namespace is mounted in it, as `ip netns add` does
+// before its first. netns.NewNamed does not, and then the first `ip netns
+// add` to come after (another test's, a lab script's) bind-mounts the
+// directory onto itself recursively, taking copies of the namespaces
+// already mounted there that hide under its own: unmounting ours later
+// leaves the copy, and removing the file fails with EBUSY for as long as
+// the machine runs (TestNetnsDirShared).
+func shareNetnsDir() error {
+	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
+		return fmt.Errorf("netlab: creating %s: %w (needs root)", netnsDir, err)
+	}
+	bound := false
+	for {
+		err := unix.Mount("", netnsDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EINVAL) || bound {
+			return fmt.Errorf("netlab: making %s a shared mount: %w (needs root)", netnsDir, err)
+		}
+		// EINVAL: not a mount point yet.
+		if err := unix.Mount(netnsDir, netnsDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("netlab: bind-mounting %s onto itself: %w (needs root)", netnsDir, err)
+		}
+		bound = true
+	}
+}
+
 // newNamed creates a named namespace (moving the calling thread into it)
 // and returns a handle; an existing name fails with fs.ErrExist.
 func newNamed(name string) (netns.NsHandle, error) {
@@ -347,6 +379,11 @@ func deleteNamed(name string) error {
 		return fmt.Errorf("netlab: unmounting %s: %w", path, err)
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, unix.EBUSY) {
+			// See shareNetnsDir: a mount of the directory onto itself
+			// made after this namespace hides its first mount.
+			return fmt.Errorf("netlab: removing %s: %w (a later mount of %s covers its mount, see /proc/self/mountinfo: unmount %s with umount -l when no namespace there is in use, then the hidden mounts, or reboot)", path, err, netnsDir, netnsDir)
+		}
 		return fmt.Errorf("netlab: removing %s: %w", path, err)
 	}
 	return nil

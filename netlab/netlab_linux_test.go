@@ -481,3 +481,54 @@ func tcpThroughput(tb *Testbed, from Side, d time.Duration) (float64, error) {
 	}
 	return float64(r.bytes) * 8 / r.elapsed.Seconds() / 1e6, nil
 }
+
+// freshRunEnv marks TestNetnsDirShared's own run inside its mount namespace.
+const freshRunEnv = "PXEPERF_NETLAB_FRESH_RUN"
+
+// TestNetnsDirShared makes a testbed where /run/netns is new, as on a fresh
+// machine (its own run of the test binary, in a mount namespace of its own
+// with a tmpfs on /run), then has `ip netns add` make a namespace after it
+// (as another package's test did in CI), and wants the testbed to close and
+// leave nothing. Before shareNetnsDir, Close failed "removing
+// /run/netns/...: device or resource busy": ip's recursive self-bind of the
+// directory had taken a copy of the testbed's mounts.
+func TestNetnsDirShared(t *testing.T) {
+	requireRoot(t)
+	for _, tool := range []string{"unshare", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not found (util-linux, iproute2)", tool)
+		}
+	}
+	if os.Getenv(freshRunEnv) != "1" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "unshare", "--mount", "--propagation", "private", "--",
+			"sh", "-c", `mount -t tmpfs pxl-run /run && exec "$0" -test.run '^TestNetnsDirShared$' -test.v`, os.Args[0])
+		cmd.Env = append(os.Environ(), freshRunEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestNetnsDirShared") {
+			t.Fatalf("the run in a fresh /run: %v\n%s", err, out)
+		}
+		return
+	}
+	if _, err := os.Stat(netnsDir); err == nil {
+		t.Fatalf("%s exists in the fresh /run", netnsDir)
+	}
+	tb, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := fmt.Sprintf("pxl-ipadd-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", other).CombinedOutput(); err != nil {
+		tb.Close()
+		t.Fatalf("ip netns add %s: %v: %s", other, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", other).Run() })
+	if err := tb.Close(); err != nil {
+		t.Fatalf("Close after an ip netns add: %v", err)
+	}
+	requireGone(t, tb.ServerNS, tb.ClientNS)
+	if !exists(other) {
+		t.Errorf("ip's namespace %s is gone too", other)
+	}
+}
