@@ -134,6 +134,23 @@ func (c *rawClient) quiet(d time.Duration) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded)
 }
 
+// oneBlock reads past other packets (a transfer still sending) until the
+// one-block file body arrives as DATA 1, and acknowledges it; the file is
+// named for the failure.
+func (c *rawClient) oneBlock(name string, body []byte) {
+	c.t.Helper()
+	for i := 0; ; i++ {
+		b, from := c.recv()
+		if len(b) == 4+len(body) && bytes.Equal(b[4:], body) {
+			c.send(from, ack(1))
+			return
+		}
+		if i > 5 {
+			c.t.Fatalf("file %s never came", name)
+		}
+	}
+}
+
 func ack(block uint16) []byte { return binary.BigEndian.AppendUint16([]byte{0, opACK}, block) }
 
 // oackOpts parses an OACK packet into a map.
@@ -729,16 +746,7 @@ func TestSinglePortNewRequestMidTransfer(t *testing.T) {
 		t.Fatalf("want DATA 1 of a from %v, got % x from %v", ts.Addr(), b[:4], from)
 	}
 	c.send(ts.Addr(), rq(opRRQ, "b", "octet"))
-	for i := 0; ; i++ {
-		b, from := c.recv()
-		if len(b) == 4+len(want) && bytes.Equal(b[4:], want) {
-			c.send(from, ack(1))
-			break
-		}
-		if i > 5 {
-			t.Fatal("file b never came")
-		}
-	}
+	c.oneBlock("b", want)
 	evs := ts.fetches(t, 2)
 	got := map[string]string{evs[0].File: evs[0].Outcome, evs[1].File: evs[1].Outcome}
 	if diff := cmp.Diff(map[string]string{"a": event.OutcomeAborted, "b": event.OutcomeOK}, got); diff != "" {

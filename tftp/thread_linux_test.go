@@ -139,16 +139,7 @@ func TestTransferThreads(t *testing.T) {
 		t.Fatalf("%d transfers on a thread, want 3: the windowed one did not give its thread back", n)
 	}
 	a.send(ts.Addr(), rq(opRRQ, "g", "octet"))
-	for i := 0; ; i++ {
-		p, from := a.recv()
-		if len(p) == 4+len(small) && bytes.Equal(p[4:], small) {
-			a.send(from, ack(1))
-			break
-		}
-		if i > 5 {
-			t.Fatal("file g never came")
-		}
-	}
+	a.oneBlock("g", small)
 	evs = ts.fetches(t, 6)
 	got := map[string]string{evs[4].File: evs[4].Outcome, evs[5].File: evs[5].Outcome}
 	if diff := cmp.Diff(map[string]string{"f": event.OutcomeAborted, "g": event.OutcomeOK}, got); diff != "" {
