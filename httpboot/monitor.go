@@ -313,7 +313,9 @@ const settleStep = 128
 // (the fetch's average at first), at least 1 ms and at most settleStep of
 // the fetch so far a step, and gives up when the queue has not moved for
 // StallTimeout (60 s when unset): the last byte's write then meets the
-// stall deadline.
+// stall deadline. A connection that can (acker; Linux, with the send
+// buffer it sized itself and a stall timeout set) first waits in Go's
+// poller until at most a segment is left, so the sleeps only cover that.
 func (m *monitor) settle(sent int64) {
 	q := m.probe.outq()
 	if q <= 0 || sent < bigBody {
@@ -322,6 +324,15 @@ func (m *monitor) settle(sent int64) {
 	stall := m.stall
 	if stall <= 0 {
 		stall = time.Minute
+	} else if a, ok := m.conn.(acker); ok {
+		// The stall deadline bounds this wait; at most a segment is left.
+		if waited, err := a.awaitAcked(m.probe.outq); err != nil {
+			return
+		} else if waited {
+			if q = m.probe.outq(); q <= 0 {
+				return
+			}
+		}
 	}
 	now := time.Now()
 	elapsed := now.Sub(m.start)
@@ -341,6 +352,14 @@ func (m *monitor) settle(sent int64) {
 			return
 		}
 	}
+}
+
+// acker is a connection that can wait for the client's acknowledgement of
+// its queue without a timer (sendfileConn.awaitAcked, Linux), until at most
+// a segment is left unacknowledged; waited is false when it cannot wait
+// so, err set when the write deadline passed (or the connection closed).
+type acker interface {
+	awaitAcked(outq func() int) (waited bool, err error)
 }
 
 // fitIntervals makes the closed intervals hold at most total bytes (the

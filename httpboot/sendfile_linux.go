@@ -52,11 +52,14 @@ type sendfileConn struct {
 	// (cached) made; waits the waits for room that a poll decided, again
 	// those that a sendfile failing with EAGAIN did.
 	sent, cold, calls, probes, waits, again int64
-	probe                                   [1]byte // preadv2's target in cached
+	// ackWaits counts the checks awaitAcked made (one per wake-up).
+	ackWaits int64
+	probe    [1]byte // preadv2's target in cached
 	// sndbuf is the send buffer a big body gets (0: the kernel's
-	// autotuning); sized is set once it was asked for.
-	sndbuf int
-	sized  bool
+	// autotuning); asked is set once it was asked for, sized once the
+	// socket has it.
+	sndbuf       int
+	asked, sized bool
 }
 
 // sizeSendBuffer gives the socket a send buffer of c.sndbuf bytes (what
@@ -73,20 +76,64 @@ type sendfileConn struct {
 // without it SO_SNDBUF is capped there, and a cap below the current
 // buffer is not set at all (it would only lock a smaller one).
 func (c *sendfileConn) sizeSendBuffer() {
-	c.sized = true
+	c.asked = true
 	_ = c.rc.Control(func(fd uintptr) {
 		cur, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
 		if err != nil || cur >= c.sndbuf {
 			return
 		}
-		if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, c.sndbuf/2) == nil {
-			return
-		}
-		if v := wmemMax(); v > 0 && 2*v <= cur {
-			return
-		}
-		_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, c.sndbuf/2)
+		c.sized = setSendBuffer(fd, c.sndbuf, cur)
 	})
+}
+
+// setSendBuffer makes the socket's send buffer bytes (what the kernel
+// accounts; SO_SNDBUF is half of it), past net.core.wmem_max when the
+// process may (SO_SNDBUFFORCE), else up to it; cur is the buffer now. It
+// says whether the buffer was set.
+func setSendBuffer(fd uintptr, bytes, cur int) bool {
+	if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, bytes/2) == nil {
+		return true
+	}
+	if v := wmemMax(); v > 0 && 2*v <= cur {
+		return false
+	}
+	return unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, bytes/2) == nil
+}
+
+// awaitAcked waits in Go's poller, which honours the write deadline, until
+// the client has acknowledged all but at most one small segment of what
+// the socket holds (monitor.settle polls the rest). waited is false when it
+// could not wait so; err is the wait's (the write deadline passed). It shrinks the send buffer to the kernel's least while it waits:
+// the socket then turns writable, and Go's poller wakes this goroutine,
+// only once the queue is (nearly) empty, where settle's own wait was a
+// timer sleep a step at a time (at 32 streams over 1 Gbit/s a 4 MiB queue
+// drains in a second: ~10 sleeps for each fetch, each a goroutine wake-up
+// and often a thread's). The buffer is set back before it returns. Only a
+// buffer this connection sized itself (sizeSendBuffer) is shrunk: setting
+// one locks it, and the kernel's autotuning would not come back.
+func (c *sendfileConn) awaitAcked(outq func() int) (waited bool, err error) {
+	if !c.sized {
+		return false, nil
+	}
+	shrunk := false
+	_ = c.rc.Control(func(fd uintptr) {
+		shrunk = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 0) == nil
+	})
+	if !shrunk {
+		return false, nil
+	}
+	defer func() {
+		_ = c.rc.Control(func(fd uintptr) {
+			cur, _ := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
+			c.sized = setSendBuffer(fd, c.sndbuf, cur)
+		})
+	}()
+	err = c.rc.Write(func(fd uintptr) bool {
+		c.ackWaits++
+		// Writable with a buffer this small: at most a segment is left.
+		return outq() <= 0 || writable(fd)
+	})
+	return err == nil, err
 }
 
 // setCork sets or clears TCP_CORK (countingWriter.ReadFrom holds a
@@ -186,7 +233,7 @@ func (c *sendfileConn) ReadFrom(r io.Reader) (int64, error) {
 	if err != nil {
 		return c.TCPConn.ReadFrom(r)
 	}
-	if c.sndbuf > 0 && !c.sized && remain >= bigBody {
+	if c.sndbuf > 0 && !c.asked && remain >= bigBody {
 		c.sizeSendBuffer()
 	}
 	var written int64

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,13 +23,33 @@ import (
 // listener wrapper hands it out, and the client end.
 func sendfilePair(t *testing.T) (*sendfileConn, net.Conn) {
 	t.Helper()
+	return sendfilePairBuf(t, 0, 0)
+}
+
+// sendfilePairBuf is sendfilePair with a listener that gives big bodies a
+// send buffer of sndbuf bytes, and a client whose receive buffer is
+// rcvbuf (SO_RCVBUF before connecting; 0: the kernel's).
+func sendfilePairBuf(t *testing.T, sndbuf, rcvbuf int) (*sendfileConn, net.Conn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	wl := wrapListener(ln, 0)
-	cli, err := net.Dial("tcp", ln.Addr().String())
+	wl := wrapListener(ln, sndbuf)
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		if rcvbuf == 0 {
+			return nil
+		}
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	cli, err := d.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,4 +321,124 @@ func TestResponseLeavesCorked(t *testing.T) {
 		t.Errorf("a 200 KiB file came in %d packets, want at most %d: partial packets went out uncorked",
 			info.Data_segs_in, want)
 	}
+}
+
+// TestAwaitAcked: with the send buffer the connection sized itself,
+// awaitAcked returns once the client has acknowledged all but at most a
+// small segment, woken by Go's poller a few times, not by a timer step by
+// step, while a slow client takes a 12 MiB body in over ~200 ms; the send
+// buffer is back to its size after it, also when the write deadline ends
+// the wait (a client that stopped reading). A connection that kept the
+// kernel's autotuned buffer does not wait so (locking its buffer would end
+// the autotuning).
+func TestAwaitAcked(t *testing.T) {
+	// Above what loopback's autotuning starts a connection with (4 MiB,
+	// tcp_wmem's cap), so the connection sizes its buffer.
+	const sndbuf = 8 << 20
+	body := pattern(12<<20, 5)
+	path := filepath.Join(t.TempDir(), "f.img")
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	send := func(t *testing.T, sc *sendfileConn) {
+		t.Helper()
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if n, err := sc.ReadFrom(&io.LimitedReader{R: f, N: int64(len(body))}); err != nil || n != int64(len(body)) {
+			t.Fatalf("ReadFrom = %d, %v", n, err)
+		}
+	}
+	sndbufNow := func(sc *sendfileConn) (v int) {
+		_ = sc.rc.Control(func(fd uintptr) { v, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF) })
+		return v
+	}
+
+	t.Run("slow client", func(t *testing.T) {
+		sc, cli := sendfilePairBuf(t, sndbuf, 64<<10)
+		probe := newTCPProbe(sc)
+		done := make(chan int64, 1)
+		go func() {
+			// 128 KiB every 2 ms: about 200 ms for the body.
+			var got int64
+			buf := make([]byte, 128<<10)
+			for got < int64(len(body)) {
+				n, err := io.ReadFull(cli, buf[:min(int64(len(buf)), int64(len(body))-got)])
+				got += int64(n)
+				if err != nil {
+					break
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			done <- got
+		}()
+		send(t, sc)
+		if q := probe.outq(); q < 1<<20 {
+			t.Fatalf("after the copy %d bytes wait for the client; want a full buffer's worth", q)
+		}
+		t0 := time.Now()
+		waited, err := sc.awaitAcked(probe.outq)
+		took := time.Since(t0)
+		t.Logf("awaitAcked: %v, %d checks", took, sc.ackWaits)
+		if !waited || err != nil {
+			t.Fatalf("awaitAcked = %v, %v; want true, nil", waited, err)
+		}
+		if q := probe.outq(); q > 4096 {
+			t.Errorf("awaitAcked returned with %d bytes unacknowledged, want at most a small segment", q)
+		}
+		// A timer step of 1 ms would have checked took/1ms times.
+		if sc.ackWaits > 8 || time.Duration(sc.ackWaits)*time.Millisecond > took/4 {
+			t.Errorf("awaitAcked checked %d times in %v: woken by something else than the queue draining", sc.ackWaits, took)
+		}
+		if v := sndbufNow(sc); v != sndbuf {
+			t.Errorf("send buffer %d after the wait, want %d back", v, sndbuf)
+		}
+		if got := <-done; got != int64(len(body)) {
+			t.Errorf("client read %d of %d bytes", got, len(body))
+		}
+	})
+
+	t.Run("deadline", func(t *testing.T) {
+		sc, _ := sendfilePairBuf(t, sndbuf, 64<<10)
+		probe := newTCPProbe(sc)
+		if err := sc.SetWriteDeadline(time.Now().Add(5 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		// The client reads nothing: the copy stops at the deadline
+		// unless it all fit; either way, queue what fits.
+		if err := sc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = sc.ReadFrom(&io.LimitedReader{R: f, N: int64(len(body))})
+		if err := sc.SetWriteDeadline(time.Now().Add(150 * time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		waited, err := sc.awaitAcked(probe.outq)
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("awaitAcked = %v, %v; want the deadline's error", waited, err)
+		}
+		if q := probe.outq(); q <= 0 {
+			t.Errorf("queue %d with a client that reads nothing", q)
+		}
+		if v := sndbufNow(sc); v != sndbuf {
+			t.Errorf("send buffer %d after the wait, want %d back", v, sndbuf)
+		}
+	})
+
+	t.Run("autotuned", func(t *testing.T) {
+		sc, cli := sendfilePairBuf(t, 0, 0)
+		go func() { _, _ = io.Copy(io.Discard, cli) }()
+		send(t, sc)
+		waited, err := sc.awaitAcked(newTCPProbe(sc).outq)
+		if waited || err != nil {
+			t.Errorf("awaitAcked = %v, %v on an autotuned buffer; want false, nil", waited, err)
+		}
+	})
 }
