@@ -185,6 +185,7 @@ type statsCollector struct {
 	src                                                        Sources
 	active, dhcpPackets, leasesInUse, poolSize, malformed, ref *prometheus.Desc
 	queue, queueBytes, backlog, storeErrs, written, dropped    *prometheus.Desc
+	commits                                                    *prometheus.Desc
 	threaded, threadRecvs, threadsBusy, threadsCap             *prometheus.Desc
 	threadPinned                                               *prometheus.Desc
 	tftpRequests, tftpDropped, tftpReplaced, tftpPassedOn      *prometheus.Desc
@@ -208,6 +209,7 @@ func newStatsCollector(src Sources) *statsCollector {
 		backlog:     d("record_journal_backlog", "Records kept only in the journal (memory queue full, or no store), not yet read back into the store."),
 		storeErrs:   d("record_store_errors_total", "Failed record store writes (each is retried)."),
 		written:     d("records_written_total", "Records committed to the record store."),
+		commits:     d("record_commits_total", "Transactions that committed them (records_written_total over this: records per commit, see record.MaxLinger)."),
 		dropped:     d("records_dropped_total", "Records lost: neither journaled nor kept in memory."),
 		threaded: d("tftp_transfers_by_wait_total", "TFTP transfers (lock-step and windowed) by where they waited for their ACKs: "+
 			"thread (a blocking read on an OS thread of their own) or poller (Go's; every thread under tftp.transfer_threads was taken, or its socket failed).", "wait"),
@@ -234,7 +236,7 @@ func newStatsCollector(src Sources) *statsCollector {
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.active, c.dhcpPackets, c.leasesInUse, c.poolSize, c.malformed, c.ref,
-		c.queue, c.queueBytes, c.backlog, c.storeErrs, c.written, c.dropped, c.threaded, c.threadRecvs, c.threadPinned, c.threadsBusy,
+		c.queue, c.queueBytes, c.backlog, c.storeErrs, c.written, c.commits, c.dropped, c.threaded, c.threadRecvs, c.threadPinned, c.threadsBusy,
 		c.threadsCap, c.tftpRequests, c.tftpDropped, c.tftpReplaced, c.tftpPassedOn, c.dhcpReceived, c.dhcpIgnored, c.dhcpErrors,
 		c.reclaimed, c.ended, c.httpConns} {
 		ch <- d
@@ -318,6 +320,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.backlog, float64(max(st.JournalOnly-st.Recovered, 0)))
 		counter(c.storeErrs, float64(st.StoreErrors))
 		counter(c.written, float64(st.Written))
+		counter(c.commits, float64(st.Batches))
 		counter(c.dropped, float64(st.Dropped))
 		refusals("record", st.Refused)
 	}

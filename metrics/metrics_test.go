@@ -408,7 +408,7 @@ func sources() Sources {
 			Requests: 21, Duplicates: 4, Stray: 9, Replaced: 1, Busy: 6, PassedOn: 7}},
 		HTTP:  &fakeHTTP{ref: httpRef, bad: 2, conns: 3},
 		Admin: adminRef,
-		Records: &fakeRecords{st: record.SinkStats{Written: 1000, Pending: 12, PendingBytes: 4096, JournalOnly: 30,
+		Records: &fakeRecords{st: record.SinkStats{Written: 1000, Batches: 40, Pending: 12, PendingBytes: 4096, JournalOnly: 30,
 			Recovered: 10, Dropped: 1, StoreErrors: 4, Refused: map[string]uint64{"record: queue full": 20}}},
 		Active: act,
 	}
@@ -426,6 +426,7 @@ const (
 	backlog   = "pxeperf_record_journal_backlog"
 	storeErrs = "pxeperf_record_store_errors_total"
 	written   = "pxeperf_records_written_total"
+	commits   = "pxeperf_record_commits_total"
 	dropped   = "pxeperf_records_dropped_total"
 	byWait    = "pxeperf_tftp_transfers_by_wait_total"
 	lsRecvs   = "pxeperf_tftp_thread_datagrams_total"
@@ -444,7 +445,7 @@ const (
 	hConns    = "pxeperf_http_connections"
 )
 
-var collected = []string{active, packets, inUse, pool, malformed, refusals, queue, qbytes, backlog, storeErrs, written, dropped,
+var collected = []string{active, packets, inUse, pool, malformed, refusals, queue, qbytes, backlog, storeErrs, written, commits, dropped,
 	byWait, lsRecvs, lsPinned, lsBusy, lsCap, tRequests, tDropped, tReplaced, tPassedOn, dReceived, dIgnored, dErrors, reclaimed, ended, hConns}
 
 // TestCollector: what a scrape shows is each Sources field's counters, as
@@ -472,6 +473,7 @@ func TestCollector(t *testing.T) {
 		backlog + `{}`:                           20,
 		storeErrs + `{}`:                         4,
 		written + `{}`:                           1000,
+		commits + `{}`:                           40,
 		dropped + `{}`:                           1,
 		byWait + `{wait="thread"}`:               13,
 		byWait + `{wait="poller"}`:               2,
@@ -518,7 +520,7 @@ func TestCollector(t *testing.T) {
 		"no HTTP":           {func(s *Sources) { s.HTTP = nil }, without(malformed+`{proto="http"`, refusals+`{proto="http"`, hConns)},
 		"no admin refusals": {func(s *Sources) { s.Admin = nil }, without(refusals + `{proto="admin"`)},
 		"no recording": {func(s *Sources) { s.Records = nil },
-			without(queue, qbytes, backlog, storeErrs, written, dropped, refusals+`{proto="record"`)},
+			without(queue, qbytes, backlog, storeErrs, written, commits, dropped, refusals+`{proto="record"`)},
 		"no live view": {func(s *Sources) { s.Active = nil }, without(active)},
 		"nothing":      {func(s *Sources) { *s = Sources{} }, map[string]float64{}},
 	}

@@ -100,17 +100,20 @@ func httpFetch(i int) *event.Fetch {
 //	go test ./record -run '^$' -bench RecordHTTP -benchmem -count 5
 //
 // burst: fetches arrive back to back and share transactions (many short
-// fetches). paced: one fetch every 60 ms, past the writer's 50 ms linger,
-// so each gets a transaction of its own, as when 32 streams share 1 Gbit/s
-// and a fetch ends every few hundred ms; keep -benchtime small (e.g. 100x).
-// idle: paced's waits without fetches, the process's CPU while it waits,
-// to subtract from paced.
+// fetches). close: one fetch every 20 ms, as when boards that booted
+// together finish over a second: the writer lingers on while they keep
+// coming (MaxLinger), so they share transactions too. paced: one fetch
+// every 60 ms, past the writer's 50 ms linger, so each gets a transaction
+// of its own; keep -benchtime small (e.g. 100x). idle and close-idle: the
+// same waits without fetches, the process's CPU while it waits, to
+// subtract.
 func BenchmarkRecordHTTP(b *testing.B) {
 	for _, mode := range []struct {
 		name string
 		gap  time.Duration
 		idle bool // the control: the same waits, no fetch
-	}{{"burst", 0, false}, {"paced", 60 * time.Millisecond, false}, {"idle", 60 * time.Millisecond, true}} {
+	}{{"burst", 0, false}, {"close", 20 * time.Millisecond, false}, {"close-idle", 20 * time.Millisecond, true},
+		{"paced", 60 * time.Millisecond, false}, {"idle", 60 * time.Millisecond, true}} {
 		b.Run(mode.name, func(b *testing.B) {
 			if mode.gap > 0 && b.N > 1 && b.N*int(mode.gap) > int(time.Minute) {
 				b.Skipf("paced: %d fetches take over a minute; run with -benchtime 100x", b.N)
@@ -148,6 +151,7 @@ func BenchmarkRecordHTTP(b *testing.B) {
 			cpu := cpuTime(b) - cpu0
 			b.StopTimer()
 			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/fetch")
+			b.ReportMetric(float64(s.Stats().Batches)/float64(b.N), "commits/fetch")
 			if err := s.Close(context.Background()); err != nil {
 				b.Fatal(err)
 			}

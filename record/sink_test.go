@@ -397,3 +397,44 @@ func TestJournalKeptSmall(t *testing.T) {
 		t.Errorf("%d records, want %d", n, 25+60*20)
 	}
 }
+
+// TestSinkLingers: entries that keep coming within a Linger of each other
+// share one transaction, up to MaxLinger; a steady flow past MaxLinger is
+// cut into transactions of about MaxLinger each, and every entry is
+// written.
+func TestSinkLingers(t *testing.T) {
+	dir := t.TempDir()
+	store := openTest(t, dir)
+	sink := NewSink(store, quiet, SinkOptions{Journal: openJournal(t, dir), Linger: 150 * time.Millisecond,
+		MaxLinger: 2 * time.Second})
+	t.Cleanup(func() { _ = sink.Close(context.Background()) })
+	// 10 fetches 20 ms apart: 200 ms in all, past one Linger.
+	for i := range 10 {
+		sink.Fetch(testFetch(i))
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !waitFor(func() bool { return sink.Stats().Written == 10 }) {
+		t.Fatalf("stats %+v, want 10 written", sink.Stats())
+	}
+	if st := sink.Stats(); st.Batches != 1 {
+		t.Errorf("10 fetches 20 ms apart took %d transactions, want 1 (Linger 150 ms)", st.Batches)
+	}
+
+	// A steady flow for 1 s against a MaxLinger of 200 ms.
+	dir = t.TempDir()
+	store = openTest(t, dir)
+	sink = NewSink(store, quiet, SinkOptions{Journal: openJournal(t, dir), Linger: 50 * time.Millisecond,
+		MaxLinger: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = sink.Close(context.Background()) })
+	const n = 100
+	for i := range n {
+		sink.Fetch(testFetch(i))
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !waitFor(func() bool { return sink.Stats().Written == n }) {
+		t.Fatalf("stats %+v, want %d written", sink.Stats(), n)
+	}
+	if b := sink.Stats().Batches; b < 3 || b > n/2 {
+		t.Errorf("a steady flow of %d fetches over 1 s took %d transactions; want one per ~200 ms (MaxLinger)", n, b)
+	}
+}
