@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -19,7 +21,9 @@ import (
 // sendfile(2) made as a raw system call (see sendfileConn.ReadFrom).
 type sendfileListener struct {
 	net.Listener
-	sndbuf int // bytes of send buffer for a big body (see sizeSendBuffer); 0: the kernel's
+	sndbuf int // bytes of send buffer for a big body (see fitSendBuffer); 0: the kernel's
+	// big counts the big bodies being copied now, on every connection.
+	big *atomic.Int32
 }
 
 func (l sendfileListener) Accept() (net.Conn, error) {
@@ -35,7 +39,7 @@ func (l sendfileListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return c, nil
 	}
-	return &sendfileConn{TCPConn: tc, rc: rc, sndbuf: l.sndbuf}, nil
+	return &sendfileConn{TCPConn: tc, rc: rc, sndbuf: l.sndbuf, big: l.big}, nil
 }
 
 // sendfileConn is an accepted TCP connection. net/http's response.ReadFrom
@@ -56,35 +60,66 @@ type sendfileConn struct {
 	ackWaits int64
 	probe    [1]byte // preadv2's target in cached
 	// sndbuf is the send buffer a big body gets (0: the kernel's
-	// autotuning); asked is set once it was asked for, sized once the
-	// socket has it.
-	sndbuf       int
-	asked, sized bool
+	// autotuning), twice that while few are copied (fitSendBuffer); cur
+	// is the one this connection set (0: none, the kernel's); big is the
+	// listener's count of big bodies being copied.
+	sndbuf, cur int
+	big         *atomic.Int32
 }
 
-// sizeSendBuffer gives the socket a send buffer of c.sndbuf bytes (what
-// the kernel accounts, ss's tb: SO_SNDBUF is half of it), once, when the
-// kernel's own is smaller. Each time Go's poller wakes the loop for room,
-// it is for a third of the buffer, and at 32 streams over 1 Gbit/s the
-// kernel's autotuning stops at 1.1-1.6 MiB: a wake-up, a goroutine switch
-// and a sendfile for every ~350 KiB. With 4 MiB, per 2 GiB at 32 streams,
-// sendfile 6735 -> 1523 calls, ppoll 11246 -> 1664, epoll_pwait 11663 ->
-// 2797, and 0.76x the CPU per GiB (docs/ARCHITECTURE.md, "An HTTP fetch"). The
-// bigger queue does not make a record faster than the client saw it: the
-// record waits for the client's acknowledgement (monitor.settle).
-// SO_SNDBUFFORCE passes net.core.wmem_max (root, CAP_NET_ADMIN);
-// without it SO_SNDBUF is capped there, and a cap below the current
-// buffer is not set at all (it would only lock a smaller one).
-func (c *sendfileConn) sizeSendBuffer() {
-	c.asked = true
-	_ = c.rc.Control(func(fd uintptr) {
-		cur, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
-		if err != nil || cur >= c.sndbuf {
-			return
-		}
-		c.sized = setSendBuffer(fd, c.sndbuf, cur)
-	})
+// fitSendBuffer gives the socket the send buffer a big body should have
+// while n big bodies are being copied (this one included): twice
+// c.sndbuf while there are at most boostBodies, else c.sndbuf, and never
+// smaller than the kernel's own when it first sets one. The poller wakes
+// the copy each time a third of the buffer is free, and each wake-up costs
+// Go's scheduler more than nginx's epoll_wait (park, findRunnable, netpoll,
+// a spinning thread woken and put back): a bigger buffer is fewer of them.
+// With 4 MiB, against the kernel's autotuned 1.1-1.6 MiB at 32 streams
+// over 1 Gbit/s, per 2 GiB: sendfile 6735 -> 1523 calls, ppoll 11246 ->
+// 1664, epoll_pwait 11663 -> 2797, and 0.76x the CPU per GiB
+// (docs/ARCHITECTURE.md, "An HTTP fetch"); 8 MiB for one stream over 1
+// Gbit/s took 0.91x the CPU of 4 MiB again (8 rounds). But 8 MiB for each
+// of 32 unshaped streams took 1.08x the time of 4 MiB (30 rounds; session
+// 9: 0.94x nginx's Gbit/s, 31 rounds), and so did boosting the first 4 of
+// 32 that start at once (TestPeers, 9 rounds: 0.95x the Gbit/s); one
+// stream over an unshaped veth, where the CPU and not the link holds it
+// (35-40 Gbit/s), boosted lost 0.93-0.95x its throughput (9 and 41 rounds)
+// though it took 0.85-0.91x the CPU. Hence a body starts with c.sndbuf, is
+// boosted at its first wait for room past boostAfter if few run then and
+// it moved slower than boostBelow, and goes back to c.sndbuf at a later
+// wait once more run (ReadFrom). The bigger queue does not make a record faster than the
+// client saw it: the record waits for the client's acknowledgement
+// (monitor.settle). SO_SNDBUFFORCE passes net.core.wmem_max (root,
+// CAP_NET_ADMIN); without it SO_SNDBUF is capped there, and a cap below
+// the current buffer is not set at all (it would only lock a smaller one).
+func (c *sendfileConn) fitSendBuffer(fd uintptr, n int32) {
+	want := c.sndbuf
+	if n <= boostBodies {
+		want *= 2
+	}
+	if want == c.cur {
+		return
+	}
+	kern, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
+	if err != nil || (c.cur == 0 && kern >= want) {
+		return
+	}
+	if setSendBuffer(fd, want, kern) {
+		c.cur = want
+	}
 }
+
+// boostBodies is how many big bodies may be copied at once with twice
+// http.send_buffer_kib each (fitSendBuffer), boostAfter how long into a
+// body that is decided, and boostBelow (bytes/s, 10 Gbit/s) the rate it
+// must have moved at: a link, not the CPU, holds it. Past boostAfter the
+// first buffer's fill weighs little in the rate (at 1 Gbit/s 200 ms is
+// 25 MB against 4 MiB).
+const (
+	boostBodies = 4
+	boostAfter  = 200 * time.Millisecond
+	boostBelow  = 10e9 / 8
+)
 
 // setSendBuffer makes the socket's send buffer bytes (what the kernel
 // accounts; SO_SNDBUF is half of it), past net.core.wmem_max when the
@@ -109,10 +144,10 @@ func setSendBuffer(fd uintptr, bytes, cur int) bool {
 // timer sleep a step at a time (at 32 streams over 1 Gbit/s a 4 MiB queue
 // drains in a second: ~10 sleeps for each fetch, each a goroutine wake-up
 // and often a thread's). The buffer is set back before it returns. Only a
-// buffer this connection sized itself (sizeSendBuffer) is shrunk: setting
+// buffer this connection sized itself (fitSendBuffer) is shrunk: setting
 // one locks it, and the kernel's autotuning would not come back.
 func (c *sendfileConn) awaitAcked(outq func() int) (waited bool, err error) {
-	if !c.sized {
+	if c.cur == 0 {
 		return false, nil
 	}
 	shrunk := false
@@ -124,8 +159,10 @@ func (c *sendfileConn) awaitAcked(outq func() int) (waited bool, err error) {
 	}
 	defer func() {
 		_ = c.rc.Control(func(fd uintptr) {
-			cur, _ := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
-			c.sized = setSendBuffer(fd, c.sndbuf, cur)
+			kern, _ := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
+			if !setSendBuffer(fd, c.cur, kern) {
+				c.cur = 0
+			}
 		})
 	}()
 	err = c.rc.Write(func(fd uintptr) bool {
@@ -233,8 +270,19 @@ func (c *sendfileConn) ReadFrom(r io.Reader) (int64, error) {
 	if err != nil {
 		return c.TCPConn.ReadFrom(r)
 	}
-	if c.sndbuf > 0 && !c.asked && remain >= bigBody {
-		c.sizeSendBuffer()
+	// A big body starts with sndbuf, and is boosted (fitSendBuffer) at
+	// its first wait for room boostAfter in, if few run then and the link
+	// holds it below boostBelow (decided).
+	big := c.sndbuf > 0 && c.big != nil && remain >= bigBody
+	decided := false
+	var start time.Time
+	if big {
+		start = time.Now()
+	}
+	if big {
+		c.big.Add(1)
+		defer c.big.Add(-1)
+		_ = c.rc.Control(func(fd uintptr) { c.fitSendBuffer(fd, boostBodies+1) })
 	}
 	var written int64
 	var serr error
@@ -251,6 +299,21 @@ func (c *sendfileConn) ReadFrom(r io.Reader) (int64, error) {
 	waited := false
 	cerr := frc.Control(func(in uintptr) {
 		werr := c.rc.Write(func(out uintptr) bool {
+			switch {
+			case !waited || !big:
+			case !decided:
+				if d := time.Since(start); d >= boostAfter {
+					decided = true
+					if float64(written)/d.Seconds() < boostBelow {
+						c.fitSendBuffer(out, c.big.Load())
+					}
+				}
+			case c.cur > c.sndbuf:
+				// Boosted while few ran: back to sndbuf once more do.
+				if n := c.big.Load(); n > boostBodies {
+					c.fitSendBuffer(out, n)
+				}
+			}
 			if waited && !writable(out) {
 				c.waits++
 				return false
@@ -319,5 +382,5 @@ func (c *sendfileConn) ReadFrom(r io.Reader) (int64, error) {
 // wrapListener puts sendfileConn on every accepted TCP connection; a body
 // of bigBody or more gets a send buffer of sndbuf bytes (0: the kernel's).
 func wrapListener(ln net.Listener, sndbuf int) net.Listener {
-	return sendfileListener{Listener: ln, sndbuf: sndbuf}
+	return sendfileListener{Listener: ln, sndbuf: sndbuf, big: new(atomic.Int32)}
 }

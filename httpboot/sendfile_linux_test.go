@@ -392,8 +392,8 @@ func TestAwaitAcked(t *testing.T) {
 		if sc.ackWaits > 8 || time.Duration(sc.ackWaits)*time.Millisecond > took/4 {
 			t.Errorf("awaitAcked checked %d times in %v: woken by something else than the queue draining", sc.ackWaits, took)
 		}
-		if v := sndbufNow(sc); v != sndbuf {
-			t.Errorf("send buffer %d after the wait, want %d back", v, sndbuf)
+		if v := sndbufNow(sc); sc.cur < sndbuf || v != sc.cur {
+			t.Errorf("send buffer %d after the wait, want the %d it had (at least %d) back", v, sc.cur, sndbuf)
 		}
 		if got := <-done; got != int64(len(body)) {
 			t.Errorf("client read %d of %d bytes", got, len(body))
@@ -427,8 +427,8 @@ func TestAwaitAcked(t *testing.T) {
 		if q := probe.outq(); q <= 0 {
 			t.Errorf("queue %d with a client that reads nothing", q)
 		}
-		if v := sndbufNow(sc); v != sndbuf {
-			t.Errorf("send buffer %d after the wait, want %d back", v, sndbuf)
+		if v := sndbufNow(sc); sc.cur < sndbuf || v != sc.cur {
+			t.Errorf("send buffer %d after the wait, want the %d it had (at least %d) back", v, sc.cur, sndbuf)
 		}
 	})
 
@@ -439,6 +439,90 @@ func TestAwaitAcked(t *testing.T) {
 		waited, err := sc.awaitAcked(newTCPProbe(sc).outq)
 		if waited || err != nil {
 			t.Errorf("awaitAcked = %v, %v on an autotuned buffer; want false, nil", waited, err)
+		}
+	})
+}
+
+// TestSendBufferBoost: a big body copied slower than boostBelow while at
+// most boostBodies are gets twice the listener's send buffer from its
+// first wait for room past boostAfter on; one with more in flight then
+// keeps the buffer itself; and a boosted body goes back to it at a later
+// wait once more have started.
+func TestSendBufferBoost(t *testing.T) {
+	const sndbuf = 8 << 20 // above loopback's 4 MiB start, so it is set
+	// ~0.8 s at the slow client's ~60 MB/s: well past boostAfter, with
+	// waits for room after it.
+	body := pattern(48<<20, 6)
+	path := filepath.Join(t.TempDir(), "f.img")
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// copy sends the body to a client that reads it all slowly (so the
+	// copy waits for room: the send buffer holds less than the body) and
+	// runs during, when set, once it has read 2 MiB and when says so.
+	copyBody := func(t *testing.T, sc *sendfileConn, cli net.Conn, when func() bool, during func()) {
+		t.Helper()
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		done := make(chan error, 1)
+		go func() {
+			buf := make([]byte, 256<<10)
+			var got int
+			for got < len(body) {
+				n, err := cli.Read(buf)
+				if during != nil && got+n >= 2<<20 && when() {
+					during()
+					during = nil
+				}
+				got += n
+				if err != nil {
+					done <- err
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+			done <- nil
+		}()
+		if n, err := sc.ReadFrom(&io.LimitedReader{R: f, N: int64(len(body))}); err != nil || n != int64(len(body)) {
+			t.Fatalf("ReadFrom = %d, %v", n, err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	sndbufNow := func(sc *sendfileConn) (v int) {
+		_ = sc.rc.Control(func(fd uintptr) { v, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF) })
+		return v
+	}
+
+	t.Run("alone", func(t *testing.T) {
+		sc, cli := sendfilePairBuf(t, sndbuf, 64<<10)
+		copyBody(t, sc, cli, nil, nil)
+		if v := sndbufNow(sc); v != 2*sndbuf {
+			t.Errorf("send buffer %d for a body copied alone, want %d", v, 2*sndbuf)
+		}
+	})
+	t.Run("many", func(t *testing.T) {
+		sc, cli := sendfilePairBuf(t, sndbuf, 64<<10)
+		sc.big.Add(boostBodies) // as many others are being copied
+		copyBody(t, sc, cli, nil, nil)
+		if v := sndbufNow(sc); v != sndbuf {
+			t.Errorf("send buffer %d for a body copied beside %d others, want %d", v, boostBodies, sndbuf)
+		}
+	})
+	t.Run("more start", func(t *testing.T) {
+		sc, cli := sendfilePairBuf(t, sndbuf, 64<<10)
+		// Once the copy was boosted, as many others start.
+		copyBody(t, sc, cli, func() bool { return sndbufNow(sc) == 2*sndbuf },
+			func() { sc.big.Add(boostBodies) })
+		if v := sndbufNow(sc); v != sndbuf {
+			t.Errorf("send buffer %d after %d more bodies started, want %d back", v, boostBodies, sndbuf)
+		}
+		if sc.big.Load() != boostBodies {
+			t.Errorf("big bodies %d after the copy, want the %d others", sc.big.Load(), boostBodies)
 		}
 	})
 }
