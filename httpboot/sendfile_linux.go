@@ -68,8 +68,9 @@ type sendfileConn struct {
 }
 
 // fitSendBuffer gives the socket the send buffer a big body should have
-// while n big bodies are being copied (this one included): twice
-// c.sndbuf while there are at most boostBodies, else c.sndbuf, and never
+// while n big bodies are being copied (this one included): four times
+// c.sndbuf for one alone, twice while there are at most boostBodies, else
+// c.sndbuf, and never
 // smaller than the kernel's own when it first sets one. The poller wakes
 // the copy each time a third of the buffer is free, and each wake-up costs
 // Go's scheduler more than nginx's epoll_wait (park, findRunnable, netpoll,
@@ -78,7 +79,8 @@ type sendfileConn struct {
 // over 1 Gbit/s, per 2 GiB: sendfile 6735 -> 1523 calls, ppoll 11246 ->
 // 1664, epoll_pwait 11663 -> 2797, and 0.76x the CPU per GiB
 // (docs/ARCHITECTURE.md, "An HTTP fetch"); 8 MiB for one stream over 1
-// Gbit/s took 0.91x the CPU of 4 MiB again (8 rounds). But 8 MiB for each
+// Gbit/s took 0.91x the CPU of 4 MiB again, 16 MiB 0.77x (8 rounds, one
+// lab, nginx 0.87x the CPU of 16 MiB's then). But 8 MiB for each
 // of 32 unshaped streams took 1.08x the time of 4 MiB (30 rounds; session
 // 9: 0.94x nginx's Gbit/s, 31 rounds), and so did boosting the first 4 of
 // 32 that start at once (TestPeers, 9 rounds: 0.95x the Gbit/s); one
@@ -94,7 +96,10 @@ type sendfileConn struct {
 // the current buffer is not set at all (it would only lock a smaller one).
 func (c *sendfileConn) fitSendBuffer(fd uintptr, n int32) {
 	want := c.sndbuf
-	if n <= boostBodies {
+	switch {
+	case n <= 1:
+		want *= 4
+	case n <= boostBodies:
 		want *= 2
 	}
 	if want == c.cur {
