@@ -326,9 +326,11 @@ func (m *monitor) settle(sent int64) {
 		stall = time.Minute
 	} else if a, ok := m.conn.(acker); ok {
 		// The stall deadline bounds this wait; at most a segment is left.
-		if waited, err := a.awaitAcked(m.probe.outq); err != nil {
+		waited, err := a.awaitAcked(m.probe.outq)
+		if err != nil {
 			return
-		} else if waited {
+		}
+		if waited {
 			if q = m.probe.outq(); q <= 0 {
 				return
 			}

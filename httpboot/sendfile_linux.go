@@ -60,7 +60,7 @@ type sendfileConn struct {
 	ackWaits int64
 	probe    [1]byte // preadv2's target in cached
 	// sndbuf is the send buffer a big body gets (0: the kernel's
-	// autotuning), twice that while few are copied (fitSendBuffer); cur
+	// autotuning), more while few are copied (fitSendBuffer); cur
 	// is the one this connection set (0: none, the kernel's); big is the
 	// listener's count of big bodies being copied.
 	sndbuf, cur int
@@ -70,30 +70,28 @@ type sendfileConn struct {
 // fitSendBuffer gives the socket the send buffer a big body should have
 // while n big bodies are being copied (this one included): four times
 // c.sndbuf for one alone, twice while there are at most boostBodies, else
-// c.sndbuf, and never
-// smaller than the kernel's own when it first sets one. The poller wakes
-// the copy each time a third of the buffer is free, and each wake-up costs
-// Go's scheduler more than nginx's epoll_wait (park, findRunnable, netpoll,
-// a spinning thread woken and put back): a bigger buffer is fewer of them.
-// With 4 MiB, against the kernel's autotuned 1.1-1.6 MiB at 32 streams
-// over 1 Gbit/s, per 2 GiB: sendfile 6735 -> 1523 calls, ppoll 11246 ->
-// 1664, epoll_pwait 11663 -> 2797, and 0.76x the CPU per GiB
-// (docs/ARCHITECTURE.md, "An HTTP fetch"); 8 MiB for one stream over 1
-// Gbit/s took 0.91x the CPU of 4 MiB again, 16 MiB 0.77x (8 rounds, one
-// lab, nginx 0.87x the CPU of 16 MiB's then). But 8 MiB for each
-// of 32 unshaped streams took 1.08x the time of 4 MiB (30 rounds; session
-// 9: 0.94x nginx's Gbit/s, 31 rounds), and so did boosting the first 4 of
-// 32 that start at once (TestPeers, 9 rounds: 0.95x the Gbit/s); one
-// stream over an unshaped veth, where the CPU and not the link holds it
-// (35-40 Gbit/s), boosted lost 0.93-0.95x its throughput (9 and 41 rounds)
-// though it took 0.85-0.91x the CPU. Hence a body starts with c.sndbuf, is
-// boosted at its first wait for room past boostAfter if few run then and
-// it moved slower than boostBelow, and goes back to c.sndbuf at a later
-// wait once more run (ReadFrom). The bigger queue does not make a record faster than the
-// client saw it: the record waits for the client's acknowledgement
-// (monitor.settle). SO_SNDBUFFORCE passes net.core.wmem_max (root,
-// CAP_NET_ADMIN); without it SO_SNDBUF is capped there, and a cap below
-// the current buffer is not set at all (it would only lock a smaller one).
+// c.sndbuf; never smaller than the kernel's own when it first sets one.
+//
+// The poller wakes the copy each time a third of the buffer is free, and
+// each wake-up costs Go's scheduler more than nginx's epoll_wait (park,
+// findRunnable, netpoll, a spinning thread woken and put back): a bigger
+// buffer is fewer of them. 4 MiB against the kernel's autotuned 1.1-1.6
+// MiB at 32 streams over 1 Gbit/s, per 2 GiB: sendfile 6735 -> 1523 calls,
+// epoll_pwait 11663 -> 2797, 0.76x the CPU per GiB (docs/ARCHITECTURE.md,
+// "An HTTP fetch"). One stream over 1 Gbit/s took 0.91x the CPU again with
+// 8 MiB and 0.77x with 16 MiB (8 rounds, one lab). But 8 MiB for each of
+// 32 unshaped streams took 1.08x the time of 4 MiB (30 rounds), so did
+// boosting the first 4 of 32 that start at once (TestPeers, 9 rounds:
+// 0.95x the Gbit/s), and one CPU-bound unshaped stream (35-40 Gbit/s)
+// boosted lost 0.93-0.95x its throughput. Hence ReadFrom starts a body
+// with c.sndbuf, boosts it at its first wait for room past boostAfter if
+// few run then and it moved slower than boostBelow, and shrinks it back at
+// a later wait once more run. The bigger queue does not make a record
+// faster than the client saw it: the record waits for the client's
+// acknowledgement (monitor.settle). SO_SNDBUFFORCE passes
+// net.core.wmem_max (root, CAP_NET_ADMIN); without it SO_SNDBUF is capped
+// there, and a cap below the current buffer is not set at all (it would
+// only lock a smaller one).
 func (c *sendfileConn) fitSendBuffer(fd uintptr, n int32) {
 	want := c.sndbuf
 	switch {
@@ -114,8 +112,8 @@ func (c *sendfileConn) fitSendBuffer(fd uintptr, n int32) {
 	}
 }
 
-// boostBodies is how many big bodies may be copied at once with twice
-// http.send_buffer_kib each (fitSendBuffer), boostAfter how long into a
+// boostBodies is how many big bodies may be copied at once with a boosted
+// send buffer each (fitSendBuffer), boostAfter how long into a
 // body that is decided, and boostBelow (bytes/s, 10 Gbit/s) the rate it
 // must have moved at: a link, not the CPU, holds it. Past boostAfter the
 // first buffer's fill weighs little in the rate (at 1 Gbit/s 200 ms is
@@ -142,9 +140,10 @@ func setSendBuffer(fd uintptr, bytes, cur int) bool {
 
 // awaitAcked waits in Go's poller, which honours the write deadline, until
 // the client has acknowledged all but at most one small segment of what
-// the socket holds (monitor.settle polls the rest). waited is false when it
-// could not wait so; err is the wait's (the write deadline passed). It shrinks the send buffer to the kernel's least while it waits:
-// the socket then turns writable, and Go's poller wakes this goroutine,
+// the socket holds (monitor.settle polls the rest). waited is false when
+// it could not wait so; err is the wait's (the write deadline passed).
+// It shrinks the send buffer to the kernel's least while it waits: the
+// socket then turns writable, and Go's poller wakes this goroutine,
 // only once the queue is (nearly) empty, where settle's own wait was a
 // timer sleep a step at a time (at 32 streams over 1 Gbit/s a 4 MiB queue
 // drains in a second: ~10 sleeps for each fetch, each a goroutine wake-up
@@ -283,8 +282,6 @@ func (c *sendfileConn) ReadFrom(r io.Reader) (int64, error) {
 	var start time.Time
 	if big {
 		start = time.Now()
-	}
-	if big {
 		c.big.Add(1)
 		defer c.big.Add(-1)
 		_ = c.rc.Control(func(fd uintptr) { c.fitSendBuffer(fd, boostBodies+1) })
@@ -385,7 +382,8 @@ func (c *sendfileConn) ReadFrom(r io.Reader) (int64, error) {
 }
 
 // wrapListener puts sendfileConn on every accepted TCP connection; a body
-// of bigBody or more gets a send buffer of sndbuf bytes (0: the kernel's).
+// of bigBody or more gets a send buffer of sndbuf bytes (0: the kernel's),
+// more while few are copied (fitSendBuffer).
 func wrapListener(ln net.Listener, sndbuf int) net.Listener {
 	return sendfileListener{Listener: ln, sndbuf: sndbuf, big: new(atomic.Int32)}
 }

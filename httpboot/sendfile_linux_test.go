@@ -323,6 +323,12 @@ func TestResponseLeavesCorked(t *testing.T) {
 	}
 }
 
+// sendBufferOf is sc's send buffer as the kernel accounts it (SO_SNDBUF).
+func sendBufferOf(sc *sendfileConn) (v int) {
+	_ = sc.rc.Control(func(fd uintptr) { v, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF) })
+	return v
+}
+
 // TestAwaitAcked: with the send buffer the connection sized itself,
 // awaitAcked returns once the client has acknowledged all but at most a
 // small segment, woken by Go's poller a few times, not by a timer step by
@@ -350,10 +356,6 @@ func TestAwaitAcked(t *testing.T) {
 		if n, err := sc.ReadFrom(&io.LimitedReader{R: f, N: int64(len(body))}); err != nil || n != int64(len(body)) {
 			t.Fatalf("ReadFrom = %d, %v", n, err)
 		}
-	}
-	sndbufNow := func(sc *sendfileConn) (v int) {
-		_ = sc.rc.Control(func(fd uintptr) { v, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF) })
-		return v
 	}
 
 	t.Run("slow client", func(t *testing.T) {
@@ -392,7 +394,7 @@ func TestAwaitAcked(t *testing.T) {
 		if sc.ackWaits > 8 || time.Duration(sc.ackWaits)*time.Millisecond > took/4 {
 			t.Errorf("awaitAcked checked %d times in %v: woken by something else than the queue draining", sc.ackWaits, took)
 		}
-		if v := sndbufNow(sc); sc.cur < sndbuf || v != sc.cur {
+		if v := sendBufferOf(sc); sc.cur < sndbuf || v != sc.cur {
 			t.Errorf("send buffer %d after the wait, want the %d it had (at least %d) back", v, sc.cur, sndbuf)
 		}
 		if got := <-done; got != int64(len(body)) {
@@ -403,9 +405,6 @@ func TestAwaitAcked(t *testing.T) {
 	t.Run("deadline", func(t *testing.T) {
 		sc, _ := sendfilePairBuf(t, sndbuf, 64<<10)
 		probe := newTCPProbe(sc)
-		if err := sc.SetWriteDeadline(time.Now().Add(5 * time.Second)); err != nil {
-			t.Fatal(err)
-		}
 		f, err := os.Open(path)
 		if err != nil {
 			t.Fatal(err)
@@ -427,7 +426,7 @@ func TestAwaitAcked(t *testing.T) {
 		if q := probe.outq(); q <= 0 {
 			t.Errorf("queue %d with a client that reads nothing", q)
 		}
-		if v := sndbufNow(sc); sc.cur < sndbuf || v != sc.cur {
+		if v := sendBufferOf(sc); sc.cur < sndbuf || v != sc.cur {
 			t.Errorf("send buffer %d after the wait, want the %d it had (at least %d) back", v, sc.cur, sndbuf)
 		}
 	})
@@ -493,15 +492,11 @@ func TestSendBufferBoost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sndbufNow := func(sc *sendfileConn) (v int) {
-		_ = sc.rc.Control(func(fd uintptr) { v, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF) })
-		return v
-	}
 
 	t.Run("alone", func(t *testing.T) {
 		sc, cli := sendfilePairBuf(t, sndbuf, 64<<10)
 		copyBody(t, sc, cli, nil, nil)
-		if v := sndbufNow(sc); v != 4*sndbuf {
+		if v := sendBufferOf(sc); v != 4*sndbuf {
 			t.Errorf("send buffer %d for a body copied alone, want %d", v, 4*sndbuf)
 		}
 	})
@@ -509,7 +504,7 @@ func TestSendBufferBoost(t *testing.T) {
 		sc, cli := sendfilePairBuf(t, sndbuf, 64<<10)
 		sc.big.Add(boostBodies - 1) // as many others are being copied
 		copyBody(t, sc, cli, nil, nil)
-		if v := sndbufNow(sc); v != 2*sndbuf {
+		if v := sendBufferOf(sc); v != 2*sndbuf {
 			t.Errorf("send buffer %d for a body copied beside %d others, want %d", v, boostBodies-1, 2*sndbuf)
 		}
 	})
@@ -517,16 +512,16 @@ func TestSendBufferBoost(t *testing.T) {
 		sc, cli := sendfilePairBuf(t, sndbuf, 64<<10)
 		sc.big.Add(boostBodies) // as many others are being copied
 		copyBody(t, sc, cli, nil, nil)
-		if v := sndbufNow(sc); v != sndbuf {
+		if v := sendBufferOf(sc); v != sndbuf {
 			t.Errorf("send buffer %d for a body copied beside %d others, want %d", v, boostBodies, sndbuf)
 		}
 	})
 	t.Run("more start", func(t *testing.T) {
 		sc, cli := sendfilePairBuf(t, sndbuf, 64<<10)
 		// Once the copy was boosted, as many others start.
-		copyBody(t, sc, cli, func() bool { return sndbufNow(sc) > sndbuf },
+		copyBody(t, sc, cli, func() bool { return sendBufferOf(sc) > sndbuf },
 			func() { sc.big.Add(boostBodies) })
-		if v := sndbufNow(sc); v != sndbuf {
+		if v := sendBufferOf(sc); v != sndbuf {
 			t.Errorf("send buffer %d after %d more bodies started, want %d back", v, boostBodies, sndbuf)
 		}
 		if sc.big.Load() != boostBodies {

@@ -51,11 +51,12 @@ type SinkOptions struct {
 	// Linger is how long the writer lets events gather before a
 	// transaction (default 50 ms), so that many short fetches share one
 	// commit; while events keep coming, a Linger at a time, it waits on,
-	// up to MaxLinger in all (default 20 Lingers, 1 s): the fetches of boards booting
-	// together end over a second or so, one every few tens of
-	// milliseconds, and each commit of its own cost ~0.6 ms of CPU where
-	// a record in a shared one cost ~0.1 ms (BenchmarkRecordHTTP paced
-	// and burst). Durability does not wait for it: the journal has them.
+	// up to MaxLinger in all (default 20 Lingers, 1 s): the fetches of
+	// boards booting together end over a second or so, one every few tens
+	// of milliseconds, and each commit of its own cost ~0.6 ms of CPU
+	// where a record in a shared one cost ~0.1 ms (BenchmarkRecordHTTP
+	// paced and burst). Durability does not wait for it: the journal has
+	// them.
 	Linger, MaxLinger time.Duration
 }
 
