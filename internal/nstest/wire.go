@@ -285,6 +285,12 @@ type WireSpan struct {
 	Datagrams int            // DATA datagrams sent, resends included
 	Bytes     int64          // DATA payload bytes, resends included
 	LastBlock uint16         // the last block's number (wrapped)
+	// Server and Client split Duration by who sent the later datagram of
+	// each pair in a row: the gap before a server's datagram is the
+	// server's turnaround (and its pacing inside a window), the gap before
+	// a client's the client's (the wire between them included). First is
+	// the gap from the RRQ to the server's first reply, part of ServerTime.
+	ServerTime, ClientTime, First time.Duration
 }
 
 // Duration is the transfer's time on the wire.
@@ -310,6 +316,7 @@ func (w *Wire) TFTP(client netip.Addr, server netip.AddrPort, file string) ([]Wi
 		span      WireSpan
 		lastSeen  bool // a short DATA was sent
 		completed bool
+		last      time.Time // the transfer's latest datagram
 	}
 	var order []*state
 	byTID := map[netip.AddrPort]*state{}
@@ -317,9 +324,12 @@ func (w *Wire) TFTP(client netip.Addr, server netip.AddrPort, file string) ([]Wi
 		switch {
 		case p.op == 1 && p.src.Addr() == client && p.dst == server && p.file == file:
 			if byTID[p.src] == nil || byTID[p.src].completed {
-				s := &state{span: WireSpan{Client: p.src, RRQ: p.at, Blksize: 512}}
+				s := &state{span: WireSpan{Client: p.src, RRQ: p.at, Blksize: 512}, last: p.at}
 				byTID[p.src] = s
 				order = append(order, s)
+			} else if s := byTID[p.src]; s.span.Server.IsValid() {
+				s.span.ClientTime += p.at.Sub(s.last) // a resent RRQ after the first reply
+				s.last = p.at
 			}
 		case p.dst.Addr() == client && p.src.Addr() == server.Addr() && byTID[p.dst] != nil:
 			s := byTID[p.dst]
@@ -332,6 +342,11 @@ func (w *Wire) TFTP(client netip.Addr, server netip.AddrPort, file string) ([]Wi
 			if p.src != s.span.Server {
 				continue
 			}
+			if s.span.First == 0 {
+				s.span.First = p.at.Sub(s.span.RRQ)
+			}
+			s.span.ServerTime += p.at.Sub(s.last)
+			s.last = p.at
 			switch p.op {
 			case 6:
 				if p.blksize > 0 {
@@ -346,7 +361,12 @@ func (w *Wire) TFTP(client netip.Addr, server netip.AddrPort, file string) ([]Wi
 			}
 		case p.op == 4 && p.src.Addr() == client && byTID[p.src] != nil:
 			s := byTID[p.src]
-			if !s.completed && s.lastSeen && p.dst == s.span.Server && p.block == s.span.LastBlock {
+			if s.completed || p.dst != s.span.Server {
+				continue
+			}
+			s.span.ClientTime += p.at.Sub(s.last)
+			s.last = p.at
+			if s.lastSeen && p.block == s.span.LastBlock {
 				s.span.ACK, s.completed = p.at, true
 			}
 		}

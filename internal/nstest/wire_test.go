@@ -78,10 +78,20 @@ func TestWireTimesTFTP(t *testing.T) {
 	// Every DATA frame (payload + TFTP, UDP, IP and Ethernet headers)
 	// passes the tbf: the span holds them all, less the bucket's 16 KiB.
 	wire := float64(size + blocks*(4+8+20+14))
-	if least := time.Duration((wire - 16<<10) * 8 / rate * float64(time.Second)); s.Duration() < least {
+	least := time.Duration((wire - 16<<10) * 8 / rate * float64(time.Second))
+	if s.Duration() < least {
 		t.Errorf("span %s, shorter than the %s the tbf needs for the file", s.Duration(), least)
 	}
-	t.Logf("span %s (%.1f Mbit/s), curl's run %s", s.Duration(), s.Mbps(size), t1.Sub(t0))
+	// The capture sees a frame as it leaves the tbf, so the bucket's
+	// pacing (~600 us a frame at 20 Mbit/s) falls in the server's time;
+	// curl answers each block in tens of microseconds.
+	if s.ServerTime+s.ClientTime != s.Duration() || s.ServerTime <= s.ClientTime || s.ClientTime <= 0 ||
+		s.First <= 0 || s.First > s.ServerTime {
+		t.Errorf("span %s split into server %s (first reply after %s) and client %s; want the two to add up, the server's the larger",
+			s.Duration(), s.ServerTime, s.First, s.ClientTime)
+	}
+	t.Logf("span %s (%.1f Mbit/s; server %s, first reply after %s; client %s), curl's run %s",
+		s.Duration(), s.Mbps(size), s.ServerTime, s.First, s.ClientTime, t1.Sub(t0))
 
 	if d, err := w.TFTPOne(p.ClientIP, server, "decoy.bin"); err != nil || d.Bytes != decoy {
 		t.Errorf("decoy: %+v, %v; want one transfer of %d bytes", d, err, decoy)

@@ -60,7 +60,7 @@ func (l *DHCPLab) Start(t testing.TB, name string) *Server {
 		data, root := t.TempDir(), t.TempDir()
 		s := Start(t, p.Server, name, bin, "serve", "--dhcp", "full", "--pool", dhcpPool, "--iface", p.ServerIf,
 			"--addr", dhcpServerIP, "--root", root, "--data", data, "--http-addr", "off", "--tftp-addr", "off",
-			"--log-level", "warn")
+			"--log-level", LogLevel())
 		if !nstest.WaitFor(20*time.Second, func() bool {
 			_, err := os.Stat(filepath.Join(data, l.Journal))
 			return err == nil

@@ -95,7 +95,7 @@ func (l *HTTPLab) AddPxeperf(t testing.TB, name, bin string) {
 	addr := l.NextAddr()
 	l.Add(t, Start(t, l.Pair.Server, name, bin, "serve", "--dhcp", "off", "--tftp-addr", "off",
 		"--admin-addr", "off", "--iface", l.Pair.ServerIf, "--addr", l.listenHost, "--http-addr", addr,
-		"--root", l.Root, "--data", t.TempDir(), "--log-level", "warn"), addr)
+		"--root", l.Root, "--data", t.TempDir(), "--log-level", LogLevel()), addr)
 }
 
 // NextAddr is a free host:port on the server side for the next server.

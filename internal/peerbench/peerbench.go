@@ -316,5 +316,15 @@ func EnvInts(t testing.TB, name, def string) []int {
 	return out
 }
 
+// LogLevel is the --log-level of the pxeperf servers the labs start:
+// PXEPERF_BENCH_LOG (debug shows, among others, each TFTP transfer's trial
+// of its client's CPU), else warn.
+func LogLevel() string {
+	if l := os.Getenv("PXEPERF_BENCH_LOG"); l != "" {
+		return l
+	}
+	return "warn"
+}
+
 // Quick reports PXEPERF_BENCH_QUICK=1: smaller files, fewer rates.
 func Quick() bool { return os.Getenv("PXEPERF_BENCH_QUICK") == "1" }

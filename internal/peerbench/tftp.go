@@ -59,7 +59,7 @@ func StartTFTPAt(t testing.TB, p *nstest.Pair, ip, kind, bin, root, port, yaml s
 	case "pxeperf":
 		data := t.TempDir()
 		args := []string{"serve", "--admin-addr", "off", "--dhcp", "off", "--http-addr", "off", "--tftp-addr", ip + ":" + port,
-			"--root", root, "--data", data, "--iface", p.ServerIf, "--log-level", "warn"}
+			"--root", root, "--data", data, "--iface", p.ServerIf, "--log-level", LogLevel()}
 		if yaml != "" {
 			cfg := filepath.Join(data, "c.yaml")
 			if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
