@@ -267,9 +267,9 @@ func TestPeers(t *testing.T) {
 	// over it, round by round. The better peer is picked over the whole
 	// run, not round by round: the larger of two noisy draws beats a third
 	// draw of the same speed more often than not, so a per-round maximum
-	// read 0.83x where the same rounds put pxeperf at 0.98x atftpd and
-	// 0.99x in.tftpd (the U-Boot lock-step row, 9 rounds, each round's
-	// speeds spread by +-20 %).
+	// read 0.83x where the same rounds put pxeperf at 0.98x atftpd, the
+	// better by median (the U-Boot lock-step row, 9 rounds, each server's
+	// speed spread by +-20 % from round to round).
 	better := func(peers ...string) string {
 		best := peers[0]
 		for _, p := range peers[1:] {
