@@ -243,6 +243,8 @@ func TestPeers(t *testing.T) {
 					put(k+"ubootmbps", runs[name].UBootMbps)
 					put(k+"wallmbps", runs[name].WallMbps)
 					w := runs[name].Wire
+					put(k+"server", w.ServerTime.Seconds())
+					put(k+"board", w.ClientTime.Seconds())
 					line = append(line, fmt.Sprintf("%s %.1f Mbit/s on the wire (U-Boot says %.1f, wall %.1f; %d datagrams; server %s, first reply %s, board %s), %.1f CPU s/GiB",
 						name, runs[name].Mbps, runs[name].UBootMbps, runs[name].WallMbps, w.Datagrams,
 						w.ServerTime.Round(time.Millisecond), w.First.Round(time.Microsecond), w.ClientTime.Round(time.Millisecond), runs[name].CPUPerGiB))
@@ -394,8 +396,10 @@ func TestPeers(t *testing.T) {
 		row("TFTP "+u.name+": Mbit/s RRQ to last ACK on the wire (U-Boot's own rate); CPU s/GiB",
 			fmt.Sprintf("%.0f (%.0f); %.1f", med(k("pxeperf", "mbps")), med(k("pxeperf", "ubootmbps")), med(k("pxeperf", "cpu"))),
 			strings.Join(peers, " / "), rs, false, 1.0,
-			fmt.Sprintf("%.2fx %s's Mbit/s (the better)%s (%.2fx by U-Boot's rate, %.2fx by tftpboot wall); CPU %.2fx atftpd", r,
+			fmt.Sprintf("%.2fx %s's Mbit/s (the better)%s (%.2fx by U-Boot's rate, %.2fx by tftpboot wall); "+
+				"on the wire the server's turnarounds %.2fx atftpd's, the board's time %.2fx; CPU %.2fx atftpd", r,
 				serverOf(better(keys("mbps")...)), ahead(k("pxeperf", "mbps"), keys("mbps")...), ru, rw,
+				ratio(k("pxeperf", "server"), k("atftpd", "server")), ratio(k("pxeperf", "board"), k("atftpd", "board")),
 				ratio(k("pxeperf", "cpu"), k("atftpd", "cpu"))))
 	}
 	if dhcpLab != nil {
