@@ -285,11 +285,12 @@ type WireSpan struct {
 	Datagrams int            // DATA datagrams sent, resends included
 	Bytes     int64          // DATA payload bytes, resends included
 	LastBlock uint16         // the last block's number (wrapped)
-	// Server and Client split Duration by who sent the later datagram of
-	// each pair in a row: the gap before a server's datagram is the
-	// server's turnaround (and its pacing inside a window), the gap before
-	// a client's the client's (the wire between them included). First is
-	// the gap from the RRQ to the server's first reply, part of ServerTime.
+	// ServerTime and ClientTime split Duration by who sent the later
+	// datagram of each pair in a row: the gap before a server's datagram
+	// is the server's turnaround (and its pacing inside a window), the gap
+	// before a client's the client's (the wire between them included).
+	// First is the gap from the RRQ to the server's first reply, part of
+	// ServerTime.
 	ServerTime, ClientTime, First time.Duration
 }
 

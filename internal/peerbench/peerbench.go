@@ -317,8 +317,8 @@ func EnvInts(t testing.TB, name, def string) []int {
 }
 
 // LogLevel is the --log-level of the pxeperf servers the labs start:
-// PXEPERF_BENCH_LOG (debug shows, among others, each TFTP transfer's trial
-// of its client's CPU), else warn.
+// PXEPERF_BENCH_LOG (info logs every fetch with its TFTP window, losses
+// and RTT), else warn.
 func LogLevel() string {
 	if l := os.Getenv("PXEPERF_BENCH_LOG"); l != "" {
 		return l
