@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -187,9 +188,20 @@ func startInProcess(t *testing.T, p *nstest.Pair, mode string, mut func(*configs
 func clientConn(t *testing.T, p *nstest.Pair, port int) *net.UDPConn {
 	t.Helper()
 	var c *net.UDPConn
-	if err := nstest.Do(p.Client, func() (err error) {
-		c, err = listenUDP(context.Background(), p.ClientIf, port)
-		return err
+	if err := nstest.Do(p.Client, func() error {
+		lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			if err := rc.Control(func(fd uintptr) { serr = setSockOpts(int(fd), p.ClientIf) }); err != nil {
+				return err
+			}
+			return serr
+		}}
+		pc, err := lc.ListenPacket(context.Background(), "udp4", fmt.Sprintf("0.0.0.0:%d", port))
+		if err != nil {
+			return err
+		}
+		c = pc.(*net.UDPConn)
+		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -295,5 +307,97 @@ func TestFullModePXEClientInProcess(t *testing.T) {
 	}
 	if l := s.Leases(); len(l) != 1 || l[0].MAC.String() != hw.String() {
 		t.Errorf("leases = %+v", l)
+	}
+}
+
+// TestSockBatchesAcksAfterFsync: an ACK leaves only once its lease's
+// journal write has returned, and REQUESTs that arrive while one write is
+// under way share the next one (serveSock's batch): 1 + 15 REQUESTs, two
+// flushes, 16 ACKs.
+func TestSockBatchesAcksAfterFsync(t *testing.T) {
+	p := nstest.NewPair(t, nstest.Options{NoClientIP: true})
+	s := startInProcess(t, p, configs.ModeFull, func(c *configs.Config) {
+		c.DHCP.Pool, _ = configs.ParsePool(poolFor(p, 50, 80))
+	})
+	c := clientConn(t, p, ClientPort)
+	bcast := netip.MustParseAddrPort("255.255.255.255:67")
+	const n = 16
+	var reqs []*dhcpv4.DHCPv4
+	for i := range n {
+		hw := net.HardwareAddr{2, 0, 0, 0xbb, 0, byte(i + 1)}
+		disc, _ := dhcpv4.NewDiscovery(hw)
+		offer := exchange(t, c, disc, bcast)
+		if offer == nil {
+			t.Fatalf("client %d: no OFFER; stats %+v", i, s.Stats())
+		}
+		req, _ := dhcpv4.NewRequestFromOffer(offer)
+		reqs = append(reqs, req)
+	}
+
+	entered, release := make(chan struct{}, 4), make(chan struct{})
+	hook := func() {
+		entered <- struct{}{}
+		<-release
+	}
+	testHookSync.Store(&hook)
+	t.Cleanup(func() { testHookSync.Store(nil) })
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	flushes0 := s.Stats().JournalFlushes
+
+	send := func(r *dhcpv4.DHCPv4) {
+		if _, err := c.WriteToUDPAddrPort(r.ToBytes(), bcast); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(reqs[0])
+	select {
+	case <-entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first REQUEST's lease write never started")
+	}
+	for _, r := range reqs[1:] {
+		send(r)
+	}
+	// Nothing may be ACKed while the write is held.
+	buf := make([]byte, 1500)
+	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	for {
+		m, _, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			break
+		}
+		if r, err := dhcpv4.FromBytes(buf[:m]); err == nil && r.MessageType() == dhcpv4.MessageTypeAck {
+			t.Fatalf("an ACK (%s) left before its lease was written", r.YourIPAddr)
+		}
+	}
+	testHookSync.Store(nil) // the next write is not held
+	close(release)
+	released = true
+
+	acked := map[dhcpv4.TransactionID]bool{}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(acked) < n && time.Now().Before(deadline) {
+		c.SetReadDeadline(deadline)
+		m, _, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			break
+		}
+		if r, err := dhcpv4.FromBytes(buf[:m]); err == nil && r.MessageType() == dhcpv4.MessageTypeAck {
+			acked[r.TransactionID] = true
+		}
+	}
+	if len(acked) != n {
+		t.Fatalf("%d ACKs of %d; stats %+v", len(acked), n, s.Stats())
+	}
+	if got := s.Stats().JournalFlushes - flushes0; got != 2 {
+		t.Errorf("%d journal flushes for the %d ACKs, want 2 (the held one, then one for the %d that came meanwhile)", got, n, n-1)
+	}
+	if l := s.Leases(); len(l) != n {
+		t.Errorf("%d leases, want %d", len(l), n)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/datalock"
@@ -77,7 +78,13 @@ type journal struct {
 	path    string
 	lock    *os.File // holds the flock on path+".lock"
 	records int      // lines in the file plus pending, since the last compaction
+	// flushes counts the batches written and fsynced (Stats.JournalFlushes).
+	flushes atomic.Uint64
 }
+
+// testHookSync, when set, runs before each batch's write: tests hold a
+// flush there.
+var testHookSync atomic.Pointer[func()]
 
 // maxFailedPending bounds the records held in memory while writes fail.
 const maxFailedPending = 1 << 20
@@ -149,6 +156,9 @@ func (j *journal) wait(gen uint64) error {
 		j.pending = j.spare[:0]
 		j.spare = nil
 		j.mu.Unlock()
+		if h := testHookSync.Load(); h != nil {
+			(*h)()
+		}
 		dirty, err := appendSync(f, buf, dirty, j.noSync)
 		j.mu.Lock()
 		j.syncing = false
@@ -163,6 +173,7 @@ func (j *journal) wait(gen uint64) error {
 		} else {
 			j.spare = buf[:0]
 			j.synced = upto
+			j.flushes.Add(1)
 		}
 		j.cond.Broadcast()
 	}

@@ -253,30 +253,41 @@ func (s *leaseStore) DropOffer(mac net.HardwareAddr) {
 // RENEWING, REBINDING) any address that may go to mac is confirmed, as
 // dnsmasq does, so clients keep working after the lease file is lost.
 func (s *leaseStore) Bind(mac net.HardwareAddr, addr netip.Addr, selecting bool, now time.Time) (time.Time, error) {
-	key := mac.String()
-	s.mu.Lock()
-	if fixed, ok := s.fixed[key]; ok && fixed != addr {
-		s.mu.Unlock()
-		return time.Time{}, errNotYours
+	expiry, gen, err := s.bind(mac, addr, selecting, now)
+	if err != nil {
+		return time.Time{}, err
 	}
-	if b := s.byMAC[key]; selecting && (b == nil || b.addr != addr) {
-		s.mu.Unlock()
-		return time.Time{}, errNotYours
-	}
-	if !s.usable(addr, key, now) {
-		s.mu.Unlock()
-		return time.Time{}, errNotYours
-	}
-	b := s.assign(mac, key, addr)
-	b.bound, b.expiry, b.offerUntil = true, now.Add(s.leaseTime), time.Time{}
-	delete(s.offers, key)
-	expiry := b.expiry
-	gen := s.enqueue(formatRecord(recBind, b), now)
-	s.mu.Unlock()
 	if err := s.wait(gen); err != nil {
 		return time.Time{}, err
 	}
 	return expiry, nil
+}
+
+// bind is Bind without the wait: the binding is in memory and its record
+// in the journal's queue, durable once wait(gen) returns nil. Until then
+// the client must not be ACKed.
+func (s *leaseStore) bind(mac net.HardwareAddr, addr netip.Addr, selecting bool, now time.Time) (expiry time.Time, gen uint64, err error) {
+	key := mac.String()
+	s.mu.Lock()
+	if fixed, ok := s.fixed[key]; ok && fixed != addr {
+		s.mu.Unlock()
+		return time.Time{}, 0, errNotYours
+	}
+	if b := s.byMAC[key]; selecting && (b == nil || b.addr != addr) {
+		s.mu.Unlock()
+		return time.Time{}, 0, errNotYours
+	}
+	if !s.usable(addr, key, now) {
+		s.mu.Unlock()
+		return time.Time{}, 0, errNotYours
+	}
+	b := s.assign(mac, key, addr)
+	b.bound, b.expiry, b.offerUntil = true, now.Add(s.leaseTime), time.Time{}
+	delete(s.offers, key)
+	expiry = b.expiry
+	gen = s.enqueue(formatRecord(recBind, b), now)
+	s.mu.Unlock()
+	return expiry, gen, nil
 }
 
 // Release ends mac's lease on addr (RELEASE). The binding stays as history.

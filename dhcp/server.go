@@ -51,8 +51,10 @@ type Options struct {
 	Hosts  *hosts.Table // required
 	Sink   event.Sink   // nil: event.Discard
 	Logger *slog.Logger // nil: discard
-	// Workers per socket; 0 means 64. Each owns one receive buffer. Many
-	// workers let ACKs waiting on the journal's fsync share one flush.
+	// Workers per socket where sockets are read through Go's poller (off
+	// Linux); 0 means 64. Each owns one receive buffer. Many workers let
+	// ACKs waiting on the journal's fsync share one flush. On Linux one
+	// thread reads each socket and batches its ACKs (serveSock).
 	Workers int
 
 	noSync bool // fuzzing: skip fsync of the lease journal
@@ -73,6 +75,10 @@ type Stats struct {
 	// Reclaimed counts offers nobody REQUESTed that were taken back early
 	// for a new client because the pool had no free address.
 	Reclaimed uint64
+	// JournalFlushes counts the lease journal's writes, each fsynced
+	// before the ACKs it carries leave: Acks over JournalFlushes is how
+	// many ACKs shared a flush (group commit).
+	JournalFlushes uint64
 	// Refused counts what the budgets turned away, by reason (the reason*
 	// constants in budget.go); each is also logged once per client per
 	// minute.
@@ -124,8 +130,8 @@ type Server struct {
 	sink     event.Sink
 	log      *slog.Logger
 	leases   *leaseStore // full mode only
-	conns    []*net.UDPConn
-	proxy    *net.UDPConn // the 4011 socket in proxy mode
+	conns    []*sock
+	proxy    *sock // the 4011 socket in proxy mode
 	workers  int
 	port     uint16
 	stats    counters
@@ -224,10 +230,14 @@ func orDefault(v, def int) int {
 	return v
 }
 
+// sockRcvBuf is each socket's receive buffer: it absorbs bursts (a rack
+// powering on) while the lease journal fsyncs.
+const sockRcvBuf = 4 << 20
+
 // listen binds port 67 (dhcp.port) and, in proxy mode, 4011 (dhcp.proxy_port).
 func (s *Server) listen(ctx context.Context, iface string) error {
 	cfg := s.cfg
-	c, err := listenUDP(ctx, iface, cfg.Port)
+	c, err := listenSock(ctx, iface, cfg.Port, sockRcvBuf)
 	if err != nil {
 		hint := "another DHCP server running? stop it, use --dhcp proxy, or --dhcp off"
 		if cfg.Mode == configs.ModeProxy {
@@ -235,11 +245,9 @@ func (s *Server) listen(ctx context.Context, iface string) error {
 		}
 		return fmt.Errorf("dhcp: listening on port %d: %w (%s)", cfg.Port, err, hint)
 	}
-	// Absorb bursts (a rack powering on) while workers wait on fsync.
-	_ = c.SetReadBuffer(4 << 20)
 	s.conns = append(s.conns, c)
 	if cfg.Mode == configs.ModeProxy {
-		p, err := listenUDP(ctx, iface, cfg.ProxyPort)
+		p, err := listenSock(ctx, iface, cfg.ProxyPort, sockRcvBuf)
 		if err != nil {
 			return fmt.Errorf("dhcp: listening on PXE port %d: %w (stop what holds it or use --dhcp off)", cfg.ProxyPort, err)
 		}
@@ -267,6 +275,9 @@ func (s *Server) Stats() Stats {
 	}
 	if s.leases != nil {
 		st.Reclaimed = s.leases.Reclaimed()
+		if s.leases.j != nil {
+			st.JournalFlushes = s.leases.j.flushes.Load()
+		}
 	}
 	return st
 }
@@ -296,9 +307,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, c := range s.conns {
 		onProxy := c == s.proxy
-		for range s.workers {
-			wg.Go(func() { s.worker(c, onProxy) })
-		}
+		wg.Go(func() { s.serveSock(c, onProxy) })
 	}
 	<-ctx.Done()
 	for _, c := range s.conns {
@@ -310,29 +319,6 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.log.Info("dhcp stopped", "received", st.Received, "offers", st.Offers, "acks", st.Acks, "naks", st.Naks,
 		"malformed", st.Malformed, "ignored", st.Ignored, "errors", st.Errors, "reclaimed", st.Reclaimed, "refused", st.Refused)
 	return nil
-}
-
-func (s *Server) worker(c *net.UDPConn, onProxy bool) {
-	buf := make([]byte, 1500) // reused for every packet this worker reads
-	w := &wire{}              // and its parsed request and built reply
-	for {
-		n, src, err := c.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			s.log.Debug("dhcp: read", "err", err)
-			continue
-		}
-		out, dst := s.handleSafe(w, buf[:n], src, onProxy)
-		if out == nil {
-			continue
-		}
-		if _, err := c.WriteToUDPAddrPort(out, dst); err != nil {
-			s.stats.errors.Add(1)
-			s.log.Warn("dhcp: send", "to", dst, "err", err)
-		}
-	}
 }
 
 // handleSafe is Handle with a last line of defence: a panic on some packet
@@ -354,7 +340,11 @@ func (s *Server) handleSafe(w *wire, pkt []byte, src netip.AddrPort, onProxy boo
 // worker's buffers), and what FuzzHandle feeds. onProxy is true for the PXE
 // port (4011).
 func (s *Server) Handle(pkt []byte, src netip.AddrPort, onProxy bool, now time.Time) ([]byte, netip.AddrPort) {
-	out, dst := s.handle(&wire{}, pkt, src, onProxy, now)
+	w := &wire{}
+	out, dst := s.handle(w, pkt, src, onProxy, now)
+	if out == nil || !s.settleNow(w) {
+		return nil, netip.AddrPort{}
+	}
 	return out, dst
 }
 
@@ -364,11 +354,65 @@ type wire struct {
 	req msg
 	rep reply
 	out []byte
+	ack ackAfter // when the reply is an ACK of full mode
+}
+
+// ackAfter is an ACK of full mode waiting for its lease record: the ACK
+// may leave only once the journal has fsynced generation gen. settle then
+// counts it, tells the hosts table and records the lease.
+type ackAfter struct {
+	pending bool
+	gen     uint64
+	c       client // c.MAC is the request's own copy
+	host    *configs.Host
+	addr    netip.Addr
+	expiry  time.Time
+	file    string // the boot file the ACK names
+	now     time.Time
+	xid     dhcpv4.TransactionID
+}
+
+// settle ends an ACK whose lease record's write returned err (nil: it is
+// durable) and reports whether the ACK may be sent.
+func (s *Server) settle(a *ackAfter, err error) bool {
+	a.pending = false
+	c := a.c
+	if err != nil {
+		s.stats.errors.Add(1)
+		s.refuse.Refuse(reasonJournal, c.MAC.String(), "ip", a.addr, "err", err,
+			"then", "not acknowledged; the client retries and is ACKed once the disk takes writes again")
+		return false
+	}
+	s.stats.acks.Add(1)
+	// A lease record when the client is new or what it was told changed,
+	// else at most once a minute (sightingEvery), as in proxy mode: a
+	// renewal is durable in the lease journal already, and the record
+	// store is no place to pay a row per renewal (perfdhcp's clients
+	// renew many times a second).
+	record, _, evicted := s.sightings.see(c.MAC, told(a.file, c, a.addr), a.now, func() bool { return true })
+	s.forget(evicted)
+	s.hosts.Observe(hosts.Client{MAC: c.MAC, Addr: a.addr, Arch: c.Arch, IPXE: c.IPXE, Host: a.host, Seen: a.now})
+	if record {
+		s.sink.Lease(&event.Lease{Time: a.now, MAC: c.MAC, Addr: a.addr, Arch: c.Arch, Host: hostName(a.host),
+			BootFile: a.file, Expiry: a.expiry})
+	}
+	clientLog{s.log, c.MAC, a.xid}.Debug("dhcp: ack", "ip", a.addr, "boot_file", a.file)
+	return true
+}
+
+// settleNow waits for w's pending ACK, if any, on its own (no batch), and
+// reports whether w's reply may be sent.
+func (s *Server) settleNow(w *wire) bool {
+	if !w.ack.pending {
+		return true
+	}
+	return s.settle(&w.ack, s.leases.wait(w.ack.gen))
 }
 
 // handle answers pkt; the reply it returns is w.out, valid until w's next
 // packet.
 func (s *Server) handle(w *wire, pkt []byte, src netip.AddrPort, onProxy bool, now time.Time) ([]byte, netip.AddrPort) {
+	w.ack.pending = false
 	s.stats.received.Add(1)
 	req := &w.req
 	if err := req.parse(pkt); err != nil {
@@ -381,7 +425,7 @@ func (s *Server) handle(w *wire, pkt []byte, src netip.AddrPort, onProxy bool, n
 	if s.mode == configs.ModeProxy {
 		ok, dst = s.handleProxy(req, &w.rep, src, onProxy, now)
 	} else {
-		ok, dst = s.handleFull(req, &w.rep, now)
+		ok, dst = s.handleFull(req, &w.rep, &w.ack, now)
 	}
 	reply := 0
 	if ok {
@@ -441,8 +485,9 @@ func hostName(h *configs.Host) string {
 }
 
 // handleFull serves full mode.
-// It builds the reply in r and reports whether there is one.
-func (s *Server) handleFull(req *msg, r *reply, now time.Time) (bool, netip.AddrPort) {
+// It builds the reply in r and reports whether there is one. An ACK also
+// fills ack: it may leave only once settle says its lease is durable.
+func (s *Server) handleFull(req *msg, r *reply, ack *ackAfter, now time.Time) (bool, netip.AddrPort) {
 	c := classify(req)
 	host := s.host(c.MAC)
 	log := clientLog{s.log, c.MAC, req.xid}
@@ -499,7 +544,7 @@ func (s *Server) handleFull(req *msg, r *reply, now time.Time) (bool, netip.Addr
 			log.Debug("dhcp: REQUEST names no address")
 			return false, netip.AddrPort{}
 		}
-		expiry, err := s.leases.Bind(c.MAC, want, sid.IsValid(), now)
+		expiry, gen, err := s.leases.bind(c.MAC, want, sid.IsValid(), now)
 		if errors.Is(err, errNotYours) {
 			s.start(r, req, dhcpv4.MessageTypeNak)
 			r.setString(optMessage, "address not available")
@@ -507,33 +552,13 @@ func (s *Server) handleFull(req *msg, r *reply, now time.Time) (bool, netip.Addr
 			log.Info("dhcp: nak", "ip", want)
 			return true, s.dest(req, r, true)
 		}
-		if err != nil {
-			s.stats.errors.Add(1)
-			s.refuse.Refuse(reasonJournal, c.MAC.String(), "ip", want, "err", err,
-				"then", "not acknowledged; the client retries and is ACKed once the disk takes writes again")
-			return false, netip.AddrPort{}
-		}
 		s.start(r, req, dhcpv4.MessageTypeAck)
 		r.yiaddr = want
 		r.ciaddr = req.ciaddr
 		s.network(r)
 		s.leaseTimes(r, expiry.Sub(now))
 		b := s.addBoot(r, req, c, host, false)
-		s.stats.acks.Add(1)
-		// A lease record when the client is new or what it was told changed,
-		// else at most once a minute (sightingEvery), as in proxy mode: a
-		// renewal is durable in the lease journal already, and the record
-		// store is no place to pay a row per renewal (perfdhcp's clients
-		// renew many times a second).
-		told := told(b.File, c, want)
-		record, _, evicted := s.sightings.see(c.MAC, told, now, func() bool { return true })
-		s.forget(evicted)
-		s.hosts.Observe(hosts.Client{MAC: c.MAC, Addr: want, Arch: c.Arch, IPXE: c.IPXE, Host: host, Seen: now})
-		if record {
-			s.sink.Lease(&event.Lease{Time: now, MAC: c.MAC, Addr: want, Arch: c.Arch, Host: hostName(host),
-				BootFile: b.File, Expiry: expiry})
-		}
-		log.Debug("dhcp: ack", "ip", want, "boot_file", b.File)
+		*ack = ackAfter{pending: true, gen: gen, c: c, host: host, addr: want, expiry: expiry, file: b.File, now: now, xid: req.xid}
 		return true, s.dest(req, r, false)
 
 	case dhcpv4.MessageTypeRelease:

@@ -190,6 +190,7 @@ type statsCollector struct {
 	threadPinned                                               *prometheus.Desc
 	tftpRequests, tftpDropped, tftpReplaced, tftpPassedOn      *prometheus.Desc
 	dhcpReceived, dhcpIgnored, dhcpErrors, reclaimed, ended    *prometheus.Desc
+	dhcpFlushes                                                *prometheus.Desc
 	httpConns                                                  *prometheus.Desc
 }
 
@@ -229,8 +230,10 @@ func newStatsCollector(src Sources) *statsCollector {
 			"another server chosen, not a boot client (proxy), a RELEASE or DECLINE of no lease of ours, ..."),
 		dhcpErrors: d("dhcp_errors_total", "DHCP requests pxeperf failed to answer: pool exhausted, lease journal or send failures."),
 		reclaimed:  d("dhcp_offers_reclaimed_total", "Offered addresses nobody REQUESTed, taken back early for a new client because the pool had none free."),
-		ended:      d("dhcp_leases_ended_total", "Leases the client ended, by how: release (address back in the pool) or decline (client found it in use).", "by"),
-		httpConns:  d("http_connections", "Open HTTP boot connections, as counted against http.max_conns."),
+		dhcpFlushes: d("dhcp_journal_flushes_total", "Lease journal writes, each fsynced before the ACKs it carries leave; "+
+			"ACKs over flushes is how many shared one (group commit)."),
+		ended:     d("dhcp_leases_ended_total", "Leases the client ended, by how: release (address back in the pool) or decline (client found it in use).", "by"),
+		httpConns: d("http_connections", "Open HTTP boot connections, as counted against http.max_conns."),
 	}
 }
 
@@ -238,7 +241,7 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.active, c.dhcpPackets, c.leasesInUse, c.poolSize, c.malformed, c.ref,
 		c.queue, c.queueBytes, c.backlog, c.storeErrs, c.written, c.commits, c.dropped, c.threaded, c.threadRecvs, c.threadPinned, c.threadsBusy,
 		c.threadsCap, c.tftpRequests, c.tftpDropped, c.tftpReplaced, c.tftpPassedOn, c.dhcpReceived, c.dhcpIgnored, c.dhcpErrors,
-		c.reclaimed, c.ended, c.httpConns} {
+		c.reclaimed, c.dhcpFlushes, c.ended, c.httpConns} {
 		ch <- d
 	}
 }
@@ -281,6 +284,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.dhcpIgnored, float64(st.Ignored))
 		counter(c.dhcpErrors, float64(st.Errors))
 		counter(c.reclaimed, float64(st.Reclaimed))
+		counter(c.dhcpFlushes, float64(st.JournalFlushes))
 		counter(c.ended, float64(st.Releases), "release")
 		counter(c.ended, float64(st.Declines), "decline")
 		refusals("dhcp", st.Refused)

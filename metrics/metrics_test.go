@@ -397,7 +397,7 @@ func sources() Sources {
 	}
 	return Sources{
 		DHCP: &fakeDHCP{
-			st: dhcp.Stats{Received: 50, Malformed: 7, Ignored: 8, Errors: 3, Reclaimed: 2, Releases: 2, Declines: 1, Refused: map[string]uint64{"dhcp: new clients per second": 5},
+			st: dhcp.Stats{Received: 50, Malformed: 7, Ignored: 8, Errors: 3, Reclaimed: 2, JournalFlushes: 6, Releases: 2, Declines: 1, Refused: map[string]uint64{"dhcp: new clients per second": 5},
 				Packets: map[dhcp.PacketKind]uint64{{Type: "discover", Reply: "offer"}: 11, {Type: "request", Reply: "ack"}: 10,
 					{Type: "request", Reply: "nak"}: 1, {Type: "release", Reply: "none"}: 2}},
 			leases: make([]dhcp.Lease, 9),
@@ -441,12 +441,13 @@ const (
 	dIgnored  = "pxeperf_dhcp_ignored_total"
 	dErrors   = "pxeperf_dhcp_errors_total"
 	reclaimed = "pxeperf_dhcp_offers_reclaimed_total"
+	dFlushes  = "pxeperf_dhcp_journal_flushes_total"
 	ended     = "pxeperf_dhcp_leases_ended_total"
 	hConns    = "pxeperf_http_connections"
 )
 
 var collected = []string{active, packets, inUse, pool, malformed, refusals, queue, qbytes, backlog, storeErrs, written, commits, dropped,
-	byWait, lsRecvs, lsPinned, lsBusy, lsCap, tRequests, tDropped, tReplaced, tPassedOn, dReceived, dIgnored, dErrors, reclaimed, ended, hConns}
+	byWait, lsRecvs, lsPinned, lsBusy, lsCap, tRequests, tDropped, tReplaced, tPassedOn, dReceived, dIgnored, dErrors, reclaimed, dFlushes, ended, hConns}
 
 // TestCollector: what a scrape shows is each Sources field's counters, as
 // read at that moment; a nil service is left out.
@@ -490,6 +491,7 @@ func TestCollector(t *testing.T) {
 		dIgnored + `{}`:                          8,
 		dErrors + `{}`:                           3,
 		reclaimed + `{}`:                         2,
+		dFlushes + `{}`:                          6,
 		ended + `{by="release"}`:                 2,
 		ended + `{by="decline"}`:                 1,
 		hConns + `{}`:                            3,
@@ -514,7 +516,7 @@ func TestCollector(t *testing.T) {
 		"every service":       {func(*Sources) {}, all},
 		"proxy mode: no pool": {func(s *Sources) { s.PoolSize = 0 }, without(inUse, pool)},
 		"no DHCP": {func(s *Sources) { s.DHCP = nil }, without(packets, inUse, pool, malformed+`{proto="dhcp"`, refusals+`{proto="dhcp"`,
-			dReceived, dIgnored, dErrors, reclaimed, ended)},
+			dReceived, dIgnored, dErrors, reclaimed, dFlushes, ended)},
 		"no TFTP": {func(s *Sources) { s.TFTP = nil }, without(malformed+`{proto="tftp"`, refusals+`{proto="tftp"`, byWait, lsRecvs, lsBusy,
 			lsCap, lsPinned, tRequests, tDropped, tReplaced, tPassedOn)},
 		"no HTTP":           {func(s *Sources) { s.HTTP = nil }, without(malformed+`{proto="http"`, refusals+`{proto="http"`, hConns)},
