@@ -110,3 +110,19 @@ func TestLoopback(t *testing.T) {
 		t.Errorf("lo: %+v, want MTU %d, no speed, a known rx checksum state", got, lo.MTU)
 	}
 }
+
+// BenchmarkGet reads the loopback's state without the cache: what each
+// record paid per interface read (5 s TTL in serve).
+func BenchmarkGet(b *testing.B) {
+	r, err := netstate.New(0)
+	if err != nil {
+		b.Skip(err)
+	}
+	defer r.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Get("lo"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
