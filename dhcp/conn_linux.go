@@ -58,8 +58,11 @@ func listenSock(_ context.Context, ifname string, port, rcvbuf int) (*sock, erro
 	}
 	err = setSockOpts(fd, ifname)
 	if err == nil {
-		// As net's SetReadBuffer: best effort, net.core.rmem_max caps it.
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
+		// Past net.core.rmem_max (212992 by default) when the process
+		// may (CAP_NET_ADMIN), else as far as it allows: best effort.
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf) != nil {
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
+		}
 		if err = unix.Bind(fd, &unix.SockaddrInet4{Port: port}); err != nil {
 			err = fmt.Errorf("bind 0.0.0.0:%d: %w", port, err)
 		}
