@@ -269,7 +269,7 @@ func (s *Server) flush(io *sockIO, b *ackBatch) {
 	err := s.leases.wait(b.gen)
 	for i := range b.acks {
 		a := &b.acks[i]
-		if s.settle(&a.ack, err) {
+		if s.settleSafe(&a.ack, err) {
 			s.send(io, b.buf[a.off:a.off+a.n], a.dst)
 		}
 		a.ack = ackAfter{} // holds no client past the batch

@@ -62,3 +62,12 @@ func (s *Server) worker(c *net.UDPConn, onProxy bool) {
 		}
 	}
 }
+
+// settleNow waits for w's pending ACK, if any, on its own (no batch), and
+// reports whether w's reply may be sent.
+func (s *Server) settleNow(w *wire) bool {
+	if !w.ack.pending {
+		return true
+	}
+	return s.settleSafe(&w.ack, s.leases.wait(w.ack.gen))
+}

@@ -342,7 +342,7 @@ func (s *Server) handleSafe(w *wire, pkt []byte, src netip.AddrPort, onProxy boo
 func (s *Server) Handle(pkt []byte, src netip.AddrPort, onProxy bool, now time.Time) ([]byte, netip.AddrPort) {
 	w := &wire{}
 	out, dst := s.handle(w, pkt, src, onProxy, now)
-	if out == nil || !s.settleNow(w) {
+	if out == nil || w.ack.pending && !s.settle(&w.ack, s.leases.wait(w.ack.gen)) {
 		return nil, netip.AddrPort{}
 	}
 	return out, dst
@@ -400,14 +400,20 @@ func (s *Server) settle(a *ackAfter, err error) bool {
 	return true
 }
 
-// settleNow waits for w's pending ACK, if any, on its own (no batch), and
-// reports whether w's reply may be sent.
-func (s *Server) settleNow(w *wire) bool {
-	if !w.ack.pending {
-		return true
-	}
-	return s.settle(&w.ack, s.leases.wait(w.ack.gen))
+// settleSafe is settle with handleSafe's last line of defence: a panic in
+// the bookkeeping of one ACK drops that ACK (its lease is durable; the
+// client asks again), not the server.
+func (s *Server) settleSafe(a *ackAfter, err error) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.stats.errors.Add(1)
+			s.log.Warn("dhcp: dropped an ACK whose bookkeeping crashed", "client_mac", a.c.MAC.String(), "panic", r)
+			ok = false
+		}
+	}()
+	return s.settle(a, err)
 }
+
 
 // handle answers pkt; the reply it returns is w.out, valid until w's next
 // packet.
