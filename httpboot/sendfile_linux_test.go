@@ -291,14 +291,36 @@ func TestSendfileProbeCovers(t *testing.T) {
 func TestResponseLeavesCorked(t *testing.T) {
 	body := pattern(200<<10, 3)
 	e := newTestEnv(t, envOpts{files: map[string][]byte{"mid.img": body}})
+	// A loaded machine can add a packet (a client slow to read shrinks the
+	// window, and TCP sends what fits); uncorked, every fetch has the extra
+	// packet. So a few fetches, and the best counts.
+	var counts []int64
+	var want int64
+	for range 3 {
+		var got int64
+		got, want = corkedFetch(t, e, body)
+		counts = append(counts, got)
+		if got <= want {
+			t.Logf("%d data packets, want at most %d (fetches: %v)", got, want, counts)
+			return
+		}
+	}
+	t.Errorf("a 200 KiB file came in %v packets in 3 fetches, want at most %d: partial packets went out uncorked", counts, want)
+}
+
+// corkedFetch fetches mid.img (body) once and returns the data packets it
+// came in and the most a corked response takes.
+func corkedFetch(t *testing.T, e *testEnv, body []byte) (got, want int64) {
+	t.Helper()
 	c := dialGet(t, e.srv.Addr().String(), "/mid.img", 0)
+	defer c.Close()
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := io.ReadAll(io.LimitReader(resp.Body, resp.ContentLength))
-	if err != nil || !bytes.Equal(got, body) {
-		t.Fatalf("got %d bytes (%v), want %d", len(got), err, len(body))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, resp.ContentLength))
+	if err != nil || !bytes.Equal(b, body) {
+		t.Fatalf("got %d bytes (%v), want %d", len(b), err, len(body))
 	}
 	rc, err := c.SyscallConn()
 	if err != nil {
@@ -315,12 +337,7 @@ func TestResponseLeavesCorked(t *testing.T) {
 	}
 	const gso = 64 << 10
 	headerLen := int64(info.Bytes_received) - int64(len(body))
-	want := (headerLen+int64(len(body))-1+gso-1)/gso + 1
-	t.Logf("%d data packets for %d header and %d body bytes; want at most %d", info.Data_segs_in, headerLen, len(body), want)
-	if int64(info.Data_segs_in) > want {
-		t.Errorf("a 200 KiB file came in %d packets, want at most %d: partial packets went out uncorked",
-			info.Data_segs_in, want)
-	}
+	return int64(info.Data_segs_in), (headerLen+int64(len(body))-1+gso-1)/gso + 1
 }
 
 // sendBufferOf is sc's send buffer as the kernel accounts it (SO_SNDBUF).
