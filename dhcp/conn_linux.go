@@ -109,19 +109,18 @@ const (
 // (one built per call would be allocated per datagram), their arguments
 // and results.
 type sockIO struct {
-	c        *sock
-	buf      []byte
-	n        int
-	flags    int
-	from     unix.RawSockaddrInet4
-	fromLen  uint32
-	to       unix.RawSockaddrInet4
-	out      []byte
-	errno    syscall.Errno
-	recv     func(fd uintptr)
-	send     func(fd uintptr)
-	yielded  time.Time
-	received int64
+	c       *sock
+	buf     []byte
+	n       int
+	flags   int
+	from    unix.RawSockaddrInet4
+	fromLen uint32
+	to      unix.RawSockaddrInet4
+	out     []byte
+	errno   syscall.Errno
+	recv    func(fd uintptr)
+	send    func(fd uintptr)
+	yielded time.Time
 }
 
 func newSockIO(c *sock) *sockIO {
@@ -160,7 +159,6 @@ func (io *sockIO) read(wait bool) (pkt []byte, src netip.AddrPort, ok, closed bo
 		}
 		switch io.errno {
 		case 0:
-			io.received++
 			p := (*[2]byte)(unsafe.Pointer(&io.from.Port)) // network order
 			port := uint16(p[0])<<8 | uint16(p[1])
 			return io.buf[:io.n], netip.AddrPortFrom(netip.AddrFrom4(io.from.Addr), port), true, false

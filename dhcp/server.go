@@ -337,8 +337,9 @@ func (s *Server) handleSafe(w *wire, pkt []byte, src netip.AddrPort, onProxy boo
 
 // Handle answers one datagram from src: it returns the reply and where to
 // send it, or nil. It is the request path the socket loop runs (with its
-// worker's buffers), and what FuzzHandle feeds. onProxy is true for the PXE
-// port (4011).
+// own buffers), and what FuzzHandle feeds; an ACK is returned once its
+// lease is durable, as the loop sends it. onProxy is true for the PXE port
+// (4011).
 func (s *Server) Handle(pkt []byte, src netip.AddrPort, onProxy bool, now time.Time) ([]byte, netip.AddrPort) {
 	w := &wire{}
 	out, dst := s.handle(w, pkt, src, onProxy, now)
@@ -413,7 +414,6 @@ func (s *Server) settleSafe(a *ackAfter, err error) (ok bool) {
 	}()
 	return s.settle(a, err)
 }
-
 
 // handle answers pkt; the reply it returns is w.out, valid until w's next
 // packet.
