@@ -1,0 +1,194 @@
+//go:build linux
+
+package nstest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Served is the built binary's `pxeperf serve` in a test's namespace, for
+// tests that attack or load the real process and watch what it holds.
+type Served struct {
+	*Proc
+	NS   string
+	Dir  string // the test's folder: pxeperf.yaml, images/, data/
+	Root string // Dir/images, served by TFTP and HTTP
+	Data string // Dir/data: records and leases
+	// Admin is the admin listener's address inside NS ("" when the config
+	// or args turn it off).
+	Admin string
+}
+
+// Serve writes yaml as the config (root and data in a temp folder of the
+// test's, admin on 127.0.0.1:9069 unless yaml or args say otherwise),
+// starts `pxeperf serve --config CFG args...` in ns and waits (20 s at
+// most) until it logs that it serves. before, when not nil, runs first
+// with the root folder created, to put images in it.
+func Serve(t testing.TB, ns, yaml string, before func(root string), args ...string) *Served {
+	t.Helper()
+	dir := t.TempDir()
+	s := &Served{NS: ns, Dir: dir, Root: filepath.Join(dir, "images"), Data: filepath.Join(dir, "data"), Admin: "127.0.0.1:9069"}
+	if err := os.MkdirAll(s.Root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if before != nil {
+		before(s.Root)
+	}
+	cfg := "root: " + s.Root + "\ndata: " + s.Data + "\n" + yaml
+	if err := os.WriteFile(filepath.Join(dir, "pxeperf.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range args {
+		if a == "--admin-addr" && i+1 < len(args) {
+			s.Admin = args[i+1]
+		}
+	}
+	if s.Admin == "off" {
+		s.Admin = ""
+	}
+	s.Proc = Start(t, ns, Binary(t), append([]string{"serve", "--config", filepath.Join(dir, "pxeperf.yaml")}, args...)...)
+	s.Proc.Cmd.Dir = dir
+	if !WaitFor(20*time.Second, func() bool { return strings.Contains(s.Out.String(), "pxeperf serving") }) {
+		t.Fatalf("serve did not start:\n%s", s.Out.String())
+	}
+	return s
+}
+
+// PID is the serving process (`ip netns exec` execs it in place).
+func (s *Served) PID() int { return s.Cmd.Process.Pid }
+
+// Usage is what the process holds, read from /proc.
+type Usage struct {
+	RSS     int64 // bytes resident
+	FDs     int   // open file descriptors
+	Threads int
+}
+
+// Usage reads the process's resident memory, descriptors and threads.
+func (s *Served) Usage() (Usage, error) {
+	var u Usage
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.PID()))
+	if err != nil {
+		return u, err
+	}
+	for _, line := range strings.Split(string(st), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "VmRSS:":
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			u.RSS = kb << 10
+		case "Threads:":
+			u.Threads, _ = strconv.Atoi(f[1])
+		}
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.PID()))
+	if err != nil {
+		return u, err
+	}
+	u.FDs = len(fds)
+	return u, nil
+}
+
+// Get fetches path from the admin listener (inside NS) and returns the body.
+func (s *Served) Get(path string) (string, error) {
+	if s.Admin == "" {
+		return "", fmt.Errorf("nstest: serve runs without an admin listener")
+	}
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: DialContext(s.NS)}}
+	resp, err := c.Get("http://" + s.Admin + path)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return string(b), fmt.Errorf("nstest: GET %s: %s", path, resp.Status)
+	}
+	return string(b), nil
+}
+
+// Metric sums every sample of the Prometheus metric name on /metrics whose
+// labels contain each of match (`proto="tftp"`); -1 when none.
+func (s *Served) Metric(name string, match ...string) (float64, error) {
+	body, err := s.Get("/metrics")
+	if err != nil {
+		return 0, err
+	}
+	sum, found := 0.0, false
+	sc := bufio.NewScanner(strings.NewReader(body))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) || len(line) == len(name) || (line[len(name)] != ' ' && line[len(name)] != '{') {
+			continue
+		}
+		ok := true
+		for _, m := range match {
+			ok = ok && strings.Contains(line, m)
+		}
+		sp := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[sp+1:], 64)
+		if !ok || err != nil {
+			continue
+		}
+		sum, found = sum+v, true
+	}
+	if !found {
+		return -1, nil
+	}
+	return sum, nil
+}
+
+// Goroutines is go_goroutines from /metrics.
+func (s *Served) Goroutines() (int, error) {
+	v, err := s.Metric("go_goroutines")
+	return int(v), err
+}
+
+// Within polls Usage every 100 ms until ctx ends, then fails t unless the
+// highest values seen stay within max (zero fields unchecked), and returns
+// them. Run it beside a flood.
+func (s *Served) Within(ctx context.Context, t testing.TB, max Usage) Usage {
+	t.Helper()
+	var peak Usage
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		u, err := s.Usage()
+		if err == nil {
+			peak.RSS, peak.FDs, peak.Threads = maxI(peak.RSS, u.RSS), maxI(peak.FDs, u.FDs), maxI(peak.Threads, u.Threads)
+		}
+		select {
+		case <-ctx.Done():
+			if (max.RSS > 0 && peak.RSS > max.RSS) || (max.FDs > 0 && peak.FDs > max.FDs) || (max.Threads > 0 && peak.Threads > max.Threads) {
+				t.Errorf("serve held more than its bound: peak RSS %d MiB, %d fds, %d threads; bound %d MiB, %d fds, %d threads",
+					peak.RSS>>20, peak.FDs, peak.Threads, max.RSS>>20, max.FDs, max.Threads)
+			}
+			return peak
+		case <-tick.C:
+		}
+	}
+}
+
+func maxI[T int | int64](a, b T) T {
+	if a > b {
+		return a
+	}
+	return b
+}
