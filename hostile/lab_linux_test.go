@@ -1,0 +1,26 @@
+//go:build linux
+
+package hostile
+
+import (
+	"testing"
+
+	"github.com/pxeperf/pxeperf/internal/nstest"
+)
+
+// lab is a namespace pair with the real binary serving in its server side.
+type lab struct {
+	P *nstest.Pair
+	S *nstest.Served
+}
+
+// newLab makes a pair and starts serve in its server namespace with yaml
+// (root, data and the pair's interface and address filled in); before, when
+// not nil, fills the root first.
+func newLab(t *testing.T, opt nstest.Options, yaml string, before func(root string), args ...string) *lab {
+	t.Helper()
+	p := nstest.NewPair(t, opt)
+	base := []string{"--iface", p.ServerIf, "--addr", p.ServerIP.String()}
+	s := nstest.Serve(t, p.Server, yaml, before, append(base, args...)...)
+	return &lab{P: p, S: s}
+}
