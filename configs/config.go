@@ -159,6 +159,12 @@ type DHCP struct {
 	// proxy lease records; the least recently seen are forgotten first.
 	// Default 4096.
 	MaxSightings int `yaml:"max_sightings"`
+	// Relays are the DHCP relays (their giaddr: an address, or a prefix
+	// for many) whose relayed requests pxeperf answers; a request with any
+	// other giaddr is dropped and counted, as a forged giaddr would aim
+	// the reply at any address. Each entry has its own new-client budget.
+	// Default none: only clients on the served segment are answered.
+	Relays []Prefix `yaml:"relays"`
 }
 
 // Records configures the record sink between the servers and the store.
@@ -508,6 +514,11 @@ func (c *Config) Validate() error {
 	}
 	if d.ProxyPort < 1 || d.ProxyPort > 65535 {
 		add("dhcp.proxy_port", "%d is not a port; use 4011", d.ProxyPort)
+	}
+	for i, r := range d.Relays {
+		if !r.IsValid() || !r.Addr().Is4() || r.Bits() < 8 {
+			add(fmt.Sprintf("dhcp.relays[%d]", i), "%q is not an IPv4 relay; write a relay's giaddr (10.0.8.1) or a prefix of /8 or longer (10.0.8.0/22)", r.String())
+		}
 	}
 	t := &c.TFTP
 	validateTFTPBudgets(t, add)

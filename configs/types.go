@@ -50,6 +50,35 @@ func (m *MAC) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML implements yaml.Marshaler.
 func (m MAC) MarshalYAML() (any, error) { return m.String(), nil }
 
+// Prefix is an IPv4 prefix ("10.0.8.0/22") or a single address
+// ("10.0.8.1", a /32) that decodes from YAML with a clear error.
+type Prefix struct{ netip.Prefix }
+
+// ParsePrefix parses "ADDR/BITS" or "ADDR" (all of its bits).
+func ParsePrefix(s string) (Prefix, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return Prefix{netip.PrefixFrom(a, a.BitLen())}, nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return Prefix{}, fmt.Errorf("%q is neither an address nor a prefix; write e.g. 10.0.8.1 or 10.0.8.0/22", s)
+	}
+	return Prefix{p.Masked()}, nil
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (p *Prefix) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParsePrefix(n.Value)
+	if err != nil {
+		return typeError(n.Line, err.Error())
+	}
+	*p = v
+	return nil
+}
+
+// MarshalYAML implements yaml.Marshaler.
+func (p Prefix) MarshalYAML() (any, error) { return p.String(), nil }
+
 // Pool is an inclusive IPv4 range "FIRST-LAST".
 type Pool struct{ First, Last netip.Addr }
 

@@ -29,7 +29,8 @@ import (
 //   - At most max_sightings clients are remembered for the hosts table and
 //     proxy lease events, least recently seen forgotten first; a client's
 //     lease event is written when it is first seen, when what it was told
-//     changes, and at most once a minute otherwise.
+//     changes (changesPerMinute at most), and at most once a minute
+//     otherwise.
 const (
 	offerMinHold  = 5 * time.Second
 	sightingEvery = time.Minute
@@ -45,6 +46,11 @@ const (
 	reasonJournal        = "dhcp: lease journal not writable"
 	reasonNotRecorded    = "dhcp: sighting not recorded (new clients over budget)"
 	reasonSightingsEvict = "dhcp: sightings full, least recent forgotten"
+	reasonUntrustedRelay = "dhcp: giaddr not a configured relay"
+	reasonUnknownReboot  = "dhcp: INIT-REBOOT from a client without a binding"
+	reasonSendFull       = "dhcp: reply dropped, send buffer full"
+	reasonNoARP          = "dhcp: unicast reply dropped, destination answers no ARP"
+	reasonSendFailed     = "dhcp: reply not sent"
 )
 
 // rateBuckets is a token bucket per relay.
@@ -112,11 +118,19 @@ type sightings struct {
 }
 
 type sighting struct {
-	key   string
-	mac   net.HardwareAddr
-	told  string // what the client was told (boot file, arch, address)
-	event time.Time
+	key     string
+	mac     net.HardwareAddr
+	told    string // what the client was told (boot file, arch, address)
+	event   time.Time
+	changes int       // records for a change of told since window
+	window  time.Time // start of the minute changes counts in
 }
+
+// changesPerMinute bounds the records a client's changes cost: a board
+// booting is told a few things (no address on port 67, its address on
+// 4011), while forged requests alternating what they claim (a ciaddr
+// each) would cost a record each. Past it, once a minute, as unchanged.
+const changesPerMinute = 4
 
 func newSightings(n int) *sightings {
 	return &sightings{max: n, ll: list.New(), m: map[string]*list.Element{}}
@@ -133,7 +147,14 @@ func (s *sightings) see(mac net.HardwareAddr, told string, now time.Time, admit 
 	if el, ok := s.m[key]; ok {
 		s.ll.MoveToFront(el)
 		sg := el.Value.(*sighting)
-		if sg.told != told || now.Sub(sg.event) >= sightingEvery {
+		if now.Sub(sg.window) >= sightingEvery {
+			sg.window, sg.changes = now, 0
+		}
+		changed := sg.told != told && sg.changes < changesPerMinute
+		if changed || now.Sub(sg.event) >= sightingEvery {
+			if sg.told != told {
+				sg.changes++
+			}
 			sg.told, sg.event = told, now
 			return true, true, nil
 		}
@@ -142,7 +163,7 @@ func (s *sightings) see(mac net.HardwareAddr, told string, now time.Time, admit 
 	if !admit() {
 		return false, false, nil
 	}
-	sg := &sighting{key: key, mac: append(net.HardwareAddr(nil), mac...), told: told, event: now}
+	sg := &sighting{key: key, mac: append(net.HardwareAddr(nil), mac...), told: told, event: now, window: now}
 	s.m[key] = s.ll.PushFront(sg)
 	if s.ll.Len() > s.max {
 		old := s.ll.Back()

@@ -4,10 +4,12 @@ package dhcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -27,11 +29,25 @@ import (
 // where each switch of threads is dear (a paravirtualised guest) 2.4x
 // kea's CPU per exchange at 1000/s. A blocked read is woken by the kernel
 // on the thread that then answers, as kea's is.
+//
+// Every reply leaves without waiting (MSG_DONTWAIT): what the kernel will
+// not take is dropped and counted, and the reader goes on (see mayUnicast
+// for the replies that would wait for ARP).
 type sock struct {
 	f      *os.File
 	rc     syscall.RawConn
 	closed atomic.Bool // set before Close shuts the socket down under a read
+	// unicastQueue is how many bytes of the send buffer unicast replies
+	// may hold before each must show its destination resolved (a quarter
+	// of SO_SNDBUF), so broadcasts always find room.
+	unicastQueue int
+	neigh        *neighbours // nil: no interface, nothing waits for ARP
+	neighOnce    sync.Once
 }
+
+// closeNeighbours closes the netlink socket once its reader is done (or
+// never ran): the reader's thread is the only one that uses it.
+func (c *sock) closeNeighbours() { c.neighOnce.Do(func() { c.neigh.close() }) }
 
 // setSockOpts allows broadcasts and, when ifname is set, ties fd to that
 // interface (SO_BINDTODEVICE), so requests from other interfaces never
@@ -52,6 +68,20 @@ func setSockOpts(fd int, ifname string) error {
 // socket) with setSockOpts, and a receive buffer of rcvbuf bytes that
 // absorbs bursts (a rack powering on) while the journal fsyncs.
 func listenSock(_ context.Context, ifname string, port, rcvbuf int) (*sock, error) {
+	neigh, err := openNeighbours(ifname)
+	if err != nil {
+		return nil, fmt.Errorf("neighbour table of %s: %w", ifname, err)
+	}
+	c, err := listenUDP(ifname, port, rcvbuf)
+	if err != nil {
+		neigh.close()
+		return nil, err
+	}
+	c.neigh = neigh
+	return c, nil
+}
+
+func listenUDP(ifname string, port, rcvbuf int) (*sock, error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
 	if err != nil {
 		return nil, fmt.Errorf("socket: %w", err)
@@ -71,6 +101,11 @@ func listenSock(_ context.Context, ifname string, port, rcvbuf int) (*sock, erro
 		unix.Close(fd)
 		return nil, err
 	}
+	sndbuf, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
 	// Blocking: os.NewFile leaves it out of the poller.
 	f := os.NewFile(uintptr(fd), fmt.Sprintf("dhcp :%d", port))
 	rc, err := f.SyscallConn()
@@ -78,7 +113,7 @@ func listenSock(_ context.Context, ifname string, port, rcvbuf int) (*sock, erro
 		f.Close()
 		return nil, err
 	}
-	return &sock{f: f, rc: rc}, nil
+	return &sock{f: f, rc: rc, unicastQueue: sndbuf / 4}, nil
 }
 
 // Close ends the reads: shutdown(2) wakes a blocked recvfrom with 0 bytes
@@ -118,8 +153,10 @@ type sockIO struct {
 	to      unix.RawSockaddrInet4
 	out     []byte
 	errno   syscall.Errno
+	queued  int // SIOCOUTQ: bytes the send buffer holds
 	recv    func(fd uintptr)
 	send    func(fd uintptr)
+	outq    func(fd uintptr)
 	yielded time.Time
 }
 
@@ -133,8 +170,16 @@ func newSockIO(c *sock) *sockIO {
 	}
 	io.send = func(fd uintptr) {
 		_, _, e := unix.Syscall6(unix.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&io.out[0])), uintptr(len(io.out)),
-			0, uintptr(unsafe.Pointer(&io.to)), unsafe.Sizeof(io.to))
+			unix.MSG_DONTWAIT, uintptr(unsafe.Pointer(&io.to)), unsafe.Sizeof(io.to))
 		io.errno = e
+	}
+	io.outq = func(fd uintptr) {
+		var n int32
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, fd, unix.SIOCOUTQ, uintptr(unsafe.Pointer(&n)))
+		io.queued = int(n)
+		if e != 0 {
+			io.queued = 0
+		}
 	}
 	return io
 }
@@ -218,6 +263,7 @@ type ackBatch struct {
 func (s *Server) serveSock(c *sock, onProxy bool) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	defer c.closeNeighbours()
 	io := newSockIO(c)
 	w := &wire{}
 	var b ackBatch
@@ -275,9 +321,46 @@ func (s *Server) flush(io *sockIO, b *ackBatch) {
 	b.acks, b.buf, b.gen = b.acks[:0], b.buf[:0], 0
 }
 
+// send sends a reply without waiting: one the kernel will not take now
+// (send buffer full) is dropped and counted, as is one mayUnicast holds
+// back; a failed send is counted and logged once a minute per error.
 func (s *Server) send(io *sockIO, out []byte, dst netip.AddrPort) {
-	if err := io.write(out, dst); err != nil {
-		s.stats.errors.Add(1)
-		s.log.Warn("dhcp: send", "to", dst, "err", err)
+	if !s.mayUnicast(io, dst) {
+		return
 	}
+	err := io.write(out, dst)
+	switch {
+	case err == nil:
+	case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS):
+		s.refuse.Refuse(reasonSendFull, "send buffer", "to", dst, "then", "dropped; the client asks again")
+	default:
+		s.stats.errors.Add(1)
+		s.refuse.Refuse(reasonSendFailed, err.Error(), "to", dst, "err", err)
+	}
+}
+
+// mayUnicast holds back a unicast reply to an address on the segment
+// that has no link-layer address once unicasts fill a quarter of the
+// send buffer. Such a reply waits in the kernel's neighbour queue until
+// ARP answers, 3 s when nobody does, and keeps its bytes charged to the
+// socket meanwhile: forged sources (a giaddr, a ciaddr, port 4011's
+// source) that answer no ARP would otherwise fill the buffer, and every
+// reply, broadcasts included, would wait or be dropped with them.
+// Broadcasts, replies off the segment (the router answers ARP) and a
+// quiet socket pay one ioctl at most; only a busy queue asks the
+// neighbour table.
+func (s *Server) mayUnicast(io *sockIO, dst netip.AddrPort) bool {
+	a := dst.Addr()
+	if io.c.neigh == nil || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) || s.prefix.IsValid() && !s.prefix.Contains(a) {
+		return true
+	}
+	if err := io.c.rc.Control(io.outq); err != nil || io.queued <= io.c.unicastQueue {
+		return true
+	}
+	if io.c.neigh.resolved(a) {
+		return true
+	}
+	s.refuse.Refuse(reasonNoARP, "unicast", "to", dst, "queued_bytes", io.queued,
+		"then", "dropped while the send buffer holds replies that wait for ARP")
+	return false
 }

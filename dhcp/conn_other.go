@@ -15,6 +15,8 @@ import (
 // (the journal lets concurrent waiters share one fsync).
 type sock struct{ *net.UDPConn }
 
+func (c *sock) closeNeighbours() {}
+
 // listenSock without SO_BINDTODEVICE: pxeperf serves DHCP on Linux only,
 // because replies must be pinned to the interface the board is on.
 func listenSock(ctx context.Context, ifname string, port, rcvbuf int) (*sock, error) {

@@ -138,8 +138,10 @@ type Server struct {
 	closeOne sync.Once
 
 	refuse     *refuse.Log
-	newClients *rateBuckets // per relay
+	newClients *rateBuckets // per trusted relay (dhcp.relays entry)
 	sightings  *sightings
+	relays     []netip.Prefix // dhcp.relays: the giaddrs answered
+	prefix     netip.Prefix   // the served segment: replies there need ARP
 }
 
 // New validates the options, loads the lease journal (full mode) and binds
@@ -181,6 +183,10 @@ func newServer(o Options) (*Server, error) {
 		log:      o.Logger,
 		workers:  o.Workers,
 		port:     uint16(cfg.Port),
+		prefix:   o.Prefix.Masked(),
+	}
+	for _, r := range cfg.Relays {
+		s.relays = append(s.relays, r.Prefix)
 	}
 	if s.sink == nil {
 		s.sink = event.Discard{}
@@ -294,6 +300,7 @@ func (s *Server) closeAll() {
 	s.closeOne.Do(func() {
 		for _, c := range s.conns {
 			_ = c.Close()
+			c.closeNeighbours()
 		}
 		if s.leases != nil && s.leases.j != nil {
 			_ = s.leases.j.close()
@@ -426,6 +433,14 @@ func (s *Server) handle(w *wire, pkt []byte, src netip.AddrPort, onProxy bool, n
 		s.log.Debug("dhcp: dropped malformed packet", "from", src, "bytes", len(pkt), "err", err)
 		return nil, netip.AddrPort{}
 	}
+	// giaddr is where the reply goes: from an untrusted relay it would aim
+	// our replies at any address the sender names (and, on the segment, at
+	// addresses that answer no ARP), so only dhcp.relays are answered.
+	if set(req.giaddr) && !s.relayKey(req).IsValid() {
+		s.refuse.Refuse(reasonUntrustedRelay, "giaddr", "giaddr", req.giaddr, "from", src,
+			"fix", "add the relay's giaddr (or its prefix) to dhcp.relays, or find who forges giaddr")
+		return nil, netip.AddrPort{}
+	}
 	var ok bool
 	var dst netip.AddrPort
 	if s.mode == configs.ModeProxy {
@@ -500,8 +515,8 @@ func (s *Server) handleFull(req *msg, r *reply, ack *ackAfter, now time.Time) (b
 	switch req.mt {
 	case dhcpv4.MessageTypeDiscover:
 		had := s.leases.Known(c.MAC)
-		if host == nil && !had && !s.newClients.allow(relayKey(req), now) {
-			s.refuse.Refuse(reasonNewClients, c.MAC.String(), "relay", relayKey(req), "per_second", s.newClients.rate,
+		if host == nil && !had && !s.newClients.allow(s.relayKey(req), now) {
+			s.refuse.Refuse(reasonNewClients, c.MAC.String(), "relay", s.relayKey(req), "per_second", s.newClients.rate,
 				"fix", "raise dhcp.new_clients_per_second, or find what floods DISCOVERs")
 			return false, netip.AddrPort{}
 		}
@@ -550,12 +565,17 @@ func (s *Server) handleFull(req *msg, r *reply, ack *ackAfter, now time.Time) (b
 			log.Debug("dhcp: REQUEST names no address")
 			return false, netip.AddrPort{}
 		}
+		if !sid.IsValid() && host == nil && !s.leases.Known(c.MAC) && !s.unknownRequest(req, c, want, now) {
+			return false, netip.AddrPort{}
+		}
 		expiry, gen, err := s.leases.bind(c.MAC, want, sid.IsValid(), now)
 		if errors.Is(err, errNotYours) {
 			s.start(r, req, dhcpv4.MessageTypeNak)
 			r.setString(optMessage, "address not available")
 			s.stats.naks.Add(1)
-			log.Info("dhcp: nak", "ip", want)
+			// Debug: forged REQUESTs would write a line each; NAKs are
+			// counted (dhcp_packets_total{outcome="nak"}).
+			log.Debug("dhcp: nak", "ip", want)
 			return true, s.dest(req, r, true)
 		}
 		s.start(r, req, dhcpv4.MessageTypeAck)
@@ -577,7 +597,9 @@ func (s *Server) handleFull(req *msg, r *reply, ack *ackAfter, now time.Time) (b
 		addr := req.requestedIP()
 		ok, err := s.leases.Decline(c.MAC, addr, now)
 		s.count(err, &s.stats.declines, ok)
-		log.Warn("dhcp: client declined its address (in use by someone else?)", "ip", addr, "known", ok)
+		if ok { // one that names no binding of its own changes nothing: no line per forged DECLINE
+			log.Warn("dhcp: client declined its address (in use by someone else?)", "ip", addr)
+		}
 		return false, netip.AddrPort{}
 
 	case dhcpv4.MessageTypeInform:
@@ -590,6 +612,48 @@ func (s *Server) handleFull(req *msg, r *reply, ack *ackAfter, now time.Time) (b
 	}
 	s.stats.ignored.Add(1)
 	return false, netip.AddrPort{}
+}
+
+// unknownRequest decides a REQUEST without server identifier from a
+// client with no binding, no reservation and no host entry (a forged MAC
+// costs nothing, so each could take an address for a whole lease):
+//   - INIT-REBOOT (requested address, no ciaddr) is answered only with a
+//     NAK when the address is not on the served network; otherwise the
+//     server stays silent, as RFC 2131 4.3.2 says a server with no record
+//     of the client MUST (and Kea does unless authoritative). The client
+//     falls back to DISCOVER, which the new-client budget charges.
+//   - RENEWING or REBINDING (ciaddr set) is confirmed as before, so a
+//     client keeps its address after the lease journal was lost, but it
+//     is charged to the new-client budget like a DISCOVER.
+//
+// It reports whether to go on and bind.
+func (s *Server) unknownRequest(req *msg, c client, want netip.Addr, now time.Time) bool {
+	if !set(req.ciaddr) {
+		if !s.onNetwork(want) {
+			return true // bind refuses it: a NAK, as RFC 2131 asks for a wrong network
+		}
+		s.stats.ignored.Add(1)
+		// Logged per relay, what the sender cannot choose: forged MACs
+		// would each get a line.
+		s.refuse.Refuse(reasonUnknownReboot, s.relayKey(req).String(), "client_mac", c.MAC.String(), "ip", want,
+			"then", "silent (RFC 2131 4.3.2); the client falls back to DISCOVER")
+		return false
+	}
+	if !s.newClients.allow(s.relayKey(req), now) {
+		s.refuse.Refuse(reasonNewClients, c.MAC.String(), "relay", s.relayKey(req), "per_second", s.newClients.rate,
+			"fix", "raise dhcp.new_clients_per_second, or find what floods REQUESTs")
+		return false
+	}
+	return true
+}
+
+// onNetwork reports whether a is on the segment the pool serves.
+func (s *Server) onNetwork(a netip.Addr) bool {
+	if !a.Is4() {
+		return false
+	}
+	ones, _ := s.mask.Size()
+	return netip.PrefixFrom(a, ones).Masked() == netip.PrefixFrom(s.addr, ones).Masked()
 }
 
 func (s *Server) count(err error, c *atomic.Uint64, ok bool) {
@@ -648,11 +712,11 @@ func (s *Server) handleProxy(req *msg, r *reply, src netip.AddrPort, onProxy boo
 	// (see sightings): a flood of spoofed DISCOVERs must grow neither the
 	// hosts table nor the lease rows.
 	record, admitted, evicted := s.sightings.see(c.MAC, told(b.File, c, addr), now, func() bool {
-		return host != nil || s.newClients.allow(relayKey(req), now)
+		return host != nil || s.newClients.allow(s.relayKey(req), now)
 	})
 	s.forget(evicted)
 	if !admitted {
-		s.refuse.Refuse(reasonNotRecorded, c.MAC.String(), "relay", relayKey(req), "per_second", s.newClients.rate,
+		s.refuse.Refuse(reasonNotRecorded, c.MAC.String(), "relay", s.relayKey(req), "per_second", s.newClients.rate,
 			"then", "answered, but not in the hosts table or the lease records")
 	}
 	if record {
@@ -685,11 +749,18 @@ func (s *Server) forget(mac net.HardwareAddr) {
 	}
 }
 
-// relayKey is what new-client budgets are kept per: the relay (giaddr),
-// or the zero address for clients on the served segment.
-func relayKey(req *msg) netip.Addr {
-	if set(req.giaddr) {
-		return req.giaddr
+// relayKey is what new-client budgets are kept per, what a client cannot
+// choose: the dhcp.relays entry its giaddr falls in (its address, a
+// prefix's first), 0.0.0.0 for clients on the served segment, and the
+// invalid address for a giaddr no entry trusts.
+func (s *Server) relayKey(req *msg) netip.Addr {
+	if !set(req.giaddr) {
+		return netip.IPv4Unspecified()
+	}
+	for _, r := range s.relays {
+		if r.Contains(req.giaddr) {
+			return r.Addr()
+		}
 	}
 	return netip.Addr{}
 }

@@ -27,6 +27,7 @@ func newTestServer(t testing.TB, mode string, hostEntries ...configs.Host) *test
 	cfg.DHCP.Router = configs.Addr{Addr: addr("10.0.0.254")}
 	cfg.DHCP.DNS = []configs.Addr{{Addr: addr("10.0.0.53")}}
 	cfg.DHCP.Domain = "lab.test"
+	cfg.DHCP.Relays = []configs.Prefix{{Prefix: netip.MustParsePrefix("10.0.0.254/32")}, {Prefix: netip.MustParsePrefix("10.9.0.0/16")}}
 	cfg.Data = t.TempDir()
 	cfg.HTTP.Listen = ":8080"
 	cfg.Hosts = hostEntries
@@ -187,6 +188,18 @@ func TestFullModeRequests(t *testing.T) {
 			pkt(t, dhcpv4.MessageTypeRequest, mac(1), ciaddr), false, "ACK 10.0.0.10:68"},
 		"discover through relay: OFFER to relay": {
 			pkt(t, dhcpv4.MessageTypeDiscover, mac(3), relay), false, "OFFER 10.0.0.254:67"},
+		"discover through a relay in a trusted prefix: OFFER to relay": {
+			pkt(t, dhcpv4.MessageTypeDiscover, mac(10), dhcpv4.WithGatewayIP(net.IP{10, 9, 3, 1})), false, "OFFER 10.9.3.1:67"},
+		"discover through an untrusted relay: dropped": {
+			pkt(t, dhcpv4.MessageTypeDiscover, mac(11), dhcpv4.WithGatewayIP(net.IP{10, 0, 0, 253})), false, "none"},
+		"request through an untrusted relay: dropped": {
+			pkt(t, dhcpv4.MessageTypeRequest, mac(2), reqIP("192.168.1.5"), dhcpv4.WithGatewayIP(net.IP{10, 0, 0, 253})), false, "none"},
+		"init-reboot in the pool without a binding: silent": {
+			pkt(t, dhcpv4.MessageTypeRequest, mac(12), reqIP("10.0.0.15")), false, "none"},
+		"init-reboot on the network outside the pool without a binding: silent": {
+			pkt(t, dhcpv4.MessageTypeRequest, mac(12), reqIP("10.0.0.99")), false, "none"},
+		"rebinding without a binding: ACK, as after a lost journal": {
+			pkt(t, dhcpv4.MessageTypeRequest, mac(13), dhcpv4.WithClientIP(net.IP{10, 0, 0, 16})), false, "ACK 10.0.0.16:68"},
 		"discover with broadcast flag": {
 			pkt(t, dhcpv4.MessageTypeDiscover, mac(4), dhcpv4.WithBroadcast(true)), false, "OFFER 255.255.255.255:68 bflag"},
 		"inform: ACK to ciaddr without lease": {
@@ -219,18 +232,24 @@ func TestFullModeRequests(t *testing.T) {
 	if n := len(e.s.Leases()); n != 0 {
 		t.Errorf("leases after RELEASE = %d, want 0", n)
 	}
-	r, _ := e.send(t, pkt(t, dhcpv4.MessageTypeRequest, mac(2), reqIP("10.0.0.10")), src68, false, t0.Add(2*time.Minute))
+	e.send(t, pkt(t, dhcpv4.MessageTypeDiscover, mac(2), reqIP("10.0.0.10")), src68, false, t0.Add(2*time.Minute))
+	r, _ := e.send(t, pkt(t, dhcpv4.MessageTypeRequest, mac(2), srvID, reqIP("10.0.0.10")), src68, false, t0.Add(2*time.Minute))
 	if r == nil || r.MessageType() != dhcpv4.MessageTypeAck {
 		t.Errorf("REQUEST for a released address: %v, want ACK", r)
 	}
-	// DECLINE takes it out of the pool.
+	// DECLINE takes it out of the pool: mac 2, now known, is NAKed for it.
 	e.send(t, pkt(t, dhcpv4.MessageTypeDecline, mac(2), reqIP("10.0.0.10"), srvID), src68, false, t0.Add(3*time.Minute))
-	r, _ = e.send(t, pkt(t, dhcpv4.MessageTypeRequest, mac(6), reqIP("10.0.0.10")), src68, false, t0.Add(4*time.Minute))
+	e.send(t, pkt(t, dhcpv4.MessageTypeDiscover, mac(1)), src68, false, t0.Add(4*time.Minute))
+	r, _ = e.send(t, pkt(t, dhcpv4.MessageTypeRequest, mac(1), reqIP("10.0.0.10")), src68, false, t0.Add(4*time.Minute))
 	if r == nil || r.MessageType() != dhcpv4.MessageTypeNak {
 		t.Errorf("REQUEST for a declined address: %v, want NAK", r)
 	}
-	if st := e.s.Stats(); st.Releases != 1 || st.Declines != 1 || st.Informs != 1 {
+	st := e.s.Stats()
+	if st.Releases != 1 || st.Declines != 1 || st.Informs != 1 {
 		t.Errorf("stats = %+v", st)
+	}
+	if st.Refused[reasonUntrustedRelay] != 2 || st.Refused[reasonUnknownReboot] != 2 {
+		t.Errorf("refused = %v, want 2 untrusted relays and 2 INIT-REBOOTs without a binding", st.Refused)
 	}
 }
 
