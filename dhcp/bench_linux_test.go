@@ -80,7 +80,7 @@ func TestPerfdhcpBench(t *testing.T) {
 		root := t.TempDir()
 		srv := nstest.Start(t, p.Server, bin, "serve", "--dhcp", "full", "--pool", pool, "--iface", p.ServerIf,
 			"--addr", p.ServerIP.String(), "--root", root, "--data", data, "--http-addr", "off", "--tftp-addr", "off",
-			"--log-level", "warn")
+			"--log-level", "warn", "--dhcp-relays", p.ClientIP.String())
 		if !nstest.WaitFor(20*time.Second, func() bool {
 			_, err := os.Stat(filepath.Join(data, JournalName))
 			return err == nil

@@ -108,3 +108,50 @@ func TestMaxOffers(t *testing.T) { // new API
 	// Offers lapse after offerHold.
 	mustOffer(t, s, mac(11), t0.Add(offerHold+time.Second))
 }
+
+// Full mode: REQUESTs from MACs the server never saw take no address
+// without paying: INIT-REBOOTs are ignored, RENEWING/REBINDING ones
+// (ciaddr) cost a new-client token each, and past the budget (a burst of
+// 1000) they are refused like DISCOVERs.
+func TestUnknownRequestsCharged(t *testing.T) {
+	e := newTestServer(t, configs.ModeFull) // pool 10.0.0.10-20: 11 addresses
+	const n = 1200
+	acks := 0
+	for i := range n {
+		r, _ := e.send(t, pkt(t, dhcpv4.MessageTypeRequest, floodMAC(i), reqIP("10.0.0.12")), src68, false, t0)
+		if r != nil {
+			t.Fatalf("INIT-REBOOT from unknown client %d answered: %v", i, r)
+		}
+		r, _ = e.send(t, pkt(t, dhcpv4.MessageTypeRequest, floodMAC(n+i), dhcpv4.WithClientIP(net.IP{10, 0, 0, byte(10 + i%11)})), src68, false, t0)
+		if r != nil && r.MessageType() == dhcpv4.MessageTypeAck {
+			acks++
+		}
+	}
+	st := e.s.Stats()
+	if acks != 11 || st.Refused[reasonUnknownReboot] != n {
+		t.Errorf("%d ACKs to rebinding clients (pool of 11), %d INIT-REBOOTs ignored; want 11 and %d", acks, st.Refused[reasonUnknownReboot], n)
+	}
+	if got, want := st.Refused[reasonNewClients], uint64(n-defaultNewPerSecond*burstSeconds); got != want {
+		t.Errorf("%d rebinding REQUESTs refused by the new-client budget, want %d (past its burst)", got, want)
+	}
+}
+
+// Proxy mode: one MAC claiming a new ciaddr in every request costs a lease
+// record per change only changesPerMinute times a minute.
+func TestProxyChangesBounded(t *testing.T) {
+	e := newTestServer(t, configs.ModeProxy)
+	for i := range 50 {
+		r, _ := e.send(t, pkt(t, dhcpv4.MessageTypeDiscover, mac(1), pxeVendor, biosArch, dhcpv4.WithClientIP(net.IP{10, 0, 0, byte(50 + i)})),
+			src68, false, t0.Add(time.Duration(i)*time.Second/50))
+		if r == nil {
+			t.Fatalf("DISCOVER %d not answered", i)
+		}
+	}
+	if _, leases := e.rec.Snapshot(); len(leases) != 1+changesPerMinute {
+		t.Errorf("%d lease records for 50 changes in a second, want %d (first sighting + %d changes)", len(leases), 1+changesPerMinute, changesPerMinute)
+	}
+	e.send(t, pkt(t, dhcpv4.MessageTypeDiscover, mac(1), pxeVendor, biosArch, dhcpv4.WithClientIP(net.IP{10, 0, 0, 200})), src68, false, t0.Add(sightingEvery+time.Second))
+	if _, leases := e.rec.Snapshot(); len(leases) != 2+changesPerMinute {
+		t.Errorf("%d lease records a minute later, want %d: a change is recorded again", len(leases), 2+changesPerMinute)
+	}
+}

@@ -36,6 +36,7 @@ import (
 type serveFlags struct {
 	config, iface, addr, dhcpMode, pool, root, httpAddr, tftpAddr, benchAddr, adminAddr, iperf3Addr, iperf2Addr, data, logLevel string
 	store, logFormat                                                                                                            string
+	relays                                                                                                                      string
 }
 
 // serveEnv is what every service is built from.
@@ -101,6 +102,8 @@ log says why. Other keys (interface, ports, pool, ...) need a restart.`,
 	fl.StringVar(&f.addr, "addr", "", "address clients reach pxeperf at, one of the interface's (default: its first IPv4)")
 	fl.StringVar(&f.dhcpMode, "dhcp", "", "DHCP mode: full, proxy or off (default proxy)")
 	fl.StringVar(&f.pool, "pool", "", "address pool for --dhcp full, FIRST-LAST, inside the interface's subnet")
+	fl.StringVar(&f.relays, "dhcp-relays", "", "DHCP relays answered, comma-separated giaddrs or prefixes, "+
+		"e.g. 10.0.8.1,10.0.12.0/22 (dhcp.relays; default none: a relayed request is dropped)")
 	fl.StringVar(&f.root, "root", "", "folder served over TFTP and HTTP (default ./images)")
 	fl.StringVar(&f.httpAddr, "http-addr", "", "HTTP listen address HOST:PORT (default :80); \"off\" disables HTTP")
 	fl.StringVar(&f.tftpAddr, "tftp-addr", "", "TFTP listen address HOST:PORT (default :69); \"off\" disables TFTP")
@@ -156,6 +159,16 @@ func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error)
 				"(dhcp.mode from %s): add --dhcp full, or drop --pool", cfg.DHCP.Mode, configName(cfg))
 		}
 		cfg.DHCP.Pool = p
+	}
+	if set("dhcp-relays") {
+		cfg.DHCP.Relays = nil
+		for _, r := range strings.Split(f.relays, ",") {
+			p, err := configs.ParsePrefix(strings.TrimSpace(r))
+			if err != nil {
+				return nil, usageErrorf("--dhcp-relays: %w", err)
+			}
+			cfg.DHCP.Relays = append(cfg.DHCP.Relays, p)
+		}
 	}
 	if set("root") {
 		cfg.Root = f.root

@@ -58,9 +58,15 @@ func (l *DHCPLab) Start(t testing.TB, name string) *Server {
 	p := l.Pair
 	pxeperf := func(bin string) *Server {
 		data, root := t.TempDir(), t.TempDir()
-		s := Start(t, p.Server, name, bin, "serve", "--dhcp", "full", "--pool", dhcpPool, "--iface", p.ServerIf,
+		args := []string{"serve", "--dhcp", "full", "--pool", dhcpPool, "--iface", p.ServerIf,
 			"--addr", dhcpServerIP, "--root", root, "--data", data, "--http-addr", "off", "--tftp-addr", "off",
-			"--log-level", LogLevel())
+			"--log-level", LogLevel()}
+		// perfdhcp relays (giaddr = its address): a pxeperf that answers
+		// only dhcp.relays (issue 27) must trust it; an older one has no flag.
+		if help, _ := exec.Command(bin, "serve", "--help").CombinedOutput(); strings.Contains(string(help), "--dhcp-relays") {
+			args = append(args, "--dhcp-relays", dhcpClientIP)
+		}
+		s := Start(t, p.Server, name, bin, args...)
 		if !nstest.WaitFor(20*time.Second, func() bool {
 			_, err := os.Stat(filepath.Join(data, l.Journal))
 			return err == nil
