@@ -67,12 +67,15 @@ func ParsePrefix(s string) (Prefix, error) {
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
-func (p *Prefix) UnmarshalYAML(n *yaml.Node) error {
-	v, err := ParsePrefix(n.Value)
+func (p *Prefix) UnmarshalYAML(n *yaml.Node) error { return decodeWith(n, ParsePrefix, p) }
+
+// decodeWith sets *dst to parse(n's value), an error naming n's line.
+func decodeWith[T any](n *yaml.Node, parse func(string) (T, error), dst *T) error {
+	v, err := parse(n.Value)
 	if err != nil {
 		return typeError(n.Line, err.Error())
 	}
-	*p = v
+	*dst = v
 	return nil
 }
 
@@ -133,14 +136,7 @@ func (p Pool) String() string {
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
-func (p *Pool) UnmarshalYAML(n *yaml.Node) error {
-	v, err := ParsePool(n.Value)
-	if err != nil {
-		return typeError(n.Line, err.Error())
-	}
-	*p = v
-	return nil
-}
+func (p *Pool) UnmarshalYAML(n *yaml.Node) error { return decodeWith(n, ParsePool, p) }
 
 // MarshalYAML implements yaml.Marshaler.
 func (p Pool) MarshalYAML() (any, error) { return p.String(), nil }

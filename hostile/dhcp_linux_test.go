@@ -166,12 +166,65 @@ func udhcpcDORA(ctx context.Context, t *testing.T, l *lab) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-var udhcpcSeq int
+var (
+	udhcpcSeq int
+	relaySeq  byte
+)
 
 // pxeClient is a PXE ROM in the client namespace: a DISCOVER broadcast
 // on port 67 until the proxy OFFER comes, then a REQUEST to port 4011
 // until its ACK, one try every 200 ms, until ctx ends.
 func pxeClient(ctx context.Context, l *lab, hw net.HardwareAddr) error {
+	disc, err := dhcpv4.NewDiscovery(hw, pxeClass)
+	if err != nil {
+		return err
+	}
+	if _, err := exchangeOn(ctx, l, 68, disc, netip.MustParseAddrPort("255.255.255.255:67"), dhcpv4.MessageTypeOffer); err != nil {
+		return fmt.Errorf("proxy OFFER: %w", err)
+	}
+	req, err := dhcpv4.New(dhcpv4.WithHwAddr(hw), dhcpv4.WithMessageType(dhcpv4.MessageTypeRequest), pxeClass,
+		dhcpv4.WithClientIP(ip4(l.P.ClientIP)))
+	if err != nil {
+		return err
+	}
+	if _, err := exchangeOn(ctx, l, 68, req, netip.AddrPortFrom(l.P.ServerIP, 4011), dhcpv4.MessageTypeAck); err != nil {
+		return fmt.Errorf("port 4011 ACK: %w", err)
+	}
+	return nil
+}
+
+// relayedClient is a relay agent at the client's address (port 67, giaddr
+// its own address) passing on a new client's DISCOVER, until the OFFER
+// comes back to it, or ctx ends.
+func relayedClient(ctx context.Context, l *lab, hw net.HardwareAddr) error {
+	disc, err := dhcpv4.NewDiscovery(hw, dhcpv4.WithGatewayIP(ip4(l.P.ClientIP)))
+	if err != nil {
+		return err
+	}
+	r, err := exchangeOn(ctx, l, 67, disc, netip.AddrPortFrom(l.P.ServerIP, 67), dhcpv4.MessageTypeOffer)
+	if err != nil {
+		return fmt.Errorf("relayed OFFER: %w", err)
+	}
+	if r.YourIPAddr.IsUnspecified() {
+		return fmt.Errorf("relayed OFFER without an address: %v", r)
+	}
+	return nil
+}
+
+// exchangeOn is pxeExchange from a socket of its own on port in the
+// client namespace.
+func exchangeOn(ctx context.Context, l *lab, port int, m *dhcpv4.DHCPv4, dst netip.AddrPort, want dhcpv4.MessageType) (*dhcpv4.DHCPv4, error) {
+	pc, err := clientSocket(l, port)
+	if err != nil {
+		return nil, err
+	}
+	defer pc.Close()
+	return pxeExchange(ctx, pc, m, dst, want)
+}
+
+// clientSocket is a UDP socket on port in the client namespace, tied to
+// its interface, allowed to broadcast.
+func clientSocket(l *lab, port int) (net.PacketConn, error) {
 	var fd int
 	if err := nstest.Do(l.P.Client, func() (err error) {
 		if fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0); err != nil {
@@ -185,33 +238,13 @@ func pxeClient(ctx context.Context, l *lab, hw net.HardwareAddr) error {
 		if err = unix.BindToDevice(fd, l.P.ClientIf); err != nil {
 			return err
 		}
-		return unix.Bind(fd, &unix.SockaddrInet4{Port: 68})
+		return unix.Bind(fd, &unix.SockaddrInet4{Port: port})
 	}); err != nil {
-		return fmt.Errorf("client socket: %w", err)
+		return nil, fmt.Errorf("client socket: %w", err)
 	}
-	f := os.NewFile(uintptr(fd), "pxe client")
-	pc, err := net.FilePacketConn(f)
-	f.Close()
-	if err != nil {
-		return err
-	}
-	defer pc.Close()
-	disc, err := dhcpv4.NewDiscovery(hw, pxeClass)
-	if err != nil {
-		return err
-	}
-	if _, err := pxeExchange(ctx, pc, disc, netip.MustParseAddrPort("255.255.255.255:67"), dhcpv4.MessageTypeOffer); err != nil {
-		return fmt.Errorf("proxy OFFER: %w", err)
-	}
-	req, err := dhcpv4.New(dhcpv4.WithHwAddr(hw), dhcpv4.WithMessageType(dhcpv4.MessageTypeRequest), pxeClass,
-		dhcpv4.WithClientIP(ip4(l.P.ClientIP)))
-	if err != nil {
-		return err
-	}
-	if _, err := pxeExchange(ctx, pc, req, netip.AddrPortFrom(l.P.ServerIP, 4011), dhcpv4.MessageTypeAck); err != nil {
-		return fmt.Errorf("port 4011 ACK: %w", err)
-	}
-	return nil
+	f := os.NewFile(uintptr(fd), "dhcp client")
+	defer f.Close()
+	return net.FilePacketConn(f)
 }
 
 // pxeExchange sends m to dst every 200 ms until a reply of type want with
@@ -291,8 +324,9 @@ func underFlood(t *testing.T, l *lab, fl flood, d, lead time.Duration, boards fu
 // TestDHCPUnansweredReplies (row 2): replies to addresses that answer no
 // ARP must not stall a DHCP socket. Full mode with the whole segment
 // trusted as relays (giaddr vectors reach the send path) and proxy mode
-// with none (giaddr dropped): a real udhcpc DORA and a PXE ROM's proxy
-// OFFER and port 4011 ACK are served within 1 s during the flood.
+// with none (giaddr dropped): a real udhcpc DORA, a relay's DISCOVER (full)
+// and a PXE ROM's proxy OFFER and port 4011 ACK (proxy) are served within
+// 1 s during the flood.
 func TestDHCPUnansweredReplies(t *testing.T) {
 	nstest.RequireTool(t, "busybox")
 	t.Run("full", func(t *testing.T) {
@@ -303,6 +337,10 @@ func TestDHCPUnansweredReplies(t *testing.T) {
 			within(t, "udhcpc DORA (full mode)", time.Second, func(ctx context.Context) error {
 				_, err := udhcpcDORA(ctx, t, l)
 				return err
+			})
+			relaySeq++
+			within(t, "OFFER through the configured relay", time.Second, func(ctx context.Context) error {
+				return relayedClient(ctx, l, net.HardwareAddr{0x02, 0x00, 0x00, 0xcc, 0x00, relaySeq})
 			})
 		})
 		checkUnansweredCounted(t, l)
