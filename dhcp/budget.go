@@ -174,3 +174,41 @@ func (s *sightings) see(mac net.HardwareAddr, told string, now time.Time, admit 
 	}
 	return true, true, evicted
 }
+
+// arpGiveUp is how long the kernel holds a packet for a neighbour that
+// does not answer ARP (3 probes a second apart, Linux's defaults), and
+// maxUnproven how many destinations a socket remembers within it.
+const (
+	arpGiveUp   = 3 * time.Second
+	maxUnproven = 1024
+)
+
+// unproven remembers, for one socket's thread, the destinations on the
+// segment sent a reply within arpGiveUp without knowing they answer ARP:
+// each may have one such reply waiting in the kernel at a time.
+type unproven struct {
+	max int
+	at  map[netip.Addr]time.Time
+}
+
+func newUnproven(n int) *unproven { return &unproven{max: n, at: map[netip.Addr]time.Time{}} }
+
+// first reports whether a may take a reply without proof at now (none
+// within arpGiveUp, and room to remember it), and notes it if so.
+func (u *unproven) first(a netip.Addr, now time.Time) bool {
+	if t, ok := u.at[a]; ok && now.Sub(t) < arpGiveUp {
+		return false
+	}
+	if _, ok := u.at[a]; !ok && len(u.at) >= u.max {
+		for k, t := range u.at {
+			if now.Sub(t) >= arpGiveUp {
+				delete(u.at, k)
+			}
+		}
+		if len(u.at) >= u.max {
+			return false
+		}
+	}
+	u.at[a] = now
+	return true
+}

@@ -154,14 +154,16 @@ type sockIO struct {
 	out     []byte
 	errno   syscall.Errno
 	queued  int // SIOCOUTQ: bytes the send buffer holds
-	recv    func(fd uintptr)
-	send    func(fd uintptr)
-	outq    func(fd uintptr)
-	yielded time.Time
+	// unproven: the destinations sent a reply that may wait for ARP.
+	unproven *unproven
+	recv     func(fd uintptr)
+	send     func(fd uintptr)
+	outq     func(fd uintptr)
+	yielded  time.Time
 }
 
 func newSockIO(c *sock) *sockIO {
-	io := &sockIO{c: c, buf: make([]byte, 1500)}
+	io := &sockIO{c: c, buf: make([]byte, 1500), unproven: newUnproven(maxUnproven)}
 	io.recv = func(fd uintptr) {
 		io.fromLen = uint32(unsafe.Sizeof(io.from))
 		n, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&io.buf[0])), uintptr(len(io.buf)),
@@ -340,27 +342,30 @@ func (s *Server) send(io *sockIO, out []byte, dst netip.AddrPort) {
 }
 
 // mayUnicast holds back a unicast reply to an address on the segment
-// that has no link-layer address once unicasts fill a quarter of the
-// send buffer. Such a reply waits in the kernel's neighbour queue until
+// that has no link-layer address when unicasts fill a quarter of the send
+// buffer (in total), or when that address was sent one within arpGiveUp
+// (per destination; configured relays, which take every relayed reply,
+// only in total). Such a reply waits in the kernel's neighbour queue until
 // ARP answers, 3 s when nobody does, and keeps its bytes charged to the
 // socket meanwhile: forged sources (a giaddr, a ciaddr, port 4011's
 // source) that answer no ARP would otherwise fill the buffer, and every
 // reply, broadcasts included, would wait or be dropped with them.
-// Broadcasts, replies off the segment (the router answers ARP) and a
-// quiet socket pay one ioctl at most; only a busy queue asks the
-// neighbour table.
+// Broadcasts and replies off the segment (the router answers ARP) pay
+// nothing, a first reply one ioctl; only a repeated destination or a busy
+// queue asks the neighbour table.
 func (s *Server) mayUnicast(io *sockIO, dst netip.AddrPort) bool {
 	a := dst.Addr()
 	if io.c.neigh == nil || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) || s.prefix.IsValid() && !s.prefix.Contains(a) {
 		return true
 	}
-	if err := io.c.rc.Control(io.outq); err != nil || io.queued <= io.c.unicastQueue {
+	busy := io.c.rc.Control(io.outq) == nil && io.queued > io.c.unicastQueue
+	if !busy && (s.isRelay(a) || io.unproven.first(a, time.Now())) {
 		return true
 	}
 	if io.c.neigh.resolved(a) {
 		return true
 	}
 	s.refuse.Refuse(reasonNoARP, "unicast", "to", dst, "queued_bytes", io.queued,
-		"then", "dropped while the send buffer holds replies that wait for ARP")
+		"then", "dropped while a reply to it or a quarter of the send buffer waits for ARP")
 	return false
 }

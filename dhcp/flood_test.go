@@ -155,3 +155,30 @@ func TestProxyChangesBounded(t *testing.T) {
 		t.Errorf("%d lease records a minute later, want %d: a change is recorded again", len(leases), 2+changesPerMinute)
 	}
 }
+
+// A destination takes one reply without proof of ARP per arpGiveUp, and
+// the table of them stays within its size.
+func TestUnprovenPerDestination(t *testing.T) {
+	u := newUnproven(2)
+	a, b, c := addr("10.0.0.5"), addr("10.0.0.6"), addr("10.0.0.7")
+	steps := []struct {
+		a    netip.Addr
+		at   time.Duration
+		want bool
+	}{
+		{a, 0, true},
+		{a, time.Second, false}, // a reply to a may still wait for ARP
+		{b, time.Second, true},
+		{c, time.Second, false}, // full: none lapsed
+		{a, arpGiveUp, true},    // a's lapsed
+		{c, arpGiveUp + time.Second, true},
+	}
+	for i, st := range steps {
+		if got := u.first(st.a, t0.Add(st.at)); got != st.want {
+			t.Errorf("step %d: first(%s, +%v) = %v, want %v", i, st.a, st.at, got, st.want)
+		}
+	}
+	if len(u.at) > 2 {
+		t.Errorf("%d destinations remembered, want at most 2", len(u.at))
+	}
+}

@@ -647,6 +647,16 @@ func (s *Server) unknownRequest(req *msg, c client, want netip.Addr, now time.Ti
 	return true
 }
 
+// isRelay reports whether a is in dhcp.relays.
+func (s *Server) isRelay(a netip.Addr) bool {
+	for _, r := range s.relays {
+		if r.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
 // onNetwork reports whether a is on the segment the pool serves.
 func (s *Server) onNetwork(a netip.Addr) bool {
 	if !a.Is4() {
@@ -762,7 +772,7 @@ func (s *Server) relayKey(req *msg) netip.Addr {
 			return r.Addr()
 		}
 	}
-	return netip.Addr{}
+	return netip.Addr{} // isRelay(giaddr) is false
 }
 
 // clientLog adds client_mac and xid to a log line only when it is written
