@@ -144,16 +144,17 @@ const (
 // (one built per call would be allocated per datagram), their arguments
 // and results.
 type sockIO struct {
-	c       *sock
-	buf     []byte
-	n       int
-	flags   int
-	from    unix.RawSockaddrInet4
-	fromLen uint32
-	to      unix.RawSockaddrInet4
-	out     []byte
-	errno   syscall.Errno
-	queued  int // SIOCOUTQ: bytes the send buffer holds
+	c         *sock
+	buf       []byte
+	n         int
+	flags     int
+	from      unix.RawSockaddrInet4
+	fromLen   uint32
+	to        unix.RawSockaddrInet4
+	out       []byte
+	errno     syscall.Errno
+	queued    int // SIOCOUTQ: bytes the send buffer held at the last reading
+	sinceOutq int // unicasts since
 	// unproven: the destinations sent a reply that may wait for ARP.
 	unproven *unproven
 	recv     func(fd uintptr)
@@ -240,6 +241,26 @@ func (io *sockIO) write(b []byte, dst netip.AddrPort) error {
 		return io.errno
 	}
 	return nil
+}
+
+// outqEvery: while the send queue was under half its unicast share at the
+// last reading, SIOCOUTQ is read once every outqEvery unicasts (perfdhcp's
+// relay takes two a DORA): 16 replies, ~40 KiB of kernel truesize at most,
+// cannot take the queue from there to a full send buffer.
+const outqEvery = 16
+
+// unicastBusy reports whether unicasts hold more than their share of the
+// send buffer.
+func (io *sockIO) unicastBusy() bool {
+	io.sinceOutq++
+	if io.sinceOutq < outqEvery && io.queued <= io.c.unicastQueue/2 {
+		return false
+	}
+	io.sinceOutq = 0
+	if io.c.rc.Control(io.outq) != nil {
+		return false
+	}
+	return io.queued > io.c.unicastQueue
 }
 
 // batched is an ACK held in a batch: its bytes in ackBatch.buf.
@@ -351,14 +372,14 @@ func (s *Server) send(io *sockIO, out []byte, dst netip.AddrPort) {
 // source) that answer no ARP would otherwise fill the buffer, and every
 // reply, broadcasts included, would wait or be dropped with them.
 // Broadcasts and replies off the segment (the router answers ARP) pay
-// nothing, a first reply one ioctl; only a repeated destination or a busy
-// queue asks the neighbour table.
+// nothing, other unicasts an ioctl every outqEvery; only a repeated
+// destination or a busy queue asks the neighbour table.
 func (s *Server) mayUnicast(io *sockIO, dst netip.AddrPort) bool {
 	a := dst.Addr()
 	if io.c.neigh == nil || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) || s.prefix.IsValid() && !s.prefix.Contains(a) {
 		return true
 	}
-	busy := io.c.rc.Control(io.outq) == nil && io.queued > io.c.unicastQueue
+	busy := io.unicastBusy()
 	if !busy && (s.isRelay(a) || io.unproven.first(a, time.Now())) {
 		return true
 	}
