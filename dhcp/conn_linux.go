@@ -154,7 +154,7 @@ type sockIO struct {
 	out       []byte
 	errno     syscall.Errno
 	queued    int // SIOCOUTQ: bytes the send buffer held at the last reading
-	sinceOutq int // unicasts since
+	sinceOutq int // unicasts since that reading
 	// unproven: the destinations sent a reply that may wait for ARP.
 	unproven *unproven
 	recv     func(fd uintptr)
