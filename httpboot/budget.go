@@ -21,6 +21,8 @@ const (
 	refusePath         = "http: path too long"
 	refuseErrorRecords = "http: failed fetches over the record budget (answered, not recorded)"
 	refuseMACClaim     = "http: ?mac= claim refused"
+	refuseRanges       = "http: ranges over http.max_ranges (served whole)"
+	refuseProbeRecords = "http: HEAD and small range fetches over the record budget (answered, not recorded)"
 	refuseScriptValue  = "http: query value unsafe for a script"
 )
 

@@ -81,6 +81,9 @@ const (
 	DefaultMaxLabelKey           = 64
 	DefaultMaxLabelValue         = 256
 	DefaultErrorRecordsPerMinute = 120
+	DefaultProbeRecordsPerMinute = 120
+	DefaultMaxRanges             = 16
+	DefaultSendBufferTotalMiB    = 128
 )
 
 // Server is the HTTP boot service. Build it with New, run it with Serve.
@@ -98,8 +101,11 @@ type Server struct {
 	refused   *refuse.Log
 	conns     *connLimiter
 	errBudget *budget // failed fetches each client may put on record
-	claims    claims  // accepted ?mac= claims (see claimMAC)
-	sampler   *sampler
+	// probeBudget: HEADs and small range answers each client may put on
+	// record (see probe).
+	probeBudget *budget
+	claims      claims // accepted ?mac= claims (see claimMAC)
+	sampler     *sampler
 }
 
 type connKey struct{}
@@ -142,6 +148,8 @@ func New(opt Options) (*Server, error) {
 		{&h.MaxConns, DefaultMaxConns}, {&h.MaxConnsPerClient, DefaultMaxConnsPerClient},
 		{&h.MaxLabels, DefaultMaxLabels}, {&h.MaxLabelKey, DefaultMaxLabelKey},
 		{&h.MaxLabelValue, DefaultMaxLabelValue}, {&h.ErrorRecordsPerMinute, DefaultErrorRecordsPerMinute},
+		{&h.ProbeRecordsPerMinute, DefaultProbeRecordsPerMinute}, {&h.MaxRanges, DefaultMaxRanges},
+		{&h.SendBufferTotalMiB, DefaultSendBufferTotalMiB},
 	} {
 		if *d.v <= 0 {
 			*d.v = d.def
@@ -156,7 +164,7 @@ func New(opt Options) (*Server, error) {
 		return nil, fmt.Errorf("http boot: listening on %s: %w (free the port, or set http.listen / --http-addr, or --http-addr off)", opt.HTTP.Listen, err)
 	}
 	s := &Server{opt: opt, ln: wrapListener(ln, opt.HTTP.SendBufferKiB<<10), zenc: zenc, started: time.Now(), refused: opt.Refused,
-		errBudget: newBudget(opt.HTTP.ErrorRecordsPerMinute), claims: claims{at: map[string]time.Time{}}}
+		errBudget: newBudget(opt.HTTP.ErrorRecordsPerMinute), probeBudget: newBudget(opt.HTTP.ProbeRecordsPerMinute), claims: claims{at: map[string]time.Time{}}}
 	s.sampler = newSampler(sampleEvery(opt.HTTP.StallTimeout, opt.HTTP.Interval))
 	s.conns = newConnLimiter(opt.HTTP.MaxConns, opt.HTTP.MaxConnsPerClient, s.refused.Refuse)
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok {
@@ -263,6 +271,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					"fix", "raise http.error_records_per_minute")
 				return
 			}
+		} else if probe(r, cw.status, rec.Bytes) && !s.probeBudget.take(rec.Client.Addr()) {
+			// A HEAD or a byte of a range costs the client nothing; a
+			// loop of them on one keep-alive connection must not fill
+			// the store either.
+			s.refused.Refuse(refuseProbeRecords, rec.Client.Addr().String(), "method", r.Method,
+				"status", cw.status, "file", rec.File, "cap_per_minute", s.opt.HTTP.ProbeRecordsPerMinute,
+				"fix", "raise http.probe_records_per_minute")
+			return
 		}
 		s.opt.Sink.Fetch(rec)
 	}
@@ -293,6 +309,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	emit(0)
+}
+
+// probeBelow is the body size under which a range answer counts as a
+// probe (see probe): a client resuming or splitting a download asks for
+// more at a time.
+const probeBelow = 64 << 10
+
+// probe reports whether a successful fetch is one a client can repeat at
+// no cost, so that its records take from probeBudget: a HEAD, or a range
+// answer (206) of under probeBelow bytes. A firmware's HEAD before its
+// download (UEFI HTTP boot sends one) is still recorded; 85k of them in
+// 10 s on one keep-alive connection were 31 MB of store.
+func probe(r *http.Request, status int, body int64) bool {
+	return r.Method == http.MethodHead || (status == http.StatusPartialContent && body < probeBelow)
 }
 
 // outcome classifies a finished fetch. expect is the body length the

@@ -1,0 +1,395 @@
+//go:build linux
+
+package hostile
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/pxeperf/pxeperf/internal/nstest"
+)
+
+// The HTTP boot port's rows of issue 27 (9, 10, 13, 14, 15): what one
+// board can make the boot port send, write or hold.
+
+// httpYAML serves HTTP only, on port 80 of the pair's server side.
+const httpYAML = `dhcp:
+  mode: "off"
+tftp:
+  enabled: false
+http:
+  listen: ":80"
+`
+
+// writeFile puts n random bytes at root/name.
+func writeFile(t *testing.T, root, name string, n int) {
+	t.Helper()
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	if err := os.WriteFile(filepath.Join(root, name), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// httpURL is the lab's URL for path.
+func (l *lab) httpURL(path string) string { return "http://" + l.P.ServerIP.String() + path }
+
+// dial opens a TCP connection from the client namespace to the boot port.
+func (l *lab) dial(ctx context.Context) (net.Conn, error) {
+	return nstest.DialContext(l.P.Client)(ctx, "tcp", l.P.ServerIP.String()+":80")
+}
+
+// curlOK is a real board's fetch of path with curl from the client
+// namespace: it must come back 200 with size bytes.
+func (l *lab) curlOK(path string, size int) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		out, err := nstest.Command(ctx, l.P.Client, "curl", "-s", "-o", "/dev/null",
+			"-w", "%{http_code} %{size_download}", l.httpURL(path)).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("curl: %v: %s", err, out)
+		}
+		if want := fmt.Sprintf("200 %d", size); strings.TrimSpace(string(out)) != want {
+			return fmt.Errorf("curl got %q, want %q", out, want)
+		}
+		return nil
+	}
+}
+
+// keepAlive runs requests on one keep-alive connection until ctx ends or
+// max requests are done: each is req's bytes, and its answer is read
+// whole (HEAD answers have no body). reply gets each answer's size in
+// bytes, header included.
+func keepAlive(ctx context.Context, l *lab, req string, head bool, max int, reply func(int64)) (done int, err error) {
+	c, err := l.dial(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
+	br := bufio.NewReaderSize(c, 64<<10)
+	for done < max && ctx.Err() == nil {
+		if _, err := io.WriteString(c, req); err != nil {
+			return done, err
+		}
+		n, err := readAnswer(br, head)
+		if err != nil {
+			return done, err
+		}
+		done++
+		if reply != nil {
+			reply(n)
+		}
+	}
+	return done, nil
+}
+
+// readAnswer reads one HTTP/1.1 answer (Content-Length bodies only) and
+// returns its size, header included.
+func readAnswer(br *bufio.Reader, head bool) (int64, error) {
+	var n, length int64
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return n, err
+		}
+		n += int64(len(line))
+		if line == "\r\n" {
+			break
+		}
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(k, "Content-Length") {
+			length, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	if head {
+		return n, nil
+	}
+	m, err := io.CopyN(io.Discard, br, length)
+	return n + m, err
+}
+
+// manyRanges is a Range header of n one-byte ranges: the same byte n
+// times when same (15,500 make the 62 KB header of the issue), else every
+// other byte (5000 fit in net/http's 64 KiB of header). Both pass
+// net/http's own check (ranges adding up to more than the file).
+func manyRanges(n int, same bool) string {
+	var b strings.Builder
+	b.WriteString("bytes=")
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if same {
+			b.WriteString("0-0")
+		} else {
+			fmt.Fprintf(&b, "%d-%d", 2*i, 2*i)
+		}
+	}
+	return b.String()
+}
+
+// rangeFlood (row 9) sends GETs of ranges.bin with 15,500 ranges of one
+// byte or 5000 of every other byte, from four keep-alive connections, at
+// most 400 in all, and keeps the largest answer in *largest.
+func rangeFlood(largest *atomic.Int64) flood {
+	return func(ctx context.Context, t *testing.T, l *lab) {
+		var wg sync.WaitGroup
+		for i := range 4 {
+			req := "GET /ranges.bin HTTP/1.1\r\nHost: pxe\r\nRange: " + manyRanges(15500, true) + "\r\n\r\n"
+			if i%2 == 1 {
+				req = "GET /ranges.bin HTTP/1.1\r\nHost: pxe\r\nRange: " + manyRanges(5000, false) + "\r\n\r\n"
+			}
+			wg.Go(func() {
+				_, _ = keepAlive(ctx, l, req, false, 100, func(n int64) {
+					for m := largest.Load(); n > m && !largest.CompareAndSwap(m, n); m = largest.Load() {
+					}
+				})
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// TestHTTPManyRanges (row 9): 15,500 one-byte ranges in one header made
+// a 2.25 MB multipart answer for a 64 KiB file, 0.25 s of CPU each. With
+// http.max_ranges (16) the request is served whole: no answer is larger
+// than the file and its header, and a real board is served within 1 s.
+func TestHTTPManyRanges(t *testing.T) {
+	const size = 64 << 10
+	l := newLab(t, nstest.Options{}, httpYAML, func(root string) {
+		writeFile(t, root, "ranges.bin", size)
+		writeFile(t, root, "small", 4096)
+	})
+	var largest atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); rangeFlood(&largest)(ctx, t, l) }()
+	watch := make(chan nstest.Usage)
+	go func() { watch <- l.S.Within(ctx, t, nstest.Usage{RSS: 256 << 20, FDs: 128}) }()
+	time.Sleep(time.Second)
+	within(t, "curl of a 4 KiB file", time.Second, l.curlOK("/small", 4096))
+	<-done
+	cancel()
+	peak := <-watch
+	t.Logf("largest answer %d bytes for a %d-byte file; peak RSS %d MiB, %d fds", largest.Load(), size, peak.RSS>>20, peak.FDs)
+	if largest.Load() < size {
+		t.Fatalf("the flood's largest answer was %d bytes: not the file (refused?)", largest.Load())
+	}
+	if n := largest.Load(); n > size+4096 {
+		t.Errorf("an answer of %d bytes to one request for a %d-byte file (want at most the file and its header: http.max_ranges)", n, size)
+	}
+	if g, err := l.S.Goroutines(); err != nil || g > 64 {
+		t.Errorf("%d goroutines after the flood (err %v), want at most 64", g, err)
+	}
+}
+
+// probeFlood (row 10) runs HEAD and Range: bytes=0-0 GETs, each on one
+// keep-alive connection, at most 20,000 each, and adds them to *sent.
+func probeFlood(sent *atomic.Int64) flood {
+	return func(ctx context.Context, t *testing.T, l *lab) {
+		var wg sync.WaitGroup
+		for _, r := range []struct {
+			req  string
+			head bool
+		}{
+			{"HEAD /probe.bin HTTP/1.1\r\nHost: pxe\r\n\r\n", true},
+			{"GET /probe.bin HTTP/1.1\r\nHost: pxe\r\nRange: bytes=0-0\r\n\r\n", false},
+		} {
+			wg.Go(func() {
+				n, _ := keepAlive(ctx, l, r.req, r.head, 20000, nil)
+				sent.Add(int64(n))
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// TestHTTPProbeRecords (row 10): HEAD or Range: bytes=0-0 in a loop on
+// one keep-alive connection put a record each in the store (85k records,
+// +31 MB in 10 s). Now each client's such records take from
+// http.probe_records_per_minute (120, a burst of as many): past it they
+// are answered, counted in pxeperf_refusals_total and not recorded.
+func TestHTTPProbeRecords(t *testing.T) {
+	l := newLab(t, nstest.Options{}, httpYAML, func(root string) {
+		writeFile(t, root, "probe.bin", 1<<20)
+		writeFile(t, root, "small", 4096)
+	})
+	var sent atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); probeFlood(&sent)(ctx, t, l) }()
+	watch := make(chan nstest.Usage)
+	go func() { watch <- l.S.Within(ctx, t, nstest.Usage{RSS: 256 << 20, FDs: 128}) }()
+	time.Sleep(time.Second)
+	within(t, "curl of a 4 KiB file", time.Second, l.curlOK("/small", 4096))
+	<-done
+	cancel()
+	peak := <-watch
+	// The records: what the sink got (the metrics sink counts each).
+	var recs, refused float64
+	nstest.WaitFor(2*time.Second, func() bool {
+		recs, _ = l.S.Metric("pxeperf_fetches_total", `proto="http"`)
+		refused, _ = l.S.Metric("pxeperf_refusals_total", `proto="http"`, `reason="HEAD and small range`)
+		return recs+refused >= float64(sent.Load())
+	})
+	t.Logf("%d HEAD and 0-0 requests answered: %.0f records, %.0f counted over the budget; peak RSS %d MiB", sent.Load(), recs, refused, peak.RSS>>20)
+	if sent.Load() < 1000 {
+		t.Fatalf("only %d requests in the flood: too few to tell", sent.Load())
+	}
+	// Two bursts of 120 (HEAD and range share the client's budget: one)
+	// plus the board's fetch and a few tokens refilled meanwhile.
+	if recs > 160 {
+		t.Errorf("%.0f records from one client's %d HEAD and 0-0 requests in 3 s (want at most 160: http.probe_records_per_minute 120)", recs, sent.Load())
+	}
+	if refused < float64(sent.Load())-recs {
+		t.Errorf("%.0f refusals counted for %d requests not recorded", refused, sent.Load()-int64(recs))
+	}
+}
+
+// zstdZeros writes name as n zero bytes, zstd-compressed (a few KiB).
+func zstdZeros(t *testing.T, name string, n int64) {
+	t.Helper()
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	enc, err := zstd.NewWriter(f, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.CopyN(enc, zeros{}, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// tmpfsData mounts a tmpfs of size MiB on the lab's data folder (beside
+// root), unmounted when the test ends, so the cache's disk can fill.
+func tmpfsData(t *testing.T, root string, size int) {
+	t.Helper()
+	data := filepath.Join(filepath.Dir(root), "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dm", size), "tmpfs", data).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs for the data folder: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", data).Run() })
+}
+
+// written is the bytes the process has written (wchar of /proc/PID/io).
+func written(t *testing.T, s *nstest.Served) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", s.PID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	t.Fatal("no wchar in /proc/PID/io")
+	return 0
+}
+
+// unfitFlood (row 13) asks for big.img, a compressed image that cannot
+// fit the data filesystem, from two keep-alive connections, at most 50
+// times each, and counts the answers that are not 503 in *other.
+func unfitFlood(answers, other *atomic.Int64) flood {
+	return func(ctx context.Context, t *testing.T, l *lab) {
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				c, err := l.dial(ctx)
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+				defer stop()
+				br := bufio.NewReader(c)
+				for range 50 {
+					if _, err := io.WriteString(c, "GET /big.img HTTP/1.1\r\nHost: pxe\r\n\r\n"); err != nil {
+						return
+					}
+					status, err := br.Peek(12)
+					if err != nil {
+						return
+					}
+					if !strings.HasSuffix(string(status), " 503") {
+						other.Add(1)
+					}
+					if _, err := readAnswer(br, false); err != nil {
+						return
+					}
+					answers.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// TestHTTPUnfitImageOnce (row 13): a compressed image that can never fit
+// the cache (16 GiB of zeros, 1.5 GB free) was unpacked ~0.5 GB on every
+// request before its 503. Here: 512 MiB of zeros, a 160 MiB data
+// filesystem, images.min_free_bytes 32 MiB. The first request unpacks
+// until the space runs out; the rest are answered 503 at once, from
+// memory: the process writes at most 200 MiB in all.
+func TestHTTPUnfitImageOnce(t *testing.T) {
+	l := newLab(t, nstest.Options{}, httpYAML+"images:\n  min_free_bytes: 32MiB\n", func(root string) {
+		tmpfsData(t, root, 160)
+		zstdZeros(t, filepath.Join(root, "big.img.zst"), 512<<20)
+		writeFile(t, root, "small", 4096)
+	})
+	var answers, other atomic.Int64
+	before := written(t, l.S)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); unfitFlood(&answers, &other)(ctx, t, l) }()
+	watch := make(chan nstest.Usage)
+	go func() { watch <- l.S.Within(ctx, t, nstest.Usage{RSS: 384 << 20, FDs: 128}) }()
+	time.Sleep(time.Second)
+	within(t, "curl of a 4 KiB file", time.Second, l.curlOK("/small", 4096))
+	<-done
+	cancel()
+	peak := <-watch
+	w := written(t, l.S) - before
+	t.Logf("%d requests for an image that cannot fit (%d not 503): the process wrote %d MiB; peak RSS %d MiB",
+		answers.Load(), other.Load(), w>>20, peak.RSS>>20)
+	if answers.Load() < 10 {
+		t.Fatalf("only %d answers in the flood: too few to tell", answers.Load())
+	}
+	if other.Load() > 0 {
+		t.Errorf("%d answers were not 503", other.Load())
+	}
+	if w > 200<<20 {
+		t.Errorf("the process wrote %d MiB for %d requests of an image that cannot fit (want at most 200 MiB: one unpack)", w>>20, answers.Load())
+	}
+}
