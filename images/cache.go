@@ -229,10 +229,17 @@ func (s *Store) ensureCached(key, n, srcName string, c codec, src *os.File, st f
 	if err := s.knownFailure(key, srcName, src, st); err != nil {
 		return nil, err
 	}
+	room, err := s.knownNoRoom(key, srcName, st)
+	if err != nil {
+		return nil, err
+	}
 	m, err = s.unpack(cr, key, n, srcName, c, src, st)
 	if err != nil {
-		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrTooLarge) {
+		switch {
+		case errors.Is(err, ErrCorrupt) || errors.Is(err, ErrTooLarge):
 			s.rememberFailure(key, srcName, src, st, err)
+		case errors.Is(err, ErrCacheFull) || errors.Is(err, ErrLowSpace):
+			s.rememberNoRoom(key, srcName, st, room, err)
 		}
 		return nil, err
 	}
@@ -306,6 +313,77 @@ func (s *Store) rememberFailure(key, srcName string, src *os.File, st fs.FileInf
 	s.mu.Unlock()
 	s.logger.Warn("compressed image does not unpack; refusing it until the file changes",
 		"source", srcName, "source_bytes", st.Size(), "err", err)
+}
+
+// noRoom is a compressed source that did not fit (ErrCacheFull,
+// ErrLowSpace) with room bytes for it (Store.room) and nothing else in the
+// cache to evict: it cannot fit until there is more room, so it is refused
+// at once, without another unpack, until the room has grown by a chunk
+// (reserveChunk) or the source changes. A 16 GiB image of zeros with
+// 1.5 GB free unpacked ~0.5 GB on every request before its 503. Kept in
+// memory only.
+type noRoom struct {
+	source  string
+	size    int64
+	mtimeNS int64
+	room    int64
+	err     error
+}
+
+// room is what an unpack of key could take now: under the cache cap and
+// on the data filesystem above images.min_free_bytes, with every other
+// entry evicted (an entry in use cannot be, so this is at most what the
+// unpack gets).
+func (s *Store) room(key string) int64 {
+	s.mu.Lock()
+	var others int64
+	for k, e := range s.entries {
+		if k != key {
+			others += e.size
+		}
+	}
+	held := s.cacheBytes - others // reservations, and key's own stale entry
+	s.mu.Unlock()
+	room := s.cacheMax - held
+	if free, err := s.freeSpace(s.data); err == nil {
+		room = min(room, free+others-s.minFree)
+	}
+	return room
+}
+
+// knownNoRoom returns the remembered refusal when the unchanged source
+// did not fit before and the room has not grown by reserveChunk since;
+// else the room there is now, for rememberNoRoom.
+func (s *Store) knownNoRoom(key, srcName string, st fs.FileInfo) (int64, error) {
+	room := s.room(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.noRooms[key]
+	if !ok {
+		return room, nil
+	}
+	if f.source == srcName && f.size == st.Size() && f.mtimeNS == st.ModTime().UnixNano() && room < f.room+reserveChunk {
+		return room, f.err
+	}
+	delete(s.noRooms, key)
+	return room, nil
+}
+
+// rememberNoRoom records that src did not fit with room bytes for it,
+// when nothing else held the cache (no entry in use, no other unpack under
+// way): otherwise the room may come back without the cache changing.
+func (s *Store) rememberNoRoom(key, srcName string, st fs.FileInfo, room int64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := s.cacheBytes
+	if e := s.entries[key]; e != nil {
+		held -= e.size
+	}
+	if held != 0 {
+		return
+	}
+	s.noRooms[key] = noRoom{source: srcName, size: st.Size(), mtimeNS: st.ModTime().UnixNano(), room: room,
+		err: fmt.Errorf("%w (it did not fit in %d bytes; not unpacked again until there is more room or %s changes)", err, room, srcName)}
 }
 
 // unpack decompresses src into KEY.img through a temp file and a rename, so

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // cached reports whether name has an unpacked image in the cache.
@@ -148,6 +149,49 @@ func TestCacheMinFree(t *testing.T) {
 	}
 	if got := s.Refusals()[ReasonLowSpace]; got != 2 {
 		t.Errorf("low-space refusals = %d, want 2", got)
+	}
+	assertCacheFlat(t, data)
+}
+
+// TestNoRoomRemembered: an image that did not fit, with nothing else in
+// the cache to evict, is refused at once (no unpack) until the room grows
+// by a chunk or the source changes; an image 16 GiB of zeros used to be
+// unpacked up to the free space on every request.
+func TestNoRoomRemembered(t *testing.T) {
+	const mb = 1 << 20
+	s, root, data := newStore(t, WithCacheLimits(1<<40, 64*mb))
+	var free atomic.Int64
+	s.freeSpace = func(dir string) (int64, error) { return free.Load() - cacheBytes(t, data), nil }
+	src := filepath.Join(root, "big.zst")
+	writeFile(t, src, compress(t, ".zst", make([]byte, 40*mb)))
+
+	free.Store(100 * mb) // 36 MiB of room: not enough
+	for i := range 5 {
+		if _, _, err := s.OpenFor("big", "192.0.2.9"); !errors.Is(err, ErrLowSpace) {
+			t.Fatalf("Open %d with 100 MiB free = %v, want ErrLowSpace", i, err)
+		}
+	}
+	if n := s.attempts.Load(); n != 1 {
+		t.Errorf("%d unpacks for 5 requests with no more room, want 1", n)
+	}
+	if got := s.Refusals()[ReasonLowSpace]; got != 5 {
+		t.Errorf("low-space refusals = %d, want 5 (remembered ones count too)", got)
+	}
+	free.Store(110 * mb) // grown less than a chunk: still refused at once
+	if _, _, err := s.Open("big"); !errors.Is(err, ErrLowSpace) || s.attempts.Load() != 1 {
+		t.Fatalf("Open with 10 MiB more room = %v after %d unpacks; want ErrLowSpace from memory", err, s.attempts.Load())
+	}
+	// The source changes: tried again (and fails again).
+	now := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(src, now, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Open("big"); !errors.Is(err, ErrLowSpace) || s.attempts.Load() != 2 {
+		t.Fatalf("Open after the source changed = %v after %d unpacks; want a second unpack", err, s.attempts.Load())
+	}
+	free.Store(200 * mb) // room now: unpacked
+	if _, _, err := readOpen(t, s, "big"); err != nil || s.attempts.Load() != 3 {
+		t.Fatalf("Open with room = %v after %d unpacks; want served by a third", err, s.attempts.Load())
 	}
 	assertCacheFlat(t, data)
 }
