@@ -16,11 +16,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/pxeperf/pxeperf/internal/nstest"
+	"golang.org/x/sys/unix"
 )
 
 // The HTTP boot port's rows of issue 27 (9, 10, 13, 14, 15): what one
@@ -41,6 +43,19 @@ func writeFile(t *testing.T, root, name string, n int) {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	if err := os.WriteFile(filepath.Join(root, name), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sparse makes name a file of n zero bytes that takes no disk.
+func sparse(t *testing.T, name string, n int64) {
+	t.Helper()
+	f, err := os.Create(name)
+	if err == nil {
+		err = f.Truncate(n)
+		f.Close()
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 }
@@ -391,5 +406,105 @@ func TestHTTPUnfitImageOnce(t *testing.T) {
 	}
 	if w > 200<<20 {
 		t.Errorf("the process wrote %d MiB for %d requests of an image that cannot fit (want at most 200 MiB: one unpack)", w>>20, answers.Load())
+	}
+}
+
+// neverRead (row 14) opens n connections from the client namespace, each
+// with a 4 KiB receive buffer, asks each for path and never reads the
+// answer; the connections stay open until ctx ends.
+func neverRead(n int, path string, opened *atomic.Int64) flood {
+	return func(ctx context.Context, t *testing.T, l *lab) {
+		d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+			return rc.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096) })
+		}}
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for range n {
+			var c net.Conn
+			err := nstest.Do(l.P.Client, func() (err error) {
+				c, err = d.DialContext(ctx, "tcp", l.P.ServerIP.String()+":80")
+				return err
+			})
+			if err != nil {
+				break
+			}
+			conns = append(conns, c)
+			if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: pxe\r\n\r\n"); err != nil {
+				break
+			}
+			opened.Add(1)
+		}
+		<-ctx.Done()
+	}
+}
+
+// sendQueues sums, over the server namespace's TCP connections from port
+// 80, the kernel memory their send queues hold (ss's skmem w:
+// wmem_queued) and their send buffers (tb).
+func sendQueues(t *testing.T, l *lab) (queued, bufs int64, conns int) {
+	t.Helper()
+	out, err := nstest.Output(l.P.Server, 5*time.Second, "ss", "-tmnH", "state", "established", "( sport = :80 )")
+	if err != nil {
+		t.Fatalf("ss: %v: %s", err, out)
+	}
+	for _, f := range strings.Fields(out) {
+		sk, ok := strings.CutPrefix(f, "skmem:(")
+		if !ok {
+			continue
+		}
+		conns++
+		for _, kv := range strings.Split(strings.TrimSuffix(sk, ")"), ",") {
+			switch {
+			case strings.HasPrefix(kv, "w"):
+				v, _ := strconv.ParseInt(kv[1:], 10, 64)
+				queued += v
+			case strings.HasPrefix(kv, "tb"):
+				v, _ := strconv.ParseInt(kv[2:], 10, 64)
+				bufs += v
+			}
+		}
+	}
+	return queued, bufs, conns
+}
+
+// TestHTTPNeverReadSendBuffers (row 14): 64 clients that never read held
+// 162 MiB of send buffers (each download got http.send_buffer_kib, 4 MiB);
+// 2048 would pass the host's tcp_mem. With http.send_buffer_total_mib
+// (128) the buffers downloads set themselves hold at most that together,
+// and the rest keep the kernel's autotuning: 96 never-reading clients hold
+// at most 128 MiB + 96 x 256 KiB of send queues, and a real board is
+// served within 1 s.
+func TestHTTPNeverReadSendBuffers(t *testing.T) {
+	const n = 96
+	l := newLab(t, nstest.Options{}, httpYAML+"  max_conns_per_client: 128\n", func(root string) {
+		sparse(t, filepath.Join(root, "big.bin"), 256<<20)
+		writeFile(t, root, "small", 4096)
+	})
+	var opened atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); neverRead(n, "/big.bin", &opened)(ctx, t, l) }()
+	watch := make(chan nstest.Usage)
+	go func() { watch <- l.S.Within(ctx, t, nstest.Usage{RSS: 256 << 20, FDs: 2*n + 64}) }()
+	// Every connection's queue fills within a round trip of its request.
+	nstest.WaitFor(3*time.Second, func() bool { return opened.Load() == n })
+	time.Sleep(time.Second)
+	queued, bufs, conns := sendQueues(t, l)
+	within(t, "curl of a 4 KiB file", time.Second, l.curlOK("/small", 4096))
+	cancel()
+	<-done
+	peak := <-watch
+	t.Logf("%d never-reading clients (%d connections seen): send queues %d MiB, send buffers %d MiB; peak RSS %d MiB, %d fds",
+		opened.Load(), conns, queued>>20, bufs>>20, peak.RSS>>20, peak.FDs)
+	if conns < n {
+		t.Fatalf("only %d of %d connections established: too few to tell", conns, n)
+	}
+	if bound := int64(128<<20 + n*256<<10); queued > bound {
+		t.Errorf("never-reading clients hold %d MiB of send queues, want at most %d MiB (http.send_buffer_total_mib 128 + the kernel's own per connection)", queued>>20, bound>>20)
 	}
 }

@@ -163,7 +163,7 @@ func New(opt Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("http boot: listening on %s: %w (free the port, or set http.listen / --http-addr, or --http-addr off)", opt.HTTP.Listen, err)
 	}
-	s := &Server{opt: opt, ln: wrapListener(ln, opt.HTTP.SendBufferKiB<<10), zenc: zenc, started: time.Now(), refused: opt.Refused,
+	s := &Server{opt: opt, ln: wrapListener(ln, opt.HTTP.SendBufferKiB<<10, opt.HTTP.SendBufferTotalMiB<<20), zenc: zenc, started: time.Now(), refused: opt.Refused,
 		errBudget: newBudget(opt.HTTP.ErrorRecordsPerMinute), probeBudget: newBudget(opt.HTTP.ProbeRecordsPerMinute), claims: claims{at: map[string]time.Time{}}}
 	s.sampler = newSampler(sampleEvery(opt.HTTP.StallTimeout, opt.HTTP.Interval))
 	s.conns = newConnLimiter(opt.HTTP.MaxConns, opt.HTTP.MaxConnsPerClient, s.refused.Refuse)
