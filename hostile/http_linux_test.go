@@ -508,3 +508,142 @@ func TestHTTPNeverReadSendBuffers(t *testing.T) {
 		t.Errorf("never-reading clients hold %d MiB of send queues, want at most %d MiB (http.send_buffer_total_mib 128 + the kernel's own per connection)", queued>>20, bound>>20)
 	}
 }
+
+// idleKeepAlives (row 15) opens n connections that each fetch path once
+// and then stay idle, keep-alive, until ctx ends; opened counts them.
+func idleKeepAlives(n int, path string, opened *atomic.Int64) flood {
+	return func(ctx context.Context, t *testing.T, l *lab) {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for range n {
+			c, err := l.dial(ctx)
+			if err != nil {
+				break
+			}
+			conns = append(conns, c)
+			_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+			if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: pxe\r\n\r\n"); err != nil {
+				break
+			}
+			if _, err := readAnswer(bufio.NewReader(c), false); err != nil {
+				break
+			}
+			_ = c.SetDeadline(time.Time{})
+			opened.Add(1)
+		}
+		<-ctx.Done()
+	}
+}
+
+// TestHTTPIdleKeepAlivesAtCap (row 15): idle keep-alive connections up to
+// http.max_conns kept every real client at 503 for the idle timeout (60
+// s; 2048 of them at the default cap). Now a new connection at the cap
+// takes the place of the keep-alive idle longest, as nginx does: with 64
+// idle at a cap of 64, a real board is served within 1 s.
+func TestHTTPIdleKeepAlivesAtCap(t *testing.T) {
+	const n = 64
+	l := newLab(t, nstest.Options{}, httpYAML+"  max_conns: 64\n  max_conns_per_client: 64\n", func(root string) {
+		writeFile(t, root, "small", 4096)
+	})
+	var opened atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); idleKeepAlives(n, "/small", &opened)(ctx, t, l) }()
+	watch := make(chan nstest.Usage)
+	go func() { watch <- l.S.Within(ctx, t, nstest.Usage{RSS: 256 << 20, FDs: n + 64}) }()
+	nstest.WaitFor(3*time.Second, func() bool { return opened.Load() == n })
+	if opened.Load() < n {
+		t.Fatalf("only %d of %d keep-alives opened", opened.Load(), n)
+	}
+	for i := range 3 {
+		within(t, fmt.Sprintf("curl %d of a 4 KiB file with %d idle keep-alives at the cap", i+1, n), time.Second, l.curlOK("/small", 4096))
+	}
+	cancel()
+	<-done
+	peak := <-watch
+	reclaimed, _ := l.S.Metric("pxeperf_refusals_total", `proto="http"`, `reason="idle connection closed`)
+	t.Logf("%d idle keep-alives at a cap of %d: %.0f closed to make room; peak RSS %d MiB, %d fds", opened.Load(), n, reclaimed, peak.RSS>>20, peak.FDs)
+}
+
+// trickle (row 15) opens n connections with a 4 KiB receive buffer that
+// each ask for path and read 1 KiB every 62 ms (16 KiB/s), at most 10 s;
+// ended counts those the server ended (EOF or reset) before ctx did.
+func trickle(n int, path string, ended *atomic.Int64) flood {
+	return func(ctx context.Context, t *testing.T, l *lab) {
+		d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+			return rc.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096) })
+		}}
+		var wg sync.WaitGroup
+		for range n {
+			var c net.Conn
+			if err := nstest.Do(l.P.Client, func() (err error) {
+				c, err = d.DialContext(ctx, "tcp", l.P.ServerIP.String()+":80")
+				return err
+			}); err != nil {
+				break
+			}
+			wg.Go(func() {
+				defer c.Close()
+				stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+				defer stop()
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: pxe\r\n\r\n"); err != nil {
+					return
+				}
+				buf := make([]byte, 1024)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+							ended.Add(1)
+						}
+						return
+					}
+					time.Sleep(62 * time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// TestHTTPTrickleEnded (row 15): a download that takes in a little
+// before each stall_timeout held its connection (and its slot under
+// http.max_conns) as long as it liked. With http.min_rate_kib 64 over
+// min_rate_window 2s, 8 clients reading a 4 MiB file at 16 KiB/s (256 s
+// at that rate) are ended within 8 s and recorded as errors, while a real
+// board's full-speed fetch of the same file is served within 1 s.
+func TestHTTPTrickleEnded(t *testing.T) {
+	const size, n = 4 << 20, 8
+	l := newLab(t, nstest.Options{}, httpYAML+"  min_rate_kib: 64\n  min_rate_window: 2s\n", func(root string) {
+		writeFile(t, root, "big.bin", size)
+	})
+	var ended atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); trickle(n, "/big.bin", &ended)(ctx, t, l) }()
+	watch := make(chan nstest.Usage)
+	go func() { watch <- l.S.Within(ctx, t, nstest.Usage{RSS: 256 << 20, FDs: 64}) }()
+	time.Sleep(time.Second)
+	within(t, "curl of the 4 MiB file at full speed", time.Second, l.curlOK("/big.bin", size))
+	<-done
+	cancel()
+	peak := <-watch
+	var errs float64
+	nstest.WaitFor(2*time.Second, func() bool {
+		errs, _ = l.S.Metric("pxeperf_fetches_total", `proto="http"`, `outcome="error"`)
+		return errs >= n
+	})
+	t.Logf("%d of %d trickles ended by the server, %.0f error records; peak RSS %d MiB, %d fds", ended.Load(), n, errs, peak.RSS>>20, peak.FDs)
+	if ended.Load() < n {
+		t.Errorf("%d of %d trickles at 16 KiB/s were still served after 8 s (want ended: http.min_rate_kib 64 over 2s)", n-ended.Load(), n)
+	}
+	if errs < n {
+		t.Errorf("%.0f error records for %d ended trickles", errs, n)
+	}
+}

@@ -261,6 +261,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rec.Duration = time.Since(start)
 		rec.Bytes = cw.n.Load() + pending
 		s.outcome(rec, cw, r, expect)
+		if mon.slow.Load() && rec.Outcome != event.OutcomeOK {
+			h := s.opt.HTTP
+			rec.Outcome = event.OutcomeError
+			rec.Err = fmt.Sprintf("too slow: under %d KiB/s over %s (http.min_rate_kib, min_rate_window)", h.MinRateKiB, h.MinRateWindow)
+			s.refused.Refuse(refuseSlow, rec.Client.Addr().String(), "file", rec.File, "bytes", rec.Bytes,
+				"min_rate_kib", h.MinRateKiB, "window", h.MinRateWindow, "fix", "lower http.min_rate_kib")
+		}
 		if cw.status >= 400 {
 			rec.Bytes = 0 // an error page is not the file
 			// A lab wants to see failed boots, but one client's flood of
@@ -287,6 +294,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// (monitor.settle); that byte still honours the stall timeout.
 	cw.beforeLast = func() {
 		mon.settle(cw.n.Load())
+		if mon.slow.Load() {
+			// Under the rate floor while the client took in the queue:
+			// the last byte meets the passed deadline, and the record
+			// (an error) follows.
+			return
+		}
 		emit(1)
 		mon.arm()
 	}
