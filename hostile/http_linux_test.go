@@ -84,6 +84,37 @@ func (l *lab) curlOK(path string, size int) func(ctx context.Context) error {
 	}
 }
 
+// attack runs fl against l for at most d while the process's usage is
+// polled against max, and board meanwhile (a real board's requests, and
+// what the test measures during the flood). Once board returns, stop
+// ends a flood that holds its connections until told; else the flood
+// runs to its own end. It returns the peak usage.
+func attack(t *testing.T, l *lab, d time.Duration, max nstest.Usage, fl flood, board func(), stop bool) nstest.Usage {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); fl(ctx, t, l) }()
+	watch := make(chan nstest.Usage)
+	go func() { watch <- l.S.Within(ctx, t, max) }()
+	board()
+	if stop {
+		cancel()
+	}
+	<-done
+	cancel()
+	return <-watch
+}
+
+// smallBoard is a real board's fetch of the 4 KiB /small, a second into
+// the flood, served within 1 s.
+func (l *lab) smallBoard(t *testing.T) func() {
+	return func() {
+		time.Sleep(time.Second)
+		within(t, "curl of a 4 KiB file", time.Second, l.curlOK("/small", 4096))
+	}
+}
+
 // keepAlive runs requests on one keep-alive connection until ctx ends or
 // max requests are done: each is req's bytes, and its answer is read
 // whole (HEAD answers have no body). reply gets each answer's size in
@@ -190,17 +221,7 @@ func TestHTTPManyRanges(t *testing.T) {
 		writeFile(t, root, "small", 4096)
 	})
 	var largest atomic.Int64
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
-	defer cancel()
-	done := make(chan struct{})
-	go func() { defer close(done); rangeFlood(&largest)(ctx, t, l) }()
-	watch := make(chan nstest.Usage)
-	go func() { watch <- l.S.Within(ctx, t, nstest.Usage{RSS: 256 << 20, FDs: 128}) }()
-	time.Sleep(time.Second)
-	within(t, "curl of a 4 KiB file", time.Second, l.curlOK("/small", 4096))
-	<-done
-	cancel()
-	peak := <-watch
+	peak := attack(t, l, 4*time.Second, nstest.Usage{RSS: 256 << 20, FDs: 128}, rangeFlood(&largest), l.smallBoard(t), false)
 	t.Logf("largest answer %d bytes for a %d-byte file; peak RSS %d MiB, %d fds", largest.Load(), size, peak.RSS>>20, peak.FDs)
 	if largest.Load() < size {
 		t.Fatalf("the flood's largest answer was %d bytes: not the file (refused?)", largest.Load())
@@ -245,17 +266,7 @@ func TestHTTPProbeRecords(t *testing.T) {
 		writeFile(t, root, "small", 4096)
 	})
 	var sent atomic.Int64
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	done := make(chan struct{})
-	go func() { defer close(done); probeFlood(&sent)(ctx, t, l) }()
-	watch := make(chan nstest.Usage)
-	go func() { watch <- l.S.Within(ctx, t, nstest.Usage{RSS: 256 << 20, FDs: 128}) }()
-	time.Sleep(time.Second)
-	within(t, "curl of a 4 KiB file", time.Second, l.curlOK("/small", 4096))
-	<-done
-	cancel()
-	peak := <-watch
+	peak := attack(t, l, 3*time.Second, nstest.Usage{RSS: 256 << 20, FDs: 128}, probeFlood(&sent), l.smallBoard(t), false)
 	// The records: what the sink got (the metrics sink counts each).
 	var recs, refused float64
 	nstest.WaitFor(2*time.Second, func() bool {
@@ -384,17 +395,7 @@ func TestHTTPUnfitImageOnce(t *testing.T) {
 	})
 	var answers, other atomic.Int64
 	before := written(t, l.S)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
-	defer cancel()
-	done := make(chan struct{})
-	go func() { defer close(done); unfitFlood(&answers, &other)(ctx, t, l) }()
-	watch := make(chan nstest.Usage)
-	go func() { watch <- l.S.Within(ctx, t, nstest.Usage{RSS: 384 << 20, FDs: 128}) }()
-	time.Sleep(time.Second)
-	within(t, "curl of a 4 KiB file", time.Second, l.curlOK("/small", 4096))
-	<-done
-	cancel()
-	peak := <-watch
+	peak := attack(t, l, 4*time.Second, nstest.Usage{RSS: 384 << 20, FDs: 128}, unfitFlood(&answers, &other), l.smallBoard(t), false)
 	w := written(t, l.S) - before
 	t.Logf("%d requests for an image that cannot fit (%d not 503): the process wrote %d MiB; peak RSS %d MiB",
 		answers.Load(), other.Load(), w>>20, peak.RSS>>20)
@@ -485,20 +486,15 @@ func TestHTTPNeverReadSendBuffers(t *testing.T) {
 		writeFile(t, root, "small", 4096)
 	})
 	var opened atomic.Int64
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	done := make(chan struct{})
-	go func() { defer close(done); neverRead(n, "/big.bin", &opened)(ctx, t, l) }()
-	watch := make(chan nstest.Usage)
-	go func() { watch <- l.S.Within(ctx, t, nstest.Usage{RSS: 256 << 20, FDs: 2*n + 64}) }()
-	// Every connection's queue fills within a round trip of its request.
-	nstest.WaitFor(3*time.Second, func() bool { return opened.Load() == n })
-	time.Sleep(time.Second)
-	queued, bufs, conns := sendQueues(t, l)
-	within(t, "curl of a 4 KiB file", time.Second, l.curlOK("/small", 4096))
-	cancel()
-	<-done
-	peak := <-watch
+	var queued, bufs int64
+	var conns int
+	peak := attack(t, l, 5*time.Second, nstest.Usage{RSS: 256 << 20, FDs: 2*n + 64}, neverRead(n, "/big.bin", &opened), func() {
+		// Every connection's queue fills within a round trip of its request.
+		nstest.WaitFor(3*time.Second, func() bool { return opened.Load() == n })
+		time.Sleep(time.Second)
+		queued, bufs, conns = sendQueues(t, l)
+		within(t, "curl of a 4 KiB file", time.Second, l.curlOK("/small", 4096))
+	}, true)
 	t.Logf("%d never-reading clients (%d connections seen): send queues %d MiB, send buffers %d MiB; peak RSS %d MiB, %d fds",
 		opened.Load(), conns, queued>>20, bufs>>20, peak.RSS>>20, peak.FDs)
 	if conns < n {
@@ -550,22 +546,16 @@ func TestHTTPIdleKeepAlivesAtCap(t *testing.T) {
 		writeFile(t, root, "small", 4096)
 	})
 	var opened atomic.Int64
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
-	defer cancel()
-	done := make(chan struct{})
-	go func() { defer close(done); idleKeepAlives(n, "/small", &opened)(ctx, t, l) }()
-	watch := make(chan nstest.Usage)
-	go func() { watch <- l.S.Within(ctx, t, nstest.Usage{RSS: 256 << 20, FDs: n + 64}) }()
-	nstest.WaitFor(3*time.Second, func() bool { return opened.Load() == n })
-	if opened.Load() < n {
-		t.Fatalf("only %d of %d keep-alives opened", opened.Load(), n)
-	}
-	for i := range 3 {
-		within(t, fmt.Sprintf("curl %d of a 4 KiB file with %d idle keep-alives at the cap", i+1, n), time.Second, l.curlOK("/small", 4096))
-	}
-	cancel()
-	<-done
-	peak := <-watch
+	peak := attack(t, l, 4*time.Second, nstest.Usage{RSS: 256 << 20, FDs: n + 64}, idleKeepAlives(n, "/small", &opened), func() {
+		nstest.WaitFor(3*time.Second, func() bool { return opened.Load() == n })
+		if opened.Load() < n {
+			t.Errorf("only %d of %d keep-alives opened", opened.Load(), n)
+			return
+		}
+		for i := range 3 {
+			within(t, fmt.Sprintf("curl %d of a 4 KiB file with %d idle keep-alives at the cap", i+1, n), time.Second, l.curlOK("/small", 4096))
+		}
+	}, true)
 	reclaimed, _ := l.S.Metric("pxeperf_refusals_total", `proto="http"`, `reason="idle connection closed`)
 	t.Logf("%d idle keep-alives at a cap of %d: %.0f closed to make room; peak RSS %d MiB, %d fds", opened.Load(), n, reclaimed, peak.RSS>>20, peak.FDs)
 }
@@ -623,17 +613,10 @@ func TestHTTPTrickleEnded(t *testing.T) {
 		writeFile(t, root, "big.bin", size)
 	})
 	var ended atomic.Int64
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
-	defer cancel()
-	done := make(chan struct{})
-	go func() { defer close(done); trickle(n, "/big.bin", &ended)(ctx, t, l) }()
-	watch := make(chan nstest.Usage)
-	go func() { watch <- l.S.Within(ctx, t, nstest.Usage{RSS: 256 << 20, FDs: 64}) }()
-	time.Sleep(time.Second)
-	within(t, "curl of the 4 MiB file at full speed", time.Second, l.curlOK("/big.bin", size))
-	<-done
-	cancel()
-	peak := <-watch
+	peak := attack(t, l, 8*time.Second, nstest.Usage{RSS: 256 << 20, FDs: 64}, trickle(n, "/big.bin", &ended), func() {
+		time.Sleep(time.Second)
+		within(t, "curl of the 4 MiB file at full speed", time.Second, l.curlOK("/big.bin", size))
+	}, false)
 	var errs float64
 	nstest.WaitFor(2*time.Second, func() bool {
 		errs, _ = l.S.Metric("pxeperf_fetches_total", `proto="http"`, `outcome="error"`)

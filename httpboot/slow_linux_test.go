@@ -17,10 +17,7 @@ import (
 // where it was answered 503 for as long as the idle ones stayed; a
 // connection still in a request, or that never sent one, is not taken.
 func TestConnsReclaimIdle(t *testing.T) {
-	h := defaultHTTP()
-	h.MaxConns, h.MaxConnsPerClient = 4, 4
-	e := newTestEnv(t, envOpts{http: h})
-	addr := strings.TrimPrefix(e.url, "http://")
+	e, addr := capEnv(t, 4)
 	var kept []net.Conn
 	for i := range 3 {
 		c := dialFrom(t, addr, 2)
