@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -229,8 +230,14 @@ func (s *Store) ensureCached(key, n, srcName string, c codec, src *os.File, st f
 	if err := s.knownFailure(key, srcName, src, st); err != nil {
 		return nil, err
 	}
-	room, err := s.knownNoRoom(key, srcName, st)
+	room, full, err := s.knownNoRoom(key, srcName, st)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.declaredFits(c, src, srcName, room, full); err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			s.rememberFailure(key, srcName, src, st, err)
+		}
 		return nil, err
 	}
 	m, err = s.unpack(cr, key, n, srcName, c, src, st)
@@ -333,8 +340,9 @@ type noRoom struct {
 // room is what an unpack of key could take now: under the cache cap and
 // on the data filesystem above images.min_free_bytes, with every other
 // entry evicted (an entry in use cannot be, so this is at most what the
-// unpack gets).
-func (s *Store) room(key string) int64 {
+// unpack gets). full is the error of the bound that binds: ErrCacheFull
+// or ErrLowSpace.
+func (s *Store) room(key string) (room int64, full error) {
 	s.mu.Lock()
 	var others int64
 	for k, e := range s.entries {
@@ -344,29 +352,56 @@ func (s *Store) room(key string) int64 {
 	}
 	held := s.cacheBytes - others // reservations, and key's own stale entry
 	s.mu.Unlock()
-	room := s.cacheMax - held
-	if free, err := s.freeSpace(s.data); err == nil {
-		room = min(room, free+others-s.minFree)
+	room, full = s.cacheMax-held, ErrCacheFull
+	if free, err := s.freeSpace(s.data); err == nil && free+others-s.minFree < room {
+		room, full = free+others-s.minFree, ErrLowSpace
 	}
-	return room
+	return room, full
+}
+
+// declaredFits refuses a zstd source whose first frame declares
+// (Frame_Content_Size, which zstd writes when it knows the input's size)
+// more unpacked bytes than images.max_unpacked_bytes (ErrTooLarge) or
+// than the room there is (full), before anything is unpacked. The first
+// frame's size is a lower bound of the image's; a source that declares
+// none is unpacked and found out as it writes.
+func (s *Store) declaredFits(c codec, src io.ReaderAt, srcName string, room int64, full error) error {
+	if c.ext != ".zst" {
+		return nil
+	}
+	var b [zstd.HeaderMaxSize]byte
+	n, _ := src.ReadAt(b[:], 0)
+	var h zstd.Header
+	if h.Decode(b[:n]) != nil || !h.HasFCS || h.FrameContentSize > math.MaxInt64 {
+		return nil
+	}
+	switch size := int64(h.FrameContentSize); {
+	case size > min(s.maxUnpacked, s.cacheMax):
+		return fmt.Errorf("%s: %w (it declares %d bytes unpacked, past %d; raise the limit or unpack it into the root yourself)",
+			srcName, ErrTooLarge, size, min(s.maxUnpacked, s.cacheMax))
+	case size > room:
+		return fmt.Errorf("%s: %w: it declares %d bytes unpacked and there is room for %d (images.cache_max_bytes, images.min_free_bytes); free space or raise the cap",
+			srcName, full, size, room)
+	}
+	return nil
 }
 
 // knownNoRoom returns the remembered refusal when the unchanged source
 // did not fit before and the room has not grown by reserveChunk since;
-// else the room there is now, for rememberNoRoom.
-func (s *Store) knownNoRoom(key, srcName string, st fs.FileInfo) (int64, error) {
-	room := s.room(key)
+// and the room there is now (Store.room), for rememberNoRoom.
+func (s *Store) knownNoRoom(key, srcName string, st fs.FileInfo) (room int64, full, err error) {
+	room, full = s.room(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f, ok := s.noRooms[key]
 	if !ok {
-		return room, nil
+		return room, full, nil
 	}
 	if f.source == srcName && f.size == st.Size() && f.mtimeNS == st.ModTime().UnixNano() && room < f.room+reserveChunk {
-		return room, f.err
+		return room, full, f.err
 	}
 	delete(s.noRooms, key)
-	return room, nil
+	return room, full, nil
 }
 
 // rememberNoRoom records that src did not fit with room bytes for it,

@@ -5,9 +5,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // cached reports whether name has an unpacked image in the cache.
@@ -194,4 +197,34 @@ func TestNoRoomRemembered(t *testing.T) {
 		t.Fatalf("Open with room = %v after %d unpacks; want served by a third", err, s.attempts.Load())
 	}
 	assertCacheFlat(t, data)
+}
+
+// TestDeclaredSizeRefused: a zstd image whose frame declares its size (as
+// zstd writes it for a file) is refused before any unpack when that is past
+// images.max_unpacked_bytes or the room there is; one that fits is served.
+func TestDeclaredSizeRefused(t *testing.T) {
+	const mb = 1 << 20
+	s, root, data := newStore(t, WithCacheLimits(1<<40, 64*mb), WithMaxUnpacked(32*mb))
+	var free atomic.Int64
+	s.freeSpace = func(dir string) (int64, error) { return free.Load() - cacheBytes(t, data), nil }
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range map[string]int{"huge": 40 * mb, "big": 24 * mb, "small": mb} {
+		writeFile(t, filepath.Join(root, name+".zst"), enc.EncodeAll(make([]byte, n), nil))
+	}
+	free.Store(80 * mb) // 16 MiB of room
+	if _, _, err := s.Open("huge"); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("Open(huge: 40 MiB declared, 32 MiB limit) = %v, want ErrTooLarge", err)
+	}
+	if _, _, err := s.Open("big"); !errors.Is(err, ErrLowSpace) || !strings.Contains(err.Error(), "declares") {
+		t.Errorf("Open(big: 24 MiB declared, 16 MiB of room) = %v, want ErrLowSpace naming the declared size", err)
+	}
+	if n := s.attempts.Load(); n != 0 {
+		t.Errorf("%d unpacks for images that declare they cannot fit, want 0", n)
+	}
+	if _, size, err := readOpen(t, s, "small"); err != nil || size != mb {
+		t.Errorf("Open(small) = %d, %v", size, err)
+	}
 }
