@@ -44,18 +44,35 @@ type sendBudget struct {
 	used int
 }
 
-// grant returns how much of want a connection holding had bytes may
-// hold (at least min(want, had): what it has stays its own), and takes
-// it from the budget in place of had.
-func (b *sendBudget) grant(had, want int) int {
+// grant makes c hold as much of want as the budget has (at least
+// min(want, what c held): that stays its own) and returns it; a closed c
+// gets none. Close may run on another goroutine than c's copy, so what c
+// holds is kept under the budget's lock.
+func (b *sendBudget) grant(c *sendfileConn, want int) int {
 	if b == nil || b.total <= 0 {
 		return want
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	got := min(want, b.total-(b.used-had))
-	b.used += got - had
+	if c.gone {
+		want = 0
+	}
+	got := min(want, b.total-(b.used-c.held))
+	b.used += got - c.held
+	c.held = got
 	return got
+}
+
+// release gives back what c holds, for good (c is closed).
+func (b *sendBudget) release(c *sendfileConn) {
+	if b == nil || b.total <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c.gone = true
+	b.used -= c.held
+	c.held = 0
 }
 
 func (l sendfileListener) Accept() (net.Conn, error) {
@@ -98,22 +115,17 @@ type sendfileConn struct {
 	sndbuf, cur int
 	big         *atomic.Int32
 	// budget is the listener's; cur is taken from it (given back by
-	// Close, or when the buffer is given up).
+	// Close, or when the buffer is given up). held is what the budget
+	// counts for c, gone that c is closed: both guarded by budget.mu.
 	budget *sendBudget
-	closed sync.Once
+	held   int
+	gone   bool
 }
 
 // Close gives the connection's send buffer back to the budget.
 func (c *sendfileConn) Close() error {
-	c.closed.Do(func() { c.setCur(0) })
+	c.budget.release(c)
 	return c.TCPConn.Close()
-}
-
-// setCur records that the connection's own buffer is now v bytes (0:
-// the kernel's), taking it from the budget or giving it back.
-func (c *sendfileConn) setCur(v int) {
-	c.budget.grant(c.cur, v)
-	c.cur = v
 }
 
 // fitSendBuffer gives the socket the send buffer a big body should have
@@ -157,18 +169,18 @@ func (c *sendfileConn) fitSendBuffer(fd uintptr, n int32) {
 		return
 	}
 	// The budget may give less (never less than what c holds).
-	got := c.budget.grant(c.cur, want)
+	got := c.budget.grant(c, want)
 	switch {
 	case got == c.cur:
 		return
 	case c.cur == 0 && got <= kern:
-		c.budget.grant(got, 0) // no better than the kernel's: keep autotuning
+		c.budget.grant(c, 0) // no better than the kernel's: keep autotuning
 		return
 	}
 	if setSendBuffer(fd, got, kern) {
 		c.cur = got
 	} else {
-		c.budget.grant(got, c.cur)
+		c.budget.grant(c, c.cur)
 	}
 }
 
@@ -225,7 +237,8 @@ func (c *sendfileConn) awaitAcked(outq func() int) (waited bool, err error) {
 		_ = c.rc.Control(func(fd uintptr) {
 			kern, _ := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
 			if !setSendBuffer(fd, c.cur, kern) {
-				c.setCur(0)
+				c.cur = 0
+				c.budget.grant(c, 0)
 			}
 		})
 	}()
