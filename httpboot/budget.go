@@ -205,9 +205,9 @@ func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
 // when it runs out: 2048 idle keep-alives otherwise kept every real client
 // at 503 for the idle timeout (60 s). A connection that has not sent its
 // first request yet is not taken (read_header_timeout bounds it). It
-// returns that connection for the caller to
-// close (closeReclaimed) once l.mu is let go; nil when a is not over the
-// global cap or no connection is idle. l.mu is held.
+// returns that connection for the caller to close (closeReclaimed) once
+// l.mu is let go; nil when a is not over the global cap or no connection
+// is idle. l.mu is held.
 func (l *connLimiter) reclaim(a netip.Addr) net.Conn {
 	if l.over(a) != "http.max_conns" {
 		return nil
