@@ -343,10 +343,10 @@ func written(t *testing.T, s *nstest.Served) int64 {
 	return 0
 }
 
-// unfitFlood (row 13) asks for big.img, a compressed image that cannot
-// fit the data filesystem, from two keep-alive connections, at most 50
-// times each, and counts the answers that are not 503 in *other.
-func unfitFlood(answers, other *atomic.Int64) flood {
+// unfitFlood (row 13) asks for path, a compressed image that cannot fit
+// the data filesystem, from two keep-alive connections, at most 50 times
+// each, and counts the answers that are not 503 in *other.
+func unfitFlood(path string, answers, other *atomic.Int64) flood {
 	return func(ctx context.Context, t *testing.T, l *lab) {
 		var wg sync.WaitGroup
 		for range 2 {
@@ -360,7 +360,7 @@ func unfitFlood(answers, other *atomic.Int64) flood {
 				defer stop()
 				br := bufio.NewReader(c)
 				for range 50 {
-					if _, err := io.WriteString(c, "GET /big.img HTTP/1.1\r\nHost: pxe\r\n\r\n"); err != nil {
+					if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: pxe\r\n\r\n"); err != nil {
 						return
 					}
 					status, err := br.Peek(12)
@@ -386,16 +386,28 @@ func unfitFlood(answers, other *atomic.Int64) flood {
 // request before its 503. Here: 512 MiB of zeros, a 160 MiB data
 // filesystem, images.min_free_bytes 32 MiB. The first request unpacks
 // until the space runs out; the rest are answered 503 at once, from
-// memory: the process writes at most 200 MiB in all.
+// memory: the process writes at most 200 MiB in all. An image the zstd
+// tool compressed from a file declares its size and is refused before
+// any unpack: its requests write at most 16 MiB (records) in all.
 func TestHTTPUnfitImageOnce(t *testing.T) {
+	declared := false
 	l := newLab(t, nstest.Options{}, httpYAML+"images:\n  min_free_bytes: 32MiB\n", func(root string) {
 		tmpfsData(t, root, 160)
 		zstdZeros(t, filepath.Join(root, "big.img.zst"), 512<<20)
 		writeFile(t, root, "small", 4096)
+		if _, err := exec.LookPath("zstd"); err == nil {
+			in := filepath.Join(t.TempDir(), "declared.img")
+			sparse(t, in, 512<<20)
+			out, err := exec.Command("zstd", "-q", "-1", in, "-o", filepath.Join(root, "declared.img.zst")).CombinedOutput()
+			if err != nil {
+				t.Fatalf("zstd: %v: %s", err, out)
+			}
+			declared = true
+		}
 	})
 	var answers, other atomic.Int64
 	before := written(t, l.S)
-	peak := attack(t, l, 4*time.Second, nstest.Usage{RSS: 384 << 20, FDs: 128}, unfitFlood(&answers, &other), l.smallBoard(t), false)
+	peak := attack(t, l, 4*time.Second, nstest.Usage{RSS: 384 << 20, FDs: 128}, unfitFlood("/big.img", &answers, &other), l.smallBoard(t), false)
 	w := written(t, l.S) - before
 	t.Logf("%d requests for an image that cannot fit (%d not 503): the process wrote %d MiB; peak RSS %d MiB",
 		answers.Load(), other.Load(), w>>20, peak.RSS>>20)
@@ -407,6 +419,21 @@ func TestHTTPUnfitImageOnce(t *testing.T) {
 	}
 	if w > 200<<20 {
 		t.Errorf("the process wrote %d MiB for %d requests of an image that cannot fit (want at most 200 MiB: one unpack)", w>>20, answers.Load())
+	}
+	if !declared {
+		t.Log("no zstd tool: the declared-size case is not run")
+		return
+	}
+	answers.Store(0)
+	before = written(t, l.S)
+	attack(t, l, 2*time.Second, nstest.Usage{RSS: 384 << 20, FDs: 128}, unfitFlood("/declared.img", &answers, &other), func() {}, false)
+	w = written(t, l.S) - before
+	t.Logf("%d requests for an image that declares it cannot fit (%d not 503 in all): the process wrote %d KiB", answers.Load(), other.Load(), w>>10)
+	if other.Load() > 0 || answers.Load() < 10 {
+		t.Errorf("%d answers, %d not 503, for the image that declares it cannot fit", answers.Load(), other.Load())
+	}
+	if w > 16<<20 {
+		t.Errorf("the process wrote %d MiB for an image that declares it cannot fit (want at most 16 MiB: no unpack)", w>>20)
 	}
 }
 
