@@ -269,6 +269,31 @@ type HTTP struct {
 	// evenly); past it they are still answered and counted, not recorded.
 	// Default 120.
 	ErrorRecordsPerMinute int `yaml:"error_records_per_minute"`
+	// ProbeRecordsPerMinute is how many HEAD requests and small range
+	// answers (206 with under 64 KiB of body) one client may put on record
+	// per minute, the same way: a loop of them on one keep-alive
+	// connection wrote 8,500 records a second. Default 120.
+	ProbeRecordsPerMinute int `yaml:"probe_records_per_minute"`
+	// MaxRanges caps the ranges of one Range header, as nginx's
+	// max_ranges does: a request with more is served whole (200, by
+	// sendfile), since 15,500 one-byte ranges made a 2.25 MB multipart
+	// answer that took 0.25 s of CPU. Overlapping and adjacent ranges are
+	// merged first. Default 16.
+	MaxRanges int `yaml:"max_ranges"`
+	// SendBufferTotalMiB caps the send buffers (send_buffer_kib and its
+	// boosts) that big downloads hold together: each takes its buffer
+	// from this budget and gives it back when its connection closes; past
+	// it a download keeps the kernel's own autotuned buffer, which grows
+	// only as the client reads. A client that never reads otherwise holds
+	// a whole send_buffer_kib of kernel memory. Default 128.
+	SendBufferTotalMiB int `yaml:"send_buffer_total_mib"`
+	// MinRateKiB and MinRateWindow end a download whose client took in
+	// less than MinRateKiB KiB/s over the last MinRateWindow: a trickle
+	// that reads a little before each stall_timeout would otherwise hold
+	// its connection for as long as it likes. Defaults 8 and 60s; 0
+	// turns the floor off.
+	MinRateKiB    int           `yaml:"min_rate_kib"`
+	MinRateWindow time.Duration `yaml:"min_rate_window"`
 	// TrustMACParam lets any client claim any MAC with ?mac= (the lab
 	// trusts every machine on it). Default false: a claim binds the MAC to
 	// the source address only where pxeperf's DHCP (lease or recent
@@ -629,6 +654,10 @@ func (c *Config) validateHTTPBudgets() []error {
 		{"http.max_label_key", h.MaxLabelKey, 1, "64"},
 		{"http.max_label_value", h.MaxLabelValue, 1, "256"},
 		{"http.error_records_per_minute", h.ErrorRecordsPerMinute, 1, "120"},
+		{"http.probe_records_per_minute", h.ProbeRecordsPerMinute, 1, "120"},
+		{"http.max_ranges", h.MaxRanges, 1, "16"},
+		{"http.send_buffer_total_mib", h.SendBufferTotalMiB, 1, "128"},
+		{"http.min_rate_kib", h.MinRateKiB, 0, "8 (0: no floor)"},
 		{"admin.max_page", c.Admin.MaxPage, 1, "1000"},
 		{"admin.max_page_mib", c.Admin.MaxPageMiB, 1, "4"},
 		{"admin.max_report_records", c.Admin.MaxReportRecords, 1, "50000"},
@@ -639,6 +668,9 @@ func (c *Config) validateHTTPBudgets() []error {
 	}
 	if h.SendBufferKiB != 0 && (h.SendBufferKiB < 64 || h.SendBufferKiB > 65536) {
 		add("http.send_buffer_kib", "%d is outside 64..65536 KiB; use e.g. 4096, or 0 for the kernel's autotuning", h.SendBufferKiB)
+	}
+	if h.MinRateKiB > 0 && h.MinRateWindow < time.Second {
+		add("http.min_rate_window", "%s is shorter than a second, too short to tell a slow client from a trickle; use e.g. 60s (or http.min_rate_kib: 0 for no floor)", h.MinRateWindow)
 	}
 	if h.MaxConnsPerClient > h.MaxConns && h.MaxConns > 0 {
 		add("http.max_conns_per_client", "%d is more than http.max_conns (%d); lower it or raise max_conns", h.MaxConnsPerClient, h.MaxConns)

@@ -89,6 +89,11 @@ func TestErrors(t *testing.T) {
 		{"list for map", "dhcp: [1, 2]\n", []string{"t.yaml:1", "cannot use a list"}},
 		{"zero labels", "http:\n  max_labels: 0\n", []string{"t.yaml:2", "http.max_labels", "at least 1", "32"}},
 		{"per client over all", "http:\n  max_conns: 10\n  max_conns_per_client: 20\n", []string{"http.max_conns_per_client", "more than http.max_conns"}},
+		{"zero ranges", "http:\n  max_ranges: 0\n", []string{"t.yaml:2", "http.max_ranges", "at least 1", "16"}},
+		{"zero probe records", "http:\n  probe_records_per_minute: 0\n", []string{"t.yaml:2", "http.probe_records_per_minute", "at least 1", "120"}},
+		{"zero send buffer total", "http:\n  send_buffer_total_mib: 0\n", []string{"t.yaml:2", "http.send_buffer_total_mib", "at least 1", "128"}},
+		{"negative rate floor", "http:\n  min_rate_kib: -1\n", []string{"t.yaml:2", "http.min_rate_kib", "at least 0"}},
+		{"rate window too short", "http:\n  min_rate_window: 100ms\n", []string{"t.yaml:2", "http.min_rate_window", "60s", "min_rate_kib: 0"}},
 		{"admin listen", "admin:\n  listen: loopback\n", []string{"t.yaml:2", "admin.listen", "127.0.0.1:9069", "off"}},
 		{"admin timeouts", "admin:\n  stall_timeout: 30s\n  write_timeout: 10s\n", []string{"admin.write_timeout", "at least admin.stall_timeout"}},
 		{"admin typo", "admin:\n  tokenfile: x\n", []string{"t.yaml:2", "admin.tokenfile", `did you mean "token_file"`}},
@@ -118,7 +123,9 @@ func TestBudgetDefaults(t *testing.T) {
 	c := Default()
 	h := c.HTTP
 	if h.MaxConns != 2048 || h.MaxConnsPerClient != 32 || h.MaxLabels != 32 || h.MaxLabelKey != 64 ||
-		h.MaxLabelValue != 256 || h.ErrorRecordsPerMinute != 120 || h.TrustMACParam || h.API {
+		h.MaxLabelValue != 256 || h.ErrorRecordsPerMinute != 120 || h.TrustMACParam || h.API ||
+		h.ProbeRecordsPerMinute != 120 || h.MaxRanges != 16 || h.SendBufferTotalMiB != 128 ||
+		h.MinRateKiB != 8 || h.MinRateWindow != time.Minute {
 		t.Errorf("http budgets %+v", h)
 	}
 	a := c.Admin

@@ -21,6 +21,10 @@ const (
 	refusePath         = "http: path too long"
 	refuseErrorRecords = "http: failed fetches over the record budget (answered, not recorded)"
 	refuseMACClaim     = "http: ?mac= claim refused"
+	refuseIdleReclaim  = "http: idle connection closed to make room (http.max_conns)"
+	refuseSlow         = "http: download under http.min_rate_kib (ended)"
+	refuseRanges       = "http: ranges over http.max_ranges (served whole)"
+	refuseProbeRecords = "http: HEAD and small range fetches over the record budget (answered, not recorded)"
 	refuseScriptValue  = "http: query value unsafe for a script"
 )
 
@@ -81,6 +85,10 @@ type connEntry struct {
 	addr   netip.Addr
 	state  connStatus
 	active bool // a request is running (http.StateActive)
+	// kept: a keep-alive connection between requests (http.StateIdle)
+	// since then.
+	kept  bool
+	since time.Time
 	// owned: serveOver or expire is deciding the held connection; the
 	// other one waits for done.
 	owned bool
@@ -141,6 +149,9 @@ func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
 		if maxHeld <= 0 {
 			maxHeld = refuseMaxHeld
 		}
+		if idle := l.reclaim(a); idle != nil {
+			defer l.closeReclaimed(idle)
+		}
 		switch {
 		case l.over(a) == "":
 			l.admit(e)
@@ -164,6 +175,9 @@ func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
 		l.mu.Lock()
 		if e := l.open[c]; e != nil {
 			e.active = st == http.StateActive
+			if e.kept = !e.active; e.kept {
+				e.since = time.Now()
+			}
 		}
 		l.mu.Unlock()
 	case http.StateClosed, http.StateHijacked:
@@ -183,6 +197,43 @@ func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
 		}
 		l.mu.Unlock()
 	}
+}
+
+// reclaim makes room for a new connection from a over http.max_conns by
+// taking the keep-alive connection that has been idle longest (between
+// requests) off the count, as nginx reuses idle keep-alive connections
+// when it runs out: 2048 idle keep-alives otherwise kept every real client
+// at 503 for the idle timeout (60 s). A connection that has not sent its
+// first request yet is not taken (read_header_timeout bounds it). It
+// returns that connection for the caller to close (closeReclaimed) once
+// l.mu is let go; nil when a is not over the global cap or no connection
+// is idle. l.mu is held.
+func (l *connLimiter) reclaim(a netip.Addr) net.Conn {
+	if l.over(a) != "http.max_conns" {
+		return nil
+	}
+	var oldest net.Conn
+	var at time.Time
+	for c, e := range l.open {
+		if e.state == connAdmitted && e.kept && (oldest == nil || e.since.Before(at)) {
+			oldest, at = c, e.since
+		}
+	}
+	if oldest == nil {
+		return nil
+	}
+	e := l.open[oldest]
+	e.state = connGone
+	l.release(e.addr)
+	return oldest
+}
+
+// closeReclaimed closes a connection reclaim took off the count, and
+// counts it.
+func (l *connLimiter) closeReclaimed(c net.Conn) {
+	a := remoteAddr(c)
+	_ = c.Close()
+	l.refuse(refuseIdleReclaim, a.String(), "cap", l.max, "fix", "raise http.max_conns")
 }
 
 // over names the cap a new connection from a would pass ("": none).
@@ -273,6 +324,9 @@ func (l *connLimiter) decide(c net.Conn, e *connEntry) (refused bool, body strin
 	}
 	l.unsettled.Add(-1)
 	e.timer.Stop()
+	if idle := l.reclaim(e.addr); idle != nil {
+		defer l.closeReclaimed(idle)
+	}
 	if l.over(e.addr) == "" {
 		l.held--
 		l.admit(e)

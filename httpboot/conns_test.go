@@ -138,13 +138,20 @@ func isTimeout(err error) bool {
 	return ok && ne.Timeout()
 }
 
+// capEnv is a server with http.max_conns and max_conns_per_client both
+// max, and its host:port.
+func capEnv(t *testing.T, max int) (*testEnv, string) {
+	t.Helper()
+	h := defaultHTTP()
+	h.MaxConns, h.MaxConnsPerClient = max, max
+	e := newTestEnv(t, envOpts{http: h})
+	return e, strings.TrimPrefix(e.url, "http://")
+}
+
 // TestConnsGlobal: http.max_conns caps connections from all clients; the
 // closed ones are released and the refusals are counted in /healthz.
 func TestConnsGlobal(t *testing.T) {
-	h := defaultHTTP()
-	h.MaxConns, h.MaxConnsPerClient = 4, 4
-	e := newTestEnv(t, envOpts{http: h})
-	addr := strings.TrimPrefix(e.url, "http://")
+	e, addr := capEnv(t, 4)
 	var conns []net.Conn
 	for i := range 6 {
 		conns = append(conns, dialFrom(t, addr, byte(2+i%2)))

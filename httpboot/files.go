@@ -115,6 +115,16 @@ func (s *Server) serveFile(w *countingWriter, r *http.Request, rec *event.Fetch)
 		mod = st.ModTime()
 	}
 	w.Header().Set("Content-Type", ctype)
+	if rh := r.Header.Get("Range"); rh != "" {
+		switch fit, drop := fitRanges(rh, c.Size, s.opt.HTTP.MaxRanges); {
+		case drop:
+			r.Header.Del("Range")
+			s.refused.Refuse(refuseRanges, rec.Client.Addr().String(), "cap", s.opt.HTTP.MaxRanges,
+				"answer", "the whole file", "fix", "raise http.max_ranges")
+		case fit != rh:
+			r.Header.Set("Range", fit)
+		}
+	}
 	// ServeContent sets Content-Length, answers Range and HEAD, and copies
 	// with io.CopyN(w, f, n): w keeps io.ReaderFrom, so that becomes sendfile.
 	http.ServeContent(w, r, path.Base(r.URL.Path), mod, c.Reader())

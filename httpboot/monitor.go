@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pxeperf/pxeperf/event"
@@ -49,6 +50,15 @@ type monitor struct {
 	haveStart  bool
 	moved      time.Time // when progress was last seen
 	deadline   time.Time // the write deadline set on conn
+
+	// The rate floor (http.min_rate_kib over min_rate_window): at each
+	// floorAt the bytes moved since floorBytes must be at least
+	// minRate x window, else the response is ended (slow).
+	minRate    float64 // bytes/s; 0: no floor
+	window     time.Duration
+	floorAt    time.Time
+	floorBytes int64
+	slow       atomic.Bool
 }
 
 const (
@@ -150,6 +160,10 @@ func (s *Server) watch(r *http.Request, w *countingWriter) *monitor {
 		m.probe = newTCPProbe(c)
 	}
 	m.moved = m.start
+	if h := s.opt.HTTP; h.MinRateKiB > 0 && h.MinRateWindow > 0 {
+		m.minRate, m.window = float64(h.MinRateKiB)*1024, h.MinRateWindow
+		m.floorAt = m.start.Add(m.window)
+	}
 	if m.conn != nil && m.stall > 0 {
 		m.deadline = m.start.Add(m.stall)
 		_ = m.conn.SetWriteDeadline(m.deadline)
@@ -172,10 +186,16 @@ func (s *Server) watch(r *http.Request, w *countingWriter) *monitor {
 // same time the old every-sample update would have set: progress seen at
 // a tick plus StallTimeout.
 func (m *monitor) tick(now time.Time) {
+	if m.slow.Load() {
+		return // ended: its deadline has passed
+	}
 	progress := false
 	if n := m.w.n.Load(); n != m.lastN {
 		m.lastN, progress = n, true
 	}
+	// moved is what the client took in: acknowledged bytes where the
+	// kernel tells (a whole body may sit in the send buffer), else writes.
+	moved, live := m.lastN, m.lastN
 	if sm, ok := m.probe.sample(); ok {
 		m.observe(sm, now.Sub(m.start))
 		if sm.acked != m.lastAcked {
@@ -186,11 +206,28 @@ func (m *monitor) tick(now time.Time) {
 		}
 		// One sendfile call writes a whole image: the kernel's count of
 		// acknowledged bytes is what moves while it runs.
-		m.w.live.Set(max(m.lastN, int64(sm.acked-m.startAcked)))
-	} else {
-		m.w.live.Set(m.lastN)
+		moved = int64(sm.acked - m.startAcked)
+		live = max(m.lastN, moved)
 	}
-	if m.conn == nil || m.stall <= 0 {
+	m.w.live.Set(live)
+	if m.conn == nil {
+		return
+	}
+	if m.minRate > 0 && !now.Before(m.floorAt) {
+		if float64(moved-m.floorBytes) < m.minRate*m.window.Seconds() {
+			// Ended: the copy fails at its deadline, and the close
+			// that follows resets the connection rather than leave
+			// the queue for the trickle to take in.
+			m.slow.Store(true)
+			if l, ok := m.conn.(interface{ SetLinger(int) error }); ok {
+				_ = l.SetLinger(0)
+			}
+			_ = m.conn.SetWriteDeadline(now)
+			return
+		}
+		m.floorAt, m.floorBytes = now.Add(m.window), moved
+	}
+	if m.stall <= 0 {
 		return
 	}
 	if progress {

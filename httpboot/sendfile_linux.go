@@ -24,6 +24,55 @@ type sendfileListener struct {
 	sndbuf int // bytes of send buffer for a big body (see fitSendBuffer); 0: the kernel's
 	// big counts the big bodies being copied now, on every connection.
 	big *atomic.Int32
+	// budget is what the buffers fitSendBuffer sets may hold together.
+	budget *sendBudget
+}
+
+// sendBudget caps the send buffers that connections set themselves
+// (fitSendBuffer) together, in bytes (http.send_buffer_total_mib): a
+// client that never reads keeps its whole buffer full, and 64 such with
+// a 4 KiB receive buffer each held 162 MiB of kernel memory (2048 would
+// pass this host's tcp_mem, 2.2 GiB, where TCP starts dropping for
+// everyone). A connection takes its buffer from the budget when it sets
+// one and gives it back when it closes; one that cannot get more than
+// the kernel gave it keeps the kernel's autotuning, which grows a
+// buffer only as its client acknowledges data.
+type sendBudget struct {
+	total int // 0: no cap
+
+	mu   sync.Mutex
+	used int
+}
+
+// grant makes c hold as much of want as the budget has (at least
+// min(want, what c held): that stays its own) and returns it; a closed c
+// gets none. Close may run on another goroutine than c's copy, so what c
+// holds is kept under the budget's lock.
+func (b *sendBudget) grant(c *sendfileConn, want int) int {
+	if b == nil || b.total <= 0 {
+		return want
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c.gone {
+		want = 0
+	}
+	got := min(want, b.total-(b.used-c.held))
+	b.used += got - c.held
+	c.held = got
+	return got
+}
+
+// release gives back what c holds, for good (c is closed).
+func (b *sendBudget) release(c *sendfileConn) {
+	if b == nil || b.total <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c.gone = true
+	b.used -= c.held
+	c.held = 0
 }
 
 func (l sendfileListener) Accept() (net.Conn, error) {
@@ -39,7 +88,7 @@ func (l sendfileListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return c, nil
 	}
-	return &sendfileConn{TCPConn: tc, rc: rc, sndbuf: l.sndbuf, big: l.big}, nil
+	return &sendfileConn{TCPConn: tc, rc: rc, sndbuf: l.sndbuf, big: l.big, budget: l.budget}, nil
 }
 
 // sendfileConn is an accepted TCP connection. net/http's response.ReadFrom
@@ -65,6 +114,18 @@ type sendfileConn struct {
 	// listener's count of big bodies being copied.
 	sndbuf, cur int
 	big         *atomic.Int32
+	// budget is the listener's; cur is taken from it (given back by
+	// Close, or when the buffer is given up). held is what the budget
+	// counts for c, gone that c is closed: both guarded by budget.mu.
+	budget *sendBudget
+	held   int
+	gone   bool
+}
+
+// Close gives the connection's send buffer back to the budget.
+func (c *sendfileConn) Close() error {
+	c.budget.release(c)
+	return c.TCPConn.Close()
 }
 
 // fitSendBuffer gives the socket the send buffer a big body should have
@@ -107,8 +168,19 @@ func (c *sendfileConn) fitSendBuffer(fd uintptr, n int32) {
 	if err != nil || (c.cur == 0 && kern >= want) {
 		return
 	}
-	if setSendBuffer(fd, want, kern) {
-		c.cur = want
+	// The budget may give less (never less than what c holds).
+	got := c.budget.grant(c, want)
+	switch {
+	case got == c.cur:
+		return
+	case c.cur == 0 && got <= kern:
+		c.budget.grant(c, 0) // no better than the kernel's: keep autotuning
+		return
+	}
+	if setSendBuffer(fd, got, kern) {
+		c.cur = got
+	} else {
+		c.budget.grant(c, c.cur)
 	}
 }
 
@@ -166,6 +238,7 @@ func (c *sendfileConn) awaitAcked(outq func() int) (waited bool, err error) {
 			kern, _ := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
 			if !setSendBuffer(fd, c.cur, kern) {
 				c.cur = 0
+				c.budget.grant(c, 0)
 			}
 		})
 	}()
@@ -383,7 +456,8 @@ func (c *sendfileConn) ReadFrom(r io.Reader) (int64, error) {
 
 // wrapListener puts sendfileConn on every accepted TCP connection; a body
 // of bigBody or more gets a send buffer of sndbuf bytes (0: the kernel's),
-// more while few are copied (fitSendBuffer).
-func wrapListener(ln net.Listener, sndbuf int) net.Listener {
-	return sendfileListener{Listener: ln, sndbuf: sndbuf, big: new(atomic.Int32)}
+// more while few are copied (fitSendBuffer), all such buffers together at
+// most total bytes (0: no cap).
+func wrapListener(ln net.Listener, sndbuf, total int) net.Listener {
+	return sendfileListener{Listener: ln, sndbuf: sndbuf, big: new(atomic.Int32), budget: &sendBudget{total: total}}
 }

@@ -36,7 +36,7 @@ func sendfilePairBuf(t *testing.T, sndbuf, rcvbuf int) (*sendfileConn, net.Conn)
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	wl := wrapListener(ln, sndbuf)
+	wl := wrapListener(ln, sndbuf, 0)
 	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 		if rcvbuf == 0 {
 			return nil
@@ -545,4 +545,49 @@ func TestSendBufferBoost(t *testing.T) {
 			t.Errorf("big bodies %d after the copy, want the %d others", sc.big.Load(), boostBodies)
 		}
 	})
+}
+
+// TestSendBudget: the buffers connections set themselves together stay
+// within the listener's budget (http.send_buffer_total_mib): a connection
+// gets what is left, none when that is no more than the kernel gave it
+// (it keeps autotuning), and a closed connection gives its buffer back.
+func TestSendBudget(t *testing.T) {
+	const sndbuf = 8 << 20
+	b := &sendBudget{total: 14 << 20}
+	fit := func(sc *sendfileConn) {
+		t.Helper()
+		sc.budget = b
+		if err := sc.rc.Control(func(fd uintptr) { sc.fitSendBuffer(fd, boostBodies+1) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	used := func() int { b.mu.Lock(); defer b.mu.Unlock(); return b.used }
+	a, _ := sendfilePairBuf(t, sndbuf, 64<<10)
+	fit(a)
+	if a.cur != sndbuf || sendBufferOf(a) != sndbuf || used() != sndbuf {
+		t.Fatalf("first: cur %d, buffer %d, budget used %d; want all %d", a.cur, sendBufferOf(a), used(), sndbuf)
+	}
+	c, _ := sendfilePairBuf(t, sndbuf, 64<<10)
+	fit(c)
+	if want := 6 << 20; c.cur != want || sendBufferOf(c) != want || used() != 14<<20 {
+		t.Fatalf("second: cur %d, buffer %d, budget used %d; want %d, %d, %d", c.cur, sendBufferOf(c), used(), want, want, 14<<20)
+	}
+	d, _ := sendfilePairBuf(t, sndbuf, 64<<10)
+	kern := sendBufferOf(d)
+	fit(d)
+	if d.cur != 0 || sendBufferOf(d) != kern || used() != 14<<20 {
+		t.Fatalf("third, budget spent: cur %d, buffer %d (kernel's %d), budget used %d; want the kernel's, used %d", d.cur, sendBufferOf(d), kern, used(), 14<<20)
+	}
+	a.Close()
+	if used() != 6<<20 {
+		t.Fatalf("budget used %d after the first closed, want %d", used(), 6<<20)
+	}
+	fit(d)
+	if d.cur != sndbuf || used() != 14<<20 {
+		t.Fatalf("third after a close: cur %d, budget used %d; want %d, %d", d.cur, used(), sndbuf, 14<<20)
+	}
+	a.Close() // twice: given back once
+	if used() != 14<<20 {
+		t.Fatalf("budget used %d after a second Close, want %d", used(), 14<<20)
+	}
 }

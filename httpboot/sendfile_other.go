@@ -6,4 +6,4 @@ import "net"
 
 // wrapListener is the identity off Linux: (*net.TCPConn).ReadFrom does the
 // copy (sendfile where the system has it).
-func wrapListener(ln net.Listener, _ int) net.Listener { return ln }
+func wrapListener(ln net.Listener, _, _ int) net.Listener { return ln }

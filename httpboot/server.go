@@ -81,6 +81,9 @@ const (
 	DefaultMaxLabelKey           = 64
 	DefaultMaxLabelValue         = 256
 	DefaultErrorRecordsPerMinute = 120
+	DefaultProbeRecordsPerMinute = 120
+	DefaultMaxRanges             = 16
+	DefaultSendBufferTotalMiB    = 128
 )
 
 // Server is the HTTP boot service. Build it with New, run it with Serve.
@@ -98,8 +101,11 @@ type Server struct {
 	refused   *refuse.Log
 	conns     *connLimiter
 	errBudget *budget // failed fetches each client may put on record
-	claims    claims  // accepted ?mac= claims (see claimMAC)
-	sampler   *sampler
+	// probeBudget: HEADs and small range answers each client may put on
+	// record (see probe).
+	probeBudget *budget
+	claims      claims // accepted ?mac= claims (see claimMAC)
+	sampler     *sampler
 }
 
 type connKey struct{}
@@ -142,6 +148,8 @@ func New(opt Options) (*Server, error) {
 		{&h.MaxConns, DefaultMaxConns}, {&h.MaxConnsPerClient, DefaultMaxConnsPerClient},
 		{&h.MaxLabels, DefaultMaxLabels}, {&h.MaxLabelKey, DefaultMaxLabelKey},
 		{&h.MaxLabelValue, DefaultMaxLabelValue}, {&h.ErrorRecordsPerMinute, DefaultErrorRecordsPerMinute},
+		{&h.ProbeRecordsPerMinute, DefaultProbeRecordsPerMinute}, {&h.MaxRanges, DefaultMaxRanges},
+		{&h.SendBufferTotalMiB, DefaultSendBufferTotalMiB},
 	} {
 		if *d.v <= 0 {
 			*d.v = d.def
@@ -155,8 +163,8 @@ func New(opt Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("http boot: listening on %s: %w (free the port, or set http.listen / --http-addr, or --http-addr off)", opt.HTTP.Listen, err)
 	}
-	s := &Server{opt: opt, ln: wrapListener(ln, opt.HTTP.SendBufferKiB<<10), zenc: zenc, started: time.Now(), refused: opt.Refused,
-		errBudget: newBudget(opt.HTTP.ErrorRecordsPerMinute), claims: claims{at: map[string]time.Time{}}}
+	s := &Server{opt: opt, ln: wrapListener(ln, opt.HTTP.SendBufferKiB<<10, opt.HTTP.SendBufferTotalMiB<<20), zenc: zenc, started: time.Now(), refused: opt.Refused,
+		errBudget: newBudget(opt.HTTP.ErrorRecordsPerMinute), probeBudget: newBudget(opt.HTTP.ProbeRecordsPerMinute), claims: claims{at: map[string]time.Time{}}}
 	s.sampler = newSampler(sampleEvery(opt.HTTP.StallTimeout, opt.HTTP.Interval))
 	s.conns = newConnLimiter(opt.HTTP.MaxConns, opt.HTTP.MaxConnsPerClient, s.refused.Refuse)
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok {
@@ -253,6 +261,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rec.Duration = time.Since(start)
 		rec.Bytes = cw.n.Load() + pending
 		s.outcome(rec, cw, r, expect)
+		if mon.slow.Load() && rec.Outcome != event.OutcomeOK {
+			h := s.opt.HTTP
+			rec.Outcome = event.OutcomeError
+			rec.Err = fmt.Sprintf("too slow: under %d KiB/s over %s (http.min_rate_kib, min_rate_window)", h.MinRateKiB, h.MinRateWindow)
+			s.refused.Refuse(refuseSlow, rec.Client.Addr().String(), "file", rec.File, "bytes", rec.Bytes,
+				"min_rate_kib", h.MinRateKiB, "window", h.MinRateWindow, "fix", "lower http.min_rate_kib")
+		}
 		if cw.status >= 400 {
 			rec.Bytes = 0 // an error page is not the file
 			// A lab wants to see failed boots, but one client's flood of
@@ -263,6 +278,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					"fix", "raise http.error_records_per_minute")
 				return
 			}
+		} else if probe(r, cw.status, rec.Bytes) && !s.probeBudget.take(rec.Client.Addr()) {
+			// A HEAD or a byte of a range costs the client nothing; a
+			// loop of them on one keep-alive connection must not fill
+			// the store either.
+			s.refused.Refuse(refuseProbeRecords, rec.Client.Addr().String(), "method", r.Method,
+				"status", cw.status, "file", rec.File, "cap_per_minute", s.opt.HTTP.ProbeRecordsPerMinute,
+				"fix", "raise http.probe_records_per_minute")
+			return
 		}
 		s.opt.Sink.Fetch(rec)
 	}
@@ -271,6 +294,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// (monitor.settle); that byte still honours the stall timeout.
 	cw.beforeLast = func() {
 		mon.settle(cw.n.Load())
+		if mon.slow.Load() {
+			// Under the rate floor while the client took in the queue:
+			// the last byte meets the passed deadline, and the record
+			// (an error) follows.
+			return
+		}
 		emit(1)
 		mon.arm()
 	}
@@ -293,6 +322,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	emit(0)
+}
+
+// probeBelow is the body size under which a range answer counts as a
+// probe (see probe): a client resuming or splitting a download asks for
+// more at a time.
+const probeBelow = 64 << 10
+
+// probe reports whether a successful fetch is one a client can repeat at
+// no cost, so that its records take from probeBudget: a HEAD, or a range
+// answer (206) of under probeBelow bytes. A firmware's HEAD before its
+// download (UEFI HTTP boot sends one) is still recorded; 85k of them in
+// 10 s on one keep-alive connection were 31 MB of store.
+func probe(r *http.Request, status int, body int64) bool {
+	return r.Method == http.MethodHead || (status == http.StatusPartialContent && body < probeBelow)
 }
 
 // outcome classifies a finished fetch. expect is the body length the

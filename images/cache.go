@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -229,10 +230,23 @@ func (s *Store) ensureCached(key, n, srcName string, c codec, src *os.File, st f
 	if err := s.knownFailure(key, srcName, src, st); err != nil {
 		return nil, err
 	}
+	room, full, err := s.knownNoRoom(key, srcName, st)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.declaredFits(c, src, srcName, room, full); err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			s.rememberFailure(key, srcName, src, st, err)
+		}
+		return nil, err
+	}
 	m, err = s.unpack(cr, key, n, srcName, c, src, st)
 	if err != nil {
-		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrTooLarge) {
+		switch {
+		case errors.Is(err, ErrCorrupt) || errors.Is(err, ErrTooLarge):
 			s.rememberFailure(key, srcName, src, st, err)
+		case errors.Is(err, ErrCacheFull) || errors.Is(err, ErrLowSpace):
+			s.rememberNoRoom(key, srcName, st, room, err)
 		}
 		return nil, err
 	}
@@ -306,6 +320,105 @@ func (s *Store) rememberFailure(key, srcName string, src *os.File, st fs.FileInf
 	s.mu.Unlock()
 	s.logger.Warn("compressed image does not unpack; refusing it until the file changes",
 		"source", srcName, "source_bytes", st.Size(), "err", err)
+}
+
+// noRoom is a compressed source that did not fit (ErrCacheFull,
+// ErrLowSpace) with room bytes for it (Store.room) and nothing else in the
+// cache to evict: it cannot fit until there is more room, so it is refused
+// at once, without another unpack, until the room has grown by a chunk
+// (reserveChunk) or the source changes. A 16 GiB image of zeros with
+// 1.5 GB free unpacked ~0.5 GB on every request before its 503. Kept in
+// memory only.
+type noRoom struct {
+	source  string
+	size    int64
+	mtimeNS int64
+	room    int64
+	err     error
+}
+
+// room is what an unpack of key could take now: under the cache cap and
+// on the data filesystem above images.min_free_bytes, with every other
+// entry evicted (an entry in use cannot be, so this is at most what the
+// unpack gets). full is the error of the bound that binds: ErrCacheFull
+// or ErrLowSpace.
+func (s *Store) room(key string) (room int64, full error) {
+	s.mu.Lock()
+	var others int64
+	for k, e := range s.entries {
+		if k != key {
+			others += e.size
+		}
+	}
+	held := s.cacheBytes - others // reservations, and key's own stale entry
+	s.mu.Unlock()
+	room, full = s.cacheMax-held, ErrCacheFull
+	if free, err := s.freeSpace(s.data); err == nil && free+others-s.minFree < room {
+		room, full = free+others-s.minFree, ErrLowSpace
+	}
+	return room, full
+}
+
+// declaredFits refuses a zstd source whose first frame declares
+// (Frame_Content_Size, which zstd writes when it knows the input's size)
+// more unpacked bytes than images.max_unpacked_bytes (ErrTooLarge) or
+// than the room there is (full), before anything is unpacked. The first
+// frame's size is a lower bound of the image's; a source that declares
+// none is unpacked and found out as it writes.
+func (s *Store) declaredFits(c codec, src io.ReaderAt, srcName string, room int64, full error) error {
+	if c.ext != ".zst" {
+		return nil
+	}
+	var b [zstd.HeaderMaxSize]byte
+	n, _ := src.ReadAt(b[:], 0)
+	var h zstd.Header
+	if h.Decode(b[:n]) != nil || !h.HasFCS || h.FrameContentSize > math.MaxInt64 {
+		return nil
+	}
+	switch size := int64(h.FrameContentSize); {
+	case size > min(s.maxUnpacked, s.cacheMax):
+		return fmt.Errorf("%s: %w (it declares %d bytes unpacked, past %d; raise the limit or unpack it into the root yourself)",
+			srcName, ErrTooLarge, size, min(s.maxUnpacked, s.cacheMax))
+	case size > room:
+		return fmt.Errorf("%s: %w: it declares %d bytes unpacked and there is room for %d (images.cache_max_bytes, images.min_free_bytes); free space or raise the cap",
+			srcName, full, size, room)
+	}
+	return nil
+}
+
+// knownNoRoom returns the remembered refusal when the unchanged source
+// did not fit before and the room has not grown by reserveChunk since;
+// and the room there is now (Store.room), for rememberNoRoom.
+func (s *Store) knownNoRoom(key, srcName string, st fs.FileInfo) (room int64, full, err error) {
+	room, full = s.room(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.noRooms[key]
+	if !ok {
+		return room, full, nil
+	}
+	if f.source == srcName && f.size == st.Size() && f.mtimeNS == st.ModTime().UnixNano() && room < f.room+reserveChunk {
+		return room, full, f.err
+	}
+	delete(s.noRooms, key)
+	return room, full, nil
+}
+
+// rememberNoRoom records that src did not fit with room bytes for it,
+// when nothing else held the cache (no entry in use, no other unpack under
+// way): otherwise the room may come back without the cache changing.
+func (s *Store) rememberNoRoom(key, srcName string, st fs.FileInfo, room int64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := s.cacheBytes
+	if e := s.entries[key]; e != nil {
+		held -= e.size
+	}
+	if held != 0 {
+		return
+	}
+	s.noRooms[key] = noRoom{source: srcName, size: st.Size(), mtimeNS: st.ModTime().UnixNano(), room: room,
+		err: fmt.Errorf("%w (it did not fit in %d bytes; not unpacked again until there is more room or %s changes)", err, room, srcName)}
 }
 
 // unpack decompresses src into KEY.img through a temp file and a rename, so

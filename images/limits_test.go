@@ -5,8 +5,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // cached reports whether name has an unpacked image in the cache.
@@ -150,4 +154,77 @@ func TestCacheMinFree(t *testing.T) {
 		t.Errorf("low-space refusals = %d, want 2", got)
 	}
 	assertCacheFlat(t, data)
+}
+
+// TestNoRoomRemembered: an image that did not fit, with nothing else in
+// the cache to evict, is refused at once (no unpack) until the room grows
+// by a chunk or the source changes; an image 16 GiB of zeros used to be
+// unpacked up to the free space on every request.
+func TestNoRoomRemembered(t *testing.T) {
+	const mb = 1 << 20
+	s, root, data := newStore(t, WithCacheLimits(1<<40, 64*mb))
+	var free atomic.Int64
+	s.freeSpace = func(dir string) (int64, error) { return free.Load() - cacheBytes(t, data), nil }
+	src := filepath.Join(root, "big.zst")
+	writeFile(t, src, compress(t, ".zst", make([]byte, 40*mb)))
+
+	free.Store(100 * mb) // 36 MiB of room: not enough
+	for i := range 5 {
+		if _, _, err := s.OpenFor("big", "192.0.2.9"); !errors.Is(err, ErrLowSpace) {
+			t.Fatalf("Open %d with 100 MiB free = %v, want ErrLowSpace", i, err)
+		}
+	}
+	if n := s.attempts.Load(); n != 1 {
+		t.Errorf("%d unpacks for 5 requests with no more room, want 1", n)
+	}
+	if got := s.Refusals()[ReasonLowSpace]; got != 5 {
+		t.Errorf("low-space refusals = %d, want 5 (remembered ones count too)", got)
+	}
+	free.Store(110 * mb) // grown less than a chunk: still refused at once
+	if _, _, err := s.Open("big"); !errors.Is(err, ErrLowSpace) || s.attempts.Load() != 1 {
+		t.Fatalf("Open with 10 MiB more room = %v after %d unpacks; want ErrLowSpace from memory", err, s.attempts.Load())
+	}
+	// The source changes: tried again (and fails again).
+	now := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(src, now, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Open("big"); !errors.Is(err, ErrLowSpace) || s.attempts.Load() != 2 {
+		t.Fatalf("Open after the source changed = %v after %d unpacks; want a second unpack", err, s.attempts.Load())
+	}
+	free.Store(200 * mb) // room now: unpacked
+	if _, _, err := readOpen(t, s, "big"); err != nil || s.attempts.Load() != 3 {
+		t.Fatalf("Open with room = %v after %d unpacks; want served by a third", err, s.attempts.Load())
+	}
+	assertCacheFlat(t, data)
+}
+
+// TestDeclaredSizeRefused: a zstd image whose frame declares its size (as
+// zstd writes it for a file) is refused before any unpack when that is past
+// images.max_unpacked_bytes or the room there is; one that fits is served.
+func TestDeclaredSizeRefused(t *testing.T) {
+	const mb = 1 << 20
+	s, root, data := newStore(t, WithCacheLimits(1<<40, 64*mb), WithMaxUnpacked(32*mb))
+	var free atomic.Int64
+	s.freeSpace = func(dir string) (int64, error) { return free.Load() - cacheBytes(t, data), nil }
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range map[string]int{"huge": 40 * mb, "big": 24 * mb, "small": mb} {
+		writeFile(t, filepath.Join(root, name+".zst"), enc.EncodeAll(make([]byte, n), nil))
+	}
+	free.Store(80 * mb) // 16 MiB of room
+	if _, _, err := s.Open("huge"); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("Open(huge: 40 MiB declared, 32 MiB limit) = %v, want ErrTooLarge", err)
+	}
+	if _, _, err := s.Open("big"); !errors.Is(err, ErrLowSpace) || !strings.Contains(err.Error(), "declares") {
+		t.Errorf("Open(big: 24 MiB declared, 16 MiB of room) = %v, want ErrLowSpace naming the declared size", err)
+	}
+	if n := s.attempts.Load(); n != 0 {
+		t.Errorf("%d unpacks for images that declare they cannot fit, want 0", n)
+	}
+	if _, size, err := readOpen(t, s, "small"); err != nil || size != mb {
+		t.Errorf("Open(small) = %d, %v", size, err)
+	}
 }

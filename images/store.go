@@ -67,6 +67,7 @@ type Store struct {
 	cache    *os.Root             // opened on first unpack; guarded by mu
 	metas    map[string]cacheMeta // by cache key; guarded by mu
 	failures map[string]failure   // by cache key: sources that did not unpack; guarded by mu
+	noRooms  map[string]noRoom    // by cache key: sources that did not fit; guarded by mu
 	logged   sync.Map             // fallback names already logged
 	unpacks  atomic.Int64         // decompressions done, for tests and logs
 	attempts atomic.Int64         // decompressions started, failed ones included
@@ -133,6 +134,7 @@ func Open(rootDir, dataDir string, logger *slog.Logger, opts ...Option) (*Store,
 		maxUnpacked: DefaultMaxUnpacked,
 		metas:       map[string]cacheMeta{},
 		failures:    map[string]failure{},
+		noRooms:     map[string]noRoom{},
 		entries:     map[string]*cacheEntry{},
 		cacheMax:    DefaultCacheMaxBytes,
 		minFree:     DefaultMinFreeBytes,
