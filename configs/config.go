@@ -297,6 +297,17 @@ type Admin struct {
 	StallTimeout time.Duration `yaml:"stall_timeout"`
 	// WriteTimeout bounds one whole answer. Default 60s.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// MaxConns caps the admin connections open at once; past it a new one
+	// is closed at once (counted in /healthz's refused). Default 256.
+	MaxConns int `yaml:"max_conns"`
+	// MaxConnsPerClient caps those of one address. Default 16.
+	MaxConnsPerClient int `yaml:"max_conns_per_client"`
+	// AllowedHosts are names (Host header, no port) the listener answers
+	// to when it has no token, besides IP addresses, localhost and the
+	// server's name: any other is refused with 421, so a web page whose
+	// name is pointed at the listener (DNS rebinding) reads nothing.
+	// With admin.token_file set every Host is accepted. Default none.
+	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
 // AdminOff is the admin.listen value that turns the admin listener off.
@@ -621,6 +632,8 @@ func (c *Config) validateHTTPBudgets() []error {
 		{"admin.max_page", c.Admin.MaxPage, 1, "1000"},
 		{"admin.max_page_mib", c.Admin.MaxPageMiB, 1, "4"},
 		{"admin.max_report_records", c.Admin.MaxReportRecords, 1, "50000"},
+		{"admin.max_conns", c.Admin.MaxConns, 1, "256"},
+		{"admin.max_conns_per_client", c.Admin.MaxConnsPerClient, 1, "16"},
 	} {
 		if b.v < b.min {
 			add(b.key, "%d must be at least %d; the default is %s", b.v, b.min, b.suggests)
