@@ -17,13 +17,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/refuse"
@@ -88,7 +88,7 @@ type Server struct {
 	token   [sha256.Size]byte
 	names   map[string]bool // lower case; see Options.Names
 	started time.Time
-	health  func() map[string]any // see SetHealth
+	health  func() (problems []string, records any) // see SetHealth
 
 }
 
@@ -133,6 +133,7 @@ func New(opt Options) (*Server, error) {
 	s.srv = &http.Server{
 		Handler:           http.HandlerFunc(s.serveHTTP),
 		ReadHeaderTimeout: readHeaderTimeout,
+		ConnState:         connState,
 		IdleTimeout:       60 * time.Second,
 		WriteTimeout:      opt.WriteTimeout,
 		MaxHeaderBytes:    16 << 10,
@@ -276,15 +277,16 @@ func Authorized(r *http.Request, token [sha256.Size]byte) bool {
 	return subtle.ConstantTimeCompare(got[:], token[:]) == 1
 }
 
-// SetHealth makes /healthz add what fn returns (serve's record store:
-// "status": "degraded", "problems" and "records" while it fails). Call it
-// before Serve.
-func (s *Server) SetHealth(fn func() map[string]any) { s.health = fn }
+// SetHealth makes /healthz report the record store's state, as fn
+// returns it: with problems, the status is "degraded". Call it before
+// Serve.
+func (s *Server) SetHealth(fn func() (problems []string, records any)) { s.health = fn }
 
-// healthBody is /healthz's answer: status "ok" unless extra says
-// "degraded" (the answer stays 200 either way: boards are still served,
-// and a restart would not mend a full disk or a database that is away;
-// monitoring reads status and problems), uptime and the refusals.
+// healthBody is /healthz's answer: status "ok", or "degraded" with the
+// problems named (the answer stays 200 either way: boards are still
+// served, and a restart would not mend a full disk or a database that is
+// away; monitoring reads status and problems), uptime, the refusals and
+// the record store's state.
 func (s *Server) healthBody() map[string]any {
 	body := map[string]any{
 		"status":   "ok",
@@ -292,7 +294,13 @@ func (s *Server) healthBody() map[string]any {
 		"refused":  s.opt.Refused.Counts(),
 	}
 	if s.health != nil {
-		maps.Copy(body, s.health())
+		problems, records := s.health()
+		if len(problems) > 0 {
+			body["status"], body["problems"] = "degraded", problems
+		}
+		if records != nil {
+			body["records"] = records
+		}
 	}
 	return body
 }
@@ -308,9 +316,12 @@ func loopback(a net.Addr) bool {
 }
 
 // limitListener closes, as soon as they are accepted, connections past
-// max in all or perClient from one address: closing at once keeps the
-// kernel's accept queue moving, so a client within its budget still gets
-// in while another holds its whole share.
+// max in all or perClient from one address, unless an idle keep-alive
+// connection (of that address, or for the total of any) can be closed to
+// make room: its client just dials again, while a connection that never
+// sent a request keeps its slot only until readHeaderTimeout. Closing at
+// once keeps the kernel's accept queue moving, so a client within its
+// budget still gets in while another holds its whole share.
 type limitListener struct {
 	net.Listener
 	max, perClient int
@@ -318,11 +329,11 @@ type limitListener struct {
 
 	mu    sync.Mutex
 	total int
-	by    map[netip.Addr]int
+	by    map[netip.Addr]map[*limitConn]struct{}
 }
 
 func newLimitListener(ln net.Listener, max, perClient int, refused *refuse.Log) *limitListener {
-	return &limitListener{Listener: ln, max: max, perClient: perClient, refused: refused, by: map[netip.Addr]int{}}
+	return &limitListener{Listener: ln, max: max, perClient: perClient, refused: refused, by: map[netip.Addr]map[*limitConn]struct{}{}}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -335,46 +346,95 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
 			a = ap.Addr().Unmap()
 		}
-		l.mu.Lock()
-		over := ""
-		switch {
-		case l.total >= l.max:
-			over = "admin.max_conns"
-		case l.by[a] >= l.perClient:
-			over = "admin.max_conns_per_client"
-		default:
-			l.total++
-			l.by[a]++
+		lc := &limitConn{Conn: c, l: l, addr: a}
+		over, open, evict := l.admit(lc)
+		if evict != nil {
+			_ = evict.Conn.Close() // its server goroutine sees the close and ends
 		}
-		open := l.total
-		l.mu.Unlock()
 		if over == "" {
-			return &limitConn{Conn: c, l: l, addr: a}, nil
+			return lc, nil
 		}
 		_ = c.Close()
 		l.refused.Refuse(refuseConns, a.String(), "open", open, "cap", over, "fix", "raise "+over)
 	}
 }
 
-func (l *limitListener) release(a netip.Addr) {
+// admit takes a slot for c, making room by evicting an idle connection
+// when a cap is reached; over names the cap when there is no room.
+func (l *limitListener) admit(c *limitConn) (over string, open int, evict *limitConn) {
 	l.mu.Lock()
-	l.total--
-	if l.by[a]--; l.by[a] <= 0 {
-		delete(l.by, a)
+	defer l.mu.Unlock()
+	mine := l.by[c.addr]
+	switch {
+	case len(mine) >= l.perClient:
+		if evict = idleOf(mine); evict == nil {
+			return "admin.max_conns_per_client", l.total, nil
+		}
+	case l.total >= l.max:
+		for _, m := range l.by {
+			if evict = idleOf(m); evict != nil {
+				break
+			}
+		}
+		if evict == nil {
+			return "admin.max_conns", l.total, nil
+		}
 	}
-	l.mu.Unlock()
+	if evict != nil {
+		l.forget(evict)
+	}
+	if mine == nil {
+		mine = map[*limitConn]struct{}{}
+		l.by[c.addr] = mine
+	}
+	mine[c] = struct{}{}
+	l.total++
+	return "", l.total, evict
 }
 
-// limitConn gives its slot back once, on the first Close.
+func idleOf(m map[*limitConn]struct{}) *limitConn {
+	for c := range m {
+		if c.idle.Load() {
+			return c
+		}
+	}
+	return nil
+}
+
+// forget gives c's slot back, once (l.mu held).
+func (l *limitListener) forget(c *limitConn) {
+	m := l.by[c.addr]
+	if _, ok := m[c]; !ok {
+		return
+	}
+	delete(m, c)
+	if len(m) == 0 {
+		delete(l.by, c.addr)
+	}
+	l.total--
+}
+
+// connState is the http.Server's ConnState hook: it marks the
+// connections idle between requests, which a new one may take the place
+// of.
+func connState(c net.Conn, st http.ConnState) {
+	if lc, ok := c.(*limitConn); ok {
+		lc.idle.Store(st == http.StateIdle)
+	}
+}
+
+// limitConn gives its slot back on Close.
 type limitConn struct {
 	net.Conn
 	l    *limitListener
 	addr netip.Addr
-	once sync.Once
+	idle atomic.Bool
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.release(c.addr) })
+	c.l.mu.Lock()
+	c.l.forget(c)
+	c.l.mu.Unlock()
 	return err
 }

@@ -219,12 +219,38 @@ func TestHealthDegraded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.SetHealth(func() map[string]any {
-		return map[string]any{"status": "degraded", "problems": []string{"disk full"}, "records": map[string]int{"dropped": 3}}
+	s.SetHealth(func() ([]string, any) {
+		return []string{"disk full"}, map[string]int{"dropped": 3}
 	})
 	servetest.Run(t, "admin", 10*time.Second, s.Serve)
 	status, body := fetch(t, "http://"+s.Addr().String()+"/healthz", "")
 	if status != 200 || !strings.Contains(body, `"status":"degraded"`) || !strings.Contains(body, `"disk full"`) || !strings.Contains(body, `"dropped":3`) {
 		t.Errorf("/healthz: HTTP %d %s", status, body)
+	}
+}
+
+// TestConnCapTakesIdle: a client at its cap with idle keep-alive
+// connections (a tool that opens a new one per call) is still served: an
+// idle one gives way, a header-less one does not.
+func TestConnCapTakesIdle(t *testing.T) {
+	s, err := New(Options{Listen: "127.0.0.1:0", MaxConns: 8, MaxConnsPerClient: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	servetest.Run(t, "admin", 10*time.Second, s.Serve)
+	url := "http://" + s.Addr().String() + "/healthz"
+	for i := range 6 {
+		tr := &http.Transport{} // a fresh connection each time, left idle
+		t.Cleanup(tr.CloseIdleConnections)
+		resp, err := (&http.Client{Transport: tr, Timeout: 2 * time.Second}).Get(url)
+		if err != nil {
+			t.Fatalf("call %d with %d idle connections open: %v", i, min(i, 3), err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		time.Sleep(20 * time.Millisecond) // the server marks it idle
+	}
+	if n := s.Refused().Count(refuseConns); n != 0 {
+		t.Errorf("%d refused, want 0: idle connections give way", n)
 	}
 }

@@ -170,6 +170,12 @@ type Records struct {
 	// line). Past either cap records wait in <data>/records.journal and are
 	// imported once the store catches up. Default 64.
 	QueueMiB int `yaml:"queue_mib"`
+	// JournalMaxMiB caps <data>/records.journal, which grows while the
+	// store is away or behind: past three quarters of it records of failed
+	// fetches (kind error) are dropped, at the cap every new record is;
+	// both are counted (refusals "record: journal ...", records dropped)
+	// and shown on /healthz and `pxeperf status`. Default 1024.
+	JournalMaxMiB int `yaml:"journal_max_mib"`
 }
 
 // TFTP configures the TFTP server.
@@ -604,6 +610,7 @@ func validateBudgets(c *Config, add func(key, format string, a ...any)) {
 		{"dhcp.max_sightings", c.DHCP.MaxSightings, 16, 1 << 22, "4096"},
 		{"records.queue_entries", c.Records.QueueEntries, 16, 1 << 24, "65536"},
 		{"records.queue_mib", c.Records.QueueMiB, 1, 1 << 16, "64"},
+		{"records.journal_max_mib", c.Records.JournalMaxMiB, 1, 1 << 20, "1024"},
 	} {
 		if b.v < b.lo || b.v > b.hi {
 			add(b.key, "%d is outside %d..%d; the default %s is far above what a lab of 500 boards needs", b.v, b.lo, b.hi, b.eg)

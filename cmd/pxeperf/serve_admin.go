@@ -32,6 +32,7 @@ func newAdminService(env *serveEnv) (service, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.SetHealth(env.recordHealth)
 	h, records := newAPI(env)
 	s.Handle("/api/", h)
 	if env.live != nil {

@@ -32,6 +32,7 @@ func newHTTPService(env *serveEnv) (service, error) {
 		Hosts:      env.hosts,
 		Sink:       env.sink,
 		Active:     env.live.activeOrNil(),
+		Health:     env.recordHealth,
 		Logger:     env.logger.With("svc", "http"),
 	}
 	var records *api.Lazy

@@ -152,8 +152,10 @@ dashboard shows them. --format json prints the same as one object.`,
 func printStatus(w io.Writer, v statusView) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if up, ok := v.Health["uptime_s"].(float64); ok {
-		fmt.Fprintf(tw, "serving for %s\n\n", time.Duration(up*float64(time.Second)).Round(time.Second))
+		fmt.Fprintf(tw, "serving for %s\n", time.Duration(up*float64(time.Second)).Round(time.Second))
 	}
+	printHealth(tw, v.Health)
+	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "In progress (%d)\n", len(v.Active))
 	if len(v.Active) > 0 {
 		fmt.Fprintln(tw, "PROTO\tCLIENT\tHOST\tFILE\tBYTES\tSIZE\tMBIT/S")
@@ -198,6 +200,42 @@ func printStatus(w io.Writer, v statusView) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// printHealth says whether serve is healthy, naming each problem, and
+// what the record store holds: lag, journal against its cap, drops.
+func printHealth(tw io.Writer, h map[string]any) {
+	status, _ := h["status"].(string)
+	if status == "" {
+		return
+	}
+	if status != "ok" {
+		status = strings.ToUpper(status)
+	}
+	fmt.Fprintf(tw, "health: %s\n", status)
+	if ps, ok := h["problems"].([]any); ok {
+		for _, p := range ps {
+			fmt.Fprintf(tw, "  - %v\n", p)
+		}
+	}
+	r, ok := h["records"].(map[string]any)
+	if !ok {
+		return
+	}
+	num := func(k string) float64 { f, _ := r[k].(float64); return f }
+	fmt.Fprintf(tw, "records: store %v, %.0f waiting in memory (%.1fs behind), %.0f in the journal only; journal %.1f of %.0f MiB; %.0f dropped",
+		r["store"], num("pending"), num("lag_s"), num("journal_backlog"), num("journal_bytes")/(1<<20), num("journal_max_bytes")/(1<<20), num("dropped"))
+	if by, ok := r["dropped_by"].(map[string]any); ok && len(by) > 0 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(by)) {
+			parts = append(parts, fmt.Sprintf("%v %s", by[k], k))
+		}
+		fmt.Fprintf(tw, " (%s)", strings.Join(parts, ", "))
+	}
+	if full, _ := r["disk_full"].(bool); full {
+		fmt.Fprint(tw, "; DISK FULL")
+	}
+	fmt.Fprintln(tw)
 }
 
 func printLeases(tw *tabwriter.Writer, ls []dashboard.Lease) error {
