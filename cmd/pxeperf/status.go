@@ -19,6 +19,7 @@ import (
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/dashboard"
 	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/report"
 )
 
 // adminFlags locate a running serve's admin listener.
@@ -160,14 +161,14 @@ func printStatus(w io.Writer, v statusView) error {
 	if len(v.Active) > 0 {
 		fmt.Fprintln(tw, "PROTO\tCLIENT\tHOST\tFILE\tBYTES\tSIZE\tMBIT/S")
 		for _, t := range v.Active {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.1f\n", t.Proto, or(t.ClientMAC, t.ClientIP), dashIfEmpty(t.Host), t.File, t.Bytes, t.Size, t.Mbps)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.1f\n", safe(t.Proto), safe(or(t.ClientMAC, t.ClientIP)), safe(dashIfEmpty(t.Host)), safe(t.File), t.Bytes, t.Size, t.Mbps)
 		}
 	}
 	fmt.Fprintf(tw, "\nLatest fetches\n")
 	if len(v.Recent) > 0 {
 		fmt.Fprintln(tw, "TIME\tPROTO\tCLIENT\tFILE\tBYTES\tMBIT/S\tOUTCOME")
 		for _, r := range v.Recent {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.1f\t%s\n", r.Time.Local().Format("15:04:05"), r.Proto, or(r.ClientMAC, r.ClientIP), r.File, r.Bytes, r.Mbps, r.Outcome)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.1f\t%s\n", r.Time.Local().Format("15:04:05"), safe(r.Proto), safe(or(r.ClientMAC, r.ClientIP)), safe(r.File), r.Bytes, r.Mbps, safe(r.Outcome))
 		}
 	}
 	fmt.Fprintf(tw, "\nLeases (%d)\n", len(v.Leases))
@@ -185,7 +186,7 @@ func printStatus(w io.Writer, v statusView) error {
 		fmt.Fprintf(tw, "passed on (single-port)\t%d\n", c.PassedOn)
 		fmt.Fprintf(tw, "refused\t%d\n", c.Refused)
 		for _, reason := range slices.Sorted(maps.Keys(c.RefusedBy)) {
-			fmt.Fprintf(tw, "  %s\t%d\n", reason, c.RefusedBy[reason])
+			fmt.Fprintf(tw, "  %s\t%d\n", safe(reason), c.RefusedBy[reason])
 		}
 	}
 	if ref, ok := v.Health["refused"].(map[string]any); ok && len(ref) > 0 {
@@ -196,7 +197,7 @@ func printStatus(w io.Writer, v statusView) error {
 		sort.Strings(keys)
 		fmt.Fprintln(tw, "\nRefused (admin)")
 		for _, k := range keys {
-			fmt.Fprintf(tw, "%s\t%v\n", k, ref[k])
+			fmt.Fprintf(tw, "%s\t%v\n", safe(k), ref[k])
 		}
 	}
 	return tw.Flush()
@@ -215,7 +216,7 @@ func printHealth(tw io.Writer, h map[string]any) {
 	fmt.Fprintf(tw, "health: %s\n", status)
 	if ps, ok := h["problems"].([]any); ok {
 		for _, p := range ps {
-			fmt.Fprintf(tw, "  - %v\n", p)
+			fmt.Fprintf(tw, "  - %s\n", safe(fmt.Sprint(p)))
 		}
 	}
 	r, ok := h["records"].(map[string]any)
@@ -252,10 +253,14 @@ func printLeases(tw *tabwriter.Writer, ls []dashboard.Lease) error {
 		if l.Proxy {
 			addr = "(proxy)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", l.MAC, dashIfEmpty(addr), dashIfEmpty(l.Host), dashIfEmpty(l.BootFile), exp)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", safe(l.MAC), safe(dashIfEmpty(addr)), safe(dashIfEmpty(l.Host)), safe(dashIfEmpty(l.BootFile)), exp)
 	}
 	return nil
 }
+
+// safe escapes what a terminal would act on (report.Printable): file
+// and host names come from the network, and tabs would break the columns.
+func safe(s string) string { return report.Printable(s) }
 
 func or(a, b string) string {
 	if a != "" {
