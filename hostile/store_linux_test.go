@@ -221,6 +221,12 @@ func TestStoreDiskFull(t *testing.T) {
 	if !strings.Contains(out, "health: DEGRADED") || !strings.Contains(out, "DISK FULL") || !strings.Contains(out, "dropped") {
 		t.Errorf("pxeperf status with a full data folder does not say so:\n%s", out)
 	}
+	// The boot port's /healthz, as the container's HEALTHCHECK reads it:
+	// degraded, said, and still exit 0 (boards are served).
+	hc, err := nstest.Output(l.P.Client, 10*time.Second, nstest.Binary(t), "healthcheck", "--url", "http://"+l.P.ServerIP.String()+"/healthz")
+	if err != nil || !strings.Contains(hc, "degraded") || !strings.Contains(hc, "disk full") {
+		t.Errorf("pxeperf healthcheck of the boot port with a full data folder: %v: %s", err, hc)
+	}
 	// Space again: what waited in memory reaches the store.
 	if err := os.Remove(fill); err != nil {
 		t.Fatal(err)
