@@ -102,6 +102,7 @@ type healthz struct {
 		Dropped         int64             `json:"dropped"`
 		DroppedBy       map[string]uint64 `json:"dropped_by"`
 		DiskFull        bool              `json:"disk_full"`
+		DataFreeBytes   int64             `json:"data_free_bytes"`
 	} `json:"records"`
 }
 
@@ -191,6 +192,11 @@ func TestStoreDiskFull(t *testing.T) {
 	if out, err := exec.Command("dd", "if=/dev/zero", "of="+fill, "bs=64k").CombinedOutput(); !strings.Contains(string(out), "No space left") {
 		t.Fatalf("filling the tmpfs: %v: %s", err, out)
 	}
+	// Full before any record is written: /healthz says so already.
+	if h := getHealth(t, l); !h.Records.DiskFull || h.Records.DataFreeBytes != 0 {
+		t.Errorf("/healthz with a full data folder, no write failed yet: disk_full %v, data_free_bytes %d; want true, 0",
+			h.Records.DiskFull, h.Records.DataFreeBytes)
+	}
 	var done atomic.Int64
 	peak, maxG := runFlood(t, l, 4*time.Second, fetchFlood(4, 40000, &done), curlSmall(l, &done),
 		nstest.Usage{RSS: 200 << 20, FDs: 200})
@@ -231,11 +237,12 @@ func TestStoreDiskFull(t *testing.T) {
 	if err := os.Remove(fill); err != nil {
 		t.Fatal(err)
 	}
-	if !nstest.WaitFor(20*time.Second, func() bool {
+	// The writer retries with backoff up to 10 s between tries.
+	if !nstest.WaitFor(30*time.Second, func() bool {
 		h := getHealth(t, l)
 		return h.Records.Pending == 0 && h.Records.Store == "ok"
 	}) {
-		t.Errorf("records still pending 20 s after space came back: %+v", getHealth(t, l).Records)
+		t.Errorf("records still pending 30 s after space came back: %+v", getHealth(t, l).Records)
 	}
 	written, _ := l.S.Metric("pxeperf_records_written_total")
 	h = getHealth(t, l)

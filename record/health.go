@@ -3,6 +3,7 @@ package record
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -33,8 +34,12 @@ type Health struct {
 	// DroppedBy counts dropped records by reason (RefuseJournalFull, ...).
 	DroppedBy map[string]uint64 `json:"dropped_by,omitempty"`
 	// DiskFull: the last journal or store write failed for want of space
-	// (cleared by the next write that succeeds).
+	// (cleared by the next write that succeeds), or the data folder has
+	// less than dataLow left.
 	DiskFull bool `json:"disk_full"`
+	// DataFreeBytes is the space left on the data folder's filesystem
+	// (-1: not known).
+	DataFreeBytes int64 `json:"data_free_bytes"`
 }
 
 // Health thresholds: a store this far behind, or a drop or journal error
@@ -44,6 +49,11 @@ const (
 	healthLag    = time.Minute
 	healthRecent = 10 * time.Minute
 )
+
+// dataLow is the free space on the data folder below which Health says
+// the disk is full before a write fails: a few seconds of a record flood
+// (~3000 records/s of ~700 B) or one SQLite checkpoint.
+const dataLow = 16 << 20
 
 // Health reports the sink's state now.
 func (s *Sink) Health() Health {
@@ -77,9 +87,19 @@ func (s *Sink) Health() Health {
 	if lag := time.Duration(h.LagS * float64(time.Second)); lag > healthLag {
 		add("record store %s behind (%d records waiting in memory, %d in the journal only)", lag.Round(time.Second), h.Pending, h.Backlog)
 	}
-	h.DiskFull = !full.IsZero()
-	if h.DiskFull {
+	h.DataFreeBytes = -1
+	if j := s.opt.Journal; j != nil {
+		if free, ok := dataFree(filepath.Dir(j.Path())); ok {
+			h.DataFreeBytes = free
+		}
+	}
+	switch {
+	case !full.IsZero():
+		h.DiskFull = true
 		add("disk full: a record write failed for want of space %s ago", now.Sub(full).Round(time.Second))
+	case h.DataFreeBytes >= 0 && h.DataFreeBytes < dataLow:
+		h.DiskFull = true
+		add("disk full: the data folder %s has %d KiB left", filepath.Dir(s.opt.Journal.Path()), h.DataFreeBytes>>10)
 	}
 	if !jerrAt.IsZero() && now.Sub(jerrAt) < healthRecent {
 		h.JournalError = jerr
