@@ -233,6 +233,9 @@ func printHealth(tw io.Writer, h map[string]any) {
 		}
 		fmt.Fprintf(tw, " (%s)", strings.Join(parts, ", "))
 	}
+	if free, ok := r["data_free_bytes"].(float64); ok && free >= 0 {
+		fmt.Fprintf(tw, "; data folder %.0f MiB free", free/(1<<20))
+	}
 	if full, _ := r["disk_full"].(bool); full {
 		fmt.Fprint(tw, "; DISK FULL")
 	}
