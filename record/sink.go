@@ -40,7 +40,7 @@ type SinkOptions struct {
 	// 64 MiB; an event counts as its journal line). Past either, journaled
 	// events wait in the journal and are read back, a bounded slice at a
 	// time, once the store has caught up; events without a journal are
-	// dropped. Both are counted and logged (once per client per minute).
+	// dropped. Both are counted and logged (once a minute).
 	MaxPending      int
 	MaxPendingBytes int64
 	// JournalMaxBytes caps the journal (records.journal_max_mib, default
@@ -109,9 +109,6 @@ const (
 	// RefuseJournalFull: the journal is at JournalMaxBytes: the entry is
 	// dropped.
 	RefuseJournalFull = "record: journal full"
-	// RefuseJournalWrite: the journal write failed (disk full, read-only,
-	// ...); the entry is kept in memory if there is room.
-	RefuseJournalWrite = "record: journal write failed"
 )
 
 // DefaultJournalMaxBytes is SinkOptions.JournalMaxBytes by default.
@@ -397,7 +394,6 @@ func (s *Sink) journalFailed(err error) {
 	if isDiskFull(err) {
 		s.diskFullAt = now
 	}
-	s.refuse.Refuse(RefuseJournalWrite, "")
 	if n, ok := s.journalLog.due(now); ok {
 		s.log.Error("record journal write failed; the entry is kept in memory while there is room, else dropped (counted)",
 			"err", err, "failed_writes", s.journalErrs.Load(), "not_logged_since_last", n, "dropped", s.dropped.Load(),
