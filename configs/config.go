@@ -176,6 +176,12 @@ type Records struct {
 	// line). Past either cap records wait in <data>/records.journal and are
 	// imported once the store catches up. Default 64.
 	QueueMiB int `yaml:"queue_mib"`
+	// JournalMaxMiB caps <data>/records.journal, which grows while the
+	// store is away or behind: past three quarters of it records of failed
+	// fetches (kind error) are dropped, at the cap every new record is;
+	// both are counted (refusals "record: journal ...", records dropped)
+	// and shown on /healthz and `pxeperf status`. Default 1024.
+	JournalMaxMiB int `yaml:"journal_max_mib"`
 }
 
 // TFTP configures the TFTP server.
@@ -328,6 +334,17 @@ type Admin struct {
 	StallTimeout time.Duration `yaml:"stall_timeout"`
 	// WriteTimeout bounds one whole answer. Default 60s.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// MaxConns caps the admin connections open at once; past it a new one
+	// is closed at once (counted in /healthz's refused). Default 256.
+	MaxConns int `yaml:"max_conns"`
+	// MaxConnsPerClient caps those of one address. Default 16.
+	MaxConnsPerClient int `yaml:"max_conns_per_client"`
+	// AllowedHosts are names (Host header, no port) the listener answers
+	// to when it has no token, besides IP addresses, localhost and the
+	// server's name: any other is refused with 421, so a web page whose
+	// name is pointed at the listener (DNS rebinding) reads nothing.
+	// With admin.token_file set every Host is accepted. Default none.
+	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
 // AdminOff is the admin.listen value that turns the admin listener off.
@@ -629,6 +646,7 @@ func validateBudgets(c *Config, add func(key, format string, a ...any)) {
 		{"dhcp.max_sightings", c.DHCP.MaxSightings, 16, 1 << 22, "4096"},
 		{"records.queue_entries", c.Records.QueueEntries, 16, 1 << 24, "65536"},
 		{"records.queue_mib", c.Records.QueueMiB, 1, 1 << 16, "64"},
+		{"records.journal_max_mib", c.Records.JournalMaxMiB, 1, 1 << 20, "1024"},
 	} {
 		if b.v < b.lo || b.v > b.hi {
 			add(b.key, "%d is outside %d..%d; the default %s is far above what a lab of 500 boards needs", b.v, b.lo, b.hi, b.eg)
@@ -661,6 +679,8 @@ func (c *Config) validateHTTPBudgets() []error {
 		{"admin.max_page", c.Admin.MaxPage, 1, "1000"},
 		{"admin.max_page_mib", c.Admin.MaxPageMiB, 1, "4"},
 		{"admin.max_report_records", c.Admin.MaxReportRecords, 1, "50000"},
+		{"admin.max_conns", c.Admin.MaxConns, 1, "256"},
+		{"admin.max_conns_per_client", c.Admin.MaxConnsPerClient, 1, "16"},
 	} {
 		if b.v < b.min {
 			add(b.key, "%d must be at least %d; the default is %s", b.v, b.min, b.suggests)

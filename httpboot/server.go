@@ -67,6 +67,10 @@ type Options struct {
 	// Refused counts and logs refusals (budgets, bad input); nil: a log of
 	// the server's own on Logger.
 	Refused *refuse.Log
+	// Health, when set, adds the record store's state to /healthz: with
+	// problems, the status is "degraded" (still 200: boards are served;
+	// a restart would not mend a full disk or a database that is away).
+	Health func() (problems []string, records any)
 	// Active, when set, lists each fetch while it runs, with the bytes the
 	// client acknowledged so far (updated by the TCP_INFO sampler, not per
 	// write); nil: none.
@@ -382,7 +386,10 @@ func (s *Server) outcome(rec *event.Fetch, cw *countingWriter, r *http.Request, 
 }
 
 type health struct {
-	Status      string  `json:"status"`
+	Status   string   `json:"status"`
+	Problems []string `json:"problems,omitempty"`
+	// Records is the record store's state (serve's Options.Health).
+	Records     any     `json:"records,omitempty"`
 	UptimeS     float64 `json:"uptime_s"`
 	Active      int64   `json:"active"`
 	Conns       int     `json:"conns"`
@@ -392,8 +399,17 @@ type health struct {
 }
 
 func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
+	status, problems, records := "ok", []string(nil), any(nil)
+	if s.opt.Health != nil {
+		problems, records = s.opt.Health()
+		if len(problems) > 0 {
+			status = "degraded"
+		}
+	}
 	b, _ := json.Marshal(health{
-		Status:      "ok",
+		Status:      status,
+		Problems:    problems,
+		Records:     records,
 		UptimeS:     time.Since(s.started).Round(time.Millisecond).Seconds(),
 		Active:      s.active.Load(),
 		Conns:       s.conns.count(),

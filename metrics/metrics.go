@@ -186,6 +186,7 @@ type statsCollector struct {
 	active, dhcpPackets, leasesInUse, poolSize, malformed, ref *prometheus.Desc
 	queue, queueBytes, backlog, storeErrs, written, dropped    *prometheus.Desc
 	commits                                                    *prometheus.Desc
+	journalBytes, journalCap, storeFailing, journalErrs        *prometheus.Desc
 	threaded, threadRecvs, threadsBusy, threadsCap             *prometheus.Desc
 	threadPinned                                               *prometheus.Desc
 	tftpRequests, tftpDropped, tftpReplaced, tftpPassedOn      *prometheus.Desc
@@ -234,6 +235,11 @@ func newStatsCollector(src Sources) *statsCollector {
 			"ACKs over flushes is how many shared one (group commit)."),
 		ended:     d("dhcp_leases_ended_total", "Leases the client ended, by how: release (address back in the pool) or decline (client found it in use).", "by"),
 		httpConns: d("http_connections", "Open HTTP boot connections, as counted against http.max_conns."),
+		// The record journal against its cap, and the store's state.
+		journalBytes: d("record_journal_bytes", "Size of <data>/records.journal now."),
+		journalCap:   d("record_journal_limit_bytes", "records.journal_max_mib in bytes: past 3/4 records of failed fetches are dropped, at it every new record (pxeperf_records_dropped_total)."),
+		storeFailing: d("record_store_failing", "1 while record store writes fail (retried), else 0."),
+		journalErrs:  d("record_journal_write_errors_total", "Failed record journal writes (disk full, read-only, ...)."),
 	}
 }
 
@@ -242,6 +248,9 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.queue, c.queueBytes, c.backlog, c.storeErrs, c.written, c.commits, c.dropped, c.threaded, c.threadRecvs, c.threadPinned, c.threadsBusy,
 		c.threadsCap, c.tftpRequests, c.tftpDropped, c.tftpReplaced, c.tftpPassedOn, c.dhcpReceived, c.dhcpIgnored, c.dhcpErrors,
 		c.reclaimed, c.dhcpFlushes, c.ended, c.httpConns} {
+		ch <- d
+	}
+	for _, d := range []*prometheus.Desc{c.journalBytes, c.journalCap, c.storeFailing, c.journalErrs} {
 		ch <- d
 	}
 }
@@ -326,6 +335,17 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.written, float64(st.Written))
 		counter(c.commits, float64(st.Batches))
 		counter(c.dropped, float64(st.Dropped))
+		gauge(c.journalBytes, float64(st.JournalBytes))
+		gauge(c.journalCap, float64(st.JournalMaxBytes))
+		gauge(c.storeFailing, b2f(st.Failing))
+		counter(c.journalErrs, float64(st.JournalErrors))
 		refusals("record", st.Refused)
 	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

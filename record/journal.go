@@ -40,6 +40,9 @@ type Journal struct {
 	// torn: an append failed and may have left part of a line; the next
 	// append starts with a newline. Guarded by the sink's lock.
 	torn bool
+	// n is the file's length as of the last append or truncate (guarded
+	// by the sink's lock), so that checking the cap costs no stat.
+	n int64
 }
 
 // DamagedSuffix is appended to the journal's name for the file damaged
@@ -65,6 +68,9 @@ func OpenJournal(dataDir string) (*Journal, error) {
 	}
 	j := &Journal{path: path, f: f}
 	j.torn = !endsInNewline(f)
+	if fi, err := f.Stat(); err == nil {
+		j.n = fi.Size()
+	}
 	return j, nil
 }
 
@@ -231,9 +237,13 @@ func (j *Journal) append(b []byte) error {
 	}
 	if _, err := j.f.Write(b); err != nil {
 		j.torn = true
+		if n, serr := j.size(); serr == nil {
+			j.n = n // a short write may have left part of the line
+		}
 		return fmt.Errorf("record journal %s: %w (free space or make the data folder writable)", j.path, err)
 	}
 	j.torn = false
+	j.n += int64(len(b))
 	return nil
 }
 
@@ -242,6 +252,6 @@ func (j *Journal) truncate() error {
 	if err := j.f.Truncate(0); err != nil {
 		return fmt.Errorf("truncating record journal %s: %w", j.path, err)
 	}
-	j.torn = false
+	j.torn, j.n = false, 0
 	return nil
 }

@@ -40,9 +40,17 @@ type SinkOptions struct {
 	// 64 MiB; an event counts as its journal line). Past either, journaled
 	// events wait in the journal and are read back, a bounded slice at a
 	// time, once the store has caught up; events without a journal are
-	// dropped. Both are counted and logged (once per client per minute).
+	// dropped. Both are counted and logged (once a minute).
 	MaxPending      int
 	MaxPendingBytes int64
+	// JournalMaxBytes caps the journal (records.journal_max_mib, default
+	// 1 GiB), which grows while the store is away: past three quarters of
+	// it, records of failed fetches (kind error) are no longer journaled,
+	// so what is left goes to completed fetches and leases; at the cap no
+	// record is (the newest are dropped). Each is counted by reason
+	// (RefuseJournalErrors, RefuseJournalFull), shown by Health and
+	// logged at most once a minute. Below the cap nothing is lost.
+	JournalMaxBytes int64
 	// BatchSize is how many events one transaction writes (default 256).
 	BatchSize int
 	// Retry is the first wait after a store error, doubling up to 10 s
@@ -71,6 +79,12 @@ type SinkStats struct {
 	Recovered    int64 // entries read back from the journal while running
 	Dropped      int64 // entries lost: neither journaled nor kept
 	StoreErrors  int64 // failed store writes (retried)
+	// JournalBytes is the journal's size now and JournalMaxBytes its cap.
+	JournalBytes, JournalMaxBytes int64
+	// JournalErrors counts failed journal writes (disk full, ...).
+	JournalErrors int64
+	// Failing: the last store write failed (it is being retried).
+	Failing bool
 	// Refused counts entries turned away from memory or the journal, by
 	// reason (see the refusal constants).
 	Refused map[string]uint64
@@ -88,7 +102,17 @@ const (
 	// RefuseTrimmed: the entry's journal line would pass maxLine; its
 	// intervals (then labels) were left out, as its labels say.
 	RefuseTrimmed = "record: trimmed to fit the journal"
+	// RefuseJournalErrors: the journal is past three quarters of
+	// JournalMaxBytes and the entry is a failed fetch: it is dropped, so
+	// the rest is kept for completed fetches and leases.
+	RefuseJournalErrors = "record: journal nearly full, failed fetch dropped"
+	// RefuseJournalFull: the journal is at JournalMaxBytes: the entry is
+	// dropped.
+	RefuseJournalFull = "record: journal full"
 )
+
+// DefaultJournalMaxBytes is SinkOptions.JournalMaxBytes by default.
+const DefaultJournalMaxBytes = 1 << 30
 
 // Sink turns events into records and writes them to a Store without
 // blocking serving: Fetch converts the event, appends it to the journal
@@ -112,13 +136,22 @@ type Sink struct {
 	keepJournal bool
 	closed      bool
 	refuse      *refuse.Log
+	// What Health reports, guarded by mu: since when the store fails and
+	// its last error; when a write last failed for want of space; when an
+	// entry was last dropped; the journal's last write error.
+	failingSince, diskFullAt, droppedAt, journalErrAt time.Time
+	storeErr, journalErr                              string
+	// journalLog throttles the log of failed journal writes to one line a
+	// minute (with the count of those not logged): on a full disk every
+	// fetch fails its write.
+	journalLog throttle
 
 	wake    chan struct{}
 	closing chan struct{}
 	abort   chan struct{}
 	done    chan struct{}
 
-	written, batches, journalOnlyN, dropped, storeErrs, recovered atomic.Int64
+	written, batches, journalOnlyN, dropped, storeErrs, recovered, journalErrs atomic.Int64
 }
 
 // NewSink starts a sink writing to store (nil: only the journal keeps
@@ -130,6 +163,9 @@ func NewSink(store *Store, logger *slog.Logger, opt SinkOptions) *Sink {
 	}
 	if opt.MaxPendingBytes <= 0 {
 		opt.MaxPendingBytes = DefaultMaxPendingBytes
+	}
+	if opt.JournalMaxBytes <= 0 {
+		opt.JournalMaxBytes = DefaultJournalMaxBytes
 	}
 	if opt.BatchSize <= 0 {
 		opt.BatchSize = 256
@@ -242,13 +278,15 @@ func journalPath(j *Journal) string {
 // Stats returns the sink's counters.
 func (s *Sink) Stats() SinkStats {
 	s.mu.Lock()
-	n := len(s.queue)
-	s.mu.Unlock()
-	s.mu.Lock()
-	b := s.pendingBytes
+	n, b, failing := len(s.queue), s.pendingBytes, !s.failingSince.IsZero()
+	var jn int64
+	if s.opt.Journal != nil {
+		jn = s.opt.Journal.n
+	}
 	s.mu.Unlock()
 	return SinkStats{Written: s.written.Load(), Batches: s.batches.Load(), Pending: n, PendingBytes: b, JournalOnly: s.journalOnlyN.Load(),
 		Recovered: s.recovered.Load(), Dropped: s.dropped.Load(), StoreErrors: s.storeErrs.Load(),
+		JournalBytes: jn, JournalMaxBytes: s.opt.JournalMaxBytes, JournalErrors: s.journalErrs.Load(), Failing: failing,
 		Refused: s.refuse.Counts()}
 }
 
@@ -290,30 +328,97 @@ func (s *Sink) put(e *entry) {
 	s.mu.Lock()
 	journaled := false
 	if line != nil {
+		if !s.journalTakes(e, len(line)) {
+			s.mu.Unlock()
+			return
+		}
 		if err := s.opt.Journal.append(line); err != nil {
-			s.log.Error("record journal write failed; keeping the entry in memory", "err", err)
+			s.journalFailed(err)
 		} else {
 			journaled = true
+			s.diskFullAt = time.Time{}
 		}
 	}
 	switch {
 	case s.store != nil && !s.closed && s.fits(len(s.queue), s.pendingBytes, e.size):
+		e.queued = time.Now()
 		s.queue = append(s.queue, e)
 		s.pendingBytes += int64(e.size)
 	case journaled:
 		s.journalOnly = true
 		s.journalOnlyN.Add(1)
 		if s.store != nil && !s.closed {
-			s.refuse.Refuse(RefuseQueueFull, e.client(), "pending", len(s.queue), "pending_bytes", s.pendingBytes,
+			// The sink's own state, not the client's: one line a minute
+			// however many clients fetch.
+			s.refuse.Refuse(RefuseQueueFull, "", "pending", len(s.queue), "pending_bytes", s.pendingBytes,
 				"journal", s.opt.Journal.Path(), "then", "it waits in the journal and is imported once the store catches up")
 		}
 	default:
-		s.dropped.Add(1)
-		s.refuse.Refuse(RefuseLost, e.client(), "pending", len(s.queue), "pending_bytes", s.pendingBytes,
-			"why", "store behind and no journal")
+		s.drop(RefuseLost, e, "pending", len(s.queue), "pending_bytes", s.pendingBytes,
+			"why", "store behind and no journal (or its write failed)")
 	}
 	s.mu.Unlock()
 	s.signal()
+}
+
+// journalTakes applies JournalMaxBytes to an entry of n bytes (s.mu
+// held): false when it is dropped.
+func (s *Sink) journalTakes(e *entry, n int) bool {
+	j, limit := s.opt.Journal, s.opt.JournalMaxBytes
+	switch {
+	case j.n+int64(n) > limit:
+		s.drop(RefuseJournalFull, e, "journal", j.Path(), "journal_bytes", j.n, "cap", limit,
+			"fix", "bring the record store back (the journal empties once it has everything), or raise records.journal_max_mib")
+		return false
+	case j.n+int64(n) > limit/4*3 && e.Record != nil && KindOf(e.Record) == KindError:
+		s.drop(RefuseJournalErrors, e, "journal", j.Path(), "journal_bytes", j.n, "cap", limit,
+			"then", "the last quarter is kept for completed fetches and leases")
+		return false
+	}
+	return true
+}
+
+// drop counts an entry lost for reason (s.mu held), logged once a minute.
+func (s *Sink) drop(reason string, e *entry, args ...any) {
+	s.dropped.Add(1)
+	s.droppedAt = time.Now()
+	s.refuse.Refuse(reason, "", append([]any{"last_client", e.client()}, args...)...)
+}
+
+// journalFailed notes a failed journal write (s.mu held): counted, shown
+// by Health, logged at most once a minute.
+func (s *Sink) journalFailed(err error) {
+	s.journalErrs.Add(1)
+	now := time.Now()
+	s.journalErrAt, s.journalErr = now, err.Error()
+	if isDiskFull(err) {
+		s.diskFullAt = now
+	}
+	if n, ok := s.journalLog.due(now); ok {
+		s.log.Error("record journal write failed; the entry is kept in memory while there is room, else dropped (counted)",
+			"err", err, "failed_writes", s.journalErrs.Load(), "not_logged_since_last", n, "dropped", s.dropped.Load(),
+			"next_log_within", throttleEvery)
+	}
+}
+
+// throttle lets one log line through a minute and counts the others.
+type throttle struct {
+	last   time.Time
+	missed int
+}
+
+// throttleEvery is how often a repeated failure is logged.
+const throttleEvery = time.Minute
+
+// due reports whether a line may be logged now, and how many were not
+// since the last.
+func (t *throttle) due(now time.Time) (missed int, ok bool) {
+	if !t.last.IsZero() && now.Sub(t.last) < throttleEvery {
+		t.missed++
+		return 0, false
+	}
+	missed, t.missed, t.last = t.missed, 0, now
+	return missed, true
 }
 
 // encode returns e's journal line. A line too long to be read back
@@ -346,7 +451,7 @@ func (s *Sink) encode(e *entry) (line []byte, ok bool) {
 	}
 	if err != nil {
 		s.dropped.Add(1)
-		s.refuse.Refuse(RefuseLost, e.client(), "why", "cannot encode the entry", "err", err)
+		s.refuse.Refuse(RefuseLost, "", "last_client", e.client(), "why", "cannot encode the entry", "err", err)
 		return nil, false
 	}
 	return append(b, '\n'), true
@@ -399,6 +504,7 @@ func (s *Sink) run() {
 	}()
 	closing := s.closing
 	failing := false
+	var storeLog throttle // while failing: one line a minute
 	wait := s.opt.Retry
 	for {
 		select {
@@ -424,10 +530,26 @@ func (s *Sink) run() {
 				if ctx.Err() != nil {
 					return
 				}
+				now := time.Now()
+				s.mu.Lock()
+				if s.failingSince.IsZero() {
+					s.failingSince = now
+				}
+				s.storeErr = err.Error()
+				if isDiskFull(err) {
+					s.diskFullAt = now
+				}
+				s.mu.Unlock()
 				if !failing {
 					s.log.Error("record store write failed; retrying, serving goes on", "err", err,
 						"pending", s.Stats().Pending)
 					failing = true
+					storeLog = throttle{last: now}
+				} else if n, ok := storeLog.due(now); ok {
+					st := s.Stats()
+					s.log.Error("record store still failing; retrying, serving goes on", "err", err,
+						"failing_for", now.Sub(s.failingSinceTime()).Round(time.Second), "failed_writes_since_last_log", n+1,
+						"pending", st.Pending, "journal_bytes", st.JournalBytes, "journal_cap", st.JournalMaxBytes, "dropped", st.Dropped)
 				} else {
 					s.log.Debug("record store write failed again", "err", err, "retry_in", wait)
 				}
@@ -440,8 +562,11 @@ func (s *Sink) run() {
 				continue
 			}
 			if failing {
-				s.log.Info("record store writable again", "written", n)
+				s.log.Info("record store writable again", "written", n, "failed_for", time.Since(s.failingSinceTime()).Round(time.Second))
 				failing, wait = false, s.opt.Retry
+				s.mu.Lock()
+				s.failingSince, s.storeErr, s.diskFullAt = time.Time{}, "", time.Time{}
+				s.mu.Unlock()
 			}
 			s.written.Add(int64(n))
 			s.batches.Add(1)
@@ -474,6 +599,12 @@ func (s *Sink) run() {
 			}
 		}
 	}
+}
+
+func (s *Sink) failingSinceTime() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failingSince
 }
 
 // linger lets events gather before a transaction: a Linger at a time
@@ -528,7 +659,9 @@ func (s *Sink) settle(force bool) {
 		return
 	}
 	size, err := j.size()
-	if err == nil && size < journalKeep && !force {
+	// A small journal cap empties sooner: a quarter of the cap stays free
+	// for what a healthy store has not stored yet.
+	if err == nil && size < min(journalKeep, s.opt.JournalMaxBytes/4) && !force {
 		s.readOff = size
 		return
 	}

@@ -302,7 +302,8 @@ type entry struct {
 	Intervals []Interval `json:"intervals,omitempty"`
 	Lease     *Lease     `json:"lease,omitempty"`
 
-	size int // bytes it counts against the sink's memory bound
+	size   int       // bytes it counts against the sink's memory bound
+	queued time.Time // when it joined the sink's queue: the store's lag
 }
 
 // Add stores one record with its intervals in one transaction and returns

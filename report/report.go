@@ -100,13 +100,13 @@ func Render(w io.Writer, t Table, f Format) error {
 
 func renderText(w io.Writer, t Table) error {
 	if t.Layout != "" {
-		_, err := io.WriteString(w, t.Layout)
+		_, err := io.WriteString(w, printableLines(t.Layout))
 		return err
 	}
 	var b strings.Builder
-	b.WriteString(t.Title + "\n\n")
+	b.WriteString(Printable(t.Title) + "\n\n")
 	if len(t.Rows) == 0 {
-		b.WriteString(t.Empty + "\n")
+		b.WriteString(Printable(t.Empty) + "\n")
 		_, err := io.WriteString(w, b.String())
 		return err
 	}
@@ -114,9 +114,12 @@ func renderText(w io.Writer, t Table) error {
 	for i, c := range t.Columns {
 		width[i] = utf8.RuneCountInString(c.Name)
 	}
-	for _, r := range t.Rows {
+	rows := make([][]string, len(t.Rows))
+	for j, r := range t.Rows {
+		rows[j] = make([]string, len(r))
 		for i, c := range r {
-			width[i] = max(width[i], utf8.RuneCountInString(dash(c)))
+			rows[j][i] = Printable(dash(c))
+			width[i] = max(width[i], utf8.RuneCountInString(rows[j][i]))
 		}
 	}
 	line := func(cells []string) {
@@ -142,17 +145,13 @@ func renderText(w io.Writer, t Table) error {
 	}
 	line(names)
 	line(rules)
-	for _, r := range t.Rows {
-		cells := make([]string, len(r))
-		for i, c := range r {
-			cells[i] = dash(c)
-		}
-		line(cells)
+	for _, r := range rows {
+		line(r)
 	}
 	if len(t.Notes) > 0 {
 		b.WriteString("\n")
 		for _, n := range t.Notes {
-			b.WriteString(n + "\n")
+			b.WriteString(Printable(n) + "\n")
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -161,9 +160,9 @@ func renderText(w io.Writer, t Table) error {
 
 func renderMarkdown(w io.Writer, t Table) error {
 	var b strings.Builder
-	b.WriteString("**" + t.Title + "**\n\n")
+	b.WriteString("**" + mdEscape(t.Title) + "**\n\n")
 	if len(t.Rows) == 0 {
-		b.WriteString(t.Empty + "\n")
+		b.WriteString(mdEscape(t.Empty) + "\n")
 		_, err := io.WriteString(w, b.String())
 		return err
 	}
@@ -197,10 +196,6 @@ func renderMarkdown(w io.Writer, t Table) error {
 	return err
 }
 
-func mdEscape(s string) string {
-	return strings.NewReplacer("|", `\|`, "_", `\_`, "*", `\*`).Replace(s)
-}
-
 func renderCSV(w io.Writer, t Table) error {
 	cw := csv.NewWriter(w)
 	names := make([]string, len(t.Columns))
@@ -213,9 +208,17 @@ func renderCSV(w io.Writer, t Table) error {
 	if err := cw.Write(names); err != nil {
 		return err
 	}
-	if err := cw.WriteAll(t.Rows); err != nil {
-		return err
+	cells := make([]string, len(t.Columns))
+	for _, r := range t.Rows {
+		cells = cells[:0]
+		for _, c := range r {
+			cells = append(cells, csvCell(c))
+		}
+		if err := cw.Write(cells); err != nil {
+			return err
+		}
 	}
+	cw.Flush()
 	return cw.Error()
 }
 

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,7 +24,8 @@ func newHealthcheckCmd() *cobra.Command {
 		Short: "Ask a running serve for /healthz; exit 0 when it answers 200 (for HEALTHCHECK)",
 		Long: `Ask a running pxeperf serve for /healthz. The URL is --url, else built from
 http.listen of the config (--config, ./pxeperf.yaml, /etc/pxeperf/pxeperf.yaml,
-else the default :80) on 127.0.0.1. Exit status 0: healthy, 1: not.`,
+else the default :80) on 127.0.0.1. Exit status 0: healthy, or degraded (boards
+are served but the record store fails, lags or the disk is full: printed), 1: not.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if url == "" {
@@ -53,9 +56,20 @@ else the default :80) on 127.0.0.1. Exit status 0: healthy, 1: not.`,
 				return fmt.Errorf("unhealthy: %w", err)
 			}
 			defer resp.Body.Close()
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 			if resp.StatusCode != http.StatusOK {
 				return fmt.Errorf("unhealthy: %s answered %s: %s", url, resp.Status, body)
+			}
+			// Degraded (the record store fails, the disk is full) still
+			// serves boards: exit 0, so a restart that would not mend it
+			// does not cut running boots, but say what is wrong.
+			var h struct {
+				Status   string   `json:"status"`
+				Problems []string `json:"problems"`
+			}
+			if json.Unmarshal(body, &h) == nil && h.Status == "degraded" {
+				fmt.Fprintf(cmd.OutOrStdout(), "degraded (boards are served): %s: %s\n", url, strings.Join(h.Problems, "; "))
+				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "healthy: %s\n", url)
 			return nil

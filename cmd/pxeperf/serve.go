@@ -56,6 +56,9 @@ type serveEnv struct {
 	// built holds the services built so far, by name, for the admin
 	// listener's metrics (built last).
 	built map[string]service
+	// records is the record sink, nil when nothing is recorded; both
+	// /healthz report its health.
+	records *record.Sink
 }
 
 // service is a started server: New* has bound its sockets; Serve returns nil
@@ -296,7 +299,9 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 		logSink = metrics.Log{Logger: logger}
 	}
 	sink := event.Sink(append(event.Multi(live.sinks()), logSink))
+	var records *record.Sink
 	if rec := openRecording(cfg, ni.Iface.Name, table, logger); rec != nil {
+		records = rec.sink
 		defer rec.close(logger)
 		if live != nil {
 			live.records = rec.sink
@@ -320,6 +325,7 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 		live:   live,
 		built:  map[string]service{},
 	}
+	env.records = records
 	var services []namedService
 	var names []string
 	boards := 0 // every service but the admin listener, which alone serves no board
@@ -496,6 +502,7 @@ func openRecording(cfg *configs.Config, iface string, table *hosts.Table, logger
 		Journal: j, Interface: iface, Net: ns, Hosts: table,
 		MaxPending: cfg.Records.QueueEntries, MaxPendingBytes: int64(cfg.Records.QueueMiB) << 20,
 		BatchSize: cfg.Store.Batch, Server: cfg.ServerName(), Site: cfg.Server.Site,
+		JournalMaxBytes: int64(cfg.Records.JournalMaxMiB) << 20,
 	})
 	if st != nil {
 		logger.Info("recording fetches", "store", st.String(), "journal", j.Path(), "server", cfg.ServerName(),

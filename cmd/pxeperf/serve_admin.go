@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
@@ -25,11 +26,13 @@ func newAdminService(env *serveEnv) (service, error) {
 	}
 	s, err := admin.New(admin.Options{
 		Listen: a.Listen, Token: token, WriteTimeout: a.WriteTimeout,
-		Logger: env.logger.With("svc", "admin"),
+		Logger:   env.logger.With("svc", "admin"),
+		MaxConns: a.MaxConns, MaxConnsPerClient: a.MaxConnsPerClient, Names: adminNames(env.cfg),
 	})
 	if err != nil {
 		return nil, err
 	}
+	s.SetHealth(env.recordHealth)
 	h, records := newAPI(env)
 	s.Handle("/api/", h)
 	if env.live != nil {
@@ -39,6 +42,20 @@ func newAdminService(env *serveEnv) (service, error) {
 		}
 	}
 	return &adminService{Server: s, records: records}, nil
+}
+
+// adminNames are the Host names the admin listener answers without a
+// token: the server's name, the host name, the listen host when it is a
+// name, and admin.allowed_hosts.
+func adminNames(cfg *configs.Config) []string {
+	names := append([]string{cfg.ServerName()}, cfg.Admin.AllowedHosts...)
+	if h, err := os.Hostname(); err == nil {
+		names = append(names, h)
+	}
+	if h, _, err := net.SplitHostPort(cfg.Admin.Listen); err == nil && h != "" {
+		names = append(names, h)
+	}
+	return names
 }
 
 // readToken reads the bearer token from admin.token_file ("" none).

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"strings"
 
+	"github.com/pxeperf/pxeperf/admin"
 	"github.com/pxeperf/pxeperf/api"
 	"github.com/pxeperf/pxeperf/httpboot"
+	"github.com/pxeperf/pxeperf/internal/refuse"
 )
 
 // newHTTPService builds the HTTP boot server (image files, per-client iPXE
@@ -29,13 +32,27 @@ func newHTTPService(env *serveEnv) (service, error) {
 		Hosts:      env.hosts,
 		Sink:       env.sink,
 		Active:     env.live.activeOrNil(),
+		Health:     env.recordHealth,
 		Logger:     env.logger.With("svc", "http"),
 	}
 	var records *api.Lazy
 	if env.cfg.HTTP.API {
-		// Every board can reach the boot port: the lab asked for it.
-		opt.API, records = newAPI(env)
-		env.logger.Warn("the record API is on the boot port too (http.api): every board can read every record")
+		// Every board can reach the boot port: the lab asked for it. The
+		// admin token, when there is one, guards the API there too.
+		token, err := readToken(env.cfg.Admin.TokenFile)
+		if err != nil {
+			return nil, err
+		}
+		var h http.Handler
+		h, records = newAPI(env)
+		opt.Refused = refuse.New(opt.Logger, 0)
+		opt.API = admin.RequireToken(token, opt.Refused, h)
+		if token == "" {
+			env.logger.Warn("the record API is on the boot port too (http.api) WITHOUT A TOKEN: every board can read every record; " +
+				"set admin.token_file to require it there as on the admin listener, or http.api: false")
+		} else {
+			env.logger.Warn("the record API is on the boot port too (http.api), behind admin.token_file's token")
+		}
 	}
 	if env.net != nil {
 		opt.ServerAddr = env.net.Addr

@@ -19,6 +19,7 @@ import (
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/dashboard"
 	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/report"
 )
 
 // adminFlags locate a running serve's admin listener.
@@ -152,20 +153,22 @@ dashboard shows them. --format json prints the same as one object.`,
 func printStatus(w io.Writer, v statusView) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if up, ok := v.Health["uptime_s"].(float64); ok {
-		fmt.Fprintf(tw, "serving for %s\n\n", time.Duration(up*float64(time.Second)).Round(time.Second))
+		fmt.Fprintf(tw, "serving for %s\n", time.Duration(up*float64(time.Second)).Round(time.Second))
 	}
+	printHealth(tw, v.Health)
+	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "In progress (%d)\n", len(v.Active))
 	if len(v.Active) > 0 {
 		fmt.Fprintln(tw, "PROTO\tCLIENT\tHOST\tFILE\tBYTES\tSIZE\tMBIT/S")
 		for _, t := range v.Active {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.1f\n", t.Proto, or(t.ClientMAC, t.ClientIP), dashIfEmpty(t.Host), t.File, t.Bytes, t.Size, t.Mbps)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.1f\n", safe(t.Proto), safe(or(t.ClientMAC, t.ClientIP)), safe(dashIfEmpty(t.Host)), safe(t.File), t.Bytes, t.Size, t.Mbps)
 		}
 	}
 	fmt.Fprintf(tw, "\nLatest fetches\n")
 	if len(v.Recent) > 0 {
 		fmt.Fprintln(tw, "TIME\tPROTO\tCLIENT\tFILE\tBYTES\tMBIT/S\tOUTCOME")
 		for _, r := range v.Recent {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.1f\t%s\n", r.Time.Local().Format("15:04:05"), r.Proto, or(r.ClientMAC, r.ClientIP), r.File, r.Bytes, r.Mbps, r.Outcome)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.1f\t%s\n", r.Time.Local().Format("15:04:05"), safe(r.Proto), safe(or(r.ClientMAC, r.ClientIP)), safe(r.File), r.Bytes, r.Mbps, safe(r.Outcome))
 		}
 	}
 	fmt.Fprintf(tw, "\nLeases (%d)\n", len(v.Leases))
@@ -183,7 +186,7 @@ func printStatus(w io.Writer, v statusView) error {
 		fmt.Fprintf(tw, "passed on (single-port)\t%d\n", c.PassedOn)
 		fmt.Fprintf(tw, "refused\t%d\n", c.Refused)
 		for _, reason := range slices.Sorted(maps.Keys(c.RefusedBy)) {
-			fmt.Fprintf(tw, "  %s\t%d\n", reason, c.RefusedBy[reason])
+			fmt.Fprintf(tw, "  %s\t%d\n", safe(reason), c.RefusedBy[reason])
 		}
 	}
 	if ref, ok := v.Health["refused"].(map[string]any); ok && len(ref) > 0 {
@@ -194,10 +197,49 @@ func printStatus(w io.Writer, v statusView) error {
 		sort.Strings(keys)
 		fmt.Fprintln(tw, "\nRefused (admin)")
 		for _, k := range keys {
-			fmt.Fprintf(tw, "%s\t%v\n", k, ref[k])
+			fmt.Fprintf(tw, "%s\t%v\n", safe(k), ref[k])
 		}
 	}
 	return tw.Flush()
+}
+
+// printHealth says whether serve is healthy, naming each problem, and
+// what the record store holds: lag, journal against its cap, drops.
+func printHealth(tw io.Writer, h map[string]any) {
+	status, _ := h["status"].(string)
+	if status == "" {
+		return
+	}
+	if status != "ok" {
+		status = strings.ToUpper(status)
+	}
+	fmt.Fprintf(tw, "health: %s\n", status)
+	if ps, ok := h["problems"].([]any); ok {
+		for _, p := range ps {
+			fmt.Fprintf(tw, "  - %s\n", safe(fmt.Sprint(p)))
+		}
+	}
+	r, ok := h["records"].(map[string]any)
+	if !ok {
+		return
+	}
+	num := func(k string) float64 { f, _ := r[k].(float64); return f }
+	fmt.Fprintf(tw, "records: store %v, %.0f waiting in memory (%.1fs behind), %.0f in the journal only; journal %.1f of %.0f MiB; %.0f dropped",
+		r["store"], num("pending"), num("lag_s"), num("journal_backlog"), num("journal_bytes")/(1<<20), num("journal_max_bytes")/(1<<20), num("dropped"))
+	if by, ok := r["dropped_by"].(map[string]any); ok && len(by) > 0 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(by)) {
+			parts = append(parts, fmt.Sprintf("%v %s", by[k], k))
+		}
+		fmt.Fprintf(tw, " (%s)", strings.Join(parts, ", "))
+	}
+	if free, ok := r["data_free_bytes"].(float64); ok && free >= 0 {
+		fmt.Fprintf(tw, "; data folder %.0f MiB free", free/(1<<20))
+	}
+	if full, _ := r["disk_full"].(bool); full {
+		fmt.Fprint(tw, "; DISK FULL")
+	}
+	fmt.Fprintln(tw)
 }
 
 func printLeases(tw *tabwriter.Writer, ls []dashboard.Lease) error {
@@ -214,10 +256,14 @@ func printLeases(tw *tabwriter.Writer, ls []dashboard.Lease) error {
 		if l.Proxy {
 			addr = "(proxy)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", l.MAC, dashIfEmpty(addr), dashIfEmpty(l.Host), dashIfEmpty(l.BootFile), exp)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", safe(l.MAC), safe(dashIfEmpty(addr)), safe(dashIfEmpty(l.Host)), safe(dashIfEmpty(l.BootFile)), exp)
 	}
 	return nil
 }
+
+// safe escapes what a terminal would act on (report.Printable): file
+// and host names come from the network, and tabs would break the columns.
+func safe(s string) string { return report.Printable(s) }
 
 func or(a, b string) string {
 	if a != "" {

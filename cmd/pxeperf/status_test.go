@@ -130,3 +130,30 @@ func TestStatusTFTPCounters(t *testing.T) {
 		t.Errorf("no TFTP server, yet status --format json has tftp:\n%s", out)
 	}
 }
+
+// TestPrintHealth: a degraded serve's problems and record state are
+// printed, escaped, and a healthy one's in one line.
+func TestPrintHealth(t *testing.T) {
+	var h map[string]any
+	body := `{"status":"degraded","problems":["record store failing for 4s: disk full","\u001b[2J1 records dropped"],
+		"records":{"store":"failing","pending":3,"lag_s":4.2,"journal_backlog":7,"journal_bytes":1048576,"journal_max_bytes":4194304,
+		"dropped":12,"dropped_by":{"record: journal full":12},"disk_full":true,"data_free_bytes":0}}`
+	if err := json.Unmarshal([]byte(body), &h); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	printHealth(&b, h)
+	want := `health: DEGRADED
+  - record store failing for 4s: disk full
+  - \x1b[2J1 records dropped
+records: store failing, 3 waiting in memory (4.2s behind), 7 in the journal only; journal 1.0 of 4 MiB; 12 dropped (12 record: journal full); data folder 0 MiB free; DISK FULL
+`
+	if d := cmp.Diff(want, b.String()); d != "" {
+		t.Errorf("printHealth (-want +got):\n%s", d)
+	}
+	b.Reset()
+	printHealth(&b, map[string]any{"status": "ok"})
+	if b.String() != "health: ok\n" {
+		t.Errorf("healthy: %q", b.String())
+	}
+}
