@@ -107,7 +107,11 @@ func (s *Served) Get(path string) (string, error) {
 	if s.Admin == "" {
 		return "", fmt.Errorf("nstest: serve runs without an admin listener")
 	}
-	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: DialContext(s.NS)}}
+	// A fresh connection each call, closed after: a poll every 100 ms
+	// must not pile idle keep-alives up against the admin listener's cap.
+	tr := &http.Transport{DialContext: DialContext(s.NS), DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Timeout: 5 * time.Second, Transport: tr}
 	resp, err := c.Get("http://" + s.Admin + path)
 	if err != nil {
 		return "", err
