@@ -290,6 +290,20 @@ func TestTFTPForgedMissingFiles(t *testing.T) {
 	}
 }
 
+// TestTFTPSinglePortForgedMissingFiles: the flood of
+// TestTFTPForgedMissingFiles in single-port mode, where every reply comes
+// from port 69: each refusal's ERROR leaves from a socket of its own on that
+// port (connected to the client, as a transfer's), so the listening
+// socket's buffer never holds the replies queued for ARP, and the board's
+// probe and fetch are served within 1 s.
+func TestTFTPSinglePortForgedMissingFiles(t *testing.T) {
+	l := newLab(t, nstest.Options{}, tftpYAML+"tftp:\n  single_port: true\n", tftpRoot)
+	fl := forgedRRQs(30000, 200, 10000, func(i int) string { return fmt.Sprintf("missing/%d.cfg", i) })
+	underFlood(t, l, fl, 4*time.Second, 500*time.Millisecond,
+		tftpBounds{usage: nstest.Usage{RSS: 300 << 20, FDs: 2*1024 + 64}, goroutines: 2*1024 + 64},
+		curlTFTP(l, "pxelinux.cfg/missing", true), curlTFTP(l, tftpBoot, false))
+}
+
 // TestTFTPForgedRRQsForAFile: 20,000 RRQs for a file that exists, in 4 s
 // from 200 forged on-link sources that answer no ARP. Each starts a
 // transfer whose first reply nobody acknowledges; they used to hold every

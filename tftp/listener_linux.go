@@ -3,57 +3,63 @@
 package tftp
 
 import (
+	"context"
 	"net/netip"
 	"syscall"
 
-	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 )
 
-// sendRefusal sends a refusal's ERROR packet without ever waiting; an
-// error means the kernel did not take it.
+// sendRefusal sends a refusal's ERROR packet from a socket of its own,
+// opened and closed around one send that never waits; an error means the
+// kernel did not take it.
 //
 // A reply to an on-link address that answers no ARP waits in the kernel's
 // neighbour queue (3 s by default) charged to the socket that sent it, so a
 // flood of forged requests fills a shared socket's buffer: sent from the
 // listener, every later reply, a real board's too, waited behind them
 // (~90 a second drained; 89,839 goroutines and a board unanswered for over
-// 10 s). So in the default mode each ERROR leaves from a socket of its own,
-// opened and closed around one send, as a transfer's first reply does (a
-// new TID, RFC 1350; in.tftpd and atftpd answer refusals so too). In
-// single-port mode replies must come from the listening port: the send
-// there never waits, and one the socket will not take is dropped.
-func (s *Server) sendRefusal(b []byte, peer netip.AddrPort, local netip.Addr) error {
+// 10 s). In the default mode the ERROR comes from a new port, as a
+// transfer's first reply does (a new TID, RFC 1350; in.tftpd and atftpd
+// answer refusals so too); in single-port mode from the listening port, on
+// a socket connected to the client like a transfer's, which hands on what
+// it took in before its connect (passOn).
+func (s *Server) sendRefusal(base context.Context, b []byte, peer netip.AddrPort, local netip.Addr) error {
 	to := &unix.SockaddrInet4{Addr: peer.Addr().As4(), Port: int(peer.Port())}
 	var serr error
-	if s.cfg.SinglePort {
-		var oob []byte
-		if local.IsValid() {
-			oob = (&ipv4.ControlMessage{Src: local.AsSlice()}).Marshal()
-		}
-		rc, err := s.conn.SyscallConn()
-		if err == nil {
-			err = rc.Control(func(fd uintptr) {
-				_, serr = unix.SendmsgN(int(fd), b, oob, to, unix.MSG_DONTWAIT)
-			})
-		}
-		if err != nil {
-			return err
-		}
-		return serr
-	}
 	err := s.openIn(func() error {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.IPPROTO_UDP)
 		if err != nil {
 			return err
 		}
 		defer unix.Close(fd)
+		la := &unix.SockaddrInet4{}
 		if local.IsValid() {
-			if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: local.As4()}); err != nil {
+			la.Addr = local.As4()
+		}
+		if s.cfg.SinglePort {
+			la.Port = int(s.Addr().Port())
+			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
 				return err
 			}
 		}
+		if s.cfg.SinglePort || local.IsValid() {
+			if err := unix.Bind(fd, la); err != nil {
+				return err
+			}
+		}
+		if !s.cfg.SinglePort {
+			serr = unix.Sendto(fd, b, unix.MSG_DONTWAIT, to)
+			return nil
+		}
+		if err := unix.Connect(fd, to); err != nil {
+			return err
+		}
+		s.passOn(base, fd, local)
 		serr = unix.Sendto(fd, b, unix.MSG_DONTWAIT, to)
+		// The client's next request may come at once: what reached the
+		// socket before it closes is the listener's.
+		s.passOn(base, fd, local)
 		return nil
 	})
 	if err != nil {

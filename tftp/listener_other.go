@@ -3,16 +3,16 @@
 package tftp
 
 import (
+	"context"
 	"net"
 	"net/netip"
 	"syscall"
 )
 
 // sendRefusal sends a refusal's ERROR from a socket of its own, as on
-// Linux (refusal_linux.go: a shared socket's buffer fills with replies to
-// forged addresses that answer no ARP).
-// Single-port mode is Linux only.
-func (s *Server) sendRefusal(b []byte, peer netip.AddrPort, local netip.Addr) error {
+// Linux (listener_linux.go: a shared socket's buffer fills with replies to
+// forged addresses that answer no ARP). Single-port mode is Linux only.
+func (s *Server) sendRefusal(_ context.Context, b []byte, peer netip.AddrPort, local netip.Addr) error {
 	var la *net.UDPAddr
 	if local.IsValid() {
 		la = &net.UDPAddr{IP: local.AsSlice()}

@@ -150,8 +150,8 @@ type Stats struct {
 	Replaced   int64 // running transfers ended by a new request from the same address and port
 	Stray      int64 // packets to a transfer that were not an ACK or ERROR
 	// Unsent counts refusals whose ERROR packet the kernel would not take
-	// (no buffer, a neighbour table full of forged addresses): dropped,
-	// never waited for (sendRefusal).
+	// (no socket or buffer for it): dropped, never waited for
+	// (sendRefusal).
 	Unsent int64
 	// PassedOn counts datagrams a single-port transfer socket took in
 	// between its bind and its connect, handed on as the listener's
@@ -698,7 +698,7 @@ func (s *Server) handle(base, ctx context.Context, req request, peer netip.AddrP
 	refuse := func(outcome string, code uint16, msg string, err error) {
 		f.Outcome, f.Err = outcome, err.Error()
 		release()
-		if serr := s.sendRefusal(appendError(nil, code, msg), peer, local); serr != nil {
+		if serr := s.sendRefusal(base, appendError(nil, code, msg), peer, local); serr != nil {
 			s.unsent.Add(1)
 			s.log.Debug("dropped a TFTP error the kernel would not take", "client", peer, "err", serr)
 		}
