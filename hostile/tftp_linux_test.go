@@ -36,17 +36,20 @@ const (
 	tftpBootSize = 256 << 10
 )
 
-func tftpRoot(root string) {
-	b := make([]byte, tftpBootSize)
-	for i := range b {
-		b[i] = byte(i * 7)
-	}
-	if err := os.WriteFile(filepath.Join(root, tftpBoot), b, 0o644); err != nil {
-		panic(err)
-	}
-	big := make([]byte, 8<<20)
-	if err := os.WriteFile(filepath.Join(root, "big.bin"), big, 0o644); err != nil {
-		panic(err)
+// tftpRoot fills a lab's root: boot.bin for the board, big.bin (8 MiB)
+// for slow clients.
+func tftpRoot(t *testing.T) func(root string) {
+	return func(root string) {
+		b := make([]byte, tftpBootSize)
+		for i := range b {
+			b[i] = byte(i * 7)
+		}
+		if err := os.WriteFile(filepath.Join(root, tftpBoot), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "big.bin"), make([]byte, 8<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -91,7 +94,8 @@ func forgedRRQs(n, sources, rate int, file func(i int) string) flood {
 // slowACKers holds transfers of big.bin from `addrs` real addresses
 // (added to the client side, so they answer ARP), perAddr ports each,
 // lock-step at blksize 512, each acknowledging one block a second; a port
-// whose request is dropped asks again each second.
+// whose request is dropped asks again each second. The addresses are .20
+// up of the pair's /24, clear of Unanswered's (from .254 down) in a soak.
 func slowACKers(addrs, perAddr int) flood {
 	return func(ctx context.Context, t *testing.T, l *lab) {
 		var conns []*net.UDPConn
@@ -275,7 +279,7 @@ func settled(t *testing.T, l *lab, name string, match ...string) float64 {
 // 300 MiB, and the flood's error records stay within
 // tftp.error_records_per_minute per client and 16 times that in all.
 func TestTFTPForgedMissingFiles(t *testing.T) {
-	l := newLab(t, nstest.Options{}, tftpYAML, tftpRoot)
+	l := newLab(t, nstest.Options{}, tftpYAML, tftpRoot(t))
 	fl := forgedRRQs(30000, 200, 10000, func(i int) string { return fmt.Sprintf("missing/%d.cfg", i) })
 	underFlood(t, l, fl, 4*time.Second, 500*time.Millisecond,
 		tftpBounds{usage: nstest.Usage{RSS: 300 << 20, FDs: 2*1024 + 64}, goroutines: 2*1024 + 64},
@@ -297,7 +301,7 @@ func TestTFTPForgedMissingFiles(t *testing.T) {
 // socket's buffer never holds the replies queued for ARP, and the board's
 // probe and fetch are served within 1 s.
 func TestTFTPSinglePortForgedMissingFiles(t *testing.T) {
-	l := newLab(t, nstest.Options{}, tftpYAML+"tftp:\n  single_port: true\n", tftpRoot)
+	l := newLab(t, nstest.Options{}, tftpYAML+"tftp:\n  single_port: true\n", tftpRoot(t))
 	fl := forgedRRQs(30000, 200, 10000, func(i int) string { return fmt.Sprintf("missing/%d.cfg", i) })
 	underFlood(t, l, fl, 4*time.Second, 500*time.Millisecond,
 		tftpBounds{usage: nstest.Usage{RSS: 300 << 20, FDs: 2*1024 + 64}, goroutines: 2*1024 + 64},
@@ -312,7 +316,7 @@ func TestTFTPSinglePortForgedMissingFiles(t *testing.T) {
 // slot to a new request 100 ms after its first reply (tftp.min_rate_kibps),
 // and the board is served within 1 s.
 func TestTFTPForgedRRQsForAFile(t *testing.T) {
-	l := newLab(t, nstest.Options{}, tftpYAML, tftpRoot)
+	l := newLab(t, nstest.Options{}, tftpYAML, tftpRoot(t))
 	fl := forgedRRQs(20000, 200, 5000, func(int) string { return tftpBoot })
 	underFlood(t, l, fl, 5*time.Second, time.Second,
 		tftpBounds{usage: nstest.Usage{RSS: 300 << 20, FDs: 2*(1024+256) + 64}, goroutines: 2*1024 + 256},
@@ -328,7 +332,7 @@ func TestTFTPForgedRRQsForAFile(t *testing.T) {
 // served within 1 s.
 func TestTFTPSlowClients(t *testing.T) {
 	yaml := tftpYAML + "tftp:\n  max_transfers: 64\n  max_transfers_per_client: 8\n"
-	l := newLab(t, nstest.Options{}, yaml, tftpRoot)
+	l := newLab(t, nstest.Options{}, yaml, tftpRoot(t))
 	underFlood(t, l, slowACKers(18, 8), 6*time.Second, 3*time.Second,
 		tftpBounds{usage: nstest.Usage{RSS: 200 << 20, FDs: 2*(64+64) + 64}, goroutines: 2*64 + 128},
 		curlTFTP(l, tftpBoot, false))
