@@ -211,6 +211,15 @@ type TFTP struct {
 	MaxClientTimeout time.Duration `yaml:"max_client_timeout"`
 	// MaxTransferTime bounds one transfer's life. Default 30m.
 	MaxTransferTime time.Duration `yaml:"max_transfer_time"`
+	// MinRateKiBps: at max_transfers, a new request takes the slot of the
+	// slowest transfer acknowledging fewer KiB a second than this since
+	// its first reply (after 100 ms). Default 32; 0: never.
+	MinRateKiBps int `yaml:"min_rate_kibps"`
+	// ErrorRecordsPerMinute is how many fetches that did not complete
+	// (not found, refused, given up) one client puts on record a minute,
+	// 16 times that all clients together; more are answered and counted,
+	// not recorded. Default 120, as http's.
+	ErrorRecordsPerMinute int `yaml:"error_records_per_minute"`
 	// SinglePortBudgetKiB is how many KiB per minute one client address may
 	// be sent in single-port mode by windowed transfers that have not yet
 	// proved the client reads them. Default 4096.
@@ -489,6 +498,12 @@ func validateTFTPBudgets(t *TFTP, add func(key, format string, a ...any)) {
 	}
 	if t.TransferThreads < 0 || t.TransferThreads > t.MaxTransfers {
 		add("tftp.transfer_threads", "%d is outside 0..tftp.max_transfers (%d); use e.g. 16, or 0 for none", t.TransferThreads, t.MaxTransfers)
+	}
+	if t.MinRateKiBps < 0 || t.MinRateKiBps > 1<<20 {
+		add("tftp.min_rate_kibps", "%d is outside 0..1048576 KiB/s; use e.g. 32, or 0 to let slow transfers keep their slots", t.MinRateKiBps)
+	}
+	if t.ErrorRecordsPerMinute < 1 {
+		add("tftp.error_records_per_minute", "%d must be at least 1; use e.g. 120", t.ErrorRecordsPerMinute)
 	}
 	if t.SinglePortBudgetKiB < 256 {
 		add("tftp.single_port_budget_kib", "%d is under 256 KiB, less than a few clients need to prove they read; use e.g. 4096", t.SinglePortBudgetKiB)

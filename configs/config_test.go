@@ -25,7 +25,8 @@ func TestDefaultIsSafe(t *testing.T) {
 	}
 	// Budgets a lab of 500 boards never reaches (issue 9).
 	if tf := c.TFTP; tf.SinglePort || tf.MaxTransfers != 1024 || tf.MaxTransfersPerClient != 64 ||
-		tf.MaxClientTimeout != 10*time.Second || tf.MaxTransferTime != 30*time.Minute || tf.SinglePortBudgetKiB != 4096 || tf.TransferThreads != 16 {
+		tf.MaxClientTimeout != 10*time.Second || tf.MaxTransferTime != 30*time.Minute || tf.SinglePortBudgetKiB != 4096 || tf.TransferThreads != 16 ||
+		tf.MinRateKiBps != 32 || tf.ErrorRecordsPerMinute != 120 {
 		t.Errorf("default tftp budgets = %+v", tf)
 	}
 	// The stream server sends as fast as a client asks: a lab turns it on.
@@ -84,6 +85,8 @@ func TestErrors(t *testing.T) {
 		{"transfer time", "tftp:\n  max_transfer_time: 10ms\n", []string{"tftp.max_transfer_time", "30m"}},
 		{"transfer threads negative", "tftp:\n  transfer_threads: -1\n", []string{"tftp.transfer_threads", "0..tftp.max_transfers", "16"}},
 		{"single-port budget", "tftp:\n  single_port_budget_kib: 10\n", []string{"tftp.single_port_budget_kib", "4096"}},
+		{"min rate negative", "tftp:\n  min_rate_kibps: -1\n", []string{"tftp.min_rate_kibps", "0..1048576", "32"}},
+		{"no error records", "tftp:\n  error_records_per_minute: 0\n", []string{"tftp.error_records_per_minute", "at least 1", "120"}},
 		{"bad yaml", "dhcp: [\n", []string{"t.yaml", "not valid YAML"}},
 		{"log level", "log_level: loud\n", []string{"log_level", "debug, info, warn or error"}},
 		{"list for map", "dhcp: [1, 2]\n", []string{"t.yaml:1", "cannot use a list"}},

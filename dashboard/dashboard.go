@@ -119,9 +119,10 @@ type TFTPCounters struct {
 	Malformed   int64             `json:"malformed"`
 	Repeated    int64             `json:"repeated_requests"`
 	Stray       int64             `json:"stray"`
-	Replaced    int64             `json:"replaced"`  // transfers ended by a new request from the same address and port
-	PassedOn    int64             `json:"passed_on"` // single-port: datagrams a transfer socket took in before its connect, handed on
-	Refused     uint64            `json:"refused"`   // RefusedBy summed
+	Replaced    int64             `json:"replaced"`      // transfers ended by a new request from the same address and port
+	PassedOn    int64             `json:"passed_on"`     // single-port: datagrams a transfer socket took in before its connect, handed on
+	Unsent      int64             `json:"unsent_errors"` // refusals' ERROR packets the kernel would not take, dropped
+	Refused     uint64            `json:"refused"`       // RefusedBy summed
 	RefusedBy   map[string]uint64 `json:"refused_by,omitempty"`
 }
 
@@ -131,7 +132,7 @@ func tftpCounters(st tftp.Stats) *TFTPCounters {
 		Threaded: st.Threaded, Polled: st.Polled, ThreadRecvs: st.ThreadRecvs,
 		Pinned:    st.Pinned,
 		Malformed: st.Malformed, Repeated: st.Duplicates, Stray: st.Stray, Replaced: st.Replaced,
-		PassedOn: st.PassedOn}
+		PassedOn: st.PassedOn, Unsent: st.Unsent}
 	for reason, n := range st.Refused {
 		c.Refused += n
 		if c.RefusedBy == nil {

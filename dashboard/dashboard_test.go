@@ -245,7 +245,7 @@ func (f *fakeTFTP) Stats() tftp.Stats { return f.st }
 // summed; without a TFTP server there is no tftp key; and the page reads
 // every field by its JSON name.
 func TestTFTPCounters(t *testing.T) {
-	src := &fakeTFTP{st: tftp.Stats{Requests: 99, Malformed: 7, Duplicates: 2, Busy: 4, Replaced: 6, Stray: 11, PassedOn: 8,
+	src := &fakeTFTP{st: tftp.Stats{Requests: 99, Malformed: 7, Duplicates: 2, Busy: 4, Replaced: 6, Stray: 11, PassedOn: 8, Unsent: 23,
 		Threaded: 21, Polled: 22, ThreadRecvs: 2300, Pinned: 19, ThreadsBusy: 3, ThreadsCap: 16,
 		Refused: map[string]uint64{tftp.RefuseBusy: 3, tftp.RefuseClientBusy: 1, tftp.RefuseClientTimeout: 1}}}
 	d := New(Options{Active: event.NewActive()})
@@ -254,7 +254,7 @@ func TestTFTPCounters(t *testing.T) {
 	d.Register(mux)
 	want := map[string]any{"requests": 99.0, "threads_busy": 3.0, "threads_cap": 16.0,
 		"threaded": 21.0, "polled": 22.0, "thread_recvs": 2300.0, "pinned": 19.0, "malformed": 7.0,
-		"repeated_requests": 2.0, "stray": 11.0, "replaced": 6.0, "passed_on": 8.0, "refused": 5.0,
+		"repeated_requests": 2.0, "stray": 11.0, "replaced": 6.0, "passed_on": 8.0, "unsent_errors": 23.0, "refused": 5.0,
 		"refused_by": map[string]any{tftp.RefuseBusy: 3.0, tftp.RefuseClientBusy: 1.0, tftp.RefuseClientTimeout: 1.0}}
 	got := getJSON(t, mux, "/api/active")["tftp"]
 	if diff := cmp.Diff(want, got); diff != "" {

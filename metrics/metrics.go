@@ -222,7 +222,8 @@ func newStatsCollector(src Sources) *statsCollector {
 		tftpRequests: d("tftp_requests_total", "TFTP read and write requests accepted for handling: each starts a transfer or is answered with an error. "+
 			"Requests turned away are in pxeperf_refusals_total, unparsable ones in pxeperf_malformed_packets_total."),
 		tftpDropped: d("tftp_dropped_total", "TFTP datagrams dropped unanswered, by reason: repeated-request (a client's request again while its transfer runs) "+
-			"or stray (neither an ACK nor an ERROR on a transfer's socket, added as the transfer ends).", "reason"),
+			"stray (neither an ACK nor an ERROR on a transfer's socket, added as the transfer ends), "+
+			"or unsent-error (a refusal's ERROR the kernel would not take; never waited for).", "reason"),
 		tftpReplaced: d("tftp_replaced_transfers_total", "TFTP transfers ended by a new, different request from the same client address and port (the client moved on)."),
 		tftpPassedOn: d("tftp_passed_on_total", "Single-port mode: datagrams a TFTP transfer socket took in between its bind and its connect "+
 			"(another client's request), handed on as the listening socket would have handled them."),
@@ -315,6 +316,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.tftpRequests, float64(st.Requests))
 		counter(c.tftpDropped, float64(st.Duplicates), "repeated-request")
 		counter(c.tftpDropped, float64(st.Stray), "stray")
+		counter(c.tftpDropped, float64(st.Unsent), "unsent-error")
 		counter(c.tftpReplaced, float64(st.Replaced))
 		counter(c.tftpPassedOn, float64(st.PassedOn))
 	}

@@ -97,6 +97,17 @@ type Config struct {
 	// MaxTransferTime bounds one transfer's life, however slowly the client
 	// acknowledges. Default 30m.
 	MaxTransferTime time.Duration
+	// MinRate is the slowest a transfer may run, in payload bytes a second
+	// acknowledged since its first reply, and keep its slot while others
+	// wait: at MaxTransfers a new request takes the slot of the slowest
+	// transfer under it that has run preemptAfter (see Server.preempt).
+	// Default 32 KiB/s; negative: never.
+	MinRate int64
+	// ErrorRecordsPerMinute is how many fetches that did not complete
+	// (refused, not found, given up) one client address puts on record a
+	// minute, and 16 times that all clients together; more are answered
+	// and counted, not recorded. Default 120, as http's.
+	ErrorRecordsPerMinute int
 	// SinglePortBudget is how many bytes (headers included) one client
 	// address may be sent per minute, in SinglePort mode, by windowed
 	// transfers that have not yet proved the client reads them (see
@@ -138,6 +149,10 @@ type Stats struct {
 	Busy       int64 // requests dropped at MaxTransfers or MaxTransfersPerClient
 	Replaced   int64 // running transfers ended by a new request from the same address and port
 	Stray      int64 // packets to a transfer that were not an ACK or ERROR
+	// Unsent counts refusals whose ERROR packet the kernel would not take
+	// (no socket or buffer for it): dropped, never waited for
+	// (sendRefusal).
+	Unsent int64
 	// PassedOn counts datagrams a single-port transfer socket took in
 	// between its bind and its connect, handed on as the listener's
 	// (Server.passOn).
@@ -172,6 +187,9 @@ const (
 	RefuseClientTimeout = "tftp: client timeout option over tftp.max_client_timeout"
 	RefuseTransferTime  = "tftp: transfer over tftp.max_transfer_time"
 	RefuseUnproven      = "tftp: single-port client did not prove it reads"
+	RefuseUnheard       = "tftp: too many unacknowledged transfers from one client"
+	RefuseSlow          = "tftp: transfer under tftp.min_rate_kibps gave its slot to a new request"
+	RefuseErrorRecords  = "tftp: failed fetches over the record budget (answered, not recorded)"
 )
 
 // Server is a read-only TFTP server. Build it with New.
@@ -185,17 +203,26 @@ type Server struct {
 	mu sync.Mutex
 	// active maps a client address and port to its running transfer.
 	active map[netip.AddrPort]*entry
-	// running counts transfers until their sockets are closed, in all and
-	// by client address: a replaced transfer counts until it has ended.
+	// running counts transfers until their goroutines end, in all and by
+	// client address: a replaced or refused one counts until it has ended,
+	// so goroutines and sockets stay within the caps whatever the request
+	// rate. ending is how many of them were preempted and are ending.
 	running  int
 	byClient map[netip.Addr]int
+	// unheard counts by client address the transfers its client has not
+	// acknowledged yet (refusals included), within unheardPerClient.
+	unheard  map[netip.Addr]int
+	ending   int
 	draining bool
 	wg       sync.WaitGroup
 
 	refused *refuse.Log
 	budget  *budget // SinglePort only
+	// errRecords and allErrRecords budget the records of fetches that did
+	// not complete, per client and in all (Config.ErrorRecordsPerMinute).
+	errRecords, allErrRecords *budget
 
-	requests, malformed, duplicates, busy, replaced, stray, passedOn atomic.Int64
+	requests, malformed, duplicates, busy, replaced, stray, passedOn, unsent atomic.Int64
 
 	// threads counts the transfers on threads of their own now;
 	// threaded and polled count transfers so far by how they
@@ -234,6 +261,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxTransferTime <= 0 {
 		cfg.MaxTransferTime = 30 * time.Minute
 	}
+	if cfg.MinRate == 0 {
+		cfg.MinRate = defaultMinRate
+	}
+	if cfg.ErrorRecordsPerMinute <= 0 {
+		cfg.ErrorRecordsPerMinute = DefaultErrorRecordsPerMinute
+	}
 	if cfg.SinglePortBudget <= 0 {
 		cfg.SinglePortBudget = 4 << 20
 	}
@@ -263,6 +296,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("tftp: listening on %s: %w (is another TFTP server running? stop it or set tftp.listen / --tftp-addr)", cfg.Listen, err)
 	}
 	conn := pconn.(*net.UDPConn)
+	if rc, err := conn.SyscallConn(); err == nil {
+		growRcvbuf(rc)
+	}
 	pc := ipv4.NewPacketConn(conn)
 	// The destination address tells which local address a request came to,
 	// so replies leave from it on a multi-homed host.
@@ -291,7 +327,13 @@ func New(cfg Config) (*Server, error) {
 		log:      log,
 		active:   make(map[netip.AddrPort]*entry),
 		byClient: make(map[netip.Addr]int),
+		unheard:  make(map[netip.Addr]int),
 		refused:  refuse.New(log, 0),
+		// A fixed window per client, as the single-port budget: a flood
+		// of forged addresses cannot grow the table past its cap, and
+		// the total holds however many addresses it forges.
+		errRecords:    newBudget(int64(cfg.ErrorRecordsPerMinute), time.Minute),
+		allErrRecords: newBudget(allErrorRecords*int64(cfg.ErrorRecordsPerMinute), time.Minute),
 	}
 	if cfg.SinglePort {
 		s.budget = newBudget(cfg.SinglePortBudget, time.Minute)
@@ -329,6 +371,7 @@ func (s *Server) Stats() Stats {
 		Replaced:   s.replaced.Load(),
 		Stray:      s.stray.Load(),
 		PassedOn:   s.passedOn.Load(),
+		Unsent:     s.unsent.Load(),
 		Refused:    s.refused.Counts(),
 
 		Threaded:    s.threaded.Load(),
@@ -415,6 +458,11 @@ func (s *Server) readLoop(ctx context.Context) error {
 type entry struct {
 	req  []byte                  // the request as received, to spot the client's resends
 	stop context.CancelCauseFunc // ends the transfer (its socket closes)
+	// begun is when the transfer sent its first reply (UnixNano; 0:
+	// not yet), acked the payload bytes acknowledged since: its rate.
+	begun, acked atomic.Int64
+	preempted    bool // under Server.mu: counted in Server.ending
+	unheard      bool // under Server.mu: counted in Server.unheard
 }
 
 // errReplaced ends a transfer whose client sent a new request from the
@@ -425,6 +473,10 @@ var errReplaced = errors.New("replaced by a new request from the same client por
 // errTransferTime ends a transfer at MaxTransferTime.
 var errTransferTime = errors.New("transfer time limit reached")
 
+// errPreempted ends a transfer under MinRate whose slot a new request
+// took at MaxTransfers.
+var errPreempted = errors.New("too slow while others waited: its slot went to a new request (tftp.min_rate_kibps)")
+
 // dispatch hands a packet to its transfer (single-port mode) or starts a
 // new transfer for a request.
 //
@@ -433,8 +485,10 @@ var errTransferTime = errors.New("transfer time limit reached")
 // A client address runs at most MaxTransfersPerClient transfers and the
 // server MaxTransfers; a request beyond either is dropped (the client
 // sends it again), counted and logged once per client per minute. A
-// replaced transfer counts until its socket is closed, so sockets stay
-// within the caps whatever the request rate.
+// replaced or refused transfer counts until its goroutine has ended (its
+// socket closed), so goroutines and sockets stay within the caps whatever
+// the request rate. At MaxTransfers a request may take the slot of a
+// transfer that runs too slowly (preempt).
 func (s *Server) dispatch(ctx context.Context, pkt []byte, peer netip.AddrPort, local netip.Addr) {
 	req, err := parseRequest(pkt)
 	if err != nil {
@@ -464,36 +518,43 @@ func (s *Server) dispatch(ctx context.Context, pkt []byte, peer netip.AddrPort, 
 		s.replaced.Add(1)
 	}
 	switch {
-	case s.running >= s.cfg.MaxTransfers:
-		s.mu.Unlock()
-		s.busy.Add(1)
-		s.refused.Refuse(RefuseBusy, peer.Addr().String(), "file", req.file, "max", s.cfg.MaxTransfers,
-			"fix", "raise tftp.max_transfers")
-		return
 	case s.byClient[peer.Addr()] >= s.cfg.MaxTransfersPerClient:
 		s.mu.Unlock()
 		s.busy.Add(1)
 		s.refused.Refuse(RefuseClientBusy, peer.Addr().String(), "file", req.file, "max", s.cfg.MaxTransfersPerClient,
 			"fix", "raise tftp.max_transfers_per_client if many boards share this address")
 		return
+	case s.unheard[peer.Addr()] >= s.unheardPerClient():
+		s.mu.Unlock()
+		s.refused.Refuse(RefuseUnheard, peer.Addr().String(), "file", req.file, "max", s.unheardPerClient(),
+			"fix", "raise tftp.max_transfers_per_client (a 16th of it) if many boards share this address")
+		return
+	case s.running-s.ending >= s.cfg.MaxTransfers && !s.preempt(time.Now()):
+		s.mu.Unlock()
+		s.busy.Add(1)
+		s.refused.Refuse(RefuseBusy, peer.Addr().String(), "file", req.file, "max", s.cfg.MaxTransfers,
+			"fix", "raise tftp.max_transfers")
+		return
 	}
 	tctx, stop := context.WithCancelCause(ctx)
 	tctx, stopTimer := context.WithTimeoutCause(tctx, s.cfg.MaxTransferTime, errTransferTime)
-	e := &entry{req: append([]byte(nil), pkt...), stop: stop}
+	e := &entry{req: append([]byte(nil), pkt...), stop: stop, unheard: true}
 	s.active[peer] = e
 	s.running++
 	s.byClient[peer.Addr()]++
+	s.unheard[peer.Addr()]++
 	s.wg.Add(1)
 	s.mu.Unlock()
 	s.requests.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer s.ended(peer, e)
 		var once sync.Once
 		release := func() { once.Do(func() { s.forget(peer, e) }) }
 		defer release()
 		defer stop(nil)
 		defer stopTimer()
-		s.handle(ctx, tctx, req, e.req, peer, local, release)
+		s.handle(ctx, tctx, req, peer, local, release, e)
 	}()
 }
 
@@ -504,11 +565,104 @@ func (s *Server) forget(peer netip.AddrPort, e *entry) {
 	if s.active[peer] == e {
 		delete(s.active, peer)
 	}
+	s.mu.Unlock()
+}
+
+// heard takes e off its client's unheard transfers: the client
+// acknowledged it.
+func (s *Server) heard(peer netip.AddrPort, e *entry) {
+	s.mu.Lock()
+	s.hearLocked(peer, e)
+	s.mu.Unlock()
+}
+
+func (s *Server) hearLocked(peer netip.AddrPort, e *entry) {
+	if !e.unheard {
+		return
+	}
+	e.unheard = false
+	if s.unheard[peer.Addr()]--; s.unheard[peer.Addr()] <= 0 {
+		delete(s.unheard, peer.Addr())
+	}
+}
+
+// unheardPerClient is how many transfers of one client address may wait
+// for their first acknowledgement at once: a 16th of
+// MaxTransfersPerClient, at least 4 (a board asks for one file at a
+// time). A request forged from an address that never answers costs a
+// transfer (a file and a socket opened, a reply and its resend, 2 s),
+// and 5,000 a second from 200 such addresses kept every slot and both
+// CPUs busy; beyond this share they are dropped at the door.
+func (s *Server) unheardPerClient() int { return max(s.cfg.MaxTransfersPerClient/16, 4) }
+
+// ended frees e's slot once its goroutine is done.
+func (s *Server) ended(peer netip.AddrPort, e *entry) {
+	s.mu.Lock()
+	s.hearLocked(peer, e)
 	s.running--
 	if s.byClient[peer.Addr()]--; s.byClient[peer.Addr()] <= 0 {
 		delete(s.byClient, peer.Addr())
 	}
+	if e.preempted {
+		s.ending--
+	}
 	s.mu.Unlock()
+}
+
+// preemptAfter is how long a transfer runs from its first reply before
+// MinRate may judge it: a client answers its first reply within a round
+// trip (a few ms on a LAN, up to 20 for U-Boot under QEMU), and a request
+// forged from an address that never answers has shown it by then.
+const preemptAfter = 100 * time.Millisecond
+
+// maxEnding bounds the preempted transfers still ending (their sockets
+// closing): each lets one new transfer run over MaxTransfers until then.
+// A preempted transfer ends as soon as its goroutine runs, but a flood
+// keeps the CPUs busy: 5,000 forged requests a second kept 64 ending and
+// 3978 requests were dropped as busy.
+const maxEnding = 256
+
+// preempt ends the running transfer with the lowest rate under MinRate
+// (the oldest of equals) once it has run preemptAfter, so that a new
+// request can have its slot, and reports whether there was one. A slot is
+// for a client that moves: transfers forged from addresses that never
+// answer get no ACK at all, and real clients that acknowledged once a
+// second from 18 addresses held every slot for up to 30 minutes
+// (tftp.max_transfer_time) while a board waited. s.mu is held.
+func (s *Server) preempt(now time.Time) bool {
+	if s.cfg.MinRate < 0 || s.ending >= maxEnding {
+		return false
+	}
+	var (
+		victim *entry
+		vpeer  netip.AddrPort
+		vrate  float64
+		vbegun int64
+	)
+	for p, e := range s.active {
+		begun := e.begun.Load()
+		age := now.Sub(time.Unix(0, begun))
+		if begun == 0 || age < preemptAfter {
+			continue
+		}
+		rate := float64(e.acked.Load()) / age.Seconds()
+		if rate >= float64(s.cfg.MinRate) {
+			continue
+		}
+		if victim == nil || rate < vrate || rate == vrate && begun < vbegun {
+			victim, vpeer, vrate, vbegun = e, p, rate, begun
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	victim.stop(errPreempted)
+	victim.preempted = true
+	delete(s.active, vpeer)
+	s.ending++
+	s.refused.Refuse(RefuseSlow, vpeer.Addr().String(), "bytes_per_second", int64(vrate),
+		"min_kibps", s.cfg.MinRate>>10, "fix", "lower tftp.min_rate_kibps for clients this slow, or raise tftp.max_transfers")
+	return true
 }
 
 // handle answers one request and reports it.
@@ -516,8 +670,9 @@ func (s *Server) forget(peer netip.AddrPort, e *entry) {
 // release is called as soon as the client may send its next request (before
 // the final error, after the last ACK), so that request is not mistaken for
 // a resend of this one. ctx is the transfer's (it ends when the transfer is
-// replaced or runs out of time), base the server's.
-func (s *Server) handle(base, ctx context.Context, req request, raw []byte, peer netip.AddrPort, local netip.Addr, release func()) {
+// replaced, preempted or runs out of time), base the server's; e is its
+// entry, where its progress is kept.
+func (s *Server) handle(base, ctx context.Context, req request, peer netip.AddrPort, local netip.Addr, release func(), e *entry) {
 	f := &event.Fetch{
 		Start:     time.Now(),
 		Proto:     event.ProtoTFTP,
@@ -534,14 +689,18 @@ func (s *Server) handle(base, ctx context.Context, req request, raw []byte, peer
 		if f.Duration == 0 {
 			f.Duration = time.Since(f.Start)
 		}
+		if f.Outcome != event.OutcomeOK && !s.recordError(f) {
+			return
+		}
 		s.cfg.Sink.Fetch(f)
 	}()
 
 	refuse := func(outcome string, code uint16, msg string, err error) {
 		f.Outcome, f.Err = outcome, err.Error()
 		release()
-		if serr := s.sendFromListener(appendError(nil, code, msg), peer, local); serr != nil {
-			s.log.Debug("sending a TFTP error", "client", peer, "err", serr)
+		if serr := s.sendRefusal(base, appendError(nil, code, msg), peer, local); serr != nil {
+			s.unsent.Add(1)
+			s.log.Debug("dropped a TFTP error the kernel would not take", "client", peer, "err", serr)
 		}
 	}
 	if req.op == opWRQ {
@@ -599,7 +758,9 @@ func (s *Server) handle(base, ctx context.Context, req request, raw []byte, peer
 		s.log.Warn("opening a TFTP transfer socket", "client", peer, "file", req.file, "err", err)
 		return
 	}
-	t := &transfer{link: l, timeout: neg.timeout, minRTO: s.cfg.minRTO, retries: s.cfg.Retries, info: f.TFTP, req: raw}
+	t := &transfer{link: l, timeout: neg.timeout, minRTO: s.cfg.minRTO, retries: s.cfg.Retries, info: f.TFTP, req: e.req,
+		progress: &e.acked, onHeard: func() { s.heard(peer, e) }}
+	e.begun.Store(time.Now().UnixNano())
 	t.live = s.cfg.Active.Begin(f)
 	defer t.live.End()
 	if s.budget != nil && neg.windowSize > 2 {
@@ -648,16 +809,31 @@ func (s *Server) label(f *event.Fetch) {
 	}
 }
 
-// sendFromListener sends one packet from the listening port, from the
-// address the request came to.
-func (s *Server) sendFromListener(b []byte, peer netip.AddrPort, local netip.Addr) error {
-	var cm *ipv4.ControlMessage
-	if local.IsValid() {
-		cm = &ipv4.ControlMessage{Src: local.AsSlice()}
+// recordError reports whether f, a fetch that did not complete, fits its
+// client's budget of error records and the total (ErrorRecordsPerMinute,
+// 16 times that in all); one that does not is counted and logged once per
+// client a minute. Forged requests from any address are answered, but
+// they put 25,161 records in the store for 25k RRQs before.
+func (s *Server) recordError(f *event.Fetch) bool {
+	if s.errRecords.spend(f.Client.Addr(), 1) && s.allErrRecords.spend(netip.Addr{}, 1) {
+		return true
 	}
-	_, err := s.pc.WriteTo(b, cm, net.UDPAddrFromAddrPort(peer))
-	return err
+	s.refused.Refuse(RefuseErrorRecords, f.Client.Addr().String(), "outcome", f.Outcome, "file", f.File,
+		"cap_per_minute", s.cfg.ErrorRecordsPerMinute, "fix", "raise tftp.error_records_per_minute")
+	return false
 }
+
+// allErrorRecords is how many clients' worth of error records all clients
+// together put on record a minute: a lab of 16 failing boards is recorded
+// whole, and forged requests from a whole subnet cannot fill the store.
+const allErrorRecords = 16
+
+// DefaultErrorRecordsPerMinute is Config.ErrorRecordsPerMinute's default.
+const DefaultErrorRecordsPerMinute = 120
+
+// defaultMinRate is Config.MinRate's default: 64 lock-step blocks of 512
+// bytes a second, a client 15 ms away.
+const defaultMinRate = 32 << 10
 
 // openIn runs fn, which opens a transfer's socket, through Config.OpenIn.
 func (s *Server) openIn(fn func() error) error {

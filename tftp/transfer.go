@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -138,11 +139,13 @@ type transfer struct {
 	req     []byte          // the request this transfer answers
 	proof   *proof          // single-port windowed transfers: see proof.go
 	heard   bool            // the client has acknowledged something
+	onHeard func()          // called once when heard is set; nil: none
 
-	acked int64           // payload bytes the client acknowledged
-	live  *event.Transfer // the live view's entry; nil: none
-	stray int64           // packets that were neither an ACK nor an ERROR
-	rbuf  [maxRequestLen]byte
+	acked    int64           // payload bytes the client acknowledged
+	progress *atomic.Int64   // acked for the server's preempt; nil: none
+	live     *event.Transfer // the live view's entry; nil: none
+	stray    int64           // packets that were neither an ACK nor an ERROR
+	rbuf     [maxRequestLen]byte
 }
 
 // firstResends is how often the first reply (OACK or DATA 1) is sent again
@@ -151,6 +154,16 @@ type transfer struct {
 // was lost sends its request again, which starts a new transfer once this
 // one has given up.
 const firstResends = 1
+
+// hear notes that the client acknowledged something.
+func (t *transfer) hear() {
+	if !t.heard {
+		t.heard = true
+		if t.onHeard != nil {
+			t.onHeard()
+		}
+	}
+}
 
 // maxRetries is how many resends in a row are allowed now.
 func (t *transfer) maxRetries() int {
@@ -161,11 +174,11 @@ func (t *transfer) maxRetries() int {
 }
 
 // run sends the OACK (when options were accepted) and the file.
+//
+// The file's read buffer (64 KiB) is taken once the OACK is acknowledged:
+// a forged request's transfer, whose reply nobody acknowledges, holds
+// none of it.
 func (t *transfer) run(mode string, file io.Reader, neg negotiated) error {
-	r := io.Reader(bufio.NewReaderSize(file, 64<<10))
-	if mode == "netascii" {
-		r = netascii.ToReader(r)
-	}
 	if len(neg.oack) > 0 {
 		start, timeouts := time.Now(), t.info.Timeouts
 		if err := t.exchange(appendOACK(nil, neg.oack), 0); err != nil {
@@ -174,6 +187,10 @@ func (t *transfer) run(mode string, file io.Reader, neg negotiated) error {
 		if t.info.Timeouts == timeouts { // Karn: not when resent
 			t.oackRTT = time.Since(start)
 		}
+	}
+	r := io.Reader(bufio.NewReaderSize(file, 64<<10))
+	if mode == "netascii" {
+		r = netascii.ToReader(r)
 	}
 	return t.sendFile(newWindow(r, neg.blockSize, neg.windowSize))
 }
@@ -460,7 +477,7 @@ func (t *transfer) sendFile(w *window) error {
 				signalled, needGap = true, true
 			}
 		case ackRepeat:
-			t.heard = true
+			t.hear()
 			repeatOK, probe = false, false
 			if gated {
 				t.proof.miss()
@@ -473,7 +490,7 @@ func (t *transfer) sendFile(w *window) error {
 			}
 			needGap = true
 		case ackProgress:
-			t.heard = true
+			t.hear()
 			if gated {
 				switch {
 				case acked > end && acked > sentMax:
@@ -518,6 +535,9 @@ func (t *transfer) sendFile(w *window) error {
 				t.acked += int64(len(w.pkts[seq%size]) - 4)
 			}
 			t.live.Add(t.acked - was)
+			if t.progress != nil {
+				t.progress.Store(t.acked)
+			}
 			if acked == w.last {
 				return nil
 			}
@@ -636,7 +656,7 @@ func (t *transfer) exchange(pkt []byte, block uint16) error {
 				return &clientError{code: rep.code, msg: rep.msg}
 			}
 			if rep.block == block {
-				t.heard = true
+				t.hear()
 				return nil
 			}
 			// A duplicate ACK of an earlier block: keep waiting.

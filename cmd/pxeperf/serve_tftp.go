@@ -24,6 +24,8 @@ func newTFTPService(env *serveEnv) (service, error) {
 		MaxTransfersPerClient: c.MaxTransfersPerClient,
 		MaxClientTimeout:      c.MaxClientTimeout,
 		MaxTransferTime:       c.MaxTransferTime,
+		MinRate:               minRate(c.MinRateKiBps),
+		ErrorRecordsPerMinute: c.ErrorRecordsPerMinute,
 		SinglePortBudget:      int64(c.SinglePortBudgetKiB) << 10,
 		TransferThreads:       transferThreads(c.TransferThreads),
 		Files:                 env.boot,
@@ -39,6 +41,15 @@ func newTFTPService(env *serveEnv) (service, error) {
 		"max_windowsize", c.MaxWindowSize,
 		"single_port", c.SinglePort)
 	return s, nil
+}
+
+// minRate maps tftp.min_rate_kibps (0: never) to tftp.Config.MinRate
+// (bytes a second; 0: the default, negative: never).
+func minRate(kibps int) int64 {
+	if kibps == 0 {
+		return -1
+	}
+	return int64(kibps) << 10
 }
 
 // transferThreads maps tftp.transfer_threads (0: none) to

@@ -181,7 +181,7 @@ func printStatus(w io.Writer, v statusView) error {
 		fmt.Fprintf(tw, "transfer threads\t%d of %d busy\n", c.ThreadsBusy, c.ThreadsCap)
 		fmt.Fprintf(tw, "transfers\t%d on threads (%d datagrams read there; %d rode their client's CPU), %d in the poller\n",
 			c.Threaded, c.ThreadRecvs, c.Pinned, c.Polled)
-		fmt.Fprintf(tw, "dropped\t%d malformed, %d repeated requests, %d stray\n", c.Malformed, c.Repeated, c.Stray)
+		fmt.Fprintf(tw, "dropped\t%d malformed, %d repeated requests, %d stray, %d errors unsent\n", c.Malformed, c.Repeated, c.Stray, c.Unsent)
 		fmt.Fprintf(tw, "replaced transfers\t%d\n", c.Replaced)
 		fmt.Fprintf(tw, "passed on (single-port)\t%d\n", c.PassedOn)
 		fmt.Fprintf(tw, "refused\t%d\n", c.Refused)

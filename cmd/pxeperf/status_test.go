@@ -65,7 +65,7 @@ func runStatusCmd(t *testing.T, args ...string) string {
 // the text's TFTP part; with no TFTP server, neither has a TFTP part.
 func TestStatusTFTPCounters(t *testing.T) {
 	src := stubTFTP{tftp.Stats{Requests: 1001, Malformed: 1002, Duplicates: 1003, Busy: 1004, Replaced: 1005, Stray: 1006,
-		Threaded: 1007, Polled: 1008, ThreadRecvs: 1009, ThreadsBusy: 1010, ThreadsCap: 1011, Pinned: 1013, PassedOn: 1014,
+		Threaded: 1007, Polled: 1008, ThreadRecvs: 1009, ThreadsBusy: 1010, ThreadsCap: 1011, Pinned: 1013, PassedOn: 1014, Unsent: 1015,
 		Refused: map[string]uint64{tftp.RefuseBusy: 1000, tftp.RefuseClientBusy: 4, tftp.RefuseUnproven: 1012}}}
 	addr, flags := startStatusAdmin(t, src)
 

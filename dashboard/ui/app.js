@@ -62,7 +62,7 @@ function renderTFTP(c) {
   if (!c) return;
   p.textContent = `TFTP ${c.requests} requests · threads ${c.threads_busy} / ${c.threads_cap}` +
     ` (${c.threaded} transfers on threads, ${c.thread_recvs} datagrams read there, ${c.pinned} on their client's CPU; ${c.polled} in the poller)` +
-    ` · dropped ${c.malformed} malformed, ${c.repeated_requests} repeated requests, ${c.stray} stray · ${c.replaced} replaced · ${c.passed_on} passed on · ${c.refused} refused`;
+    ` · dropped ${c.malformed} malformed, ${c.repeated_requests} repeated requests, ${c.stray} stray · ${c.replaced} replaced · ${c.passed_on} passed on · ${c.unsent_errors} errors unsent · ${c.refused} refused`;
   p.title = Object.entries(c.refused_by || {}).map(([r, n]) => `${r}: ${n}`).join("\n");
 }
 let lastSeq = -1;
