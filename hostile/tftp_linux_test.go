@@ -207,7 +207,7 @@ type tftpBounds struct {
 // 500 ms once the flood has run for warm, each board request must be served
 // within 1 s. It fails t if serve holds more than b, and returns the peak
 // goroutines seen.
-func underFlood(t *testing.T, l *lab, fl flood, d, warm time.Duration, b tftpBounds, boards ...func(ctx context.Context) error) int {
+func tftpUnderFlood(t *testing.T, l *lab, fl flood, d, warm time.Duration, b tftpBounds, boards ...func(ctx context.Context) error) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -281,7 +281,7 @@ func settled(t *testing.T, l *lab, name string, match ...string) float64 {
 func TestTFTPForgedMissingFiles(t *testing.T) {
 	l := newLab(t, nstest.Options{}, tftpYAML, tftpRoot(t))
 	fl := forgedRRQs(30000, 200, 10000, func(i int) string { return fmt.Sprintf("missing/%d.cfg", i) })
-	underFlood(t, l, fl, 4*time.Second, 500*time.Millisecond,
+	tftpUnderFlood(t, l, fl, 4*time.Second, 500*time.Millisecond,
 		tftpBounds{usage: nstest.Usage{RSS: 300 << 20, FDs: 2*1024 + 64}, goroutines: 2*1024 + 64},
 		curlTFTP(l, "pxelinux.cfg/missing", true), curlTFTP(l, tftpBoot, false))
 	// The records: 120 a minute per client, 1920 in all (the flood's
@@ -303,7 +303,7 @@ func TestTFTPForgedMissingFiles(t *testing.T) {
 func TestTFTPSinglePortForgedMissingFiles(t *testing.T) {
 	l := newLab(t, nstest.Options{}, tftpYAML+"tftp:\n  single_port: true\n", tftpRoot(t))
 	fl := forgedRRQs(30000, 200, 10000, func(i int) string { return fmt.Sprintf("missing/%d.cfg", i) })
-	underFlood(t, l, fl, 4*time.Second, 500*time.Millisecond,
+	tftpUnderFlood(t, l, fl, 4*time.Second, 500*time.Millisecond,
 		tftpBounds{usage: nstest.Usage{RSS: 300 << 20, FDs: 2*1024 + 64}, goroutines: 2*1024 + 64},
 		curlTFTP(l, "pxelinux.cfg/missing", true), curlTFTP(l, tftpBoot, false))
 }
@@ -318,7 +318,7 @@ func TestTFTPSinglePortForgedMissingFiles(t *testing.T) {
 func TestTFTPForgedRRQsForAFile(t *testing.T) {
 	l := newLab(t, nstest.Options{}, tftpYAML, tftpRoot(t))
 	fl := forgedRRQs(20000, 200, 5000, func(int) string { return tftpBoot })
-	underFlood(t, l, fl, 5*time.Second, time.Second,
+	tftpUnderFlood(t, l, fl, 5*time.Second, time.Second,
 		tftpBounds{usage: nstest.Usage{RSS: 300 << 20, FDs: 2*(1024+256) + 64}, goroutines: 2*1024 + 256},
 		curlTFTP(l, tftpBoot, false), curlTFTP(l, "pxelinux.cfg/missing", true))
 }
@@ -333,7 +333,7 @@ func TestTFTPForgedRRQsForAFile(t *testing.T) {
 func TestTFTPSlowClients(t *testing.T) {
 	yaml := tftpYAML + "tftp:\n  max_transfers: 64\n  max_transfers_per_client: 8\n"
 	l := newLab(t, nstest.Options{}, yaml, tftpRoot(t))
-	underFlood(t, l, slowACKers(18, 8), 6*time.Second, 3*time.Second,
+	tftpUnderFlood(t, l, slowACKers(18, 8), 6*time.Second, 3*time.Second,
 		tftpBounds{usage: nstest.Usage{RSS: 200 << 20, FDs: 2*(64+64) + 64}, goroutines: 2*64 + 128},
 		curlTFTP(l, tftpBoot, false))
 	held := settled(t, l, "pxeperf_refusals_total", `proto="tftp"`, "min_rate_kibps")
