@@ -387,7 +387,9 @@ func (s *Server) settle(a *ackAfter, err error) bool {
 	c := a.c
 	if err != nil {
 		s.stats.errors.Add(1)
-		s.refuse.Refuse(reasonJournal, c.MAC.String(), "ip", a.addr, "err", err,
+		// One key for all clients: a full disk fails every write, and a log
+		// line per forged MAC a minute would be a flood of its own.
+		s.refuse.Refuse(reasonJournal, "journal", "client_mac", c.MAC.String(), "ip", a.addr, "err", err,
 			"then", "not acknowledged; the client retries and is ACKed once the disk takes writes again")
 		return false
 	}
@@ -670,7 +672,7 @@ func (s *Server) count(err error, c *atomic.Uint64, ok bool) {
 	switch {
 	case err != nil:
 		s.stats.errors.Add(1)
-		s.log.Error("dhcp: lease journal", "err", err)
+		s.refuse.Refuse(reasonJournal, "journal", "err", err)
 	case ok:
 		c.Add(1)
 	default:
