@@ -32,9 +32,30 @@ type Iperf3 struct {
 	active    int
 	perClient map[netip.Addr]int
 	udpWait   map[netip.Addr]*test3 // the test taking UDP streams from an address
+	pending   map[netip.Addr]int    // connections before their cookie, by address
+	pendAll   int
+	udpPPS    int64 // datagrams/s the running UDP tests were admitted with
+
+	payloadOnce sync.Once
+	payload     []byte // read-only: what every TCP sending stream writes
 
 	wg sync.WaitGroup
 }
+
+// A real client writes its cookie as soon as it connects, and its
+// parameters as soon as it is asked: both come within a round trip. A
+// connection that has not sent its cookie is pending: at most
+// maxPendingPerAddr from one address and maxPending in all, each for at
+// most handshakeTimeout, so connections that never speak cannot hold the
+// process's descriptors (issue 27: 20k connects from 4 addresses took all
+// 20000 and TFTP answered "too many open files"). iperf3 opens a test's
+// streams one after another, so one client has one connection pending at
+// a time; the bench stream server keeps 64 in all.
+const (
+	handshakeTimeout  = 3 * time.Second
+	maxPending        = 64
+	maxPendingPerAddr = 8
+)
 
 // NewIperf3 validates cfg and binds TCP and UDP on cfg.Addr.
 func NewIperf3(cfg Config) (*Iperf3, error) {
@@ -54,6 +75,7 @@ func NewIperf3(cfg Config) (*Iperf3, error) {
 		cfg: cfg, ln: ln.(*net.TCPListener), udp: pc.(*net.UDPConn), local: local,
 		refuse:   refuse.New(cfg.Log, 0),
 		byCookie: map[string]*test3{}, perClient: map[netip.Addr]int{}, udpWait: map[netip.Addr]*test3{},
+		pending: map[netip.Addr]int{},
 	}, nil
 }
 
@@ -91,10 +113,20 @@ func (s *Iperf3) Serve(ctx context.Context) error {
 func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 	peer := addrPort(c.RemoteAddr())
 	ip := peer.Addr().Unmap()
-	_ = c.SetReadDeadline(time.Now().Add(s.cfg.SetupTimeout))
+	if !s.claimPending(ip) {
+		s.refuse.Refuse("iperf3: too many connections before their cookie", ip.String(),
+			"max_pending", maxPending, "max_pending_per_client", maxPendingPerAddr)
+		_ = c.SetLinger(0) // a reset: no FIN_WAIT or TIME_WAIT kept for a flood
+		c.Close()
+		return
+	}
+	_ = c.SetReadDeadline(time.Now().Add(s.handshakeTimeout()))
 	var ck [cookieSize]byte
-	if _, err := io.ReadFull(c, ck[:]); err != nil {
+	_, err := io.ReadFull(c, ck[:])
+	s.releasePending(ip)
+	if err != nil {
 		s.refuse.Refuse("iperf3: no cookie", ip.String(), "err", err)
+		_ = c.SetLinger(0)
 		c.Close()
 		return
 	}
@@ -144,6 +176,31 @@ func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 	}()
 	t.run(ctx)
 }
+
+// claimPending takes a handshake slot for a connection from ip (false:
+// none left, for ip or in all).
+func (s *Iperf3) claimPending(ip netip.Addr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pendAll >= maxPending || s.pending[ip] >= maxPendingPerAddr {
+		return false
+	}
+	s.pendAll++
+	s.pending[ip]++
+	return true
+}
+
+func (s *Iperf3) releasePending(ip netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pendAll--
+	if s.pending[ip]--; s.pending[ip] <= 0 {
+		delete(s.pending, ip)
+	}
+}
+
+// handshakeTimeout bounds the wait for the cookie and for the parameters.
+func (s *Iperf3) handshakeTimeout() time.Duration { return min(handshakeTimeout, s.cfg.SetupTimeout) }
 
 // readUDP answers the UDP stream set-up datagrams: each gets its own socket
 // on the server port, connected to the client, handed to the test that
@@ -257,7 +314,7 @@ func (t *test3) run(ctx context.Context) {
 		log.Info("iperf3 test ended: client left before the parameters", "err", err)
 		return
 	}
-	_ = t.ctl.SetReadDeadline(time.Now().Add(cfg.SetupTimeout))
+	_ = t.ctl.SetReadDeadline(time.Now().Add(t.s.handshakeTimeout()))
 	b, err := readJSON(t.ctl)
 	if err != nil {
 		log.Warn("iperf3 test ended: no parameters (wrong cookie on a data stream, or not an iperf3 client)", "err", err)
