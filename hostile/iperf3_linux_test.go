@@ -4,7 +4,10 @@ package hostile
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -12,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -197,4 +201,144 @@ func TestIperf3SilentConnections(t *testing.T) {
 	if !strings.Contains(l.S.Out.String(), "too many connections before their cookie") {
 		t.Errorf("no refusal of connections over the handshake budget logged")
 	}
+}
+
+// rawIperf3 is a hand-made iperf3 client: it speaks the control protocol
+// (cookie, parameters, streams) as 3.12 does, then reads nothing.
+type rawIperf3 struct {
+	conns []net.Conn // control first
+}
+
+// errIperf3Refused is a test the server refused (ACCESS_DENIED or
+// SERVER_ERROR); the message has the i_errno.
+type errIperf3Refused struct{ msg string }
+
+func (e errIperf3Refused) Error() string { return e.msg }
+
+// startRawIperf3 sets up one test from address from (in ns) with the
+// parameter JSON params and nstreams TCP streams, each with a 4 KiB
+// receive buffer, and returns once the server sent TEST_RUNNING.
+func startRawIperf3(ctx context.Context, ns string, from netip.Addr, srv netip.AddrPort, params string, nstreams int) (*rawIperf3, error) {
+	r := &rawIperf3{}
+	err := nstest.Do(ns, func() error {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: from.AsSlice()}, Timeout: 2 * time.Second,
+			Control: func(_, _ string, c syscall.RawConn) error {
+				return c.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096) })
+			}}
+		var ck [37]byte
+		const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+		seed := uint64(time.Now().UnixNano())
+		for i := range 36 {
+			seed = seed*6364136223846793005 + 1442695040888963407
+			ck[i] = alphabet[seed>>59]
+		}
+		dial := func() (net.Conn, error) {
+			c, err := d.DialContext(ctx, "tcp", srv.String())
+			if err != nil {
+				return nil, err
+			}
+			r.conns = append(r.conns, c)
+			_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+			_, err = c.Write(ck[:])
+			return c, err
+		}
+		ctl, err := dial()
+		if err != nil {
+			return err
+		}
+		state := func(want int8) error {
+			var b [9]byte
+			if _, err := io.ReadFull(ctl, b[:1]); err != nil {
+				return err
+			}
+			switch int8(b[0]) {
+			case want:
+				return nil
+			case -2:
+				_, _ = io.ReadFull(ctl, b[1:9])
+				return errIperf3Refused{fmt.Sprintf("server error: i_errno %d, errno %d", binary.BigEndian.Uint32(b[1:]), binary.BigEndian.Uint32(b[5:]))}
+			case -1:
+				return errIperf3Refused{"access denied"}
+			}
+			return fmt.Errorf("state %d, want %d", int8(b[0]), want)
+		}
+		if err := state(9); err != nil { // PARAM_EXCHANGE
+			return err
+		}
+		msg := binary.BigEndian.AppendUint32(nil, uint32(len(params)))
+		if _, err := ctl.Write(append(msg, params...)); err != nil {
+			return err
+		}
+		if err := state(10); err != nil { // CREATE_STREAMS
+			return err
+		}
+		for range nstreams {
+			if _, err := dial(); err != nil {
+				return err
+			}
+		}
+		if err := state(1); err != nil { // TEST_START
+			return err
+		}
+		if err := state(2); err != nil { // TEST_RUNNING
+			return err
+		}
+		for _, c := range r.conns {
+			_ = c.SetDeadline(time.Time{})
+		}
+		return nil
+	})
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *rawIperf3) Close() {
+	for _, c := range r.conns {
+		c.Close()
+	}
+}
+
+// floodIperf3Unread (issue 27 row 5) runs, from two addresses of the
+// client side, four -R -P 16 TCP tests each whose streams it never reads:
+// from one with -l 16M (over iperf3's own 1 MiB: refused now), from the
+// other with -l 1M; it holds them until ctx ends.
+func floodIperf3Unread(ctx context.Context, t *testing.T, l *lab) {
+	addrs := extraAddrs(t, l, 2)
+	var tests []*rawIperf3
+	refused := 0
+	for i, a := range addrs {
+		blk := []int{16 << 20, 1 << 20}[i]
+		for range 4 {
+			params := fmt.Sprintf(`{"tcp":true,"omit":0,"time":10,"parallel":16,"reverse":true,"len":%d,"pacing_timer":1000,"client_version":"3.12"}`, blk)
+			r, err := startRawIperf3(ctx, l.P.Client, a, l.iperf3Addr(), params, 16)
+			var ref errIperf3Refused
+			switch {
+			case errors.As(err, &ref):
+				refused++
+			case err != nil:
+				t.Errorf("unread flood: -l %d test not set up: %v", blk, err)
+			default:
+				tests = append(tests, r)
+			}
+		}
+	}
+	t.Logf("unread flood: %d tests running, %d refused", len(tests), refused)
+	<-ctx.Done()
+	for _, r := range tests {
+		r.Close()
+	}
+}
+
+// TestIperf3UnreadStreams (row 5): eight -R -P 16 tests whose streams are
+// never read (four asking -l 16M, four -l 1M, from two addresses). Every
+// sending stream writes from one shared read-only 1 MiB buffer and -l is
+// capped at iperf3's own 1 MiB, so RSS does not grow with streams x -l,
+// and a board's iperf3 test is served within 1 s.
+func TestIperf3UnreadStreams(t *testing.T) {
+	l := iperf3Lab(t)
+	siege(t, l, floodIperf3Unread, 6*time.Second, 3*time.Second, nstest.Usage{FDs: 300, RSS: 64 << 20}, 400,
+		map[string]func(context.Context) error{"a board's iperf3 -n 1M -R": boardIperf3(l, "-R")})
 }

@@ -177,6 +177,23 @@ func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 	t.run(ctx)
 }
 
+// maxTCPLen is the largest -l of a TCP test: iperf3's own MAX_BLOCKSIZE,
+// beyond which its client refuses to start, so no board asks more.
+const maxTCPLen = 1 << 20
+
+// minTCPWrite: blocks shorter than this go several to a write. The byte
+// stream is the same; a -l 1 test no longer costs a system call a byte.
+const minTCPWrite = 128 << 10
+
+// sendPayload is what every TCP sending stream writes: one read-only
+// buffer of maxTCPLen for all streams of all tests, built at the first,
+// so memory does not grow with streams x -l (issue 27: four -l 16M -P 16
+// -R tests whose streams were never read held 1 GiB).
+func (s *Iperf3) sendPayload() []byte {
+	s.payloadOnce.Do(func() { s.payload = payload(maxTCPLen) })
+	return s.payload
+}
+
 // claimPending takes a handshake slot for a connection from ip (false:
 // none left, for ip or in all).
 func (s *Iperf3) claimPending(ip netip.Addr) bool {
@@ -404,6 +421,9 @@ func (t *test3) overCap() (ie, errno int, why string) {
 	dirs := int64(1)
 	if p.Bidir {
 		dirs = 2
+	}
+	if p.TCP && p.Len > maxTCPLen {
+		return ieBlockSize, 0, fmt.Sprintf("-l %d: at most %d bytes a block (iperf3's own limit)", p.Len, maxTCPLen)
 	}
 	if p.Parallel > l.MaxStreams {
 		return ieInitTest, int(syscall.EMFILE), fmt.Sprintf("-P %d: at most %d streams per test", p.Parallel, l.MaxStreams)

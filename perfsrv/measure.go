@@ -272,16 +272,18 @@ func pace(rate int64, start time.Time, sent int64, ended <-chan struct{}) bool {
 }
 
 func (m *measure) sendTCP(st *stream3) {
-	buf := payload(m.blockLen())
+	blk := m.blockLen()
+	buf := m.t.s.sendPayload()
 	rate := m.t.p.Bandwidth
 	for !m.stopped.Load() && !m.limitReached() {
 		if !pace(rate, m.wall, st.bytes.Load(), m.ended) {
 			return
 		}
-		n, err := st.c.Write(buf)
+		k := m.blocksNext(blk)
+		n, err := st.c.Write(buf[:k*blk])
 		st.bytes.Add(int64(n))
 		m.total.Add(int64(n))
-		m.blocks.Add(1)
+		m.blocks.Add(int64(k))
 		if err != nil {
 			return
 		}
@@ -289,6 +291,18 @@ func (m *measure) sendTCP(st *stream3) {
 	if m.limitReached() {
 		<-m.ended // the client ends the test; keep the stream open until then
 	}
+}
+
+// blocksNext is how many blocks of blk bytes the next TCP write takes:
+// enough for minTCPWrite, no more than -n or -k still asks.
+func (m *measure) blocksNext(blk int) int {
+	k := int64(max(1, minTCPWrite/blk))
+	if p := m.t.p; p.Bytes > 0 {
+		k = min(k, max(1, (p.Bytes-m.total.Load()+int64(blk)-1)/int64(blk)))
+	} else if p.Blocks > 0 {
+		k = min(k, max(1, p.Blocks-m.blocks.Load()))
+	}
+	return int(k)
 }
 
 func (m *measure) sendUDP(st *stream3) {
@@ -332,7 +346,7 @@ func (m *measure) sendUDP(st *stream3) {
 }
 
 func (m *measure) recvTCP(st *stream3) {
-	buf := make([]byte, 256<<10)
+	buf := make([]byte, 128<<10) // iperf3's own read size; one per receiving stream
 	for {
 		n, err := st.c.Read(buf)
 		if n > 0 {

@@ -32,6 +32,7 @@ const (
 // i_errno values the client prints after stateServerError (iperf_api.h,
 // strings in iperf_error.c).
 const (
+	ieBlockSize     = 7   // "block size too large (maximum = 1048576 bytes)": the client's own MAX_BLOCKSIZE
 	ieTotalRate     = 27  // "total required bandwidth is larger than server limit"
 	ieInitTest      = 101 // "test initialization failed: <strerror(errno)>"
 	ieRecvParams    = 114 // "unable to receive parameters from client: <strerror(errno)>"

@@ -1,0 +1,93 @@
+package perfsrv
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestIperf3Caps: what one test or connection may make the server hold
+// (issue 27): -l, the handshake budget.
+func TestIperf3Caps(t *testing.T) {
+	params := func(m map[string]any) []byte { b, _ := json.Marshal(m); return b }
+	t.Run("block over iperf3's 1 MiB", func(t *testing.T) {
+		s, _, lg := startIperf3(t, Limits{})
+		c := dialCtl(t, s)
+		sendCookie(t, c, testCookie)
+		readState(t, c)
+		sendJSON(t, c, params(map[string]any{"tcp": true, "time": 2, "reverse": true, "len": 16 << 20}))
+		wantServerError(t, c, ieBlockSize)
+		wantLog(t, s, lg, "at most 1048576 bytes a block")
+	})
+	t.Run("handshake budget per address", func(t *testing.T) {
+		s, _, _ := startIperf3(t, Limits{})
+		for range maxPendingPerAddr {
+			dialCtl(t, s) // silent: holds a pending slot
+		}
+		const reason = "iperf3: too many connections before their cookie"
+		if !nsWait(2*time.Second, func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.pendAll == maxPendingPerAddr
+		}) {
+			t.Fatal("the silent connections hold no handshake slots")
+		}
+		// The reset may come before connect returns on loopback.
+		over, err := net.DialTimeout("tcp", s.Addr().String(), 2*time.Second)
+		if err == nil {
+			defer over.Close()
+			_ = over.SetReadDeadline(time.Now().Add(time.Second))
+			_, err = io.ReadFull(over, make([]byte, 1))
+		}
+		if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("connection over the budget: read %v, want a reset", err)
+		}
+		if n := s.Refusals()[reason]; n != 1 {
+			t.Errorf("%d refusals %q, want 1", n, reason)
+		}
+	})
+	t.Run("silent connection times out", func(t *testing.T) {
+		s, _, lg := startIperf3(t, Limits{})
+		c := dialCtl(t, s)
+		start := time.Now()
+		var ne net.Error
+		if _, err := io.ReadFull(c, make([]byte, 1)); err == nil || errors.As(err, &ne) && ne.Timeout() {
+			t.Errorf("silent connection: %v, want closed by the server", err)
+		}
+		if d := time.Since(start); d > handshakeTimeout+time.Second {
+			t.Errorf("silent connection held %v, handshake budget %v", d, handshakeTimeout)
+		}
+		wantLog(t, s, lg, "no cookie")
+	})
+}
+
+// TestBlocksNext: small blocks go several to a write, never past -n or -k.
+func TestBlocksNext(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		p           Params
+		blk         int
+		total, blks int64
+		want        int
+	}{
+		{"default block", Params{TCP: true, Time: 10}, 128 << 10, 0, 0, 1},
+		{"1 MiB block", Params{TCP: true, Time: 10}, 1 << 20, 0, 0, 1},
+		{"1-byte blocks", Params{TCP: true, Time: 10}, 1, 0, 0, minTCPWrite},
+		{"-n left 1000 of 100-byte blocks", Params{TCP: true, Bytes: 10000}, 100, 9000, 90, 10},
+		{"-n reached", Params{TCP: true, Bytes: 10000}, 100, 10000, 100, 1},
+		{"-k left 3", Params{TCP: true, Blocks: 10}, 100, 700, 7, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &measure{t: &test3{p: tc.p}}
+			m.total.Store(tc.total)
+			m.blocks.Store(tc.blks)
+			if got := m.blocksNext(tc.blk); got != tc.want {
+				t.Errorf("blocksNext(%d) = %d, want %d", tc.blk, got, tc.want)
+			}
+		})
+	}
+}
