@@ -342,3 +342,64 @@ func TestIperf3UnreadStreams(t *testing.T) {
 	siege(t, l, floodIperf3Unread, 6*time.Second, 3*time.Second, nstest.Usage{FDs: 300, RSS: 64 << 20}, 400,
 		map[string]func(context.Context) error{"a board's iperf3 -n 1M -R": boardIperf3(l, "-R")})
 }
+
+// runIperf3 runs the real iperf3 client in ns until it exits or ctx ends,
+// and returns its output.
+func runIperf3(ctx context.Context, ns string, args ...string) (string, error) {
+	out, err := nstest.Command(ctx, ns, "iperf3", args...).CombinedOutput()
+	return string(out), err
+}
+
+// floodIperf3TinyUDP (issue 27 row 6) runs the real iperf3 client with
+// tiny datagrams from three addresses of the client side, again as soon
+// as one ends (20 runs each at most): the server sending (-u -R -l 64 -b
+// 600M -P 16, and with -l 128, the smallest datagram allowed), and the
+// board sending without a rate (-u -b 0 -l 64).
+func floodIperf3TinyUDP(ctx context.Context, t *testing.T, l *lab) {
+	addrs := extraAddrs(t, l, 3)
+	srv := l.P.ServerIP.String()
+	port := strconv.Itoa(iperf3Port)
+	runs := [][]string{
+		{"-c", srv, "-p", port, "-B", addrs[0].String(), "-u", "-R", "-l", "64", "-b", "600M", "-P", "16", "-t", "4"},
+		{"-c", srv, "-p", port, "-B", addrs[1].String(), "-u", "-b", "0", "-l", "64", "-t", "4"},
+		{"-c", srv, "-p", port, "-B", addrs[2].String(), "-u", "-R", "-l", "128", "-b", "600M", "-P", "16", "-t", "4"},
+	}
+	var wg sync.WaitGroup
+	for _, args := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var last string
+			n := 0
+			for ; n < 20 && ctx.Err() == nil; n++ {
+				last, _ = runIperf3(ctx, l.P.Client, args...)
+				select { // a refused run ends at once: do not spin
+				case <-ctx.Done():
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			t.Logf("tiny UDP flood iperf3 %s: %d runs, last said: %s", strings.Join(args[4:], " "), n, nstest.Tail(last, 1))
+		}()
+	}
+	wg.Wait()
+}
+
+// TestIperf3TinyUDP (row 6): iperf3 UDP tests of 64-byte datagrams, the
+// server sending 16 x 600 Mbit/s and the board sending without a rate.
+// A UDP test asks at least min_udp_len (128) bytes a datagram and at most
+// max_pps (100000) datagrams/s, all of them max_pps_total (200000), so
+// these are refused: the server spends at most a quarter of a core over
+// the flood, and a board's TFTP fetch and iperf3 test are served within
+// 1 s.
+func TestIperf3TinyUDP(t *testing.T) {
+	l := iperf3Lab(t)
+	cpu0 := cpuTime(t, l)
+	const d = 5 * time.Second
+	siege(t, l, floodIperf3TinyUDP, d, 2*time.Second, nstest.Usage{FDs: 200, RSS: 96 << 20}, 300,
+		map[string]func(context.Context) error{"a board's TFTP fetch": boardTFTP(l), "a board's iperf3 -n 1M": boardIperf3(l)})
+	used := cpuTime(t, l) - cpu0
+	t.Logf("serve used %v of CPU over the %v flood (%.0f%% of a core)", used, d, used.Seconds()/d.Seconds()*100)
+	if used > d/4 {
+		t.Errorf("serve used %v of CPU over the %v flood, bound a quarter of a core (%v)", used, d, d/4)
+	}
+}

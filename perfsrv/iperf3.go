@@ -357,6 +357,17 @@ func (t *test3) run(ctx context.Context) {
 		_ = t.send(serverError(ie, errno)...)
 		return
 	}
+	if p.UDP {
+		pps := t.pps()
+		if !t.s.claimPPS(pps) {
+			why := fmt.Sprintf("%d datagrams/s: the running UDP tests have %d of %d (iperf3.max_pps_total)", pps, t.s.udpPPSNow(), cfg.Limits.MaxPPSTotal)
+			t.s.refuse.Refuse("iperf3: UDP packet budget", ip.String(), "why", why)
+			log.Warn("iperf3 test refused: busy", "why", why)
+			_ = t.send(serverError(ieAccessDenied, 0)...)
+			return
+		}
+		defer t.s.releasePPS(pps)
+	}
 	dirs := 1
 	if p.Bidir {
 		dirs = 2
@@ -435,7 +446,64 @@ func (t *test3) overCap() (ie, errno int, why string) {
 		return ieTotalRate, 0, fmt.Sprintf("-b %d x %d streams x %d directions = %d bit/s: at most %d bit/s per test",
 			p.Bandwidth, p.Parallel, dirs, total, l.MaxRate)
 	}
+	if !p.UDP {
+		return 0, 0, ""
+	}
+	if n := t.udpLen(); n < l.MinUDPLen {
+		return ieInitTest, int(syscall.EINVAL), fmt.Sprintf("-u -l %d: UDP datagrams of at least %d bytes (iperf3.min_udp_len)", n, l.MinUDPLen)
+	}
+	if p.Bandwidth <= 0 {
+		return ieTotalRate, 0, fmt.Sprintf("-u -b 0: an unbounded rate; at most %d datagrams/s per test (iperf3.max_pps)", l.MaxPPS)
+	}
+	if pps := t.pps(); pps > l.MaxPPS {
+		return ieTotalRate, 0, fmt.Sprintf("-b %d / (8 x -l %d) x %d streams x %d directions = %d datagrams/s: at most %d per test (iperf3.max_pps)",
+			p.Bandwidth, t.udpLen(), p.Parallel, dirs, pps, l.MaxPPS)
+	}
 	return 0, 0, ""
+}
+
+// udpLen is a UDP test's datagram size.
+func (t *test3) udpLen() int {
+	if t.p.Len > 0 {
+		return t.p.Len
+	}
+	return udpDefaultLen
+}
+
+// streamPPS is the datagrams per second one stream of a UDP test asks for.
+func (t *test3) streamPPS() int64 { return t.p.Bandwidth / (8 * int64(t.udpLen())) }
+
+// pps is what a UDP test asks for over all its streams and directions.
+func (t *test3) pps() int64 {
+	dirs := int64(1)
+	if t.p.Bidir {
+		dirs = 2
+	}
+	return t.streamPPS() * int64(t.p.Parallel) * dirs
+}
+
+func (s *Iperf3) udpPPSNow() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.udpPPS
+}
+
+// claimPPS admits a UDP test's datagram rate within MaxPPSTotal (false:
+// the running UDP tests have it); releasePPS gives it back.
+func (s *Iperf3) claimPPS(pps int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.udpPPS+pps > s.cfg.Limits.MaxPPSTotal {
+		return false
+	}
+	s.udpPPS += pps
+	return true
+}
+
+func (s *Iperf3) releasePPS(pps int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.udpPPS -= pps
 }
 
 // waitUDPTurn serializes the UDP stream set-up per client address: the

@@ -11,7 +11,7 @@ import (
 )
 
 // TestIperf3Caps: what one test or connection may make the server hold
-// (issue 27): -l, the handshake budget.
+// (issue 27): -l, the UDP packet budget, the handshake budget.
 func TestIperf3Caps(t *testing.T) {
 	params := func(m map[string]any) []byte { b, _ := json.Marshal(m); return b }
 	t.Run("block over iperf3's 1 MiB", func(t *testing.T) {
@@ -22,6 +22,51 @@ func TestIperf3Caps(t *testing.T) {
 		sendJSON(t, c, params(map[string]any{"tcp": true, "time": 2, "reverse": true, "len": 16 << 20}))
 		wantServerError(t, c, ieBlockSize)
 		wantLog(t, s, lg, "at most 1048576 bytes a block")
+	})
+	for _, tc := range []struct {
+		name string
+		l    Limits
+		p    map[string]any
+		ie   int
+		log  string
+	}{
+		{"UDP datagram under min_udp_len", Limits{}, map[string]any{"udp": true, "time": 2, "bandwidth": 1e6, "len": 64},
+			ieInitTest, "UDP datagrams of at least 128 bytes"},
+		{"UDP without a rate", Limits{}, map[string]any{"udp": true, "time": 2, "bandwidth": 0, "len": 1448},
+			ieTotalRate, "-u -b 0: an unbounded rate"},
+		{"UDP over max_pps", Limits{MaxPPS: 1000}, map[string]any{"udp": true, "time": 2, "parallel": 2, "bandwidth": 5e6, "len": 1000},
+			ieTotalRate, "= 1250 datagrams/s: at most 1000 per test"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, lg := startIperf3(t, tc.l)
+			c := dialCtl(t, s)
+			sendCookie(t, c, testCookie)
+			readState(t, c)
+			sendJSON(t, c, params(tc.p))
+			wantServerError(t, c, tc.ie)
+			wantLog(t, s, lg, tc.log)
+		})
+	}
+	t.Run("UDP over max_pps_total", func(t *testing.T) {
+		s, _, lg := startIperf3(t, Limits{MaxPPS: 1000, MaxPPSTotal: 1500})
+		udp := params(map[string]any{"udp": true, "time": 2, "bandwidth": 8e6, "len": 1000}) // 1000 datagrams/s
+		c := dialCtl(t, s)
+		sendCookie(t, c, testCookie)
+		readState(t, c)
+		sendJSON(t, c, udp)
+		if st := readState(t, c); st != stateCreateStreams {
+			t.Fatalf("first test: state %d, want CREATE_STREAMS", st)
+		}
+		c2 := dialCtl(t, s)
+		sendCookie(t, c2, "bbcdefghijklmnopqrstuvwxyz234567abcd")
+		readState(t, c2)
+		sendJSON(t, c2, udp)
+		wantServerError(t, c2, ieAccessDenied)
+		c.Close()
+		wantLog(t, s, lg, "the running UDP tests have 1000 of 1500")
+		if !nsWait(5*time.Second, func() bool { return s.udpPPSNow() == 0 }) {
+			t.Errorf("the ended test still holds %d datagrams/s of the budget", s.udpPPSNow())
+		}
 	})
 	t.Run("handshake budget per address", func(t *testing.T) {
 		s, _, _ := startIperf3(t, Limits{})

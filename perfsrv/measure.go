@@ -241,10 +241,13 @@ func (m *measure) blockLen() int {
 		return n
 	}
 	if m.t.p.UDP {
-		return 1460
+		return udpDefaultLen
 	}
 	return 128 << 10
 }
+
+// udpDefaultLen is a UDP test's datagram without -l.
+const udpDefaultLen = 1460
 
 // limitReached: -n or -k satisfied (bytes over all sending streams, as
 // iperf3 counts test->bytes_sent).
@@ -365,7 +368,9 @@ func (m *measure) recvTCP(st *stream3) {
 func (m *measure) recvUDP(st *stream3) {
 	buf := make([]byte, 65536)
 	wide := m.t.p.UDP64
+	limit := recvLimit{pps: max(2*m.t.streamPPS(), 1000), start: time.Now()}
 	for {
+		limit.wait(m.ended)
 		n, err := st.c.Read(buf)
 		if err != nil {
 			return
@@ -403,6 +408,33 @@ func (m *measure) recvUDP(st *stream3) {
 		d := math.Abs(transit - st.prevTrans)
 		st.prevTrans = transit
 		st.jitter += (d - st.jitter) / 16
+	}
+}
+
+// recvLimit holds a UDP receiver to twice the datagrams per second its
+// test asked for: a client that sends more than it asked spends its own
+// CPU and the kernel's drops (counted as loss), not the server's reads.
+type recvLimit struct {
+	pps   int64
+	start time.Time
+	n     int64
+}
+
+// wait is called before each read; every 256 datagrams it sleeps (at most
+// 100 ms at a time) while the receiver is ahead of pps.
+func (r *recvLimit) wait(ended <-chan struct{}) {
+	r.n++
+	if r.n%256 != 0 {
+		return
+	}
+	due := r.start.Add(time.Duration(float64(r.n) / float64(r.pps) * float64(time.Second)))
+	if d := time.Until(due); d > time.Millisecond {
+		tm := time.NewTimer(min(d, 100*time.Millisecond))
+		defer tm.Stop()
+		select {
+		case <-tm.C:
+		case <-ended:
+		}
 	}
 }
 
