@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,10 +48,19 @@ func (l *lab) iperf3Addr() netip.AddrPort { return netip.AddrPortFrom(l.P.Server
 
 // extraAddrs gives the client side n more addresses of the pair's subnet
 // (floods come from them, so the board's own address keeps its per-client
-// caps).
+// caps), skipping those an earlier call gave: floods run side by side in
+// the soak.
 func extraAddrs(t *testing.T, l *lab, n int) []netip.Addr {
 	t.Helper()
-	as := l.P.Unanswered(n)
+	extraMu.Lock()
+	defer extraMu.Unlock()
+	held := nstest.Run(t, l.P.Client, "ip", "-o", "addr", "show", "dev", l.P.ClientIf)
+	var as []netip.Addr
+	for _, a := range l.P.Unanswered(n + 64) {
+		if len(as) < n && !strings.Contains(held, " "+a.String()+"/") {
+			as = append(as, a)
+		}
+	}
 	if len(as) < n {
 		t.Fatalf("only %d free addresses in %s", len(as), l.P.Prefix)
 	}
@@ -59,6 +69,9 @@ func extraAddrs(t *testing.T, l *lab, n int) []netip.Addr {
 	}
 	return as
 }
+
+// extraMu makes extraAddrs' look and add one step.
+var extraMu sync.Mutex
 
 // boardIperf3 is a real board's iperf3 test of 1 MiB from the pair's
 // client address; extra adds client flags.
@@ -401,5 +414,124 @@ func TestIperf3TinyUDP(t *testing.T) {
 	t.Logf("serve used %v of CPU over the %v flood (%.0f%% of a core)", used, d, used.Seconds()/d.Seconds()*100)
 	if used > d/4 {
 		t.Errorf("serve used %v of CPU over the %v flood, bound a quarter of a core (%v)", used, d, d/4)
+	}
+}
+
+// endlessRun is one iperf3 client run and how it ended.
+type endlessRun struct {
+	args []string
+	took time.Duration
+	out  string
+	err  error
+}
+
+// iperf3Runs runs the real iperf3 client once per args, all at once, from
+// address from of the client side, and returns how each ended.
+func iperf3Runs(ctx context.Context, l *lab, from netip.Addr, args ...[]string) []*endlessRun {
+	var wg sync.WaitGroup
+	runs := make([]*endlessRun, len(args))
+	for i, a := range args {
+		runs[i] = &endlessRun{args: a}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := runs[i]
+			start := time.Now()
+			r.out, r.err = runIperf3(ctx, l.P.Client, append([]string{"-c", l.P.ServerIP.String(), "-p", strconv.Itoa(iperf3Port), "-B", from.String()}, a...)...)
+			r.took = time.Since(start)
+		}()
+	}
+	wg.Wait()
+	return runs
+}
+
+// endlessArgs are tests that do not end by time: -n 100G with the server
+// sending, -k 1G with the board sending.
+var endlessArgs = [][]string{{"-n", "100G", "-R"}, {"-k", "1G"}}
+
+// floodIperf3Endless (issue 27 row 18) runs, from one address of the
+// client side, tests that do not end by time (endlessArgs), again as they
+// end (5 rounds at most). The server stops them at iperf3.max_duration.
+func floodIperf3Endless(ctx context.Context, t *testing.T, l *lab) {
+	from := extraAddrs(t, l, 1)[0]
+	for n := 0; n < 5 && ctx.Err() == nil; n++ {
+		for _, r := range iperf3Runs(ctx, l, from, endlessArgs...) {
+			t.Logf("endless flood iperf3 %s: %v, %s", strings.Join(r.args, " "), r.took.Round(100*time.Millisecond), nstest.Tail(r.out, 1))
+		}
+	}
+}
+
+// TestIperf3EndlessTests (row 18): with max_duration 3s, tests ended by
+// bytes (-n 100G -R) or blocks (-k 1G) stop at 3 s: the board's client
+// says the server terminated it, the server logs why; a -t 3 test beside
+// them still ends ok, and a board's iperf3 -n 1M is served within 1 s while
+// floodIperf3Endless runs from another address.
+func TestIperf3EndlessTests(t *testing.T) {
+	l := iperf3Lab(t, "max_duration: 3s")
+	from := extraAddrs(t, l, 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var runs []*endlessRun
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runs = iperf3Runs(ctx, l, from, append(endlessArgs, []string{"-t", "3"})...)
+	}()
+	siege(t, l, floodIperf3Endless, 6*time.Second, 1500*time.Millisecond, nstest.Usage{FDs: 200, RSS: 96 << 20}, 300,
+		map[string]func(context.Context) error{"a board's iperf3 -n 1M": boardIperf3(l)})
+	<-done
+	for _, r := range runs {
+		what := "iperf3 " + strings.Join(r.args, " ")
+		t.Logf("%s: %v, exit %v: %s", what, r.took.Round(100*time.Millisecond), r.err, nstest.Tail(r.out, 1))
+		// 3 s of test, the set-up and the result exchange.
+		if r.took > 5*time.Second {
+			t.Errorf("%s ran %v, max_duration 3s", what, r.took.Round(100*time.Millisecond))
+		}
+		endless := r.args[0] != "-t"
+		if endless && !strings.Contains(r.out, "the server has terminated") {
+			t.Errorf("%s: the client was not told the server stopped it", what)
+		}
+		if !endless && r.err != nil {
+			t.Errorf("%s within max_duration failed: %v", what, r.err)
+		}
+	}
+	if n := strings.Count(l.S.Out.String(), "stopped at 3s (iperf3.max_duration)"); n < 2 {
+		t.Errorf("the server logged %d -n/-k tests stopped at max_duration, want 2 or more", n)
+	}
+}
+
+// TestIperf3Congestion (row 18): iperf3 -C asks for a TCP congestion
+// control. serve has CAP_NET_ADMIN, with which any algorithm the kernel
+// has can be set (and its module loaded); a board gets only those in
+// net.ipv4.tcp_allowed_congestion_control, else iperf3's "unable to set
+// TCP_CONGESTION".
+func TestIperf3Congestion(t *testing.T) {
+	read := func(name string) []string {
+		b, err := os.ReadFile("/proc/sys/net/ipv4/" + name)
+		if err != nil {
+			t.Skipf("cannot read %s: %v", name, err)
+		}
+		return strings.Fields(string(b))
+	}
+	allowed := read("tcp_allowed_congestion_control")
+	var other string
+	for _, a := range read("tcp_available_congestion_control") {
+		if !slices.Contains(allowed, a) {
+			other = a
+		}
+	}
+	if other == "" || len(allowed) == 0 {
+		t.Skipf("every available congestion control is allowed (%v): nothing to refuse", allowed)
+	}
+	l := iperf3Lab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := boardIperf3(l, "-C", allowed[0])(ctx); err != nil {
+		t.Errorf("iperf3 -C %s, allowed: %v", allowed[0], err)
+	}
+	out, err := runIperf3(ctx, l.P.Client, "-c", l.P.ServerIP.String(), "-p", strconv.Itoa(iperf3Port), "-n", "1M", "-C", other)
+	t.Logf("iperf3 -C %s (allowed: %v): exit %v: %s", other, allowed, err, nstest.Tail(out, 1))
+	if err == nil || !strings.Contains(out, "TCP_CONGESTION") {
+		t.Errorf("iperf3 -C %s, not in net.ipv4.tcp_allowed_congestion_control, was not refused with iperf3's TCP_CONGESTION error", other)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -411,7 +412,7 @@ func (t *test3) run(ctx context.Context) {
 		return
 	}
 	m.start()
-	outcome, why := t.waitEnd(log)
+	outcome, why := t.waitEnd(t.runLimit())
 	m.stop(outcome == "ok")
 	var client *results
 	if outcome == "ok" {
@@ -435,6 +436,12 @@ func (t *test3) overCap() (ie, errno int, why string) {
 	}
 	if p.TCP && p.Len > maxTCPLen {
 		return ieBlockSize, 0, fmt.Sprintf("-l %d: at most %d bytes a block (iperf3's own limit)", p.Len, maxTCPLen)
+	}
+	if p.TCP && p.Congestion != "" {
+		if allowed, ok := congestionAllowed(p.Congestion); !ok {
+			return ieSetCongestion, int(syscall.EPERM), fmt.Sprintf("-C %s: not in net.ipv4.tcp_allowed_congestion_control (%s)",
+				p.Congestion, strings.Join(allowed, " "))
+		}
 	}
 	if p.Parallel > l.MaxStreams {
 		return ieInitTest, int(syscall.EMFILE), fmt.Sprintf("-P %d: at most %d streams per test", p.Parallel, l.MaxStreams)
@@ -593,10 +600,26 @@ func (t *test3) streams(conns []net.Conn, log interface{ Debug(string, ...any) }
 	return ss
 }
 
-// waitEnd reads the control connection during the test: TEST_END is the
-// normal end; anything else ends it early.
-func (t *test3) waitEnd(log interface{ Debug(string, ...any) }) (outcome, why string) {
-	limit := t.s.cfg.Limits.MaxDuration + 10*time.Second
+// endGrace is how late a -t test's TEST_END may come: the client sends it
+// when its own timer ends, and a loaded board or host is a second or two
+// late.
+const endGrace = 5 * time.Second
+
+// runLimit bounds the measured part: -t and -O plus endGrace, and a test
+// ended by -n or -k (no -t) at MaxDuration, however few bytes a slow or
+// silent board lets through (issue 27: a -n test ran 70 s against a 60 s
+// cap).
+func (t *test3) runLimit() time.Duration {
+	capped := t.s.cfg.Limits.MaxDuration
+	if t.p.Time > 0 {
+		return min(time.Duration(t.p.Time+t.p.Omit)*time.Second, capped) + endGrace
+	}
+	return capped
+}
+
+// waitEnd reads the control connection during the test, for at most limit:
+// TEST_END is the normal end; anything else ends it early.
+func (t *test3) waitEnd(limit time.Duration) (outcome, why string) {
 	_ = t.ctl.SetReadDeadline(time.Now().Add(limit))
 	var b [1]byte
 	_, err := io.ReadFull(t.ctl, b[:])
@@ -607,9 +630,12 @@ func (t *test3) waitEnd(log interface{ Debug(string, ...any) }) (outcome, why st
 		return "aborted", "client terminated the test (Ctrl-C)"
 	case err == nil:
 		return "error", fmt.Sprintf("unexpected control state %d", int8(b[0]))
+	case os.IsTimeout(err) && t.p.Time == 0:
+		_ = t.state(stateServerTerminate)
+		return "aborted", fmt.Sprintf("-n/-k test stopped at %s (iperf3.max_duration) before its end", limit)
 	case os.IsTimeout(err):
 		_ = t.state(stateServerTerminate)
-		return "aborted", fmt.Sprintf("test ran past %s (the duration cap plus 10 s)", limit)
+		return "aborted", fmt.Sprintf("no TEST_END within %s (-t, -O and %s)", limit, endGrace)
 	case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
 		return "aborted", "client vanished mid-test (control connection closed)"
 	}

@@ -136,3 +136,25 @@ func TestBlocksNext(t *testing.T) {
 		})
 	}
 }
+
+// TestRunLimit: a -t test may run its time, omitted seconds and endGrace;
+// one ended by -n or -k stops at MaxDuration.
+func TestRunLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    Params
+		want time.Duration
+	}{
+		{"-t 10 -O 2", Params{TCP: true, Time: 10, Omit: 2}, 12*time.Second + endGrace},
+		{"-t 60", Params{TCP: true, Time: 60}, 60*time.Second + endGrace},
+		{"-n 100G", Params{TCP: true, Bytes: 100 << 30}, 60 * time.Second},
+		{"-k 1G", Params{TCP: true, Blocks: 1 << 30}, 60 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tt := &test3{s: &Iperf3{cfg: Config{}.withDefaults()}, p: tc.p}
+			if got := tt.runLimit(); got != tc.want {
+				t.Errorf("runLimit() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -37,6 +37,7 @@ const (
 	ieInitTest      = 101 // "test initialization failed: <strerror(errno)>"
 	ieRecvParams    = 114 // "unable to receive parameters from client: <strerror(errno)>"
 	ieProtocol      = 131 // "protocol does not exist"
+	ieSetCongestion = 134 // "unable to set TCP_CONGESTION: Supplied congestion control algorithm not supported on this host"
 	ieStreamAccept  = 204 // "unable to accept stream connection: <strerror(errno)>"
 	ieRecvResults   = 117
 	ieAccessDenied  = 121
