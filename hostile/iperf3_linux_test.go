@@ -214,6 +214,11 @@ func TestIperf3SilentConnections(t *testing.T) {
 	if !strings.Contains(l.S.Out.String(), "too many connections before their cookie") {
 		t.Errorf("no refusal of connections over the handshake budget logged")
 	}
+	n, err := l.S.Metric("pxeperf_refusals_total", `proto="iperf3"`, `reason="too many connections before their cookie"`)
+	if err != nil || n <= 0 {
+		t.Errorf("pxeperf_refusals_total of the handshake budget: %v, %v; want the refusals counted", n, err)
+	}
+	t.Logf("connections reset over the handshake budget: %v", n)
 }
 
 // rawIperf3 is a hand-made iperf3 client: it speaks the control protocol
