@@ -28,14 +28,12 @@ type Iperf3 struct {
 	local  netip.AddrPort
 	refuse *refuse.Log
 
-	mu        sync.Mutex
-	byCookie  map[string]*test3
-	active    int
-	perClient map[netip.Addr]int
-	udpWait   map[netip.Addr]*test3 // the test taking UDP streams from an address
-	pending   map[netip.Addr]int    // connections before their cookie, by address
-	pendAll   int
-	udpPPS    int64 // datagrams/s the running UDP tests were admitted with
+	mu       sync.Mutex
+	byCookie map[string]*test3
+	tests    slots                 // tests running, by client address
+	udpWait  map[netip.Addr]*test3 // the test taking UDP streams from an address
+	pending  slots                 // connections before their cookie
+	udpPPS   int64                 // datagrams/s the running UDP tests were admitted with
 
 	payloadOnce sync.Once
 	payload     []byte // read-only: what every TCP sending stream writes
@@ -75,8 +73,7 @@ func NewIperf3(cfg Config) (*Iperf3, error) {
 	return &Iperf3{
 		cfg: cfg, ln: ln.(*net.TCPListener), udp: pc.(*net.UDPConn), local: local,
 		refuse:   refuse.New(cfg.Log, 0),
-		byCookie: map[string]*test3{}, perClient: map[netip.Addr]int{}, udpWait: map[netip.Addr]*test3{},
-		pending: map[netip.Addr]int{},
+		byCookie: map[string]*test3{}, udpWait: map[netip.Addr]*test3{},
 	}, nil
 }
 
@@ -98,7 +95,7 @@ func (s *Iperf3) Refusals() map[string]uint64 { return s.refuse.Counts() }
 func (s *Iperf3) Running() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.active
+	return s.tests.all
 }
 
 // Serve accepts tests until ctx ends, then ends running tests (the
@@ -148,8 +145,8 @@ func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 		return
 	}
 	l := s.cfg.Limits
-	if s.active >= l.MaxTests || s.perClient[ip] >= l.MaxPerClient {
-		running, mine := s.active, s.perClient[ip]
+	if !s.tests.take(ip, l.MaxTests, l.MaxPerClient) {
+		running, mine := s.tests.all, s.tests.by[ip]
 		s.mu.Unlock()
 		s.refuse.Refuse("iperf3: busy", ip.String(), append(clientAttrs(s.cfg.Clients, ip),
 			"running", running, "max_tests", l.MaxTests, "client_running", mine, "max_per_client", l.MaxPerClient)...)
@@ -160,8 +157,6 @@ func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 	t := &test3{s: s, ctl: c, peer: peer, cookie: key, tcpIn: make(chan seqConn, 2*l.MaxStreams),
 		udpIn: make(chan *net.UDPConn, 2*l.MaxStreams)}
 	s.byCookie[key] = t
-	s.active++
-	s.perClient[ip]++
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -169,10 +164,7 @@ func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 		if s.udpWait[ip] == t {
 			delete(s.udpWait, ip)
 		}
-		s.active--
-		if s.perClient[ip]--; s.perClient[ip] <= 0 {
-			delete(s.perClient, ip)
-		}
+		s.tests.give(ip)
 		s.mu.Unlock()
 	}()
 	t.run(ctx)
@@ -200,21 +192,13 @@ func (s *Iperf3) sendPayload() []byte {
 func (s *Iperf3) claimPending(ip netip.Addr) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pendAll >= maxPending || s.pending[ip] >= maxPendingPerAddr {
-		return false
-	}
-	s.pendAll++
-	s.pending[ip]++
-	return true
+	return s.pending.take(ip, maxPending, maxPendingPerAddr)
 }
 
 func (s *Iperf3) releasePending(ip netip.Addr) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pendAll--
-	if s.pending[ip]--; s.pending[ip] <= 0 {
-		delete(s.pending, ip)
-	}
+	s.pending.give(ip)
 }
 
 // handshakeTimeout bounds the wait for the cookie and for the parameters.

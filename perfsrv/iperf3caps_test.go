@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ func TestIperf3Caps(t *testing.T) {
 		if !nsWait(2*time.Second, func() bool {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			return s.pendAll == maxPendingPerAddr
+			return s.pending.all == maxPendingPerAddr
 		}) {
 			t.Fatal("the silent connections hold no handshake slots")
 		}
@@ -156,5 +157,26 @@ func TestRunLimit(t *testing.T) {
 				t.Errorf("runLimit() = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestSlots(t *testing.T) {
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	var s slots
+	for i, step := range []struct {
+		ip   netip.Addr
+		want bool
+	}{{a, true}, {a, true}, {a, false}, {b, true}, {b, false}} {
+		if got := s.take(step.ip, 3, 2); got != step.want {
+			t.Errorf("take %d (%v): %v, want %v", i, step.ip, got, step.want)
+		}
+	}
+	s.give(a)
+	if !s.take(b, 3, 2) || s.all != 3 || s.by[a] != 1 || s.by[b] != 2 {
+		t.Errorf("after a give: %+v", s)
+	}
+	s.give(a)
+	if _, held := s.by[a]; held {
+		t.Errorf("an address with no slot left is still remembered: %+v", s)
 	}
 }
