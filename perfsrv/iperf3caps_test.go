@@ -1,12 +1,14 @@
 package perfsrv
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -178,5 +180,20 @@ func TestSlots(t *testing.T) {
 	s.give(a)
 	if _, held := s.by[a]; held {
 		t.Errorf("an address with no slot left is still remembered: %+v", s)
+	}
+}
+
+func TestReadJSON(t *testing.T) {
+	msg := func(size uint32, body string) io.Reader {
+		return strings.NewReader(string(binary.BigEndian.AppendUint32(nil, size)) + body)
+	}
+	if b, err := readJSON(msg(7, `{"a":1}`)); err != nil || string(b) != `{"a":1}` {
+		t.Errorf("a whole message: %q, %v", b, err)
+	}
+	if _, err := readJSON(msg(maxJSON, `{"a":1}`)); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("a message cut short: %v, want io.ErrUnexpectedEOF", err)
+	}
+	if _, err := readJSON(msg(maxJSON+1, "")); !errors.Is(err, errBadParams) {
+		t.Errorf("a message over maxJSON: %v, want errBadParams", err)
 	}
 }

@@ -294,9 +294,14 @@ func readJSON(r io.Reader) ([]byte, error) {
 	if size > maxJSON {
 		return nil, fmt.Errorf("%w: message of %d bytes (over %d)", errBadParams, size, maxJSON)
 	}
-	b := make([]byte, size)
-	if _, err := io.ReadFull(r, b); err != nil {
+	// Grown as the bytes come, not made at the announced size: a length
+	// with nothing after it costs nothing.
+	b, err := io.ReadAll(io.LimitReader(r, int64(size)))
+	if err != nil {
 		return nil, err
+	}
+	if len(b) < int(size) {
+		return nil, io.ErrUnexpectedEOF
 	}
 	return b, nil
 }
