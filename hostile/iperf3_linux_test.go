@@ -451,8 +451,9 @@ func iperf3Runs(ctx context.Context, l *lab, from netip.Addr, args ...[]string) 
 }
 
 // endlessArgs are tests that do not end by time: -n 100G with the server
-// sending, -k 1G with the board sending.
-var endlessArgs = [][]string{{"-n", "100G", "-R"}, {"-k", "1G"}}
+// sending, -k 1G with the board sending, at 100 Mbit/s (hours of either;
+// the cap, not the CPU, is what they test).
+var endlessArgs = [][]string{{"-n", "100G", "-R", "-b", "100M"}, {"-k", "1G", "-b", "100M"}}
 
 // floodIperf3Endless (issue 27 row 18) runs, from one address of the
 // client side, tests that do not end by time (endlessArgs), again as they
@@ -467,7 +468,7 @@ func floodIperf3Endless(ctx context.Context, t *testing.T, l *lab) {
 }
 
 // TestIperf3EndlessTests (row 18): with max_duration 3s, tests ended by
-// bytes (-n 100G -R) or blocks (-k 1G) stop at 3 s: the board's client
+// bytes (-n 100G -R) or blocks (-k 1G), at 100 Mbit/s, stop at 3 s: the board's client
 // says the server terminated it, the server logs why; a -t 3 test beside
 // them still ends ok, and a board's iperf3 -n 1M is served within 1 s while
 // floodIperf3Endless runs from another address.
