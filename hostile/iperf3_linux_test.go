@@ -234,8 +234,9 @@ type errIperf3Refused struct{ msg string }
 func (e errIperf3Refused) Error() string { return e.msg }
 
 // startRawIperf3 sets up one test from address from (in ns) with the
-// parameter JSON params and nstreams TCP streams, each with a 4 KiB
-// receive buffer, and returns once the server sent TEST_RUNNING.
+// parameter JSON params and nstreams streams (UDP when params say "udp",
+// else TCP with a 4 KiB receive buffer), and returns once the server sent
+// TEST_RUNNING.
 func startRawIperf3(ctx context.Context, ns string, from netip.Addr, srv netip.AddrPort, params string, nstreams int) (*rawIperf3, error) {
 	r := &rawIperf3{}
 	err := nstest.Do(ns, func() error {
@@ -291,7 +292,11 @@ func startRawIperf3(ctx context.Context, ns string, from netip.Addr, srv netip.A
 			return err
 		}
 		for range nstreams {
-			if _, err := dial(); err != nil {
+			if strings.Contains(params, `"udp"`) {
+				if err := r.dialUDP(ctx, from, srv); err != nil {
+					return err
+				}
+			} else if _, err := dial(); err != nil {
 				return err
 			}
 		}
@@ -311,6 +316,23 @@ func startRawIperf3(ctx context.Context, ns string, from netip.Addr, srv netip.A
 		return nil, err
 	}
 	return r, nil
+}
+
+// dialUDP opens a UDP stream as iperf3 does: a 4-byte hello to the
+// server's port, answered from the stream's own socket.
+func (r *rawIperf3) dialUDP(ctx context.Context, from netip.Addr, srv netip.AddrPort) error {
+	d := net.Dialer{LocalAddr: &net.UDPAddr{IP: from.AsSlice()}}
+	c, err := d.DialContext(ctx, "udp", srv.String())
+	if err != nil {
+		return err
+	}
+	r.conns = append(r.conns, c)
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := c.Write(binary.LittleEndian.AppendUint32(nil, 0x36373839)); err != nil {
+		return err
+	}
+	_, err = io.ReadFull(c, make([]byte, 4))
+	return err
 }
 
 func (r *rawIperf3) Close() {
@@ -539,5 +561,51 @@ func TestIperf3Congestion(t *testing.T) {
 	t.Logf("iperf3 -C %s (allowed: %v): exit %v: %s", other, allowed, err, nstest.Tail(out, 1))
 	if err == nil || !strings.Contains(out, "TCP_CONGESTION") {
 		t.Errorf("iperf3 -C %s, not in net.ipv4.tcp_allowed_congestion_control, was not refused with iperf3's TCP_CONGESTION error", other)
+	}
+}
+
+// floodIperf3LyingUDP (issue 27 row 6, a client that lies): a hand-made
+// client asks for a UDP test of the default 1 Mbit/s (90 datagrams/s of
+// 1448 bytes), then sends 16-byte datagrams on its stream as fast as it
+// can until ctx ends.
+func floodIperf3LyingUDP(ctx context.Context, t *testing.T, l *lab) {
+	from := extraAddrs(t, l, 1)[0]
+	params := `{"udp":true,"omit":0,"time":10,"parallel":1,"len":1448,"bandwidth":1048576,"pacing_timer":1000,"client_version":"3.12"}`
+	r, err := startRawIperf3(ctx, l.P.Client, from, l.iperf3Addr(), params, 1)
+	if err != nil {
+		t.Errorf("lying UDP flood: test not set up: %v", err)
+		return
+	}
+	defer r.Close()
+	c := r.conns[1]
+	var b [16]byte
+	sent := 0
+	for seq := uint32(1); ctx.Err() == nil; seq++ {
+		now := time.Now()
+		binary.BigEndian.PutUint32(b[0:], uint32(now.Unix()))
+		binary.BigEndian.PutUint32(b[4:], uint32(now.Nanosecond()/1000))
+		binary.BigEndian.PutUint32(b[8:], seq)
+		if _, err := c.Write(b[:]); err == nil {
+			sent++
+		}
+	}
+	t.Logf("lying UDP flood: %d datagrams sent on a test of 90/s", sent)
+}
+
+// TestIperf3LyingUDP (row 6): a UDP test that asked 90 datagrams/s gets
+// hundreds of thousands a second. Its stream reads at most twice what the
+// test asked (at least 1000/s) and leaves the rest to the kernel's drops,
+// so the server spends at most a quarter of a core on it, and a board's
+// TFTP fetch and iperf3 test are served within 1 s.
+func TestIperf3LyingUDP(t *testing.T) {
+	l := iperf3Lab(t)
+	cpu0 := cpuTime(t, l)
+	const d = 5 * time.Second
+	siege(t, l, floodIperf3LyingUDP, d, 2*time.Second, nstest.Usage{FDs: 200, RSS: 96 << 20}, 300,
+		map[string]func(context.Context) error{"a board's TFTP fetch": boardTFTP(l), "a board's iperf3 -n 1M": boardIperf3(l)})
+	used := cpuTime(t, l) - cpu0
+	t.Logf("serve used %v of CPU over the %v flood (%.0f%% of a core)", used, d, used.Seconds()/d.Seconds()*100)
+	if used > d/4 {
+		t.Errorf("serve used %v of CPU over the %v flood, bound a quarter of a core (%v)", used, d, d/4)
 	}
 }
