@@ -424,6 +424,23 @@ func floodIperf3TinyUDP(ctx context.Context, t *testing.T, l *lab) {
 	wg.Wait()
 }
 
+// cpuSiege runs fl for 5 s while a board's TFTP fetch and iperf3 test are
+// served within 1 s, and fails t when serve spends more than a quarter of
+// a core (user and system) over it, or holds more than 200 fds, 96 MiB or
+// 300 goroutines.
+func cpuSiege(t *testing.T, l *lab, fl flood) {
+	t.Helper()
+	cpu0 := cpuTime(t, l)
+	const d = 5 * time.Second
+	siege(t, l, fl, d, 2*time.Second, nstest.Usage{FDs: 200, RSS: 96 << 20}, 300,
+		map[string]func(context.Context) error{"a board's TFTP fetch": boardTFTP(l), "a board's iperf3 -n 1M": boardIperf3(l)})
+	used := cpuTime(t, l) - cpu0
+	t.Logf("serve used %v of CPU over the %v flood (%.0f%% of a core)", used, d, used.Seconds()/d.Seconds()*100)
+	if used > d/4 {
+		t.Errorf("serve used %v of CPU over the %v flood, bound a quarter of a core (%v)", used, d, d/4)
+	}
+}
+
 // TestIperf3TinyUDP (row 6): iperf3 UDP tests of 64-byte datagrams, the
 // server sending 16 x 600 Mbit/s and the board sending without a rate.
 // A UDP test asks at least min_udp_len (128) bytes a datagram and at most
@@ -432,16 +449,7 @@ func floodIperf3TinyUDP(ctx context.Context, t *testing.T, l *lab) {
 // the flood, and a board's TFTP fetch and iperf3 test are served within
 // 1 s.
 func TestIperf3TinyUDP(t *testing.T) {
-	l := iperf3Lab(t)
-	cpu0 := cpuTime(t, l)
-	const d = 5 * time.Second
-	siege(t, l, floodIperf3TinyUDP, d, 2*time.Second, nstest.Usage{FDs: 200, RSS: 96 << 20}, 300,
-		map[string]func(context.Context) error{"a board's TFTP fetch": boardTFTP(l), "a board's iperf3 -n 1M": boardIperf3(l)})
-	used := cpuTime(t, l) - cpu0
-	t.Logf("serve used %v of CPU over the %v flood (%.0f%% of a core)", used, d, used.Seconds()/d.Seconds()*100)
-	if used > d/4 {
-		t.Errorf("serve used %v of CPU over the %v flood, bound a quarter of a core (%v)", used, d, d/4)
-	}
+	cpuSiege(t, iperf3Lab(t), floodIperf3TinyUDP)
 }
 
 // endlessRun is one iperf3 client run and how it ended.
@@ -598,14 +606,5 @@ func floodIperf3LyingUDP(ctx context.Context, t *testing.T, l *lab) {
 // so the server spends at most a quarter of a core on it, and a board's
 // TFTP fetch and iperf3 test are served within 1 s.
 func TestIperf3LyingUDP(t *testing.T) {
-	l := iperf3Lab(t)
-	cpu0 := cpuTime(t, l)
-	const d = 5 * time.Second
-	siege(t, l, floodIperf3LyingUDP, d, 2*time.Second, nstest.Usage{FDs: 200, RSS: 96 << 20}, 300,
-		map[string]func(context.Context) error{"a board's TFTP fetch": boardTFTP(l), "a board's iperf3 -n 1M": boardIperf3(l)})
-	used := cpuTime(t, l) - cpu0
-	t.Logf("serve used %v of CPU over the %v flood (%.0f%% of a core)", used, d, used.Seconds()/d.Seconds()*100)
-	if used > d/4 {
-		t.Errorf("serve used %v of CPU over the %v flood, bound a quarter of a core (%v)", used, d, d/4)
-	}
+	cpuSiege(t, iperf3Lab(t), floodIperf3LyingUDP)
 }
