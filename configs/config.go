@@ -388,6 +388,15 @@ type Iperf struct {
 	MaxRateMbps int64 `yaml:"max_rate_mbps"`
 	// MaxStreams per test (-P). Default 16.
 	MaxStreams int `yaml:"max_streams"`
+	// iperf3 only: the UDP packet budget (a datagram costs the server
+	// about the same CPU whatever its size). MinUDPLen is the smallest -l
+	// of a UDP test, bytes (default 128); MaxPPS the most datagrams/s one
+	// test may ask for, -b / (8 x -l) over its streams and directions
+	// (default 100000; -b 0 asks without bound); MaxPPSTotal the UDP tests
+	// running at once together (default 200000).
+	MinUDPLen   int   `yaml:"min_udp_len"`
+	MaxPPS      int64 `yaml:"max_pps"`
+	MaxPPSTotal int64 `yaml:"max_pps_total"`
 }
 
 // Host is a per-MAC entry.
@@ -622,6 +631,12 @@ func (c *Config) Validate() error {
 		if ip.MaxDuration < time.Second || ip.MaxRateMbps < 1 {
 			add(key, "max_duration must be at least 1s and max_rate_mbps at least 1 (defaults 60s, 10000)")
 		}
+	}
+	if ip := c.Iperf3; ip.MinUDPLen < 16 || ip.MinUDPLen > 65507 {
+		add("iperf3.min_udp_len", "%d is outside 16..65507 (iperf3's datagram header is 16 bytes); default 128", ip.MinUDPLen)
+	}
+	if ip := c.Iperf3; ip.MaxPPS < 1 || ip.MaxPPSTotal < ip.MaxPPS {
+		add("iperf3.max_pps", "max_pps %d and max_pps_total %d: both at least 1, the total at least max_pps (defaults 100000, 200000)", ip.MaxPPS, ip.MaxPPSTotal)
 	}
 	c.validateImages(add)
 	seenMAC := map[string]int{}

@@ -51,6 +51,9 @@ type Sources struct {
 	Admin   *refuse.Log
 	Records interface{ Stats() record.SinkStats }
 	Active  *event.Active
+
+	// Iperf3 counts the iperf3 server's refusals (caps, handshake budget).
+	Iperf3 interface{ Refusals() map[string]uint64 }
 }
 
 // Metrics counts fetches and leases (as an event.Sink) and exports the
@@ -327,6 +330,9 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if s.Admin != nil {
 		refusals("admin", s.Admin.Counts())
+	}
+	if s.Iperf3 != nil {
+		refusals("iperf3", s.Iperf3.Refusals())
 	}
 	if s.Records != nil {
 		st := s.Records.Stats()

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -27,14 +28,33 @@ type Iperf3 struct {
 	local  netip.AddrPort
 	refuse *refuse.Log
 
-	mu        sync.Mutex
-	byCookie  map[string]*test3
-	active    int
-	perClient map[netip.Addr]int
-	udpWait   map[netip.Addr]*test3 // the test taking UDP streams from an address
+	mu       sync.Mutex
+	byCookie map[string]*test3
+	tests    slots                 // tests running, by client address
+	udpWait  map[netip.Addr]*test3 // the test taking UDP streams from an address
+	pending  slots                 // connections before their cookie
+	udpPPS   int64                 // datagrams/s the running UDP tests were admitted with
+
+	payloadOnce sync.Once
+	payload     []byte // read-only: what every TCP sending stream writes
 
 	wg sync.WaitGroup
 }
+
+// A real client writes its cookie as soon as it connects, and its
+// parameters as soon as it is asked: both come within a round trip. A
+// connection that has not sent its cookie is pending: at most
+// maxPendingPerAddr from one address and maxPending in all, each for at
+// most handshakeTimeout, so connections that never speak cannot hold the
+// process's descriptors (issue 27: 20k connects from 4 addresses took all
+// 20000 and TFTP answered "too many open files"). iperf3 opens a test's
+// streams one after another, so one client has one connection pending at
+// a time; the bench stream server keeps 64 in all.
+const (
+	handshakeTimeout  = 3 * time.Second
+	maxPending        = 64
+	maxPendingPerAddr = 8
+)
 
 // NewIperf3 validates cfg and binds TCP and UDP on cfg.Addr.
 func NewIperf3(cfg Config) (*Iperf3, error) {
@@ -53,7 +73,7 @@ func NewIperf3(cfg Config) (*Iperf3, error) {
 	return &Iperf3{
 		cfg: cfg, ln: ln.(*net.TCPListener), udp: pc.(*net.UDPConn), local: local,
 		refuse:   refuse.New(cfg.Log, 0),
-		byCookie: map[string]*test3{}, perClient: map[netip.Addr]int{}, udpWait: map[netip.Addr]*test3{},
+		byCookie: map[string]*test3{}, udpWait: map[netip.Addr]*test3{},
 	}, nil
 }
 
@@ -75,7 +95,7 @@ func (s *Iperf3) Refusals() map[string]uint64 { return s.refuse.Counts() }
 func (s *Iperf3) Running() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.active
+	return s.tests.all
 }
 
 // Serve accepts tests until ctx ends, then ends running tests (the
@@ -91,10 +111,20 @@ func (s *Iperf3) Serve(ctx context.Context) error {
 func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 	peer := addrPort(c.RemoteAddr())
 	ip := peer.Addr().Unmap()
-	_ = c.SetReadDeadline(time.Now().Add(s.cfg.SetupTimeout))
+	if !s.claimPending(ip) {
+		s.refuse.Refuse("iperf3: too many connections before their cookie", ip.String(),
+			"max_pending", maxPending, "max_pending_per_client", maxPendingPerAddr)
+		_ = c.SetLinger(0) // a reset: no FIN_WAIT or TIME_WAIT kept for a flood
+		c.Close()
+		return
+	}
+	_ = c.SetReadDeadline(time.Now().Add(s.handshakeTimeout()))
 	var ck [cookieSize]byte
-	if _, err := io.ReadFull(c, ck[:]); err != nil {
+	_, err := io.ReadFull(c, ck[:])
+	s.releasePending(ip)
+	if err != nil {
 		s.refuse.Refuse("iperf3: no cookie", ip.String(), "err", err)
+		_ = c.SetLinger(0)
 		c.Close()
 		return
 	}
@@ -115,8 +145,8 @@ func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 		return
 	}
 	l := s.cfg.Limits
-	if s.active >= l.MaxTests || s.perClient[ip] >= l.MaxPerClient {
-		running, mine := s.active, s.perClient[ip]
+	if !s.tests.take(ip, l.MaxTests, l.MaxPerClient) {
+		running, mine := s.tests.all, s.tests.by[ip]
 		s.mu.Unlock()
 		s.refuse.Refuse("iperf3: busy", ip.String(), append(clientAttrs(s.cfg.Clients, ip),
 			"running", running, "max_tests", l.MaxTests, "client_running", mine, "max_per_client", l.MaxPerClient)...)
@@ -127,8 +157,6 @@ func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 	t := &test3{s: s, ctl: c, peer: peer, cookie: key, tcpIn: make(chan seqConn, 2*l.MaxStreams),
 		udpIn: make(chan *net.UDPConn, 2*l.MaxStreams)}
 	s.byCookie[key] = t
-	s.active++
-	s.perClient[ip]++
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -136,14 +164,45 @@ func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 		if s.udpWait[ip] == t {
 			delete(s.udpWait, ip)
 		}
-		s.active--
-		if s.perClient[ip]--; s.perClient[ip] <= 0 {
-			delete(s.perClient, ip)
-		}
+		s.tests.give(ip)
 		s.mu.Unlock()
 	}()
 	t.run(ctx)
 }
+
+// maxTCPLen is the largest -l of a TCP test: iperf3's own MAX_BLOCKSIZE,
+// beyond which its client refuses to start, so no board asks more.
+const maxTCPLen = 1 << 20
+
+// minTCPWrite: blocks shorter than this go several to a write. The byte
+// stream is the same; a -l 1 test no longer costs a system call a byte.
+const minTCPWrite = 128 << 10
+
+// sendPayload is what every TCP sending stream writes: one read-only
+// buffer of maxTCPLen for all streams of all tests, built at the first,
+// so memory does not grow with streams x -l (issue 27: four -l 16M -P 16
+// -R tests whose streams were never read held 1 GiB).
+func (s *Iperf3) sendPayload() []byte {
+	s.payloadOnce.Do(func() { s.payload = payload(maxTCPLen) })
+	return s.payload
+}
+
+// claimPending takes a handshake slot for a connection from ip (false:
+// none left, for ip or in all).
+func (s *Iperf3) claimPending(ip netip.Addr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending.take(ip, maxPending, maxPendingPerAddr)
+}
+
+func (s *Iperf3) releasePending(ip netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending.give(ip)
+}
+
+// handshakeTimeout bounds the wait for the cookie and for the parameters.
+func (s *Iperf3) handshakeTimeout() time.Duration { return min(handshakeTimeout, s.cfg.SetupTimeout) }
 
 // readUDP answers the UDP stream set-up datagrams: each gets its own socket
 // on the server port, connected to the client, handed to the test that
@@ -257,7 +316,7 @@ func (t *test3) run(ctx context.Context) {
 		log.Info("iperf3 test ended: client left before the parameters", "err", err)
 		return
 	}
-	_ = t.ctl.SetReadDeadline(time.Now().Add(cfg.SetupTimeout))
+	_ = t.ctl.SetReadDeadline(time.Now().Add(t.s.handshakeTimeout()))
 	b, err := readJSON(t.ctl)
 	if err != nil {
 		log.Warn("iperf3 test ended: no parameters (wrong cookie on a data stream, or not an iperf3 client)", "err", err)
@@ -282,6 +341,17 @@ func (t *test3) run(ctx context.Context) {
 		log.Warn("iperf3 test refused: over cap", "why", why)
 		_ = t.send(serverError(ie, errno)...)
 		return
+	}
+	if p.UDP {
+		pps := t.pps()
+		if !t.s.claimPPS(pps) {
+			why := fmt.Sprintf("%d datagrams/s: the running UDP tests have %d of %d (iperf3.max_pps_total)", pps, t.s.udpPPSNow(), cfg.Limits.MaxPPSTotal)
+			t.s.refuse.Refuse("iperf3: UDP packet budget", ip.String(), "why", why)
+			log.Warn("iperf3 test refused: busy", "why", why)
+			_ = t.send(serverError(ieAccessDenied, 0)...)
+			return
+		}
+		defer t.s.releasePPS(pps)
 	}
 	dirs := 1
 	if p.Bidir {
@@ -326,7 +396,7 @@ func (t *test3) run(ctx context.Context) {
 		return
 	}
 	m.start()
-	outcome, why := t.waitEnd(log)
+	outcome, why := t.waitEnd(t.runLimit())
 	m.stop(outcome == "ok")
 	var client *results
 	if outcome == "ok" {
@@ -348,6 +418,15 @@ func (t *test3) overCap() (ie, errno int, why string) {
 	if p.Bidir {
 		dirs = 2
 	}
+	if p.TCP && p.Len > maxTCPLen {
+		return ieBlockSize, 0, fmt.Sprintf("-l %d: at most %d bytes a block (iperf3's own limit)", p.Len, maxTCPLen)
+	}
+	if p.TCP && p.Congestion != "" {
+		if allowed, ok := congestionAllowed(p.Congestion); !ok {
+			return ieSetCongestion, int(syscall.EPERM), fmt.Sprintf("-C %s: not in net.ipv4.tcp_allowed_congestion_control (%s)",
+				p.Congestion, strings.Join(allowed, " "))
+		}
+	}
 	if p.Parallel > l.MaxStreams {
 		return ieInitTest, int(syscall.EMFILE), fmt.Sprintf("-P %d: at most %d streams per test", p.Parallel, l.MaxStreams)
 	}
@@ -358,7 +437,64 @@ func (t *test3) overCap() (ie, errno int, why string) {
 		return ieTotalRate, 0, fmt.Sprintf("-b %d x %d streams x %d directions = %d bit/s: at most %d bit/s per test",
 			p.Bandwidth, p.Parallel, dirs, total, l.MaxRate)
 	}
+	if !p.UDP {
+		return 0, 0, ""
+	}
+	if n := t.udpLen(); n < l.MinUDPLen {
+		return ieInitTest, int(syscall.EINVAL), fmt.Sprintf("-u -l %d: UDP datagrams of at least %d bytes (iperf3.min_udp_len)", n, l.MinUDPLen)
+	}
+	if p.Bandwidth <= 0 {
+		return ieTotalRate, 0, fmt.Sprintf("-u -b 0: an unbounded rate; at most %d datagrams/s per test (iperf3.max_pps)", l.MaxPPS)
+	}
+	if pps := t.pps(); pps > l.MaxPPS {
+		return ieTotalRate, 0, fmt.Sprintf("-b %d / (8 x -l %d) x %d streams x %d directions = %d datagrams/s: at most %d per test (iperf3.max_pps)",
+			p.Bandwidth, t.udpLen(), p.Parallel, dirs, pps, l.MaxPPS)
+	}
 	return 0, 0, ""
+}
+
+// udpLen is a UDP test's datagram size.
+func (t *test3) udpLen() int {
+	if t.p.Len > 0 {
+		return t.p.Len
+	}
+	return udpDefaultLen
+}
+
+// streamPPS is the datagrams per second one stream of a UDP test asks for.
+func (t *test3) streamPPS() int64 { return t.p.Bandwidth / (8 * int64(t.udpLen())) }
+
+// pps is what a UDP test asks for over all its streams and directions.
+func (t *test3) pps() int64 {
+	dirs := int64(1)
+	if t.p.Bidir {
+		dirs = 2
+	}
+	return t.streamPPS() * int64(t.p.Parallel) * dirs
+}
+
+func (s *Iperf3) udpPPSNow() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.udpPPS
+}
+
+// claimPPS admits a UDP test's datagram rate within MaxPPSTotal (false:
+// the running UDP tests have it); releasePPS gives it back.
+func (s *Iperf3) claimPPS(pps int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.udpPPS+pps > s.cfg.Limits.MaxPPSTotal {
+		return false
+	}
+	s.udpPPS += pps
+	return true
+}
+
+func (s *Iperf3) releasePPS(pps int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.udpPPS -= pps
 }
 
 // waitUDPTurn serializes the UDP stream set-up per client address: the
@@ -448,10 +584,26 @@ func (t *test3) streams(conns []net.Conn, log interface{ Debug(string, ...any) }
 	return ss
 }
 
-// waitEnd reads the control connection during the test: TEST_END is the
-// normal end; anything else ends it early.
-func (t *test3) waitEnd(log interface{ Debug(string, ...any) }) (outcome, why string) {
-	limit := t.s.cfg.Limits.MaxDuration + 10*time.Second
+// endGrace is how late a -t test's TEST_END may come: the client sends it
+// when its own timer ends, and a loaded board or host is a second or two
+// late.
+const endGrace = 5 * time.Second
+
+// runLimit bounds the measured part: -t and -O plus endGrace, and a test
+// ended by -n or -k (no -t) at MaxDuration, however few bytes a slow or
+// silent board lets through (issue 27: a -n test ran 70 s against a 60 s
+// cap).
+func (t *test3) runLimit() time.Duration {
+	capped := t.s.cfg.Limits.MaxDuration
+	if t.p.Time > 0 {
+		return min(time.Duration(t.p.Time+t.p.Omit)*time.Second, capped) + endGrace
+	}
+	return capped
+}
+
+// waitEnd reads the control connection during the test, for at most limit:
+// TEST_END is the normal end; anything else ends it early.
+func (t *test3) waitEnd(limit time.Duration) (outcome, why string) {
 	_ = t.ctl.SetReadDeadline(time.Now().Add(limit))
 	var b [1]byte
 	_, err := io.ReadFull(t.ctl, b[:])
@@ -462,9 +614,12 @@ func (t *test3) waitEnd(log interface{ Debug(string, ...any) }) (outcome, why st
 		return "aborted", "client terminated the test (Ctrl-C)"
 	case err == nil:
 		return "error", fmt.Sprintf("unexpected control state %d", int8(b[0]))
+	case os.IsTimeout(err) && t.p.Time == 0:
+		_ = t.state(stateServerTerminate)
+		return "aborted", fmt.Sprintf("-n/-k test stopped at %s (iperf3.max_duration) before its end", limit)
 	case os.IsTimeout(err):
 		_ = t.state(stateServerTerminate)
-		return "aborted", fmt.Sprintf("test ran past %s (the duration cap plus 10 s)", limit)
+		return "aborted", fmt.Sprintf("no TEST_END within %s (-t, -O and %s)", limit, endGrace)
 	case errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
 		return "aborted", "client vanished mid-test (control connection closed)"
 	}

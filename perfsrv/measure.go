@@ -241,10 +241,13 @@ func (m *measure) blockLen() int {
 		return n
 	}
 	if m.t.p.UDP {
-		return 1460
+		return udpDefaultLen
 	}
 	return 128 << 10
 }
+
+// udpDefaultLen is a UDP test's datagram without -l.
+const udpDefaultLen = 1460
 
 // limitReached: -n or -k satisfied (bytes over all sending streams, as
 // iperf3 counts test->bytes_sent).
@@ -272,16 +275,18 @@ func pace(rate int64, start time.Time, sent int64, ended <-chan struct{}) bool {
 }
 
 func (m *measure) sendTCP(st *stream3) {
-	buf := payload(m.blockLen())
+	blk := m.blockLen()
+	buf := m.t.s.sendPayload()
 	rate := m.t.p.Bandwidth
 	for !m.stopped.Load() && !m.limitReached() {
 		if !pace(rate, m.wall, st.bytes.Load(), m.ended) {
 			return
 		}
-		n, err := st.c.Write(buf)
+		k := m.blocksNext(blk)
+		n, err := st.c.Write(buf[:k*blk])
 		st.bytes.Add(int64(n))
 		m.total.Add(int64(n))
-		m.blocks.Add(1)
+		m.blocks.Add(int64(k))
 		if err != nil {
 			return
 		}
@@ -289,6 +294,18 @@ func (m *measure) sendTCP(st *stream3) {
 	if m.limitReached() {
 		<-m.ended // the client ends the test; keep the stream open until then
 	}
+}
+
+// blocksNext is how many blocks of blk bytes the next TCP write takes:
+// enough for minTCPWrite, no more than -n or -k still asks.
+func (m *measure) blocksNext(blk int) int {
+	k := int64(max(1, minTCPWrite/blk))
+	if p := m.t.p; p.Bytes > 0 {
+		k = min(k, max(1, (p.Bytes-m.total.Load()+int64(blk)-1)/int64(blk)))
+	} else if p.Blocks > 0 {
+		k = min(k, max(1, p.Blocks-m.blocks.Load()))
+	}
+	return int(k)
 }
 
 func (m *measure) sendUDP(st *stream3) {
@@ -332,7 +349,7 @@ func (m *measure) sendUDP(st *stream3) {
 }
 
 func (m *measure) recvTCP(st *stream3) {
-	buf := make([]byte, 256<<10)
+	buf := make([]byte, 128<<10) // iperf3's own read size; one per receiving stream
 	for {
 		n, err := st.c.Read(buf)
 		if n > 0 {
@@ -351,7 +368,9 @@ func (m *measure) recvTCP(st *stream3) {
 func (m *measure) recvUDP(st *stream3) {
 	buf := make([]byte, 65536)
 	wide := m.t.p.UDP64
+	limit := recvLimit{pps: max(2*m.t.streamPPS(), 1000), start: time.Now()}
 	for {
+		limit.wait(m.ended)
 		n, err := st.c.Read(buf)
 		if err != nil {
 			return
@@ -389,6 +408,33 @@ func (m *measure) recvUDP(st *stream3) {
 		d := math.Abs(transit - st.prevTrans)
 		st.prevTrans = transit
 		st.jitter += (d - st.jitter) / 16
+	}
+}
+
+// recvLimit holds a UDP receiver to twice the datagrams per second its
+// test asked for: a client that sends more than it asked spends its own
+// CPU and the kernel's drops (counted as loss), not the server's reads.
+type recvLimit struct {
+	pps   int64
+	start time.Time
+	n     int64
+}
+
+// wait is called before each read; every 256 datagrams it sleeps (at most
+// 100 ms at a time) while the receiver is ahead of pps.
+func (r *recvLimit) wait(ended <-chan struct{}) {
+	r.n++
+	if r.n%256 != 0 {
+		return
+	}
+	due := r.start.Add(time.Duration(float64(r.n) / float64(r.pps) * float64(time.Second)))
+	if d := time.Until(due); d > time.Millisecond {
+		tm := time.NewTimer(min(d, 100*time.Millisecond))
+		defer tm.Stop()
+		select {
+		case <-tm.C:
+		case <-ended:
+		}
 	}
 }
 

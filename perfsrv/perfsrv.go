@@ -46,6 +46,18 @@ type Limits struct {
 	MaxRate int64
 	// MaxStreams per test (-P, default 16; doubled for --bidir).
 	MaxStreams int
+
+	// UDP packet budget (iperf3): a datagram costs the server about the
+	// same CPU whatever its size, so a test is bounded in datagrams too.
+	// MinUDPLen is the smallest -l of a UDP test (default 128 bytes).
+	MinUDPLen int
+	// MaxPPS is the most UDP datagrams per second one test may ask for,
+	// -b / (8 x -l) over its streams and directions (default 100000, a
+	// 1.1 Gbit/s test of 1448-byte datagrams); -b 0 asks without bound.
+	MaxPPS int64
+	// MaxPPSTotal bounds the UDP tests running at once together (default
+	// 200000).
+	MaxPPSTotal int64
 }
 
 func (l Limits) withDefaults() Limits {
@@ -63,6 +75,15 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxStreams <= 0 {
 		l.MaxStreams = 16
+	}
+	if l.MinUDPLen <= 0 {
+		l.MinUDPLen = 128
+	}
+	if l.MaxPPS <= 0 {
+		l.MaxPPS = 100000
+	}
+	if l.MaxPPSTotal <= 0 {
+		l.MaxPPSTotal = 200000
 	}
 	return l
 }

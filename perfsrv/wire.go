@@ -32,10 +32,12 @@ const (
 // i_errno values the client prints after stateServerError (iperf_api.h,
 // strings in iperf_error.c).
 const (
+	ieBlockSize     = 7   // "block size too large (maximum = 1048576 bytes)": the client's own MAX_BLOCKSIZE
 	ieTotalRate     = 27  // "total required bandwidth is larger than server limit"
 	ieInitTest      = 101 // "test initialization failed: <strerror(errno)>"
 	ieRecvParams    = 114 // "unable to receive parameters from client: <strerror(errno)>"
 	ieProtocol      = 131 // "protocol does not exist"
+	ieSetCongestion = 134 // "unable to set TCP_CONGESTION: Supplied congestion control algorithm not supported on this host"
 	ieStreamAccept  = 204 // "unable to accept stream connection: <strerror(errno)>"
 	ieRecvResults   = 117
 	ieAccessDenied  = 121
@@ -292,9 +294,14 @@ func readJSON(r io.Reader) ([]byte, error) {
 	if size > maxJSON {
 		return nil, fmt.Errorf("%w: message of %d bytes (over %d)", errBadParams, size, maxJSON)
 	}
-	b := make([]byte, size)
-	if _, err := io.ReadFull(r, b); err != nil {
+	// Grown as the bytes come, not made at the announced size: a length
+	// with nothing after it costs nothing.
+	b, err := io.ReadAll(io.LimitReader(r, int64(size)))
+	if err != nil {
 		return nil, err
+	}
+	if len(b) < int(size) {
+		return nil, io.ErrUnexpectedEOF
 	}
 	return b, nil
 }

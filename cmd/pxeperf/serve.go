@@ -332,7 +332,7 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 	for _, b := range []struct {
 		name  string
 		build func(*serveEnv) (service, error)
-	}{{"dhcp", newDHCPService}, {"tftp", newTFTPService}, {"http", newHTTPService}, {"bench", newStreamService}, {"admin", newAdminService}, {"iperf3", newIperf3Service}, {"iperf2", newIperf2Service}} {
+	}{{"dhcp", newDHCPService}, {"tftp", newTFTPService}, {"http", newHTTPService}, {"bench", newStreamService}, {"iperf3", newIperf3Service}, {"iperf2", newIperf2Service}, {"admin", newAdminService}} {
 		s, err := b.build(env)
 		if err != nil {
 			releaseAll(services)

@@ -10,7 +10,8 @@ func perfsrvConfig(env *serveEnv, c *configs.Iperf, svc string) perfsrv.Config {
 	return perfsrv.Config{
 		Addr: c.Listen,
 		Limits: perfsrv.Limits{MaxTests: c.MaxTests, MaxPerClient: c.MaxPerClient, MaxDuration: c.MaxDuration,
-			MaxRate: c.MaxRateMbps * 1e6, MaxStreams: c.MaxStreams},
+			MaxRate: c.MaxRateMbps * 1e6, MaxStreams: c.MaxStreams,
+			MinUDPLen: c.MinUDPLen, MaxPPS: c.MaxPPS, MaxPPSTotal: c.MaxPPSTotal},
 		Interval: env.cfg.HTTP.Interval,
 		Sink:     env.sink,
 		Clients:  env.hosts,
@@ -30,7 +31,8 @@ func newIperf3Service(env *serveEnv) (service, error) {
 		return nil, err
 	}
 	env.logger.Info("iperf3 server listening", "addr", s.Addr().String(), "max_tests", c.MaxTests,
-		"max_per_client", c.MaxPerClient, "max_duration", c.MaxDuration, "max_rate_mbps", c.MaxRateMbps)
+		"max_per_client", c.MaxPerClient, "max_duration", c.MaxDuration, "max_rate_mbps", c.MaxRateMbps,
+		"min_udp_len", c.MinUDPLen, "max_pps", c.MaxPPS, "max_pps_total", c.MaxPPSTotal)
 	return s, nil
 }
 

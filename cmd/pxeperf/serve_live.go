@@ -14,6 +14,7 @@ import (
 	"github.com/pxeperf/pxeperf/dhcp"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/metrics"
+	"github.com/pxeperf/pxeperf/perfsrv"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/tftp"
 )
@@ -86,6 +87,9 @@ func mountLive(env *serveEnv, s *admin.Server, records api.Source) error {
 	}
 	if l.records != nil {
 		src.Records = l.records
+	}
+	if s, ok := env.built["iperf3"].(*perfsrv.Iperf3); ok {
+		src.Iperf3 = s
 	}
 	if err := metrics.Watch(l.reg, src); err != nil {
 		return err
