@@ -331,6 +331,11 @@ type Iperf struct {
 	MaxRateMbps int64 `yaml:"max_rate_mbps"`
 	// MaxStreams per test (-P). Default 16.
 	MaxStreams int `yaml:"max_streams"`
+	// VerifiedFor (iperf2 only): for how long after an address ran an
+	// iperf 2 TCP test (its handshake proves it receives) its UDP tests
+	// may be sent more than twice what they sent; UDP -R needs it. 0: never.
+	// Default 10m.
+	VerifiedFor time.Duration `yaml:"verified_for"`
 }
 
 // Host is a per-MAC entry.
@@ -553,6 +558,9 @@ func (c *Config) Validate() error {
 		}
 		if ip.MaxDuration < time.Second || ip.MaxRateMbps < 1 {
 			add(key, "max_duration must be at least 1s and max_rate_mbps at least 1 (defaults 60s, 10000)")
+		}
+		if ip.VerifiedFor < 0 {
+			add(key+".verified_for", "%s is negative; use 0 (never) or e.g. 10m (the default)", ip.VerifiedFor)
 		}
 	}
 	c.validateImages(add)

@@ -51,6 +51,9 @@ type Sources struct {
 	Admin   *refuse.Log
 	Records interface{ Stats() record.SinkStats }
 	Active  *event.Active
+
+	// Iperf2 counts the iperf 2 server's refusals and dropped replies.
+	Iperf2 interface{ Refusals() map[string]uint64 }
 }
 
 // Metrics counts fetches and leases (as an event.Sink) and exports the
@@ -316,6 +319,9 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if s.Admin != nil {
 		refusals("admin", s.Admin.Counts())
+	}
+	if s.Iperf2 != nil {
+		refusals("iperf2", s.Iperf2.Refusals())
 	}
 	if s.Records != nil {
 		st := s.Records.Stats()

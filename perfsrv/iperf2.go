@@ -35,6 +35,7 @@ type Iperf2 struct {
 	active    int
 	perClient map[netip.Addr]int
 	flows     map[netip.AddrPort]*flow2
+	verified  map[netip.Addr]time.Time // addresses that ran a TCP test (iperf2guard.go)
 
 	gmu    sync.Mutex
 	groups map[string]*group2 // -P tests still taking streams
@@ -57,8 +58,9 @@ func NewIperf2(cfg Config) (*Iperf2, error) {
 	}
 	u := pc.(*net.UDPConn)
 	_ = u.SetReadBuffer(4 << 20)
+	_ = u.SetWriteBuffer(4 << 20)
 	return &Iperf2{cfg: cfg, ln: ln.(*net.TCPListener), udp: u, refuse: refuse.New(cfg.Log, 0),
-		perClient: map[netip.Addr]int{}, flows: map[netip.AddrPort]*flow2{}}, nil
+		perClient: map[netip.Addr]int{}, flows: map[netip.AddrPort]*flow2{}, verified: map[netip.Addr]time.Time{}}, nil
 }
 
 // Addr is the bound address (TCP and UDP share the port).
@@ -120,6 +122,9 @@ type flow2 struct {
 	nextSample          time.Time
 	hdr                 hdr2 // the first datagram's test header
 	ctx                 context.Context
+	// budget counts every byte from the flow's source; nil when its
+	// address has shown it receives, so its legs are not bounded by it.
+	budget *udpBudget
 }
 
 func (s *Iperf2) readUDP(ctx context.Context) {
@@ -164,6 +169,9 @@ func (s *Iperf2) datagram(ctx context.Context, from netip.AddrPort, b []byte, no
 			return // the end of a flow we did not see (or already forgot)
 		}
 		f = &flow2{peer: from, first: now, nextSample: now.Add(s.cfg.Interval), ctx: ctx}
+		if !s.verifiedLocked(ip, now) {
+			f.budget = &udpBudget{}
+		}
 		s.flows[from] = f
 		// The test header follows the datagram's own 16 bytes.
 		var h hdr2
@@ -171,6 +179,14 @@ func (s *Iperf2) datagram(ctx context.Context, from netip.AddrPort, b []byte, no
 			h = parseHdr2(b[16:])
 		}
 		f.hdr = h
+		if h.mode() == mode2Reverse && f.budget != nil {
+			// Its leg would be all allowance (iperf2guard.go).
+			s.refuse.Refuse("iperf2: UDP -R from an address that has not shown it receives", ip.String(),
+				append(clientAttrs(s.cfg.Clients, ip), "fix", "run a TCP test from it first (iperf -c SERVER -t 1; "+
+					"it counts for iperf2.verified_for), or use iperf3 -u -R")...)
+			f.done = true
+			return
+		}
 		f.admitted = s.admitLocked(ip)
 		if !f.admitted {
 			s.refuse.Refuse("iperf2: busy", ip.String(), clientAttrs(s.cfg.Clients, ip)...)
@@ -180,22 +196,25 @@ func (s *Iperf2) datagram(ctx context.Context, from netip.AddrPort, b []byte, no
 			// The board only listens; it repeats its header until data
 			// comes. The leg keeps the slot; the flow records nothing.
 			if f.admitted {
-				s.startUDPLeg(ctx, from, h, false, true)
+				s.startUDPLeg(ctx, from, h, false, true, nil)
 			}
 			f.admitted, f.done = false, true
 			return
 		case mode2FullDuplex:
 			if f.admitted {
-				s.startUDPLeg(ctx, from, h, false, false)
+				s.startUDPLeg(ctx, from, h, false, false, f.budget)
 			}
 		case mode2Dualtest:
 			if f.admitted {
-				s.startUDPLeg(ctx, from, h, true, false)
+				s.startUDPLeg(ctx, from, h, true, false, f.budget)
 			}
 		}
 		if h.flags&iperf2HeaderSeqno64 != 0 {
 			f.seq64 = true
 		}
+	}
+	if f.budget != nil {
+		f.budget.rcvd.Add(int64(len(b)))
 	}
 	seq := int64(int32(binary.BigEndian.Uint32(b)))
 	if f.seq64 && len(b) >= 16 {
@@ -207,7 +226,7 @@ func (s *Iperf2) datagram(ctx context.Context, from netip.AddrPort, b []byte, no
 		}
 		if f.report != nil {
 			reply := append(append([]byte(nil), b[:16]...), f.report...)
-			_, _ = s.udp.WriteToUDPAddrPort(reply, from)
+			s.sendNoWait(reply, from)
 		}
 		return
 	}
@@ -248,6 +267,9 @@ func (s *Iperf2) datagram(ctx context.Context, from netip.AddrPort, b []byte, no
 // finish records a flow and builds its server report. Holds s.mu.
 func (s *Iperf2) finish(f *flow2, outcome, why string) {
 	f.done = true
+	if f.budget != nil {
+		f.budget.ended.Store(true)
+	}
 	if !f.admitted {
 		return
 	}
@@ -284,7 +306,7 @@ func (s *Iperf2) finish(f *flow2, outcome, why string) {
 		ev.File = "iperf -c -u" + flagName(mode) + " (udp)"
 	}
 	if f.hdr.mode() == mode2Tradeoff && outcome == event.OutcomeOK {
-		s.startUDPLeg(f.ctx, f.peer, f.hdr, true, false)
+		s.startUDPLeg(f.ctx, f.peer, f.hdr, true, false, f.budget)
 	}
 	go s.cfg.Sink.Fetch(ev)
 	if outcome != event.OutcomeOK {

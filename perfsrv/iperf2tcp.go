@@ -243,6 +243,11 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	_ = c.SetReadDeadline(start.Add(s.cfg.SetupTimeout))
 	head, h, herr := readHdr2(c)
 	began := time.Now()
+	if herr == nil {
+		s.mu.Lock()
+		s.verifyLocked(ip, began)
+		s.mu.Unlock()
+	}
 	mode := h.mode()
 	labels := map[string]string{"streams": "1"}
 	if h.flags&(iperf2HeaderVersion1|iperf2HeaderVersion2|iperf2HeaderExtend) != 0 {

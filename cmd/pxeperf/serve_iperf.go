@@ -15,6 +15,8 @@ func perfsrvConfig(env *serveEnv, c *configs.Iperf, svc string) perfsrv.Config {
 		Sink:     env.sink,
 		Clients:  env.hosts,
 		Log:      env.logger.With("svc", svc),
+
+		VerifiedFor: c.VerifiedFor,
 	}
 }
 

@@ -69,6 +69,7 @@ func (l *liveState) sinks() []event.Sink {
 func mountLive(env *serveEnv, s *admin.Server, records api.Source) error {
 	l := env.live
 	src := metrics.Sources{Admin: s.Refused(), Active: l.active}
+	src.Iperf2 = builtRefusals{env, "iperf2"}
 	opt := dashboard.Options{Active: l.active, Records: records}
 	if d, ok := env.built["dhcp"].(*dhcp.Server); ok {
 		src.DHCP = d
@@ -115,4 +116,18 @@ func leaseList(env *serveEnv, d *dhcp.Server) []dashboard.Lease {
 	}
 	slices.SortFunc(out, func(a, b dashboard.Lease) int { return strings.Compare(a.Addr, b.Addr) })
 	return out
+}
+
+// builtRefusals reads, at scrape time, the refusals of a service built
+// after the admin listener (iperf2); none while it is off.
+type builtRefusals struct {
+	env  *serveEnv
+	name string
+}
+
+func (b builtRefusals) Refusals() map[string]uint64 {
+	if r, ok := b.env.built[b.name].(interface{ Refusals() map[string]uint64 }); ok {
+		return r.Refusals()
+	}
+	return nil
 }

@@ -1,0 +1,239 @@
+//go:build linux
+
+package hostile
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pxeperf/pxeperf/internal/nstest"
+)
+
+// iperf2Port is where the iperf 2 labs listen.
+const iperf2Port = 5001
+
+// newIperf2Lab is a lab with the iperf 2 server on :5001 and the boot
+// services off (the floods here aim at iperf 2 alone; the soak's lab
+// turns everything on).
+func newIperf2Lab(t *testing.T) *lab {
+	t.Helper()
+	nstest.RequireTool(t, "iperf")
+	return newLab(t, nstest.Options{}, "iperf2:\n  enabled: true\n", nil,
+		"--dhcp", "off", "--tftp-addr", "off", "--http-addr", "off", "--iperf2-addr", fmt.Sprintf(":%d", iperf2Port))
+}
+
+func (l *lab) iperf2() netip.AddrPort { return netip.AddrPortFrom(l.P.ServerIP, iperf2Port) }
+
+// iperf2UDPFirst is the first datagram of Debian's iperf 2.1.8
+// `iperf -c S -u -b 100M -t 10` (captured): the datagram's 16 bytes (id 1,
+// tv_sec, tv_usec, id2), then the test header: flags 0x48010098 (EXTEND,
+// SEQNO64, a 76-byte header), 1 thread, port 5904, -t 10 s (-1000), the
+// extension with rate 100 Mbit/s.
+const iperf2UDPFirst = "000000016b0f67b50003e7bc00000000" +
+	"4801009800000001000017100000000000000000fffffc1800000000000000000000000000020001000800030000000006400000" +
+	"0000000000000000000000000000000000000000000000000000000000000000000000000000"
+
+// iperf2Datagram is a forged first datagram asking for mode ("" normal,
+// "-R", "--full-duplex", "-d", "-r") with port as the header's listener
+// port (the connect-back's target for -d and -r), as 2.1.8 writes them.
+func iperf2Datagram(mode string, port uint16) []byte {
+	b, err := hex.DecodeString(iperf2UDPFirst)
+	if err != nil {
+		panic(err)
+	}
+	be := binary.BigEndian
+	h := b[16:]
+	switch mode {
+	case "-R", "--full-duplex":
+		be.PutUint32(h, 0x6c010098) // + HEADER_VERSION2, HEADER_UDPTESTS
+		be.PutUint16(h[32:], map[string]uint16{"-R": 0x0400, "--full-duplex": 0x0808}[mode])
+	case "-d":
+		be.PutUint32(h, 0xc8010099) // HEADER_VERSION1 + RUN_NOW: dualtest
+	case "-r":
+		be.PutUint32(h, 0xc8010098) // HEADER_VERSION1: tradeoff
+	}
+	be.PutUint32(h[8:], uint32(port))
+	return b
+}
+
+// iperf2Fin is a datagram ending a flow (a negative id).
+func iperf2Fin(first []byte) []byte {
+	b := append([]byte(nil), first[:16]...)
+	binary.BigEndian.PutUint32(b, uint32(0xffffffff))
+	return b
+}
+
+// victim is an address on the client side that answers ARP and never
+// talks to pxeperf itself, with UDP sockets counting what reaches them.
+type victim struct {
+	addr  netip.Addr
+	bytes atomic.Int64
+	conns []*net.UDPConn
+}
+
+// newVictim puts an unused address of the pair's subnet on the client's
+// interface and listens on ports there.
+func newVictim(t *testing.T, l *lab, ports ...uint16) *victim {
+	t.Helper()
+	free := l.P.Unanswered(4)
+	if len(free) < 4 {
+		t.Fatal("no free address for the victim")
+	}
+	v := &victim{addr: free[3]}
+	nstest.Run(t, l.P.Client, "ip", "addr", "add", netip.PrefixFrom(v.addr, l.P.Prefix.Bits()).String(), "dev", l.P.ClientIf)
+	for _, port := range ports {
+		var c *net.UDPConn
+		if err := nstest.Do(l.P.Client, func() (err error) {
+			c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(v.addr, port)))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadBuffer(4 << 20)
+		v.conns = append(v.conns, c)
+		t.Cleanup(func() { c.Close() })
+	}
+	return v
+}
+
+// count reads every socket of v until ctx ends.
+func (v *victim) count(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, c := range v.conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 65536)
+			for ctx.Err() == nil {
+				_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+				n, _, err := c.ReadFromUDPAddrPort(buf)
+				if err == nil {
+					v.bytes.Add(int64(n))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// floodIperf2Reflect forges, from the victim's ports, the first datagram of
+// each two-way iperf 2 UDP test (-R, --full-duplex, -d, and -r with its
+// end): each asks for 100 Mbit/s for 10 s towards the victim (its own
+// port for -R and --full-duplex, the header's for -d and -r). rounds
+// rounds, one every 200 ms; it adds what it forged to *sent.
+func floodIperf2Reflect(v *victim, rounds int, sent *atomic.Int64) flood {
+	return func(ctx context.Context, t *testing.T, l *lab) {
+		f := nstest.NewForger(t, l.P.Client)
+		for r := 0; r < rounds && ctx.Err() == nil; r++ {
+			for i, mode := range []string{"-R", "--full-duplex", "-d", "-r"} {
+				src := netip.AddrPortFrom(v.addr, 7000+uint16(r*10+i))
+				d := iperf2Datagram(mode, 7100+uint16(r*10+i))
+				pkts := [][]byte{d}
+				if mode == "-r" {
+					pkts = append(pkts, iperf2Fin(d))
+				}
+				for _, p := range pkts {
+					if err := f.UDP(src, l.iperf2(), p); err != nil {
+						t.Errorf("forge: %v", err)
+						return
+					}
+					sent.Add(int64(len(p)))
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// iperf2Board runs a real board's short iperf 2 test (Debian's 2.1.8
+// client) from the client namespace: TCP, or UDP (-u) ended by its
+// server report.
+func iperf2Board(l *lab, udp bool) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		args := []string{"-c", l.P.ServerIP.String(), "-p", fmt.Sprint(iperf2Port), "-n", "64K"}
+		if udp {
+			args = append(args, "-u", "-b", "20M")
+		}
+		out, err := nstest.Command(ctx, l.P.Client, "iperf", args...).CombinedOutput()
+		switch {
+		case ctx.Err() != nil:
+			return fmt.Errorf("no answer: %v\n%s", ctx.Err(), out)
+		case err != nil:
+			return fmt.Errorf("iperf: %v\n%s", err, out)
+		case strings.Contains(string(out), "failed") || strings.Contains(string(out), "refused"):
+			return errors.New(string(out))
+		case udp && !strings.Contains(string(out), "Server Report"):
+			return fmt.Errorf("no server report:\n%s", out)
+		}
+		return nil
+	}
+}
+
+// iperf2Served checks a real board's TCP and UDP tests are each served
+// within 1 s, every 500 ms until ctx ends.
+func iperf2Served(ctx context.Context, t *testing.T, l *lab) {
+	for ctx.Err() == nil {
+		within(t, "iperf 2 TCP test", time.Second, iperf2Board(l, false))
+		within(t, "iperf 2 UDP test", time.Second, iperf2Board(l, true))
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// iperf2Bounds is what serve may hold during an iperf 2 flood: its
+// baseline is ~25 MiB, 15 fds, 10 threads.
+var iperf2Bounds = nstest.Usage{RSS: 120 << 20, FDs: 80, Threads: 40}
+
+// TestIperf2UDPReflection (issue 27 row 1): 16 forged first datagrams of
+// two-way UDP tests (1.5 KB) from an address that never spoke to pxeperf
+// must not turn into the 100 Mbit/s legs they ask for: the victim gets at
+// most 2x what was forged plus 64 KiB per flow, while real boards are
+// served within 1 s.
+func TestIperf2UDPReflection(t *testing.T) {
+	l := newIperf2Lab(t)
+	var ports []uint16
+	for r := range 4 {
+		for i := range 4 {
+			ports = append(ports, 7000+uint16(r*10+i), 7100+uint16(r*10+i))
+		}
+	}
+	v := newVictim(t, l, ports...)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); v.count(ctx) }()
+	go func() { defer wg.Done(); floodIperf2Reflect(v, 4, &sent)(ctx, t, l) }()
+	go func() { defer wg.Done(); time.Sleep(500 * time.Millisecond); iperf2Served(ctx, t, l) }()
+	peak := l.S.Within(ctx, t, iperf2Bounds)
+	wg.Wait()
+	g, _ := l.S.Goroutines()
+	bound := 2*sent.Load() + 16*(64<<10)
+	t.Logf("forged %d B in 16 flows; the victim got %d B (bound %d); peak RSS %d MiB, %d fds, %d threads; %d goroutines after",
+		sent.Load(), v.bytes.Load(), bound, peak.RSS>>20, peak.FDs, peak.Threads, g)
+	if v.bytes.Load() > bound {
+		t.Errorf("the victim got %d B from %d B forged: more than 2x plus 64 KiB a flow (%d B)", v.bytes.Load(), sent.Load(), bound)
+	}
+	if g > 100 {
+		t.Errorf("%d goroutines after the flood, want at most 100", g)
+	}
+	if n, err := l.S.Metric("pxeperf_refusals_total", `proto="iperf2"`, "has not shown it receives"); err != nil || n < 1 {
+		t.Errorf("refused UDP -R tests on /metrics: %v (%v), want the 4 forged ones counted", n, err)
+	}
+}
