@@ -237,3 +237,133 @@ func TestIperf2UDPReflection(t *testing.T) {
 		t.Errorf("refused UDP -R tests on /metrics: %v (%v), want the 4 forged ones counted", n, err)
 	}
 }
+
+// floodIperf2Sources forges n first datagrams of plain UDP tests (92 B,
+// the header asking for 100 Mbit/s for 10 s), each from a source of its
+// own (random addresses of 10.0.0.0/8 and random ports), at most rate a
+// second. Each opens a flow the server cannot tell from a real one.
+func floodIperf2Sources(n, rate int) flood {
+	return func(ctx context.Context, t *testing.T, l *lab) {
+		f := nstest.NewForger(t, l.P.Client)
+		d := iperf2Datagram("", 5001)
+		start := time.Now()
+		for i := 0; i < n && ctx.Err() == nil; i++ {
+			src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), uint16(1024+i%60000))
+			if err := f.UDP(src, l.iperf2(), d); err != nil {
+				t.Errorf("forge: %v", err)
+				return
+			}
+			if i%1000 == 999 {
+				if d := time.Until(start.Add(time.Duration(i+1) * time.Second / time.Duration(rate))); d > 0 {
+					time.Sleep(d)
+				}
+			}
+		}
+	}
+}
+
+// TestIperf2UDPSourceFlood (issue 27 row 7): 200k first datagrams from
+// as many forged sources in 4 s leave no flow table (RSS within 64 MiB,
+// baseline ~25), hold no slot from a board that has shown it receives
+// (its TCP and UDP tests served within 1 s), and put no record on file.
+func TestIperf2UDPSourceFlood(t *testing.T) {
+	l := newIperf2Lab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); floodIperf2Sources(200000, 50000)(ctx, t, l) }()
+	go func() { defer wg.Done(); time.Sleep(time.Second); iperf2Served(ctx, t, l) }()
+	bound := iperf2Bounds
+	bound.RSS = 64 << 20
+	peak := l.S.Within(ctx, t, bound)
+	wg.Wait()
+	// A flow of the flood that had a slot is over 2 s after its datagram.
+	time.Sleep(3 * time.Second)
+	g, _ := l.S.Goroutines()
+	junk, _ := l.S.Metric("pxeperf_fetches_total", `proto="udp"`, `outcome="aborted"`)
+	t.Logf("peak RSS %d MiB, %d fds, %d threads; %d goroutines after; %v aborted UDP records", peak.RSS>>20, peak.FDs, peak.Threads, g, junk)
+	if junk > 0 {
+		t.Errorf("%v records of forged flows that vanished, want none", junk)
+	}
+	if g > 100 {
+		t.Errorf("%d goroutines after the flood, want at most 100", g)
+	}
+}
+
+// floodIperf2Idle holds iperf 2 TCP connections that move nothing: from
+// each of addrs (the client's own and extra ones on its interface),
+// header-only ones (a whole header asking for -t 60, then silence) and
+// headless ones (nothing at all), open until ctx ends.
+func floodIperf2Idle(addrs []netip.Addr, headerOnly, headless int) flood {
+	return func(ctx context.Context, t *testing.T, l *lab) {
+		hdr := iperf2TCPHeader()
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for _, a := range addrs {
+			for i := range headerOnly + headless {
+				var c net.Conn
+				err := nstest.Do(l.P.Client, func() (err error) {
+					d := net.Dialer{Timeout: time.Second, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(a, 0))}
+					c, err = d.DialContext(ctx, "tcp", l.iperf2().String())
+					return err
+				})
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Logf("idle connection %d from %s: %v", i, a, err)
+					}
+					continue
+				}
+				conns = append(conns, c)
+				if i < headerOnly {
+					_, _ = c.Write(hdr)
+				}
+			}
+		}
+		<-ctx.Done()
+	}
+}
+
+// iperf2TCPHeader is the test header of Debian's iperf 2.1.8 `iperf -c S
+// -t 60` (flags 0x48010098: EXTEND, a 76-byte header; 1 thread, port
+// 5001, -t 60 s as -6000).
+func iperf2TCPHeader() []byte {
+	b, _ := hex.DecodeString(iperf2UDPFirst)
+	h := append([]byte(nil), b[16:16+76]...)
+	binary.BigEndian.PutUint32(h[8:], 5001)
+	binary.BigEndian.PutUint32(h[20:], uint32(0xffffe890)) // -6000
+	return h
+}
+
+// TestIperf2IdleConnections (issue 27 rows 15 and 4, iperf 2's part): 16
+// connections that sent a header and nothing after, from 4 addresses,
+// took every slot; 400 that send nothing waited beside them. Real boards'
+// TCP and UDP tests are still served within 1 s, and serve holds at most
+// 64 header waits: fds within 160.
+func TestIperf2IdleConnections(t *testing.T) {
+	l := newIperf2Lab(t)
+	addrs := []netip.Addr{l.P.ClientIP}
+	for _, a := range l.P.Unanswered(7)[4:7] {
+		nstest.Run(t, l.P.Client, "ip", "addr", "add", netip.PrefixFrom(a, l.P.Prefix.Bits()).String(), "dev", l.P.ClientIf)
+		addrs = append(addrs, a)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); floodIperf2Idle(addrs, 4, 100)(ctx, t, l) }()
+	go func() { defer wg.Done(); time.Sleep(2500 * time.Millisecond); iperf2Served(ctx, t, l) }()
+	bound := iperf2Bounds
+	bound.FDs = 160
+	peak := l.S.Within(ctx, t, bound)
+	wg.Wait()
+	g, _ := l.S.Goroutines()
+	t.Logf("peak RSS %d MiB, %d fds, %d threads; %d goroutines after", peak.RSS>>20, peak.FDs, peak.Threads, g)
+	if g > 100 {
+		t.Errorf("%d goroutines after the flood, want at most 100", g)
+	}
+}

@@ -84,3 +84,157 @@ func (s *Iperf2) verifiedLocked(ip netip.Addr, now time.Time) bool {
 	t, ok := s.verified[ip]
 	return ok && now.Sub(t) <= s.cfg.VerifiedFor
 }
+
+// Slots. Tests are capped in all (Limits.MaxTests) and per address
+// (Limits.MaxPerClient), and a test holds its slot from its header to its
+// end, so whatever holds slots without moving data shuts real boards out:
+// 16 header-only TCP connections once did for 70 s, and one datagram from
+// each of 16 forged sources did for 10 s (issue 27 rows 7 and 15). When the
+// slots a new test needs are taken, it takes the slot of one that has
+// moved nothing for slotIdle, or of an unverified UDP flow when the
+// newcomer is verified (a TCP test, or UDP from a verified address): a
+// forged flow then never keeps a board that has shown it receives out.
+const slotIdle = time.Second
+
+// test2 is a running test's claim on a slot.
+type test2 struct {
+	ip   netip.Addr
+	weak bool // an unverified UDP flow
+	// moved is when the test last moved a byte (unix ns).
+	moved atomic.Int64
+	// stop ends an evicted test; called with s.mu held, so it must not
+	// take it (closing a connection, marking a flow).
+	stop    func()
+	held    bool // under s.mu
+	evicted atomic.Bool
+}
+
+func newTest2(ip netip.Addr, weak bool, now time.Time) *test2 {
+	t := &test2{ip: ip, weak: weak}
+	t.moved.Store(now.UnixNano())
+	return t
+}
+
+// touch records progress.
+func (t *test2) touch(now time.Time) { t.moved.Store(now.UnixNano()) }
+
+// admitLocked gives t a slot, evicting a test that holds one for nothing
+// when the caps are reached; false when none can go. Holds s.mu.
+func (s *Iperf2) admitLocked(t *test2, now time.Time) bool {
+	l := s.cfg.Limits
+	full := func() (all, mine bool) { return s.active >= l.MaxTests, s.perClient[t.ip] >= l.MaxPerClient }
+	if all, mine := full(); all || mine {
+		var victim *test2
+		var idlest time.Duration = -1
+		for v := range s.tests {
+			if mine && v.ip != t.ip || v.stop == nil {
+				continue
+			}
+			idle := now.Sub(time.Unix(0, v.moved.Load()))
+			if idle < slotIdle && !(v.weak && !t.weak) {
+				continue
+			}
+			if v.weak && !t.weak {
+				idle += time.Hour // the forged-flow suspects go first
+			}
+			if idle > idlest {
+				victim, idlest = v, idle
+			}
+		}
+		if victim != nil {
+			s.refuse.Refuse("iperf2: test evicted (its slot held no data, or an unverified flow gave way)", victim.ip.String(),
+				clientAttrs(s.cfg.Clients, victim.ip)...)
+			s.releaseLocked(victim)
+			victim.stop()
+		}
+		if all, mine := full(); all || mine {
+			return false
+		}
+	}
+	t.held = true
+	s.tests[t] = struct{}{}
+	s.active++
+	s.perClient[t.ip]++
+	return true
+}
+
+// release gives t's slot back (once).
+func (s *Iperf2) release(t *test2) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.releaseLocked(t)
+}
+
+func (s *Iperf2) releaseLocked(t *test2) {
+	if t == nil || !t.held {
+		return
+	}
+	t.held = false
+	delete(s.tests, t)
+	s.active--
+	if s.perClient[t.ip]--; s.perClient[t.ip] <= 0 {
+		delete(s.perClient, t.ip)
+	}
+}
+
+// TCP connections still sending their header hold no slot, but a socket
+// and a goroutine each: they are capped per address and in all (as the
+// bench stream server's maxPending), and given iperf2HeaderWait (real
+// clients send the header with their first segment). A new connection
+// over a cap closes the oldest waiting one of its address (or of all):
+// a flood of silent connections then delays no real client, which sends
+// its header at once, even from the flooding address.
+const (
+	maxPending        = 64
+	maxPendingPerAddr = 8
+	iperf2HeaderWait  = 3 * time.Second
+)
+
+// pend2 is a connection waiting for its header.
+type pend2 struct {
+	ip    netip.Addr
+	since time.Time
+	close func()
+}
+
+// headerWait counts c waiting for its header, closing the oldest waiting
+// connection over a cap; done takes it out.
+func (s *Iperf2) headerWait(ip netip.Addr, close func()) (done func()) {
+	p := &pend2{ip: ip, since: time.Now(), close: close}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mine := s.pending[ip] >= maxPendingPerAddr
+	if mine || len(s.pendingAll) >= maxPending {
+		var oldest *pend2
+		for q := range s.pendingAll {
+			if (!mine || q.ip == ip) && (oldest == nil || q.since.Before(oldest.since)) {
+				oldest = q
+			}
+		}
+		if oldest != nil {
+			s.refuse.Refuse("iperf2: connection closed waiting for its header (too many wait)", oldest.ip.String())
+			s.unpendLocked(oldest)
+			oldest.close()
+		}
+	}
+	s.pendingAll[p] = struct{}{}
+	s.pending[ip]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.unpendLocked(p)
+	}
+}
+
+func (s *Iperf2) unpendLocked(p *pend2) {
+	if _, ok := s.pendingAll[p]; !ok {
+		return
+	}
+	delete(s.pendingAll, p)
+	if s.pending[p.ip]--; s.pending[p.ip] <= 0 {
+		delete(s.pending, p.ip)
+	}
+}
+
+// evictedWhy is the record's reason for a test that gave its slot away.
+const evictedWhy = "evicted: moved no data for 1 s while every slot was taken"

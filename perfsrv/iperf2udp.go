@@ -32,14 +32,13 @@ func (h hdr2) udpBlock() int {
 // counted in s.wg: on the shared socket to the board's own port (-R,
 // --full-duplex) or, with back set, on a socket of its own to the board's
 // listener (-r, -d). A budget, for a source that has not shown it
-// receives, bounds what the leg sends (iperf2guard.go).
-func (s *Iperf2) startUDPLeg(ctx context.Context, peer netip.AddrPort, h hdr2, back, release bool, budget *udpBudget) {
+// receives, bounds what the leg sends (iperf2guard.go); a slot, when the
+// leg holds the test's, is given back at its end.
+func (s *Iperf2) startUDPLeg(ctx context.Context, peer netip.AddrPort, h hdr2, back bool, slot *test2, budget *udpBudget) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if release {
-			defer s.release(peer.Addr().Unmap())
-		}
+		defer s.release(slot)
 		local := netip.AddrPortFrom(addrPort(s.udp.LocalAddr()).Addr(), 0)
 		var l leg2
 		if back {
