@@ -367,3 +367,101 @@ func TestIperf2IdleConnections(t *testing.T) {
 		t.Errorf("%d goroutines after the flood, want at most 100", g)
 	}
 }
+
+// sink is a TCP service on the client side that reads and counts
+// whatever reaches it: a service of the client's own address that is not
+// an iperf listener.
+type sink struct {
+	ln    net.Listener
+	bytes atomic.Int64
+}
+
+func newSink(t *testing.T, l *lab, port uint16) *sink {
+	t.Helper()
+	k := &sink{}
+	if err := nstest.Do(l.P.Client, func() (err error) {
+		k.ln, err = net.Listen("tcp4", netip.AddrPortFrom(l.P.ClientIP, port).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.ln.Close() })
+	go func() {
+		for {
+			c, err := k.ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 256<<10)
+				for {
+					n, err := c.Read(buf)
+					k.bytes.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return k
+}
+
+// floodIperf2ConnectBack runs rounds of -r tests from the client's own
+// address that send 1 KiB and end, their header naming port (a service
+// of the client's that is no iperf listener) for the connect-back; it
+// adds what it sent to *sent.
+func floodIperf2ConnectBack(port uint16, rounds int, sent *atomic.Int64) flood {
+	return func(ctx context.Context, t *testing.T, l *lab) {
+		hdr := iperf2TCPHeader()
+		binary.BigEndian.PutUint32(hdr, 0xc8010098)              // HEADER_VERSION1: -r
+		binary.BigEndian.PutUint32(hdr[8:], uint32(port))        // the connect-back's port
+		binary.BigEndian.PutUint32(hdr[20:], uint32(0xfffffc18)) // -t 10
+		for r := 0; r < rounds && ctx.Err() == nil; r++ {
+			var c net.Conn
+			if err := nstest.Do(l.P.Client, func() (err error) {
+				c, err = (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", l.iperf2().String())
+				return err
+			}); err != nil {
+				t.Errorf("connect: %v", err)
+				return
+			}
+			data := append(append([]byte(nil), hdr...), make([]byte, 1024)...)
+			if _, err := c.Write(data); err == nil {
+				sent.Add(int64(len(data)))
+			}
+			_ = c.(*net.TCPConn).CloseWrite()
+			defer c.Close()
+		}
+		<-ctx.Done()
+	}
+}
+
+// TestIperf2ConnectBackPort (issue 27 row 17): 4 -r tests that each send
+// 1 KiB and name a service of the client's own address (port 2222: a
+// reader that is no iperf listener) get at most 4x that plus 4 MiB each
+// sent to it, and port 22 gets nothing; boards are served within 1 s.
+func TestIperf2ConnectBackPort(t *testing.T) {
+	l := newIperf2Lab(t)
+	svc, ssh := newSink(t, l, 2222), newSink(t, l, 22)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	var sent, sent22 atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); floodIperf2ConnectBack(2222, 2, &sent)(ctx, t, l) }()
+	go func() { defer wg.Done(); floodIperf2ConnectBack(22, 2, &sent22)(ctx, t, l) }()
+	go func() { defer wg.Done(); time.Sleep(500 * time.Millisecond); iperf2Served(ctx, t, l) }()
+	peak := l.S.Within(ctx, t, iperf2Bounds)
+	wg.Wait()
+	bound := 4*sent.Load() + 2*(4<<20)
+	t.Logf("sent %d B in 2 -r tests; port 2222 got %d B (bound %d), port 22 %d B; peak RSS %d MiB, %d fds",
+		sent.Load(), svc.bytes.Load(), bound, ssh.bytes.Load(), peak.RSS>>20, peak.FDs)
+	if svc.bytes.Load() > bound {
+		t.Errorf("port 2222 got %d B from -r tests that sent %d B: more than 4x plus 4 MiB a test (%d B)", svc.bytes.Load(), sent.Load(), bound)
+	}
+	if ssh.bytes.Load() > 0 {
+		t.Errorf("port 22 got %d B, want none", ssh.bytes.Load())
+	}
+}

@@ -107,6 +107,10 @@ type test2 struct {
 	stop    func()
 	held    bool // under s.mu
 	evicted atomic.Bool
+	// rcvd is what the board sent on its TCP connection; fwdDone is set
+	// when that leg ended (the connect-back's budget).
+	rcvd    atomic.Int64
+	fwdDone atomic.Bool
 }
 
 func newTest2(ip netip.Addr, weak bool, now time.Time) *test2 {
@@ -238,3 +242,30 @@ func (s *Iperf2) unpendLocked(p *pend2) {
 
 // evictedWhy is the record's reason for a test that gave its slot away.
 const evictedWhy = "evicted: moved no data for 1 s while every slot was taken"
+
+// A TCP connect-back (-r, -d) goes to the address whose handshake the
+// test's own connection proved, but to a port the header names, where
+// any service may listen (854 MB once went to port 2222 of a client;
+// issue 27 row 17), and iperf 2.1.8's listener sends nothing back that
+// would tell it from another. So a connect-back goes only to a port of
+// 1024 or above (iperf's listener is its -p or -L, 5001 by default), and
+// sends at most connectBackRatio times what the board sent on its own
+// connection plus connectBackAllowance: a board's two directions differ
+// by less on a real link, and a client cannot aim more than that at a
+// service of its address.
+const (
+	connectBackRatio     = 4
+	connectBackAllowance = 4 << 20
+)
+
+// backBudget says whether the connect-back may send n more bytes after
+// sent, waiting while the board's own leg still runs (-d).
+func (t *test2) backBudget(sent, n int64) bool {
+	for sent+n > connectBackRatio*t.rcvd.Load()+connectBackAllowance {
+		if t.fwdDone.Load() || t.evicted.Load() {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}

@@ -247,6 +247,7 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 		return
 	}
 	t := newTest2(ip, false, began)
+	t.rcvd.Store(int64(len(head)))
 	t.stop = func() {
 		t.evicted.Store(true)
 		cancel()
@@ -302,7 +303,7 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	}
 	if mode == mode2Reverse {
 		// The client sends only the header and reads until the server closes.
-		emit(s.sendLeg(ctx, c, h, true, t))
+		emit(s.sendLeg(ctx, c, h, true, t, nil))
 		return
 	}
 	var wg sync.WaitGroup
@@ -310,7 +311,7 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			emit(s.sendLeg(ctx, c, h, false, t))
+			emit(s.sendLeg(ctx, c, h, false, t, nil))
 		}()
 	}
 	if mode == mode2Dualtest {
@@ -353,11 +354,13 @@ func (s *Iperf2) recvLeg(ctx context.Context, c *net.TCPConn, start time.Time, h
 		k, err = c.Read(buf)
 		if k > 0 {
 			t.touch(time.Now())
+			t.rcvd.Add(int64(k))
 		}
 		mu.Lock()
 		n += int64(k)
 		mu.Unlock()
 	}
+	t.fwdDone.Store(true)
 	l.end = time.Now()
 	l.bytes = n
 	l.samples = tk.stop(sample{at: l.end.Sub(start), bytes: n})
@@ -410,6 +413,10 @@ func (s *Iperf2) connectBack(ctx context.Context, c *net.TCPConn, h hdr2, t *tes
 		l.why = "connect-back impossible: the test header names no port"
 		return l
 	}
+	if h.port < 1024 {
+		l.why = fmt.Sprintf("connect-back refused: port %d is below 1024, a system service's, never an iperf listener's", h.port)
+		return l
+	}
 	d := net.Dialer{Timeout: s.cfg.SetupTimeout, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(local.Addr(), 0))}
 	// iperf 2.1.8 starts its -d listener beside its own leg ("Server
 	// listening on TCP port ..." comes after it connected), so a
@@ -435,14 +442,14 @@ func (s *Iperf2) connectBack(ctx context.Context, c *net.TCPConn, h hdr2, t *tes
 	defer bc.Close()
 	stop := context.AfterFunc(ctx, func() { bc.Close() })
 	defer stop()
-	return s.sendLeg(ctx, bc.(*net.TCPConn), h, true, t)
+	return s.sendLeg(ctx, bc.(*net.TCPConn), h, true, t, t.backBudget)
 }
 
 // sendLeg sends to the board on c for the header's time (or bytes), shuts
 // the sending side down and waits until the board has acknowledged every
 // byte: the leg's end, the moment its receiver has it all. With waitClose
 // it then waits for the board to close (the client reads until EOF).
-func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose bool, t *test2) leg2 {
+func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose bool, t *test2, budget func(sent, n int64) bool) leg2 {
 	l := leg2{dir: "rx", start: time.Now(), outcome: event.OutcomeOK, local: addrPort(c.LocalAddr()), peer: addrPort(c.RemoteAddr())}
 	if why := s.overCap(h); why != "" {
 		l.end, l.outcome, l.why = l.start, event.OutcomeError, "refused: "+why
@@ -472,6 +479,7 @@ func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose 
 	buf := payload(h.block())
 	clear(buf[:min(len(buf), iperf2HdrV1Len)]) // no header: the board's listener must not read one
 	var err error
+	capped := false
 	for {
 		k := len(buf)
 		if h.amount > 0 {
@@ -491,6 +499,10 @@ func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose 
 				break
 			}
 		}
+		if budget != nil && !budget(sent, int64(k)) {
+			capped = true
+			break
+		}
 		var n int
 		n, err = c.Write(buf[:k])
 		if n > 0 {
@@ -506,6 +518,9 @@ func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose 
 	var ne net.Error
 	timedOut := errors.As(err, &ne) && ne.Timeout()
 	switch {
+	case capped:
+		l.outcome, l.why = event.OutcomeAborted, fmt.Sprintf("connect-back capped at %dx what the board sent plus %d MiB",
+			connectBackRatio, connectBackAllowance>>20)
 	case t.evicted.Load():
 		l.outcome, l.why = event.OutcomeAborted, evictedWhy
 	case ctx.Err() != nil:
