@@ -325,6 +325,12 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	// starts the clock at its first write: with -P it connects all streams
 	// before writing.
 	fwd := s.recvLeg(ctx, c, began, head, t)
+	if mode == mode2Normal {
+		// The client waits for the close; the record can follow (its
+		// journal write may wait on the disk).
+		c.Close()
+		s.release(t)
+	}
 	emit(fwd)
 	if mode == mode2Tradeoff {
 		if fwd.outcome == event.OutcomeOK {
