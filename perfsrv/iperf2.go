@@ -109,6 +109,7 @@ type flow2 struct {
 	jitter, prevTransit float64
 	seq64               bool
 	done                bool
+	doneAt              time.Time
 	report              []byte
 	slot                *test2 // nil once the flow gave its slot back (or to its -R leg)
 	tx                  []sample
@@ -270,7 +271,7 @@ func (s *Iperf2) openFlowLocked(ctx context.Context, from netip.AddrPort, b []by
 		// comes. The leg keeps the slot; the flow records nothing.
 		t.stop = nil
 		f.slot = nil
-		s.markDoneLocked(f)
+		s.markDoneLocked(f, now)
 		s.startUDPLeg(ctx, from, h, false, t, nil)
 	case mode2FullDuplex:
 		s.startUDPLeg(ctx, from, h, false, nil, f.budget)
@@ -280,13 +281,15 @@ func (s *Iperf2) openFlowLocked(ctx context.Context, from netip.AddrPort, b []by
 	return f
 }
 
-// markDoneLocked ends a flow's data: it stays to answer FIN retries
-// unless maxDoneFlows already do. Holds s.mu.
-func (s *Iperf2) markDoneLocked(f *flow2) {
+// markDoneLocked ends a flow's data: it stays doneFlowKeep to answer FIN
+// retries, the oldest such giving way when maxDoneFlows already do (so
+// datagrams that keep coming from ended flows cannot fill the table).
+// Holds s.mu.
+func (s *Iperf2) markDoneLocked(f *flow2, now time.Time) {
 	if f.done {
 		return
 	}
-	f.done = true
+	f.done, f.doneAt = true, now
 	if f.budget != nil {
 		f.budget.ended.Store(true)
 	}
@@ -294,8 +297,16 @@ func (s *Iperf2) markDoneLocked(f *flow2) {
 		return
 	}
 	if s.done >= maxDoneFlows {
-		delete(s.flows, f.peer)
-		return
+		var oldest *flow2
+		for _, g := range s.flows {
+			if g.done && g != f && (oldest == nil || g.doneAt.Before(oldest.doneAt)) {
+				oldest = g
+			}
+		}
+		if oldest != nil {
+			delete(s.flows, oldest.peer)
+			s.done--
+		}
 	}
 	s.done++
 }
@@ -306,7 +317,7 @@ func (s *Iperf2) markDoneLocked(f *flow2) {
 // so. Holds s.mu.
 func (s *Iperf2) finish(f *flow2, outcome, why string) {
 	slot := f.slot
-	s.markDoneLocked(f)
+	s.markDoneLocked(f, time.Now())
 	if slot == nil {
 		return
 	}
@@ -364,7 +375,7 @@ func (s *Iperf2) sweep(now time.Time) {
 	defer s.mu.Unlock()
 	for k, f := range s.flows {
 		if f.done {
-			if now.Sub(f.seen) >= doneFlowKeep {
+			if now.Sub(f.doneAt) >= doneFlowKeep {
 				delete(s.flows, k)
 				s.done--
 			}

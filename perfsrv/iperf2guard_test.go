@@ -125,3 +125,43 @@ func TestIperf2ReverseNeedsTCP(t *testing.T) {
 		t.Fatalf("a UDP -R after a TCP test from the address got no data\n%s", lg.String())
 	}
 }
+
+// TestIperf2DoneFlowsBounded: 300 flows that end and keep sending leave
+// at most maxDoneFlows behind, and a new flow still gets its server
+// report.
+func TestIperf2DoneFlowsBounded(t *testing.T) {
+	s, _, lg := startIperf2Caps(t, Limits{}, time.Minute)
+	to := net.UDPAddrFromAddrPort(addrPort(s.Addr()))
+	dgram := func(seq int32) []byte {
+		b := make([]byte, 200)
+		binary.BigEndian.PutUint32(b, uint32(seq))
+		return b
+	}
+	run := func() bool {
+		c, err := net.DialUDP("udp", nil, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for _, seq := range []int32{1, 2, -3, 4} { // data after the FIN keeps it warm
+			if _, err := c.Write(dgram(seq)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		n, err := c.Read(make([]byte, 512))
+		return err == nil && n > 16
+	}
+	for range 300 {
+		run()
+	}
+	if !run() {
+		t.Fatalf("no server report after 300 ended flows\n%s", lg.String())
+	}
+	s.mu.Lock()
+	n := len(s.flows)
+	s.mu.Unlock()
+	if n > maxDoneFlows {
+		t.Errorf("%d flows kept, want at most %d", n, maxDoneFlows)
+	}
+}

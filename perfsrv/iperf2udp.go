@@ -70,6 +70,10 @@ func (s *Iperf2) udpConnectBack(ctx context.Context, peer netip.AddrPort, h hdr2
 		l.why = "connect-back impossible: the test header names no port"
 		return l
 	}
+	if h.port < 1024 {
+		l.why = fmt.Sprintf("connect-back refused: port %d is below 1024, a system service's, never an iperf listener's", h.port)
+		return l
+	}
 	la := addrPort(s.udp.LocalAddr()).Addr()
 	if la.IsUnspecified() {
 		la = netip.Addr{}
