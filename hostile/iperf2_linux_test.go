@@ -236,6 +236,9 @@ func TestIperf2UDPReflection(t *testing.T) {
 	if n, err := l.S.Metric("pxeperf_refusals_total", `proto="iperf2"`, "has not shown it receives"); err != nil || n < 1 {
 		t.Errorf("refused UDP -R tests on /metrics: %v (%v), want the 4 forged ones counted", n, err)
 	}
+	if n, _ := l.S.Metric("pxeperf_fetches_total", `proto="udp"`, `outcome="aborted"`); n > 0 {
+		t.Errorf("%v aborted UDP records: the forged tests' legs are on file", n)
+	}
 }
 
 // floodIperf2Sources forges n first datagrams of plain UDP tests (92 B,

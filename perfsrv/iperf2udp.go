@@ -51,6 +51,13 @@ func (s *Iperf2) startUDPLeg(ctx context.Context, peer netip.AddrPort, h hdr2, b
 			l = s.sendUDPLeg(ctx, write, nil, h, budget)
 			l.local, l.peer = local, peer
 		}
+		if budget != nil && l.outcome != event.OutcomeOK {
+			// Capped or failed towards a source that never showed it
+			// receives: a forged flow's leg ends so, and leaves a count.
+			s.refuse.Refuse("iperf2: unverified UDP leg ended early (not recorded)", peer.Addr().Unmap().String(),
+				"mode", h.mode(), "why", l.why)
+			return
+		}
 		s.cfg.Sink.Fetch(s.udpLegEvent(l, h))
 		if l.outcome != event.OutcomeOK {
 			s.cfg.Log.Warn("iperf2 test leg ended early", append(clientAttrs(s.cfg.Clients, peer.Addr().Unmap()),
