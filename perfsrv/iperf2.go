@@ -36,8 +36,8 @@ type Iperf2 struct {
 	perClient  map[netip.Addr]int
 	tests      map[*test2]struct{} // the tests holding slots
 	pending    map[netip.Addr]int  // TCP connections still sending their header
-	pendingAll map[*pend2]struct{}
-	done       int // finished flows kept for their FIN retries
+	pendingAll map[*pend2]struct{} // the same, each
+	done       int                 // finished flows kept for their FIN retries
 	flows      map[netip.AddrPort]*flow2
 	verified   map[netip.Addr]time.Time // addresses that ran a TCP test (iperf2guard.go)
 
@@ -80,13 +80,6 @@ func (s *Iperf2) Serve(ctx context.Context) error {
 	return serve(ctx, s.ln, s.udp, &s.wg, func() { s.readUDP(ctx) },
 		func(c *net.TCPConn, _ uint64) { s.handleTCP(ctx, c) },
 		func(err error) { s.cfg.Log.Warn("iperf2 accept", "err", err) })
-}
-
-// admit gives t a slot (iperf2guard.go).
-func (s *Iperf2) admit(t *test2) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.admitLocked(t, time.Now())
 }
 
 // Flow bounds (issue 27 row 7: one datagram from each of 300k forged
