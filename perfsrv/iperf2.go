@@ -40,6 +40,8 @@ type Iperf2 struct {
 	done       int                 // finished flows kept for their FIN retries
 	flows      map[netip.AddrPort]*flow2
 	verified   map[netip.Addr]time.Time // addresses that ran a TCP test (iperf2guard.go)
+	records    bucket                   // unverified UDP records (iperf2guard.go)
+	replies    bucket                   // server reports to unverified sources
 
 	gmu    sync.Mutex
 	groups map[string]*group2 // -P tests still taking streams
@@ -179,7 +181,11 @@ func (s *Iperf2) datagram(ctx context.Context, from netip.AddrPort, b []byte, no
 		if !f.done {
 			s.finish(f, event.OutcomeOK, "")
 		}
-		if f.report != nil {
+		switch {
+		case f.report == nil:
+		case f.budget != nil && !s.replies.take(unverifiedReplies, now):
+			s.refuse.Refuse("iperf2: server report to an unverified source over its budget (not sent)", from.Addr().Unmap().String())
+		default:
 			reply := append(append([]byte(nil), b[:16]...), f.report...)
 			s.sendNoWait(reply, from)
 		}
@@ -338,23 +344,30 @@ func (s *Iperf2) finish(f *flow2, outcome, why string) {
 		s.refuse.Refuse("iperf2: unverified UDP flow ended without its FIN (not recorded)", f.peer.Addr().Unmap().String(), "why", why)
 		return
 	}
+	if f.hdr.mode() == mode2Tradeoff && outcome == event.OutcomeOK {
+		s.startUDPLeg(f.ctx, f.peer, f.hdr, true, nil, f.budget)
+	}
+	if f.budget != nil && !s.records.take(unverifiedRecords, time.Now()) {
+		s.refuse.Refuse("iperf2: unverified UDP test over the record budget (not recorded)", f.peer.Addr().Unmap().String())
+		return
+	}
 	ss := append(f.tx, sample{at: dur, bytes: f.bytes})
 	ev := &event.Fetch{Start: f.first, Proto: event.ProtoUDP, Client: f.peer, File: "iperf -c -u (udp)", Bytes: f.bytes,
 		Size: -1, Duration: dur, Outcome: outcome, Err: why, Source: SourceIperf2, Direction: "tx",
-		Interface: ifaceOf(addrPort(s.udp.LocalAddr()).Addr()), Intervals: intervals(sample{}, ss, s.cfg.Interval/2),
-		Labels: map[string]string{"streams": "1"}}
-	if ev.Interface == "" {
-		ev.Interface = ifaceRoute(f.peer.Addr())
-	}
+		Intervals: intervals(sample{}, ss, s.cfg.Interval/2), Labels: map[string]string{"streams": "1"}}
 	udpLabels(ev, f.lost, f.packets, f.jitter)
 	if mode := f.hdr.mode(); mode != mode2Normal {
 		ev.Labels["iperf2_mode"] = mode
 		ev.File = "iperf -c -u" + flagName(mode) + " (udp)"
 	}
-	if f.hdr.mode() == mode2Tradeoff && outcome == event.OutcomeOK {
-		s.startUDPLeg(f.ctx, f.peer, f.hdr, true, nil, f.budget)
-	}
-	go s.cfg.Sink.Fetch(ev)
+	// The interface is looked up off the lock: it lists the interfaces.
+	go func() {
+		ev.Interface = ifaceOf(addrPort(s.udp.LocalAddr()).Addr())
+		if ev.Interface == "" {
+			ev.Interface = ifaceRoute(f.peer.Addr())
+		}
+		s.cfg.Sink.Fetch(ev)
+	}()
 	if outcome != event.OutcomeOK {
 		s.cfg.Log.Warn("iperf2 UDP test ended early", append(clientAttrs(s.cfg.Clients, f.peer.Addr().Unmap()), "why", why)...)
 	}

@@ -30,7 +30,11 @@ func (s *Iperf2) sendNoWait(b []byte, to netip.AddrPort) {
 		serr = unix.Sendto(int(fd), b, unix.MSG_DONTWAIT, sa)
 		return true // never wait for room
 	})
-	if errors.Is(serr, unix.EAGAIN) || errors.Is(serr, unix.ENOBUFS) {
+	switch {
+	case serr == nil:
+	case errors.Is(serr, unix.EAGAIN) || errors.Is(serr, unix.ENOBUFS):
 		s.refuse.Refuse("iperf2: UDP reply dropped (send buffer full)", to.Addr().Unmap().String())
+	default: // no route to a forged source, an ICMP error queued on the socket
+		s.refuse.Refuse("iperf2: UDP reply failed", to.Addr().Unmap().String(), "err", serr)
 	}
 }

@@ -58,6 +58,10 @@ func (s *Iperf2) startUDPLeg(ctx context.Context, peer netip.AddrPort, h hdr2, b
 				"mode", h.mode(), "why", l.why)
 			return
 		}
+		if budget != nil && !s.recordToken(time.Now()) {
+			s.refuse.Refuse("iperf2: unverified UDP test over the record budget (not recorded)", peer.Addr().Unmap().String())
+			return
+		}
 		s.cfg.Sink.Fetch(s.udpLegEvent(l, h))
 		if l.outcome != event.OutcomeOK {
 			s.cfg.Log.Warn("iperf2 test leg ended early", append(clientAttrs(s.cfg.Clients, peer.Addr().Unmap()),
