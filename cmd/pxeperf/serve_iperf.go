@@ -47,6 +47,7 @@ func newIperf2Service(env *serveEnv) (service, error) {
 		return nil, err
 	}
 	env.logger.Info("iperf2 server listening", "addr", s.Addr().String(), "max_tests", c.MaxTests,
-		"max_per_client", c.MaxPerClient, "max_duration", c.MaxDuration, "max_rate_mbps", c.MaxRateMbps)
+		"max_per_client", c.MaxPerClient, "max_duration", c.MaxDuration, "max_rate_mbps", c.MaxRateMbps,
+		"verified_for", c.VerifiedFor)
 	return s, nil
 }
