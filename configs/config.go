@@ -397,6 +397,11 @@ type Iperf struct {
 	MinUDPLen   int   `yaml:"min_udp_len"`
 	MaxPPS      int64 `yaml:"max_pps"`
 	MaxPPSTotal int64 `yaml:"max_pps_total"`
+	// VerifiedFor (iperf2 only): for how long after an address ran an
+	// iperf 2 TCP test (its handshake proves it receives) its UDP tests
+	// may be sent more than twice what they sent; UDP -R needs it. 0: never.
+	// Default 10m.
+	VerifiedFor time.Duration `yaml:"verified_for"`
 }
 
 // Host is a per-MAC entry.
@@ -630,6 +635,9 @@ func (c *Config) Validate() error {
 		}
 		if ip.MaxDuration < time.Second || ip.MaxRateMbps < 1 {
 			add(key, "max_duration must be at least 1s and max_rate_mbps at least 1 (defaults 60s, 10000)")
+		}
+		if ip.VerifiedFor < 0 {
+			add(key+".verified_for", "%s is negative; use 0 (never) or e.g. 10m (the default)", ip.VerifiedFor)
 		}
 	}
 	if ip := c.Iperf3; ip.MinUDPLen < 16 || ip.MinUDPLen > 65507 {

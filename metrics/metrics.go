@@ -54,6 +54,8 @@ type Sources struct {
 
 	// Iperf3 counts the iperf3 server's refusals (caps, handshake budget).
 	Iperf3 interface{ Refusals() map[string]uint64 }
+	// Iperf2 counts the iperf 2 server's refusals and dropped replies.
+	Iperf2 interface{ Refusals() map[string]uint64 }
 }
 
 // Metrics counts fetches and leases (as an event.Sink) and exports the
@@ -333,6 +335,9 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if s.Iperf3 != nil {
 		refusals("iperf3", s.Iperf3.Refusals())
+	}
+	if s.Iperf2 != nil {
+		refusals("iperf2", s.Iperf2.Refusals())
 	}
 	if s.Records != nil {
 		st := s.Records.Stats()

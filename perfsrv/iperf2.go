@@ -31,10 +31,17 @@ type Iperf2 struct {
 	udp    *net.UDPConn
 	refuse *refuse.Log
 
-	mu        sync.Mutex
-	active    int
-	perClient map[netip.Addr]int
-	flows     map[netip.AddrPort]*flow2
+	mu         sync.Mutex
+	active     int
+	perClient  map[netip.Addr]int
+	tests      map[*test2]struct{} // the tests holding slots
+	pending    map[netip.Addr]int  // TCP connections still sending their header
+	pendingAll map[*pend2]struct{} // the same, each
+	done       int                 // finished flows kept for their FIN retries
+	flows      map[netip.AddrPort]*flow2
+	verified   map[netip.Addr]time.Time // addresses that ran a TCP test (iperf2guard.go)
+	records    bucket                   // unverified UDP records (iperf2guard.go)
+	replies    bucket                   // server reports to unverified sources
 
 	gmu    sync.Mutex
 	groups map[string]*group2 // -P tests still taking streams
@@ -57,8 +64,10 @@ func NewIperf2(cfg Config) (*Iperf2, error) {
 	}
 	u := pc.(*net.UDPConn)
 	_ = u.SetReadBuffer(4 << 20)
+	_ = u.SetWriteBuffer(4 << 20)
 	return &Iperf2{cfg: cfg, ln: ln.(*net.TCPListener), udp: u, refuse: refuse.New(cfg.Log, 0),
-		perClient: map[netip.Addr]int{}, flows: map[netip.AddrPort]*flow2{}}, nil
+		perClient: map[netip.Addr]int{}, flows: map[netip.AddrPort]*flow2{}, verified: map[netip.Addr]time.Time{},
+		tests: map[*test2]struct{}{}, pending: map[netip.Addr]int{}, pendingAll: map[*pend2]struct{}{}}, nil
 }
 
 // Addr is the bound address (TCP and UDP share the port).
@@ -75,51 +84,48 @@ func (s *Iperf2) Serve(ctx context.Context) error {
 		func(err error) { s.cfg.Log.Warn("iperf2 accept", "err", err) })
 }
 
-// admit counts a test against the caps.
-func (s *Iperf2) admit(ip netip.Addr) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.admitLocked(ip)
-}
-
-func (s *Iperf2) admitLocked(ip netip.Addr) bool {
-	l := s.cfg.Limits
-	if s.active >= l.MaxTests || s.perClient[ip] >= l.MaxPerClient {
-		return false
-	}
-	s.active++
-	s.perClient[ip]++
-	return true
-}
-
-func (s *Iperf2) release(ip netip.Addr) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.releaseLocked(ip)
-}
-
-func (s *Iperf2) releaseLocked(ip netip.Addr) {
-	s.active--
-	if s.perClient[ip]--; s.perClient[ip] <= 0 {
-		delete(s.perClient, ip)
-	}
-}
+// Flow bounds (issue 27 row 7: one datagram from each of 300k forged
+// sources once left 300k flows of ~400 B and a record of each admitted
+// one): a flow exists only while it holds a slot, or briefly after its end
+// to answer its FIN retries; a datagram that opens no flow leaves nothing
+// but a count.
+const (
+	maxDoneFlows = 256             // finished flows kept to answer FIN retries
+	doneFlowKeep = 3 * time.Second // iperf 2 retries its FIN for ~2.5 s
+	maxFirstSeq  = 16              // a flow starts at its first datagrams
+)
 
 // flow2 is one UDP test: the datagrams from one client port.
 type flow2 struct {
 	peer                netip.AddrPort
-	first, last         time.Time
+	first, last, seen   time.Time // seen: the last datagram, FINs included
 	bytes               int64
 	packets, lost, ooo  int64
 	jitter, prevTransit float64
 	seq64               bool
 	done                bool
+	doneAt              time.Time
 	report              []byte
-	admitted            bool
+	slot                *test2 // nil once the flow gave its slot back (or to its -R leg)
 	tx                  []sample
 	nextSample          time.Time
 	hdr                 hdr2 // the first datagram's test header
 	ctx                 context.Context
+	// budget counts every byte from the flow's source; nil when its
+	// address has shown it receives, so its legs are not bounded by it.
+	budget *udpBudget
+}
+
+// flowIdle is how long a flow may go quiet before it counts as vanished:
+// four datagram gaps at its rate, within 2 to 10 s, so a forged one-datagram
+// flow does not hold its slot for long.
+func (h hdr2) flowIdle() time.Duration {
+	rate := float64(h.rate)
+	if rate <= 0 {
+		rate = iperf2UDPRate
+	}
+	gap := time.Duration(float64(h.udpBlock()*8) / rate * float64(time.Second))
+	return min(max(4*gap, 2*time.Second), iperf2FlowIdle)
 }
 
 func (s *Iperf2) readUDP(ctx context.Context) {
@@ -129,7 +135,7 @@ func (s *Iperf2) readUDP(ctx context.Context) {
 		_ = s.udp.SetReadDeadline(time.Now().Add(time.Second))
 		n, from, err := s.udp.ReadFromUDPAddrPort(buf)
 		now := time.Now()
-		if now.Sub(sweep) > time.Second {
+		if now.Sub(sweep) > 250*time.Millisecond {
 			s.sweep(now)
 			sweep = now
 		}
@@ -155,47 +161,17 @@ func (s *Iperf2) readUDP(ctx context.Context) {
 }
 
 func (s *Iperf2) datagram(ctx context.Context, from netip.AddrPort, b []byte, now time.Time) {
-	ip := from.Addr().Unmap()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.flows[from]
 	if f == nil {
-		if int32(binary.BigEndian.Uint32(b)) < 0 {
-			return // the end of a flow we did not see (or already forgot)
-		}
-		f = &flow2{peer: from, first: now, nextSample: now.Add(s.cfg.Interval), ctx: ctx}
-		s.flows[from] = f
-		// The test header follows the datagram's own 16 bytes.
-		var h hdr2
-		if len(b) > 16 {
-			h = parseHdr2(b[16:])
-		}
-		f.hdr = h
-		f.admitted = s.admitLocked(ip)
-		if !f.admitted {
-			s.refuse.Refuse("iperf2: busy", ip.String(), clientAttrs(s.cfg.Clients, ip)...)
-		}
-		switch h.mode() {
-		case mode2Reverse:
-			// The board only listens; it repeats its header until data
-			// comes. The leg keeps the slot; the flow records nothing.
-			if f.admitted {
-				s.startUDPLeg(ctx, from, h, false, true)
-			}
-			f.admitted, f.done = false, true
+		if f = s.openFlowLocked(ctx, from, b, now); f == nil {
 			return
-		case mode2FullDuplex:
-			if f.admitted {
-				s.startUDPLeg(ctx, from, h, false, false)
-			}
-		case mode2Dualtest:
-			if f.admitted {
-				s.startUDPLeg(ctx, from, h, true, false)
-			}
 		}
-		if h.flags&iperf2HeaderSeqno64 != 0 {
-			f.seq64 = true
-		}
+	}
+	f.seen = now
+	if f.budget != nil {
+		f.budget.rcvd.Add(int64(len(b)))
 	}
 	seq := int64(int32(binary.BigEndian.Uint32(b)))
 	if f.seq64 && len(b) >= 16 {
@@ -205,15 +181,20 @@ func (s *Iperf2) datagram(ctx context.Context, from netip.AddrPort, b []byte, no
 		if !f.done {
 			s.finish(f, event.OutcomeOK, "")
 		}
-		if f.report != nil {
+		switch {
+		case f.report == nil:
+		case f.budget != nil && !s.replies.take(unverifiedReplies, now):
+			s.refuse.Refuse("iperf2: server report to an unverified source over its budget (not sent)", from.Addr().Unmap().String())
+		default:
 			reply := append(append([]byte(nil), b[:16]...), f.report...)
-			_, _ = s.udp.WriteToUDPAddrPort(reply, from)
+			s.sendNoWait(reply, from)
 		}
 		return
 	}
-	if f.done || !f.admitted {
+	if f.done || f.slot == nil {
 		return
 	}
+	f.slot.touch(now)
 	if now.Sub(f.first) > s.cfg.Limits.MaxDuration+5*time.Second {
 		s.finish(f, event.OutcomeAborted, fmt.Sprintf("test ran past the %s cap", s.cfg.Limits.MaxDuration))
 		return
@@ -245,13 +226,102 @@ func (s *Iperf2) datagram(ctx context.Context, from netip.AddrPort, b []byte, no
 	f.prevTransit = transit
 }
 
-// finish records a flow and builds its server report. Holds s.mu.
-func (s *Iperf2) finish(f *flow2, outcome, why string) {
-	f.done = true
-	if !f.admitted {
+// openFlowLocked starts the flow b opens, when it gets a slot, and its
+// server leg when the header asks for one; nil when b opens none (counted).
+// Holds s.mu.
+func (s *Iperf2) openFlowLocked(ctx context.Context, from netip.AddrPort, b []byte, now time.Time) *flow2 {
+	ip := from.Addr().Unmap()
+	seq0 := int32(binary.BigEndian.Uint32(b))
+	if seq0 < 0 {
+		return nil // the end of a flow we did not see (or already forgot)
+	}
+	if seq0 > maxFirstSeq {
+		s.refuse.Refuse("iperf2: UDP datagram of no running test", ip.String())
+		return nil
+	}
+	// The test header follows the datagram's own 16 bytes.
+	var h hdr2
+	if len(b) > 16 {
+		h = parseHdr2(b[16:])
+	}
+	weak := !s.verifiedLocked(ip, now)
+	if h.mode() == mode2Reverse && weak {
+		// Its leg would be all allowance (iperf2guard.go).
+		s.refuse.Refuse("iperf2: UDP -R from an address that has not shown it receives", ip.String(),
+			append(clientAttrs(s.cfg.Clients, ip), "fix", "run a TCP test from it first (iperf -c SERVER -t 1; "+
+				"it counts for iperf2.verified_for), or use iperf3 -u -R")...)
+		return nil
+	}
+	t := newTest2(ip, weak, now)
+	if !s.admitLocked(t, now) {
+		s.refuse.Refuse("iperf2: busy", ip.String(), clientAttrs(s.cfg.Clients, ip)...)
+		return nil
+	}
+	f := &flow2{peer: from, first: now, seen: now, nextSample: now.Add(s.cfg.Interval), ctx: ctx, hdr: h, slot: t,
+		seq64: h.flags&iperf2HeaderSeqno64 != 0}
+	if weak {
+		f.budget = &udpBudget{}
+	}
+	t.stop = func() { s.finish(f, event.OutcomeAborted, "evicted") }
+	s.flows[from] = f
+	switch h.mode() {
+	case mode2Reverse:
+		// The board only listens; it repeats its header until data
+		// comes. The leg keeps the slot; the flow records nothing.
+		t.stop = nil
+		f.slot = nil
+		s.markDoneLocked(f, now)
+		s.startUDPLeg(ctx, from, h, false, t, nil)
+	case mode2FullDuplex:
+		s.startUDPLeg(ctx, from, h, false, nil, f.budget)
+	case mode2Dualtest:
+		s.startUDPLeg(ctx, from, h, true, nil, f.budget)
+	}
+	return f
+}
+
+// markDoneLocked ends a flow's data: it stays doneFlowKeep to answer FIN
+// retries, the oldest such giving way when maxDoneFlows already do (so
+// datagrams that keep coming from ended flows cannot fill the table).
+// Holds s.mu.
+func (s *Iperf2) markDoneLocked(f *flow2, now time.Time) {
+	if f.done {
 		return
 	}
-	s.releaseLocked(f.peer.Addr().Unmap())
+	f.done, f.doneAt = true, now
+	if f.budget != nil {
+		f.budget.ended.Store(true)
+	}
+	if s.flows[f.peer] != f {
+		return
+	}
+	if s.done >= maxDoneFlows {
+		var oldest *flow2
+		for _, g := range s.flows {
+			if g.done && g != f && (oldest == nil || g.doneAt.Before(oldest.doneAt)) {
+				oldest = g
+			}
+		}
+		if oldest != nil {
+			delete(s.flows, oldest.peer)
+			s.done--
+		}
+	}
+	s.done++
+}
+
+// finish records a flow and builds its server report. A flow from an
+// address that has not shown it receives and ended without its FIN
+// (vanished, evicted, cut off) is counted, not recorded: forged ones end
+// so. Holds s.mu.
+func (s *Iperf2) finish(f *flow2, outcome, why string) {
+	slot := f.slot
+	s.markDoneLocked(f, time.Now())
+	if slot == nil {
+		return
+	}
+	f.slot = nil
+	s.releaseLocked(slot)
 	end := f.last
 	if end.IsZero() {
 		end = f.first
@@ -270,45 +340,56 @@ func (s *Iperf2) finish(f *flow2, outcome, why string) {
 	be.PutUint32(r[32:], uint32(f.jitter))
 	be.PutUint32(r[36:], uint32((f.jitter-math.Floor(f.jitter))*1e6))
 	f.report = r
+	if outcome != event.OutcomeOK && f.budget != nil {
+		s.refuse.Refuse("iperf2: unverified UDP flow ended without its FIN (not recorded)", f.peer.Addr().Unmap().String(), "why", why)
+		return
+	}
+	if f.hdr.mode() == mode2Tradeoff && outcome == event.OutcomeOK {
+		s.startUDPLeg(f.ctx, f.peer, f.hdr, true, nil, f.budget)
+	}
+	if f.budget != nil && !s.records.take(unverifiedRecords, time.Now()) {
+		s.refuse.Refuse("iperf2: unverified UDP test over the record budget (not recorded)", f.peer.Addr().Unmap().String())
+		return
+	}
 	ss := append(f.tx, sample{at: dur, bytes: f.bytes})
 	ev := &event.Fetch{Start: f.first, Proto: event.ProtoUDP, Client: f.peer, File: "iperf -c -u (udp)", Bytes: f.bytes,
 		Size: -1, Duration: dur, Outcome: outcome, Err: why, Source: SourceIperf2, Direction: "tx",
-		Interface: ifaceOf(addrPort(s.udp.LocalAddr()).Addr()), Intervals: intervals(sample{}, ss, s.cfg.Interval/2),
-		Labels: map[string]string{"streams": "1"}}
-	if ev.Interface == "" {
-		ev.Interface = ifaceRoute(f.peer.Addr())
-	}
+		Intervals: intervals(sample{}, ss, s.cfg.Interval/2), Labels: map[string]string{"streams": "1"}}
 	udpLabels(ev, f.lost, f.packets, f.jitter)
 	if mode := f.hdr.mode(); mode != mode2Normal {
 		ev.Labels["iperf2_mode"] = mode
 		ev.File = "iperf -c -u" + flagName(mode) + " (udp)"
 	}
-	if f.hdr.mode() == mode2Tradeoff && outcome == event.OutcomeOK {
-		s.startUDPLeg(f.ctx, f.peer, f.hdr, true, false)
-	}
-	go s.cfg.Sink.Fetch(ev)
+	// The interface is looked up off the lock: it lists the interfaces.
+	go func() {
+		ev.Interface = ifaceOf(addrPort(s.udp.LocalAddr()).Addr())
+		if ev.Interface == "" {
+			ev.Interface = ifaceRoute(f.peer.Addr())
+		}
+		s.cfg.Sink.Fetch(ev)
+	}()
 	if outcome != event.OutcomeOK {
 		s.cfg.Log.Warn("iperf2 UDP test ended early", append(clientAttrs(s.cfg.Clients, f.peer.Addr().Unmap()), "why", why)...)
 	}
 }
 
 // sweep ends flows that went quiet without their end datagrams (the
-// client vanished) and forgets finished ones. Holds no lock on entry.
+// client vanished) and forgets finished ones once their FIN retries are
+// over. Holds no lock on entry.
 func (s *Iperf2) sweep(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, f := range s.flows {
-		last := f.last
-		if last.IsZero() {
-			last = f.first
-		}
-		if now.Sub(last) < iperf2FlowIdle {
+		if f.done {
+			if now.Sub(f.doneAt) >= doneFlowKeep {
+				delete(s.flows, k)
+				s.done--
+			}
 			continue
 		}
-		if !f.done {
+		if now.Sub(f.seen) >= f.hdr.flowIdle() {
 			s.finish(f, event.OutcomeAborted, "client vanished mid-test (no end datagrams)")
 		}
-		delete(s.flows, k)
 	}
 }
 

@@ -232,17 +232,35 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	defer c.Close()
 	peer := addrPort(c.RemoteAddr())
 	ip := peer.Addr().Unmap()
-	if !s.admit(ip) {
-		s.refuse.Refuse("iperf2: busy", ip.String(), clientAttrs(s.cfg.Clients, ip)...)
-		return
-	}
-	defer s.release(ip)
+	ctx, cancel := context.WithCancel(ctx) // an evicted test's legs end with it
+	defer cancel()
 	stopCtx := context.AfterFunc(ctx, func() { c.Close() })
 	defer stopCtx()
 	start := time.Now()
-	_ = c.SetReadDeadline(start.Add(s.cfg.SetupTimeout))
+	unpend := s.headerWait(ip, func() { c.Close() })
+	_ = c.SetReadDeadline(start.Add(min(s.cfg.SetupTimeout, iperf2HeaderWait)))
 	head, h, herr := readHdr2(c)
+	unpend()
 	began := time.Now()
+	if herr != nil {
+		s.refuse.Refuse("iperf2: no test header", ip.String(), append(clientAttrs(s.cfg.Clients, ip), "bytes", len(head), "err", herr)...)
+		return
+	}
+	t := newTest2(ip, false, began)
+	t.rcvd.Store(int64(len(head)))
+	t.stop = func() {
+		t.evicted.Store(true)
+		cancel()
+	}
+	s.mu.Lock()
+	s.verifyLocked(ip, began)
+	ok := s.admitLocked(t, began)
+	s.mu.Unlock()
+	if !ok {
+		s.refuse.Refuse("iperf2: busy", ip.String(), clientAttrs(s.cfg.Clients, ip)...)
+		return
+	}
+	defer s.release(t)
 	mode := h.mode()
 	labels := map[string]string{"streams": "1"}
 	if h.flags&(iperf2HeaderVersion1|iperf2HeaderVersion2|iperf2HeaderExtend) != 0 {
@@ -267,7 +285,13 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	}
 	g := s.joinGroup(ip, h, head, func(_ string, l leg2, streams int) { record(l, streams) })
 	emit := func(l leg2) {
-		if l.outcome != event.OutcomeOK {
+		if g == nil && t.evicted.Load() && l.dir == "tx" && l.bytes <= int64(len(head)) {
+			s.refuse.Refuse("iperf2: evicted test sent nothing past its header (not recorded)", ip.String())
+			return
+		}
+		if t.evicted.Load() {
+			s.refuse.Refuse("iperf2: test leg evicted", ip.String(), "direction", l.dir, "mode", mode)
+		} else if l.outcome != event.OutcomeOK {
 			s.cfg.Log.Warn("iperf2 test leg ended early", append(clientAttrs(s.cfg.Clients, ip),
 				"direction", l.dir, "mode", mode, "why", l.why)...)
 		}
@@ -279,7 +303,7 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	}
 	if mode == mode2Reverse {
 		// The client sends only the header and reads until the server closes.
-		emit(s.sendLeg(ctx, c, h, true))
+		emit(s.sendLeg(ctx, c, h, true, t, nil))
 		return
 	}
 	var wg sync.WaitGroup
@@ -287,24 +311,30 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			emit(s.sendLeg(ctx, c, h, false))
+			emit(s.sendLeg(ctx, c, h, false, t, nil))
 		}()
 	}
 	if mode == mode2Dualtest {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			emit(s.connectBack(ctx, c, h))
+			emit(s.connectBack(ctx, c, h, t))
 		}()
 	}
 	// The board's leg starts when its header arrived, as its client
 	// starts the clock at its first write: with -P it connects all streams
 	// before writing.
-	fwd := s.recvLeg(ctx, c, began, head, herr)
+	fwd := s.recvLeg(ctx, c, began, head, t)
+	if mode == mode2Normal {
+		// The client waits for the close; the record can follow (its
+		// journal write may wait on the disk).
+		c.Close()
+		s.release(t)
+	}
 	emit(fwd)
 	if mode == mode2Tradeoff {
 		if fwd.outcome == event.OutcomeOK {
-			emit(s.connectBack(ctx, c, h))
+			emit(s.connectBack(ctx, c, h, t))
 		} else {
 			s.cfg.Log.Warn("iperf2 -r: no connect-back after a failed leg", clientAttrs(s.cfg.Clients, ip)...)
 		}
@@ -313,7 +343,7 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 }
 
 // recvLeg counts what the board sends on c until it shuts its side down.
-func (s *Iperf2) recvLeg(ctx context.Context, c *net.TCPConn, start time.Time, head []byte, herr error) leg2 {
+func (s *Iperf2) recvLeg(ctx context.Context, c *net.TCPConn, start time.Time, head []byte, t *test2) leg2 {
 	l := leg2{dir: "tx", start: start, outcome: event.OutcomeOK, local: addrPort(c.LocalAddr()), peer: addrPort(c.RemoteAddr())}
 	var mu sync.Mutex
 	n := int64(len(head))
@@ -323,21 +353,28 @@ func (s *Iperf2) recvLeg(ctx context.Context, c *net.TCPConn, start time.Time, h
 		return sample{at: at, bytes: n}
 	})
 	_ = c.SetReadDeadline(start.Add(s.cfg.Limits.MaxDuration + s.cfg.SetupTimeout))
-	err := herr
+	var err error
 	buf := make([]byte, 256<<10)
 	for err == nil {
 		var k int
 		k, err = c.Read(buf)
+		if k > 0 {
+			t.touch(time.Now())
+			t.rcvd.Add(int64(k))
+		}
 		mu.Lock()
 		n += int64(k)
 		mu.Unlock()
 	}
+	t.fwdDone.Store(true)
 	l.end = time.Now()
 	l.bytes = n
 	l.samples = tk.stop(sample{at: l.end.Sub(start), bytes: n})
 	var ne net.Error
 	switch {
 	case errors.Is(err, io.EOF):
+	case t.evicted.Load():
+		l.outcome, l.why = event.OutcomeAborted, evictedWhy
 	case ctx.Err() != nil:
 		l.outcome, l.why = event.OutcomeAborted, "server shutting down"
 	case errors.As(err, &ne) && ne.Timeout():
@@ -369,7 +406,7 @@ const connectBackRetry = 2 * time.Second
 // address the test arrived on to the address it came from, on the port
 // the header names. A refused or unanswered connect ends the leg as an
 // error.
-func (s *Iperf2) connectBack(ctx context.Context, c *net.TCPConn, h hdr2) leg2 {
+func (s *Iperf2) connectBack(ctx context.Context, c *net.TCPConn, h hdr2, t *test2) leg2 {
 	peer, local := addrPort(c.RemoteAddr()), addrPort(c.LocalAddr())
 	to := netip.AddrPortFrom(peer.Addr(), h.port)
 	l := leg2{dir: "rx", start: time.Now(), outcome: event.OutcomeError, local: netip.AddrPortFrom(local.Addr(), 0), peer: to}
@@ -380,6 +417,10 @@ func (s *Iperf2) connectBack(ctx context.Context, c *net.TCPConn, h hdr2) leg2 {
 	}
 	if h.port == 0 {
 		l.why = "connect-back impossible: the test header names no port"
+		return l
+	}
+	if h.port < 1024 {
+		l.why = fmt.Sprintf("connect-back refused: port %d is below 1024, a system service's, never an iperf listener's", h.port)
 		return l
 	}
 	d := net.Dialer{Timeout: s.cfg.SetupTimeout, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(local.Addr(), 0))}
@@ -407,14 +448,14 @@ func (s *Iperf2) connectBack(ctx context.Context, c *net.TCPConn, h hdr2) leg2 {
 	defer bc.Close()
 	stop := context.AfterFunc(ctx, func() { bc.Close() })
 	defer stop()
-	return s.sendLeg(ctx, bc.(*net.TCPConn), h, true)
+	return s.sendLeg(ctx, bc.(*net.TCPConn), h, true, t, t.backBudget)
 }
 
 // sendLeg sends to the board on c for the header's time (or bytes), shuts
 // the sending side down and waits until the board has acknowledged every
 // byte: the leg's end, the moment its receiver has it all. With waitClose
 // it then waits for the board to close (the client reads until EOF).
-func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose bool) leg2 {
+func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose bool, t *test2, budget func(sent, n int64) bool) leg2 {
 	l := leg2{dir: "rx", start: time.Now(), outcome: event.OutcomeOK, local: addrPort(c.LocalAddr()), peer: addrPort(c.RemoteAddr())}
 	if why := s.overCap(h); why != "" {
 		l.end, l.outcome, l.why = l.start, event.OutcomeError, "refused: "+why
@@ -444,6 +485,7 @@ func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose 
 	buf := payload(h.block())
 	clear(buf[:min(len(buf), iperf2HdrV1Len)]) // no header: the board's listener must not read one
 	var err error
+	capped := false
 	for {
 		k := len(buf)
 		if h.amount > 0 {
@@ -463,8 +505,15 @@ func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose 
 				break
 			}
 		}
+		if budget != nil && !budget(sent, int64(k)) {
+			capped = true
+			break
+		}
 		var n int
 		n, err = c.Write(buf[:k])
+		if n > 0 {
+			t.touch(time.Now())
+		}
 		mu.Lock()
 		sent += int64(n)
 		mu.Unlock()
@@ -475,6 +524,11 @@ func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose 
 	var ne net.Error
 	timedOut := errors.As(err, &ne) && ne.Timeout()
 	switch {
+	case capped:
+		l.outcome, l.why = event.OutcomeAborted, fmt.Sprintf("connect-back capped at %dx what the board sent plus %d MiB",
+			connectBackRatio, connectBackAllowance>>20)
+	case t.evicted.Load():
+		l.outcome, l.why = event.OutcomeAborted, evictedWhy
 	case ctx.Err() != nil:
 		l.outcome, l.why = event.OutcomeAborted, "server shutting down"
 	case err != nil && !timedOut:

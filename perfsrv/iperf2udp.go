@@ -31,25 +31,36 @@ func (h hdr2) udpBlock() int {
 // startUDPLeg runs the server's leg of a UDP test in the background,
 // counted in s.wg: on the shared socket to the board's own port (-R,
 // --full-duplex) or, with back set, on a socket of its own to the board's
-// listener (-r, -d).
-func (s *Iperf2) startUDPLeg(ctx context.Context, peer netip.AddrPort, h hdr2, back, release bool) {
+// listener (-r, -d). A budget, for a source that has not shown it
+// receives, bounds what the leg sends (iperf2guard.go); a slot, when the
+// leg holds the test's, is given back at its end.
+func (s *Iperf2) startUDPLeg(ctx context.Context, peer netip.AddrPort, h hdr2, back bool, slot *test2, budget *udpBudget) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if release {
-			defer s.release(peer.Addr().Unmap())
-		}
+		defer s.release(slot)
 		local := netip.AddrPortFrom(addrPort(s.udp.LocalAddr()).Addr(), 0)
 		var l leg2
 		if back {
-			l = s.udpConnectBack(ctx, peer, h)
+			l = s.udpConnectBack(ctx, peer, h, budget)
 		} else {
 			write := func(b []byte) error {
 				_, err := s.udp.WriteToUDPAddrPort(b, peer)
 				return err
 			}
-			l = s.sendUDPLeg(ctx, write, nil, h)
+			l = s.sendUDPLeg(ctx, write, nil, h, budget)
 			l.local, l.peer = local, peer
+		}
+		if budget != nil && l.outcome != event.OutcomeOK {
+			// Capped or failed towards a source that never showed it
+			// receives: a forged flow's leg ends so, and leaves a count.
+			s.refuse.Refuse("iperf2: unverified UDP leg ended early (not recorded)", peer.Addr().Unmap().String(),
+				"mode", h.mode(), "why", l.why)
+			return
+		}
+		if budget != nil && !s.recordToken(time.Now()) {
+			s.refuse.Refuse("iperf2: unverified UDP test over the record budget (not recorded)", peer.Addr().Unmap().String())
+			return
 		}
 		s.cfg.Sink.Fetch(s.udpLegEvent(l, h))
 		if l.outcome != event.OutcomeOK {
@@ -62,12 +73,16 @@ func (s *Iperf2) startUDPLeg(ctx context.Context, peer netip.AddrPort, h hdr2, b
 // udpConnectBack sends -r/-d's server leg from a socket of its own to the
 // address the test came from, on the port its header names, and waits for
 // the board's server report after the final datagrams.
-func (s *Iperf2) udpConnectBack(ctx context.Context, peer netip.AddrPort, h hdr2) leg2 {
+func (s *Iperf2) udpConnectBack(ctx context.Context, peer netip.AddrPort, h hdr2, budget *udpBudget) leg2 {
 	to := netip.AddrPortFrom(peer.Addr(), h.port)
 	l := leg2{dir: "rx", start: time.Now(), outcome: event.OutcomeError, peer: to}
 	l.end = l.start
 	if h.port == 0 {
 		l.why = "connect-back impossible: the test header names no port"
+		return l
+	}
+	if h.port < 1024 {
+		l.why = fmt.Sprintf("connect-back refused: port %d is below 1024, a system service's, never an iperf listener's", h.port)
 		return l
 	}
 	la := addrPort(s.udp.LocalAddr()).Addr()
@@ -92,7 +107,7 @@ func (s *Iperf2) udpConnectBack(ctx context.Context, peer netip.AddrPort, h hdr2
 		_, err := c.Write(b)
 		return err
 	}
-	l = s.sendUDPLeg(ctx, write, report, h)
+	l = s.sendUDPLeg(ctx, write, report, h, budget)
 	l.local, l.peer = addrPort(c.LocalAddr()), to
 	return l
 }
@@ -100,8 +115,10 @@ func (s *Iperf2) udpConnectBack(ctx context.Context, peer netip.AddrPort, h hdr2
 // sendUDPLeg paces numbered datagrams (UDP_datagram: id, tv_sec, tv_usec,
 // id2) at the header's rate for its time or bytes, then sends negative
 // numbers so the board's receiver ends; with report it waits for the
-// board's server report between them, as an iperf 2 client does.
-func (s *Iperf2) sendUDPLeg(ctx context.Context, write func([]byte) error, report func() bool, h hdr2) leg2 {
+// board's server report between them, as an iperf 2 client does. With a
+// budget it sends no more than the budget allows and ends early, as
+// aborted, once the budget's flow ended.
+func (s *Iperf2) sendUDPLeg(ctx context.Context, write func([]byte) error, report func() bool, h hdr2, budget *udpBudget) leg2 {
 	l := leg2{dir: "rx", start: time.Now(), outcome: event.OutcomeOK}
 	if why := s.overCap(h); why != "" {
 		l.end, l.outcome, l.why = l.start, event.OutcomeError, "refused: "+why
@@ -137,6 +154,14 @@ func (s *Iperf2) sendUDPLeg(ctx context.Context, write func([]byte) error, repor
 		if !pace(rate, l.start, sent, ctx.Done()) {
 			break
 		}
+		if budget != nil && !budget.wait(ctx, sent, int64(len(buf)), end) {
+			if ctx.Err() == nil && time.Now().Before(end) {
+				l.outcome = event.OutcomeAborted
+				l.why = fmt.Sprintf("capped at %dx what the source sent plus %d KiB: its address has not shown it receives "+
+					"(no TCP test from it within iperf2.verified_for)", udpLegRatio, udpLegAllowance>>10)
+			}
+			break
+		}
 		seq++
 		stamp(seq)
 		if err := write(buf); err != nil {
@@ -156,7 +181,12 @@ func (s *Iperf2) sendUDPLeg(ctx context.Context, write func([]byte) error, repor
 		l.outcome, l.why = event.OutcomeAborted, "server shutting down"
 		return l
 	}
+	finSent := sent
 	for i := range iperf2FinSent {
+		if budget != nil && !budget.allows(finSent, int64(len(buf))) {
+			break
+		}
+		finSent += int64(len(buf))
 		stamp(-(seq + int64(i)))
 		_ = write(buf)
 		if report == nil {

@@ -108,6 +108,11 @@ type Config struct {
 	Sink         event.Sink // nil: events are dropped
 	Clients      Clients    // nil: logs name clients by address only
 	Log          *slog.Logger
+
+	// VerifiedFor (iperf 2 only) is how long an address that ran a TCP
+	// test may be sent UDP legs beyond the unverified budget
+	// (iperf2guard.go); 0: never, so UDP -R is refused.
+	VerifiedFor time.Duration
 }
 
 func (c Config) withDefaults() Config {

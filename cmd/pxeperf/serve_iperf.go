@@ -16,6 +16,8 @@ func perfsrvConfig(env *serveEnv, c *configs.Iperf, svc string) perfsrv.Config {
 		Sink:     env.sink,
 		Clients:  env.hosts,
 		Log:      env.logger.With("svc", svc),
+
+		VerifiedFor: c.VerifiedFor,
 	}
 }
 
@@ -47,6 +49,7 @@ func newIperf2Service(env *serveEnv) (service, error) {
 		return nil, err
 	}
 	env.logger.Info("iperf2 server listening", "addr", s.Addr().String(), "max_tests", c.MaxTests,
-		"max_per_client", c.MaxPerClient, "max_duration", c.MaxDuration, "max_rate_mbps", c.MaxRateMbps)
+		"max_per_client", c.MaxPerClient, "max_duration", c.MaxDuration, "max_rate_mbps", c.MaxRateMbps,
+		"verified_for", c.VerifiedFor)
 	return s, nil
 }

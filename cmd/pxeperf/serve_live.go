@@ -91,6 +91,9 @@ func mountLive(env *serveEnv, s *admin.Server, records api.Source) error {
 	if s, ok := env.built["iperf3"].(*perfsrv.Iperf3); ok {
 		src.Iperf3 = s
 	}
+	if s, ok := env.built["iperf2"].(*perfsrv.Iperf2); ok {
+		src.Iperf2 = s
+	}
 	if err := metrics.Watch(l.reg, src); err != nil {
 		return err
 	}
