@@ -5,7 +5,6 @@ package hostile
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"net"
@@ -35,14 +34,11 @@ http:
   listen: ":80"
 `
 
-// writeFile puts n random bytes at root/name.
+// writeFile puts n pseudo-random bytes at root/name (nstest.RandomFile:
+// the same bytes each run).
 func writeFile(t *testing.T, root, name string, n int) {
 	t.Helper()
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	if err := os.WriteFile(filepath.Join(root, name), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	nstest.RandomFile(t, filepath.Join(root, name), n, 27)
 }
 
 // sparse makes name a file of n zero bytes that takes no disk.
