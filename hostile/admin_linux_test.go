@@ -4,7 +4,6 @@ package hostile
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -42,26 +41,19 @@ func headerless(n int) flood {
 				c.Close()
 			}
 		}()
-		err := nstest.Do(l.P.Client, func() error {
-			for i := range n {
-				if ctx.Err() != nil {
-					return nil
-				}
-				src := l.P.ClientIP
-				if i%2 == 1 {
-					src = second
-				}
-				d := net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: src.AsSlice()}}
-				c, err := d.DialContext(ctx, "tcp", addr)
-				if err != nil {
-					return fmt.Errorf("connection %d: %w", i, err)
-				}
-				held = append(held, c)
+		for i := 0; i < n && ctx.Err() == nil; i++ {
+			src := l.P.ClientIP
+			if i%2 == 1 {
+				src = second
 			}
-			return nil
-		})
-		if err != nil && ctx.Err() == nil {
-			t.Errorf("header-less flood: %v", err)
+			c, err := l.dialFrom(ctx, net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: src.AsSlice()}}, addr)
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("header-less flood: connection %d: %v", i, err)
+				}
+				break
+			}
+			held = append(held, c)
 		}
 		t.Logf("header-less flood: %d connections opened", len(held))
 		<-ctx.Done()
@@ -75,28 +67,12 @@ func headerless(n int) flood {
 // connection past them is closed at once).
 func TestAdminHeaderlessConns(t *testing.T) {
 	l := newLab(t, nstest.Options{}, adminOpen, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
-	defer cancel()
-	go headerless(4000)(ctx, t, l)
-	peak := make(chan nstest.Usage, 1)
-	go func() { peak <- l.S.Within(ctx, t, nstest.Usage{FDs: 400}) }()
-	maxG := 0
-	for i := 0; i < 4 && ctx.Err() == nil; i++ {
-		time.Sleep(time.Second)
-		within(t, "status (/healthz on the admin listener)", time.Second, func(context.Context) error {
+	siege(t, l, siegeOpts{Flood: headerless(4000), For: 6 * time.Second, Warm: time.Second, Every: time.Second,
+		Boards: []board{{"status (/healthz on the admin listener)", func(context.Context) error {
 			_, err := l.S.Get("/healthz")
 			return err
-		})
-		if g, err := l.S.Goroutines(); err == nil {
-			maxG = max(maxG, g)
-		}
-	}
-	<-ctx.Done()
-	p := <-peak
-	t.Logf("peak during the flood: %d fds, %d goroutines, RSS %d MiB", p.FDs, maxG, p.RSS>>20)
-	if maxG > 600 {
-		t.Errorf("%d goroutines during the flood, want at most 600", maxG)
-	}
+		}}},
+		Bound: nstest.Usage{FDs: 400}, MaxGoroutines: 600})
 	if n, _ := l.S.Metric("pxeperf_refusals_total", `proto="admin"`, `reason="too many connections"`); n < 3000 {
 		t.Errorf("refusals counted: %v, want the connections past the caps (at least 3000 of 4000)", n)
 	}

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -166,6 +165,14 @@ func udhcpcDORA(ctx context.Context, t *testing.T, l *lab) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// dora is udhcpcDORA as a board.
+func dora(t *testing.T, l *lab) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := udhcpcDORA(ctx, t, l)
+		return err
+	}
+}
+
 var (
 	udhcpcSeq int
 	relaySeq  byte
@@ -270,55 +277,18 @@ func pxeExchange(ctx context.Context, pc net.PacketConn, m *dhcpv4.DHCPv4, dst n
 	return nil, ctx.Err()
 }
 
-// dhcpMetric reads one /metrics sum, 0 when absent.
-func dhcpMetric(t *testing.T, l *lab, name string, match ...string) float64 {
-	t.Helper()
-	v, err := l.S.Metric(name, match...)
-	if err != nil {
-		t.Fatalf("metrics: %v", err)
-	}
-	return max(v, 0)
-}
-
 // dhcpBounds is what serve may hold during a DHCP flood: one socket
 // thread per port and no goroutine or buffer per forged source.
 var dhcpBounds = nstest.Usage{RSS: 96 << 20, FDs: 48}
 
-// underFlood runs the real boards once without a flood (the control:
-// they are served within 1 s on a quiet network), then fl against l for
-// its rounds (d at most), and once it has been going for lead, the boards
-// again (each must be served within 1 s), while polling what serve holds.
-// It checks the goroutines did not grow by more than 16.
-func underFlood(t *testing.T, l *lab, fl flood, d, lead time.Duration, boards func()) nstest.Usage {
+// dhcpSiege is a DHCP siege: the boards once without a flood (the
+// control), then fl for its rounds (d at most) and the boards again once it
+// has run for lead, within dhcpBounds and 16 more goroutines than before:
+// one socket thread per port, nothing per forged source.
+func dhcpSiege(t *testing.T, l *lab, fl flood, d, lead time.Duration, boards ...board) sieged {
 	t.Helper()
-	boards()
-	if t.Failed() {
-		t.Fatal("the boards are not served within 1 s even without a flood: the control failed")
-	}
-	g0, err := l.S.Goroutines()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	var wg sync.WaitGroup
-	var peak nstest.Usage
-	flooded := make(chan struct{})
-	wg.Go(func() { fl(ctx, t, l); close(flooded) })
-	wg.Go(func() { peak = l.S.Within(ctx, t, dhcpBounds) })
-	time.Sleep(lead)
-	boards()
-	g1, err := l.S.Goroutines()
-	<-flooded // its rounds spent, or d
-	cancel()
-	wg.Wait()
-	if err != nil {
-		t.Errorf("goroutines during the flood: %v", err)
-	} else if g1 > g0+16 {
-		t.Errorf("goroutines %d -> %d during the flood, want at most %d", g0, g1, g0+16)
-	}
-	t.Logf("serve during the flood: peak RSS %d MiB, %d fds, %d threads; goroutines %d -> %d", peak.RSS>>20, peak.FDs, peak.Threads, g0, g1)
-	return peak
+	return siege(t, l, siegeOpts{Flood: fl, For: d, UntilFlood: true, Control: true, Warm: lead, Boards: boards,
+		Bound: dhcpBounds, MaxGrowth: 16})
 }
 
 // TestDHCPUnansweredReplies (row 2): replies to addresses that answer no
@@ -333,28 +303,23 @@ func TestDHCPUnansweredReplies(t *testing.T) {
 		p := nstest.NewPair(t, nstest.Options{})
 		l := &lab{P: p, S: nstest.Serve(t, p.Server, dhcpLabYAML("full", labPool(p, 20, 60), "relays: ["+p.Prefix.String()+"]"),
 			nil, "--iface", p.ServerIf, "--addr", p.ServerIP.String())}
-		underFlood(t, l, floodUnansweredReplies, 8*time.Second, 500*time.Millisecond, func() {
-			within(t, "udhcpc DORA (full mode)", time.Second, func(ctx context.Context) error {
-				_, err := udhcpcDORA(ctx, t, l)
-				return err
-			})
-			relaySeq++
-			within(t, "OFFER through the configured relay", time.Second, func(ctx context.Context) error {
+		dhcpSiege(t, l, floodUnansweredReplies, 8*time.Second, 500*time.Millisecond,
+			board{"udhcpc DORA (full mode)", dora(t, l)},
+			board{"OFFER through the configured relay", func(ctx context.Context) error {
+				relaySeq++
 				return relayedClient(ctx, l, net.HardwareAddr{0x02, 0x00, 0x00, 0xcc, 0x00, relaySeq})
-			})
-		})
+			}})
 		checkUnansweredCounted(t, l)
 	})
 	t.Run("proxy", func(t *testing.T) {
 		p := nstest.NewPair(t, nstest.Options{})
 		l := &lab{P: p, S: nstest.Serve(t, p.Server, dhcpLabYAML("proxy", ""), nil, "--iface", p.ServerIf, "--addr", p.ServerIP.String())}
-		underFlood(t, l, floodUnansweredReplies, 8*time.Second, 500*time.Millisecond, func() {
-			within(t, "PXE ROM proxy OFFER + 4011 ACK", time.Second, func(ctx context.Context) error {
+		dhcpSiege(t, l, floodUnansweredReplies, 8*time.Second, 500*time.Millisecond,
+			board{"PXE ROM proxy OFFER + 4011 ACK", func(ctx context.Context) error {
 				return pxeClient(ctx, l, net.HardwareAddr{0x02, 0x00, 0x00, 0xbb, 0x00, 0x01})
-			})
-		})
+			}})
 		checkUnansweredCounted(t, l)
-		if n := dhcpMetric(t, l, "pxeperf_refusals_total", `proto="dhcp"`, "configured relay"); n == 0 {
+		if n := metric(t, l, "pxeperf_refusals_total", `proto="dhcp"`, "configured relay"); n == 0 {
 			t.Errorf("no refusal for giaddr outside dhcp.relays counted on /metrics")
 		}
 	})
@@ -364,8 +329,8 @@ func TestDHCPUnansweredReplies(t *testing.T) {
 // were dropped and counted, and serve logged no flood of lines.
 func checkUnansweredCounted(t *testing.T, l *lab) {
 	t.Helper()
-	recv := dhcpMetric(t, l, "pxeperf_dhcp_datagrams_received_total")
-	dropped := dhcpMetric(t, l, "pxeperf_refusals_total", `proto="dhcp"`)
+	recv := metric(t, l, "pxeperf_dhcp_datagrams_received_total")
+	dropped := metric(t, l, "pxeperf_refusals_total", `proto="dhcp"`)
 	t.Logf("after the flood: %.0f datagrams read, %.0f replies refused or dropped (pxeperf_refusals_total)", recv, dropped)
 	if dropped == 0 {
 		t.Errorf("no dropped reply counted on /metrics (pxeperf_refusals_total{proto=\"dhcp\"})")
@@ -392,16 +357,11 @@ func TestDHCPPoolGrab(t *testing.T) {
 	l := &lab{P: p, S: nstest.Serve(t, p.Server,
 		dhcpLabYAML("full", labPool(p, 20, 219), "relays: [10.99.0.0/16]", "new_clients_per_second: 2"),
 		nil, "--iface", p.ServerIf, "--addr", p.ServerIP.String())}
-	underFlood(t, l, floodPoolGrab, 8*time.Second, 1200*time.Millisecond, func() {
-		within(t, "udhcpc DORA", time.Second, func(ctx context.Context) error {
-			_, err := udhcpcDORA(ctx, t, l)
-			return err
-		})
-	})
-	acks := dhcpMetric(t, l, "pxeperf_dhcp_packets_total", `type="request"`, `outcome="ack"`)
-	offers := dhcpMetric(t, l, "pxeperf_dhcp_packets_total", `type="discover"`, `outcome="offer"`)
-	inUse := dhcpMetric(t, l, "pxeperf_dhcp_leases_in_use")
-	budget := dhcpMetric(t, l, "pxeperf_refusals_total", `proto="dhcp"`, "new clients over budget")
+	dhcpSiege(t, l, floodPoolGrab, 8*time.Second, 1200*time.Millisecond, board{"udhcpc DORA", dora(t, l)})
+	acks := metric(t, l, "pxeperf_dhcp_packets_total", `type="request"`, `outcome="ack"`)
+	offers := metric(t, l, "pxeperf_dhcp_packets_total", `type="discover"`, `outcome="offer"`)
+	inUse := metric(t, l, "pxeperf_dhcp_leases_in_use")
+	budget := metric(t, l, "pxeperf_refusals_total", `proto="dhcp"`, "new clients over budget")
 	t.Logf("after 1500 INIT-REBOOTs and 1500 DISCOVERs over random relays: %.0f ACKs, %.0f OFFERs, %.0f leases in use, %.0f new-client refusals",
 		acks, offers, inUse, budget)
 	// udhcpc's own exchanges (the control and the one under the flood):

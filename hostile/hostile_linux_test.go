@@ -4,11 +4,12 @@
 // own namespaces, as a hostile lab network would (issue 27): forged sources
 // through raw sockets (nstest.Forger) at on-link addresses that answer no
 // ARP (Pair.Unanswered), floods bounded in count and time, clients that
-// never read. Each test runs its flood while a real board (udhcpc, curl,
-// tftp-hpa, iperf3) is still served within 1 s, and checks that what the
-// process holds (RSS, goroutines, fds: nstest.Served) stays within a stated
-// bound. Each flood is a function of its own, so the soak
-// (PXEPERF_BENCH=1) runs them all at once.
+// never read. Each test runs its flood through one runner, siege
+// (siege_linux_test.go): a real board (udhcpc, curl, tftp-hpa, iperf3,
+// iperf 2) is still served within 1 s meanwhile, and what the process holds
+// (RSS, fds, threads, goroutines, CPU) stays within a stated bound. Each
+// flood is a function of its own, so the soak (PXEPERF_BENCH=1) runs them
+// all at once.
 package hostile
 
 import (

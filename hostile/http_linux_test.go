@@ -5,7 +5,6 @@ package hostile
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"net"
@@ -16,13 +15,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/pxeperf/pxeperf/internal/nstest"
-	"golang.org/x/sys/unix"
 )
 
 // The HTTP boot port's rows of issue 27 (9, 10, 13, 14, 15): what one
@@ -37,14 +34,11 @@ http:
   listen: ":80"
 `
 
-// writeFile puts n random bytes at root/name.
+// writeFile puts n pseudo-random bytes at root/name (nstest.RandomFile:
+// the same bytes each run).
 func writeFile(t *testing.T, root, name string, n int) {
 	t.Helper()
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	if err := os.WriteFile(filepath.Join(root, name), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	nstest.RandomFile(t, filepath.Join(root, name), n, 27)
 }
 
 // sparse makes name a file of n zero bytes that takes no disk.
@@ -72,10 +66,9 @@ func (l *lab) dial(ctx context.Context) (net.Conn, error) {
 // namespace: it must come back 200 with size bytes.
 func (l *lab) curlOK(path string, size int) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
-		out, err := nstest.Command(ctx, l.P.Client, "curl", "-s", "-o", "/dev/null",
-			"-w", "%{http_code} %{size_download}", l.httpURL(path)).CombinedOutput()
+		out, err := l.curl(ctx, "-s", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", l.httpURL(path))
 		if err != nil {
-			return fmt.Errorf("curl: %v: %s", err, out)
+			return err
 		}
 		if want := fmt.Sprintf("200 %d", size); strings.TrimSpace(string(out)) != want {
 			return fmt.Errorf("curl got %q, want %q", out, want)
@@ -84,35 +77,24 @@ func (l *lab) curlOK(path string, size int) func(ctx context.Context) error {
 	}
 }
 
-// attack runs fl against l for at most d while the process's usage is
-// polled against max, and board meanwhile (a real board's requests, and
-// what the test measures during the flood). Once board returns, stop
-// ends a flood that holds its connections until told; else the flood
-// runs to its own end. It returns the peak usage.
-func attack(t *testing.T, l *lab, d time.Duration, max nstest.Usage, fl flood, board func(), stop bool) nstest.Usage {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	done := make(chan struct{})
-	go func() { defer close(done); fl(ctx, t, l) }()
-	watch := make(chan nstest.Usage)
-	go func() { watch <- l.S.Within(ctx, t, max) }()
-	board()
-	if stop {
-		cancel()
-	}
-	<-done
-	cancel()
-	return <-watch
-}
+// smallFetch is a real board's fetch of the 4 KiB /small.
+func (l *lab) smallFetch() board { return board{"curl of a 4 KiB file", l.curlOK("/small", 4096)} }
 
-// smallBoard is a real board's fetch of the 4 KiB /small, a second into
-// the flood, served within 1 s.
+// smallBoard is smallFetch a second into a flood, served within 1 s.
 func (l *lab) smallBoard(t *testing.T) func() {
 	return func() {
 		time.Sleep(time.Second)
-		within(t, "curl of a 4 KiB file", time.Second, l.curlOK("/small", 4096))
+		b := l.smallFetch()
+		within(t, b.name, time.Second, b.fn)
 	}
+}
+
+// httpSiege runs fl against l to its end (d at most) within bound, with
+// smallFetch a second into it, and at most 64 goroutines after.
+func httpSiege(t *testing.T, l *lab, d time.Duration, bound nstest.Usage, fl flood) sieged {
+	t.Helper()
+	return siege(t, l, siegeOpts{Flood: fl, For: d, UntilFlood: true, Warm: time.Second, Boards: []board{l.smallFetch()},
+		Bound: bound, MaxGoroutinesAfter: 64})
 }
 
 // keepAlive runs requests on one keep-alive connection until ctx ends or
@@ -221,16 +203,13 @@ func TestHTTPManyRanges(t *testing.T) {
 		writeFile(t, root, "small", 4096)
 	})
 	var largest atomic.Int64
-	peak := attack(t, l, 4*time.Second, nstest.Usage{RSS: 256 << 20, FDs: 128}, rangeFlood(&largest), l.smallBoard(t), false)
+	peak := httpSiege(t, l, 4*time.Second, nstest.Usage{RSS: 256 << 20, FDs: 128}, rangeFlood(&largest)).Peak
 	t.Logf("largest answer %d bytes for a %d-byte file; peak RSS %d MiB, %d fds", largest.Load(), size, peak.RSS>>20, peak.FDs)
 	if largest.Load() < size {
 		t.Fatalf("the flood's largest answer was %d bytes: not the file (refused?)", largest.Load())
 	}
 	if n := largest.Load(); n > size+4096 {
 		t.Errorf("an answer of %d bytes to one request for a %d-byte file (want at most the file and its header: http.max_ranges)", n, size)
-	}
-	if g, err := l.S.Goroutines(); err != nil || g > 64 {
-		t.Errorf("%d goroutines after the flood (err %v), want at most 64", g, err)
 	}
 }
 
@@ -266,7 +245,7 @@ func TestHTTPProbeRecords(t *testing.T) {
 		writeFile(t, root, "small", 4096)
 	})
 	var sent atomic.Int64
-	peak := attack(t, l, 3*time.Second, nstest.Usage{RSS: 256 << 20, FDs: 128}, probeFlood(&sent), l.smallBoard(t), false)
+	peak := httpSiege(t, l, 3*time.Second, nstest.Usage{RSS: 256 << 20, FDs: 128}, probeFlood(&sent)).Peak
 	// The records: what the sink got (the metrics sink counts each).
 	var recs, refused float64
 	nstest.WaitFor(2*time.Second, func() bool {
@@ -407,7 +386,7 @@ func TestHTTPUnfitImageOnce(t *testing.T) {
 	})
 	var answers, other atomic.Int64
 	before := written(t, l.S)
-	peak := attack(t, l, 4*time.Second, nstest.Usage{RSS: 384 << 20, FDs: 128}, unfitFlood("/big.img", &answers, &other), l.smallBoard(t), false)
+	peak := httpSiege(t, l, 4*time.Second, nstest.Usage{RSS: 384 << 20, FDs: 128}, unfitFlood("/big.img", &answers, &other)).Peak
 	w := written(t, l.S) - before
 	t.Logf("%d requests for an image that cannot fit (%d not 503): the process wrote %d MiB; peak RSS %d MiB",
 		answers.Load(), other.Load(), w>>20, peak.RSS>>20)
@@ -426,7 +405,8 @@ func TestHTTPUnfitImageOnce(t *testing.T) {
 	}
 	answers.Store(0)
 	before = written(t, l.S)
-	attack(t, l, 2*time.Second, nstest.Usage{RSS: 384 << 20, FDs: 128}, unfitFlood("/declared.img", &answers, &other), func() {}, false)
+	siege(t, l, siegeOpts{Flood: unfitFlood("/declared.img", &answers, &other), For: 2 * time.Second, UntilFlood: true,
+		Bound: nstest.Usage{RSS: 384 << 20, FDs: 128}})
 	w = written(t, l.S) - before
 	t.Logf("%d requests for an image that declares it cannot fit (%d not 503 in all): the process wrote %d KiB", answers.Load(), other.Load(), w>>10)
 	if other.Load() > 0 || answers.Load() < 10 {
@@ -442,9 +422,7 @@ func TestHTTPUnfitImageOnce(t *testing.T) {
 // answer; the connections stay open until ctx ends.
 func neverRead(n int, path string, opened *atomic.Int64) flood {
 	return func(ctx context.Context, t *testing.T, l *lab) {
-		d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-			return rc.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096) })
-		}}
+		d := net.Dialer{Control: smallRcvBuf}
 		var conns []net.Conn
 		defer func() {
 			for _, c := range conns {
@@ -452,11 +430,7 @@ func neverRead(n int, path string, opened *atomic.Int64) flood {
 			}
 		}()
 		for range n {
-			var c net.Conn
-			err := nstest.Do(l.P.Client, func() (err error) {
-				c, err = d.DialContext(ctx, "tcp", l.P.ServerIP.String()+":80")
-				return err
-			})
+			c, err := l.dialFrom(ctx, d, l.P.ServerIP.String()+":80")
 			if err != nil {
 				break
 			}
@@ -515,13 +489,15 @@ func TestHTTPNeverReadSendBuffers(t *testing.T) {
 	var opened atomic.Int64
 	var queued, bufs int64
 	var conns int
-	peak := attack(t, l, 5*time.Second, nstest.Usage{RSS: 256 << 20, FDs: 2*n + 64}, neverRead(n, "/big.bin", &opened), func() {
-		// Every connection's queue fills within a round trip of its request.
-		nstest.WaitFor(3*time.Second, func() bool { return opened.Load() == n })
-		time.Sleep(time.Second)
-		queued, bufs, conns = sendQueues(t, l)
-		within(t, "curl of a 4 KiB file", time.Second, l.curlOK("/small", 4096))
-	}, true)
+	peak := siege(t, l, siegeOpts{Flood: neverRead(n, "/big.bin", &opened), For: 5 * time.Second, StopAfterBoards: true,
+		Ready: func() error {
+			// Every connection's queue fills within a round trip of its request.
+			nstest.WaitFor(3*time.Second, func() bool { return opened.Load() == n })
+			time.Sleep(time.Second)
+			queued, bufs, conns = sendQueues(t, l)
+			return nil
+		},
+		Boards: []board{l.smallFetch()}, Bound: nstest.Usage{RSS: 256 << 20, FDs: 2*n + 64}}).Peak
 	t.Logf("%d never-reading clients (%d connections seen): send queues %d MiB, send buffers %d MiB; peak RSS %d MiB, %d fds",
 		opened.Load(), conns, queued>>20, bufs>>20, peak.RSS>>20, peak.FDs)
 	if conns < n {
@@ -573,16 +549,18 @@ func TestHTTPIdleKeepAlivesAtCap(t *testing.T) {
 		writeFile(t, root, "small", 4096)
 	})
 	var opened atomic.Int64
-	peak := attack(t, l, 4*time.Second, nstest.Usage{RSS: 256 << 20, FDs: n + 64}, idleKeepAlives(n, "/small", &opened), func() {
-		nstest.WaitFor(3*time.Second, func() bool { return opened.Load() == n })
-		if opened.Load() < n {
-			t.Errorf("only %d of %d keep-alives opened", opened.Load(), n)
-			return
-		}
-		for i := range 3 {
-			within(t, fmt.Sprintf("curl %d of a 4 KiB file with %d idle keep-alives at the cap", i+1, n), time.Second, l.curlOK("/small", 4096))
-		}
-	}, true)
+	var curls []board
+	for i := range 3 {
+		curls = append(curls, board{fmt.Sprintf("curl %d of a 4 KiB file with %d idle keep-alives at the cap", i+1, n), l.curlOK("/small", 4096)})
+	}
+	peak := siege(t, l, siegeOpts{Flood: idleKeepAlives(n, "/small", &opened), For: 4 * time.Second, StopAfterBoards: true,
+		Ready: func() error {
+			if !nstest.WaitFor(3*time.Second, func() bool { return opened.Load() == n }) {
+				return fmt.Errorf("only %d of %d keep-alives opened", opened.Load(), n)
+			}
+			return nil
+		},
+		Boards: curls, Bound: nstest.Usage{RSS: 256 << 20, FDs: n + 64}}).Peak
 	reclaimed, _ := l.S.Metric("pxeperf_refusals_total", `proto="http"`, `reason="idle connection closed`)
 	t.Logf("%d idle keep-alives at a cap of %d: %.0f closed to make room; peak RSS %d MiB, %d fds", opened.Load(), n, reclaimed, peak.RSS>>20, peak.FDs)
 }
@@ -592,16 +570,11 @@ func TestHTTPIdleKeepAlivesAtCap(t *testing.T) {
 // ended counts those the server ended (EOF or reset) before ctx did.
 func trickle(n int, path string, ended *atomic.Int64) flood {
 	return func(ctx context.Context, t *testing.T, l *lab) {
-		d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-			return rc.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 4096) })
-		}}
+		d := net.Dialer{Control: smallRcvBuf}
 		var wg sync.WaitGroup
 		for range n {
-			var c net.Conn
-			if err := nstest.Do(l.P.Client, func() (err error) {
-				c, err = d.DialContext(ctx, "tcp", l.P.ServerIP.String()+":80")
-				return err
-			}); err != nil {
+			c, err := l.dialFrom(ctx, d, l.P.ServerIP.String()+":80")
+			if err != nil {
 				break
 			}
 			wg.Go(func() {
@@ -640,10 +613,9 @@ func TestHTTPTrickleEnded(t *testing.T) {
 		writeFile(t, root, "big.bin", size)
 	})
 	var ended atomic.Int64
-	peak := attack(t, l, 8*time.Second, nstest.Usage{RSS: 256 << 20, FDs: 64}, trickle(n, "/big.bin", &ended), func() {
-		time.Sleep(time.Second)
-		within(t, "curl of the 4 MiB file at full speed", time.Second, l.curlOK("/big.bin", size))
-	}, false)
+	peak := siege(t, l, siegeOpts{Flood: trickle(n, "/big.bin", &ended), For: 8 * time.Second, UntilFlood: true, Warm: time.Second,
+		Boards: []board{{"curl of the 4 MiB file at full speed", l.curlOK("/big.bin", size)}},
+		Bound:  nstest.Usage{RSS: 256 << 20, FDs: 64}}).Peak
 	var errs float64
 	nstest.WaitFor(2*time.Second, func() bool {
 		errs, _ = l.S.Metric("pxeperf_fetches_total", `proto="http"`, `outcome="error"`)

@@ -94,7 +94,7 @@ func newVictim(t *testing.T, l *lab, ports ...uint16) *victim {
 		t.Fatal("no free address for the victim")
 	}
 	v := &victim{addr: free[3]}
-	nstest.Run(t, l.P.Client, "ip", "addr", "add", netip.PrefixFrom(v.addr, l.P.Prefix.Bits()).String(), "dev", l.P.ClientIf)
+	addAddr(t, l, v.addr)
 	for _, port := range ports {
 		var c *net.UDPConn
 		if err := nstest.Do(l.P.Client, func() (err error) {
@@ -215,41 +215,27 @@ var iperf2Result = regexp.MustCompile(`\] +[0-9.]+-[0-9.]+ sec +6[45]\.[0-9] KBy
 // iperf2Served checks a real board's TCP and UDP tests are each served
 // within 1 s, every 500 ms until ctx ends.
 func iperf2Served(ctx context.Context, t *testing.T, l *lab) {
-	for ctx.Err() == nil {
-		within(t, "iperf 2 TCP test", time.Second, iperf2Board(l, false))
-		within(t, "iperf 2 UDP test", time.Second, iperf2Board(l, true))
-		select {
-		case <-ctx.Done():
-		case <-time.After(500 * time.Millisecond):
-		}
+	if ctx.Err() == nil {
+		boardRounds(ctx, t, iperf2Boards(l), 500*time.Millisecond)
 	}
+}
+
+// iperf2Boards are a real board's iperf 2 TCP and UDP tests.
+func iperf2Boards(l *lab) []board {
+	return []board{{"iperf 2 TCP test", iperf2Board(l, false)}, {"iperf 2 UDP test", iperf2Board(l, true)}}
 }
 
 // iperf2Bounds is what serve may hold during an iperf 2 flood: its
 // baseline is ~25 MiB, 15 fds, 10 threads.
 var iperf2Bounds = nstest.Usage{RSS: 120 << 20, FDs: 80, Threads: 40}
 
-// iperf2Run runs floods for d, with real boards' tests from boardAfter on,
-// and fails t when serve holds more than bound meanwhile or more than 100
-// goroutines after; it returns the peak usage and the goroutines after.
-func iperf2Run(t *testing.T, l *lab, d, boardAfter time.Duration, bound nstest.Usage, floods ...flood) (nstest.Usage, int) {
+// iperf2Siege runs floods for d, with real boards' tests every 500 ms
+// from boardAfter on, and fails t when serve holds more than bound
+// meanwhile or more than 100 goroutines after.
+func iperf2Siege(t *testing.T, l *lab, d, boardAfter time.Duration, bound nstest.Usage, fls ...flood) sieged {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, fl := range floods {
-		wg.Add(1)
-		go func() { defer wg.Done(); fl(ctx, t, l) }()
-	}
-	wg.Add(1)
-	go func() { defer wg.Done(); time.Sleep(boardAfter); iperf2Served(ctx, t, l) }()
-	peak := l.S.Within(ctx, t, bound)
-	wg.Wait()
-	g, _ := l.S.Goroutines()
-	if g > 100 {
-		t.Errorf("%d goroutines after the flood, want at most 100", g)
-	}
-	return peak, g
+	return siege(t, l, siegeOpts{Flood: floods(fls...), For: d, Warm: boardAfter, Boards: iperf2Boards(l),
+		Every: 500 * time.Millisecond, Bound: bound, MaxGoroutinesAfter: 100})
 }
 
 // TestIperf2UDPReflection (issue 27 row 1): 16 forged first datagrams of
@@ -268,7 +254,8 @@ func TestIperf2UDPReflection(t *testing.T) {
 	v := newVictim(t, l, ports...)
 	var sent atomic.Int64
 	count := func(ctx context.Context, _ *testing.T, _ *lab) { v.count(ctx) }
-	peak, g := iperf2Run(t, l, 4*time.Second, 500*time.Millisecond, iperf2Bounds, count, floodIperf2Reflect(v, 4, &sent))
+	r := iperf2Siege(t, l, 4*time.Second, 500*time.Millisecond, iperf2Bounds, count, floodIperf2Reflect(v, 4, &sent))
+	peak, g := r.Peak, r.GoroutinesAfter
 	bound := 2*sent.Load() + 16*(64<<10)
 	t.Logf("forged %d B in 16 flows; the victim got %d B (bound %d); peak RSS %d MiB, %d fds, %d threads; %d goroutines after",
 		sent.Load(), v.bytes.Load(), bound, peak.RSS>>20, peak.FDs, peak.Threads, g)
@@ -315,7 +302,8 @@ func TestIperf2UDPSourceFlood(t *testing.T) {
 	l := newIperf2Lab(t)
 	bound := iperf2Bounds
 	bound.RSS = 64 << 20
-	peak, g := iperf2Run(t, l, 5*time.Second, time.Second, bound, floodIperf2Sources(200000, 50000))
+	r := iperf2Siege(t, l, 5*time.Second, time.Second, bound, floodIperf2Sources(200000, 50000))
+	peak, g := r.Peak, r.GoroutinesAfter
 	// A flow of the flood that had a slot is over 2 s after its datagram.
 	time.Sleep(3 * time.Second)
 	junk, _ := l.S.Metric("pxeperf_fetches_total", `proto="udp"`, `outcome="aborted"`)
@@ -340,12 +328,8 @@ func floodIperf2Idle(addrs []netip.Addr, headerOnly, headless int) flood {
 		}()
 		for _, a := range addrs {
 			for i := range headerOnly + headless {
-				var c net.Conn
-				err := nstest.Do(l.P.Client, func() (err error) {
-					d := net.Dialer{Timeout: time.Second, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(a, 0))}
-					c, err = d.DialContext(ctx, "tcp", l.iperf2().String())
-					return err
-				})
+				d := net.Dialer{Timeout: time.Second, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(a, 0))}
+				c, err := l.dialFrom(ctx, d, l.iperf2().String())
 				if err != nil {
 					if ctx.Err() == nil {
 						t.Logf("idle connection %d from %s: %v", i, a, err)
@@ -382,12 +366,13 @@ func TestIperf2IdleConnections(t *testing.T) {
 	l := newIperf2Lab(t)
 	addrs := []netip.Addr{l.P.ClientIP}
 	for _, a := range l.P.Unanswered(7)[4:7] {
-		nstest.Run(t, l.P.Client, "ip", "addr", "add", netip.PrefixFrom(a, l.P.Prefix.Bits()).String(), "dev", l.P.ClientIf)
+		addAddr(t, l, a)
 		addrs = append(addrs, a)
 	}
 	bound := iperf2Bounds
 	bound.FDs = 160
-	peak, g := iperf2Run(t, l, 6*time.Second, 2500*time.Millisecond, bound, floodIperf2Idle(addrs, 4, 100))
+	r := iperf2Siege(t, l, 6*time.Second, 2500*time.Millisecond, bound, floodIperf2Idle(addrs, 4, 100))
+	peak, g := r.Peak, r.GoroutinesAfter
 	t.Logf("peak RSS %d MiB, %d fds, %d threads; %d goroutines after", peak.RSS>>20, peak.FDs, peak.Threads, g)
 }
 
@@ -442,11 +427,8 @@ func floodIperf2ConnectBack(port uint16, rounds int, sent *atomic.Int64) flood {
 		binary.BigEndian.PutUint32(hdr[8:], uint32(port))        // the connect-back's port
 		binary.BigEndian.PutUint32(hdr[20:], uint32(0xfffffc18)) // -t 10
 		for r := 0; r < rounds && ctx.Err() == nil; r++ {
-			var c net.Conn
-			if err := nstest.Do(l.P.Client, func() (err error) {
-				c, err = (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", l.iperf2().String())
-				return err
-			}); err != nil {
+			c, err := l.dialFrom(ctx, net.Dialer{Timeout: time.Second}, l.iperf2().String())
+			if err != nil {
 				t.Errorf("connect: %v", err)
 				return
 			}
@@ -469,8 +451,8 @@ func TestIperf2ConnectBackPort(t *testing.T) {
 	l := newIperf2Lab(t)
 	svc, ssh := newSink(t, l, 2222), newSink(t, l, 22)
 	var sent, sent22 atomic.Int64
-	peak, _ := iperf2Run(t, l, 4*time.Second, 500*time.Millisecond, iperf2Bounds,
-		floodIperf2ConnectBack(2222, 2, &sent), floodIperf2ConnectBack(22, 2, &sent22))
+	peak := iperf2Siege(t, l, 4*time.Second, 500*time.Millisecond, iperf2Bounds,
+		floodIperf2ConnectBack(2222, 2, &sent), floodIperf2ConnectBack(22, 2, &sent22)).Peak
 	bound := 4*sent.Load() + 2*(4<<20)
 	t.Logf("sent %d B in 2 -r tests; port 2222 got %d B (bound %d), port 22 %d B; peak RSS %d MiB, %d fds",
 		sent.Load(), svc.bytes.Load(), bound, ssh.bytes.Load(), peak.RSS>>20, peak.FDs)
@@ -517,7 +499,8 @@ func floodIperf2Unanswered(n, rate int) flood {
 // and at most the unverified record budget (64 + 1 a second) is filed.
 func TestIperf2UnansweredReports(t *testing.T) {
 	l := newIperf2Lab(t)
-	peak, g := iperf2Run(t, l, 4*time.Second, time.Second, iperf2Bounds, floodIperf2Unanswered(8000, 2000))
+	r := iperf2Siege(t, l, 4*time.Second, time.Second, iperf2Bounds, floodIperf2Unanswered(8000, 2000))
+	peak, g := r.Peak, r.GoroutinesAfter
 	dropped, _ := l.S.Metric("pxeperf_refusals_total", `proto="iperf2"`, "send buffer full")
 	unsent, _ := l.S.Metric("pxeperf_refusals_total", `proto="iperf2"`, "report to an unverified source")
 	recs, _ := l.S.Metric("pxeperf_fetches_total", `proto="udp"`)

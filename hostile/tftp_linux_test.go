@@ -176,17 +176,15 @@ func slowACKer(ctx context.Context, c *net.UDPConn, srv netip.AddrPort) {
 func curlTFTP(l *lab, name string, missing bool) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		out := filepath.Join(l.S.Dir, "got-"+strings.ReplaceAll(name, "/", "_"))
-		cmd := nstest.Command(ctx, l.P.Client, "curl", "-sS", "--tftp-blksize", "1468", "-o", out,
-			"tftp://"+l.P.ServerIP.String()+"/"+name)
-		b, err := cmd.CombinedOutput()
+		_, err := l.curl(ctx, "-sS", "--tftp-blksize", "1468", "-o", out, "tftp://"+l.P.ServerIP.String()+"/"+name)
 		var ee *exec.ExitError
 		switch {
 		case missing && errors.As(err, &ee) && ee.ExitCode() == 68:
 			return nil
 		case missing:
-			return fmt.Errorf("curl %s: %v (want exit 68, File not found): %s", name, err, b)
+			return fmt.Errorf("%v (want exit 68, File not found)", err)
 		case err != nil:
-			return fmt.Errorf("curl %s: %v: %s", name, err, b)
+			return err
 		}
 		if st, err := os.Stat(out); err != nil || st.Size() != tftpBootSize {
 			return fmt.Errorf("curl %s: got %v bytes (%v), want %d", name, st, err, tftpBootSize)
@@ -195,60 +193,30 @@ func curlTFTP(l *lab, name string, missing bool) func(ctx context.Context) error
 	}
 }
 
-// tftpBounds is what serve may hold during a TFTP flood: a goroutine and
-// two descriptors per transfer slot at most (tftp.max_transfers 1024 by
-// default), and memory for them.
-type tftpBounds struct {
-	usage      nstest.Usage
-	goroutines int
-}
-
-// underFlood runs fl against l for at most d while a board probes: every
-// 500 ms once the flood has run for warm, each board request must be served
-// within 1 s. It fails t if serve holds more than b, and returns the peak
-// goroutines seen.
-func tftpUnderFlood(t *testing.T, l *lab, fl flood, d, warm time.Duration, b tftpBounds, boards ...func(ctx context.Context) error) int {
+// tftpSiege runs fl against l for d while the boards are served, each
+// within 1 s, every 500 ms once the flood has run for warm; serve may hold
+// bound and maxG goroutines (a goroutine and two descriptors per transfer
+// slot at most: tftp.max_transfers, 1024 by default). It logs the server's
+// UDP and TFTP counters after.
+func tftpSiege(t *testing.T, l *lab, fl flood, d, warm time.Duration, bound nstest.Usage, maxG int, boards ...board) sieged {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); fl(ctx, t, l) }()
-	var peak nstest.Usage
-	go func() { defer wg.Done(); peak = l.S.Within(ctx, t, b.usage) }()
-	goroutines := 0
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	start, probed := time.Now(), time.Time{}
-	for ctx.Err() == nil {
-		if n, err := l.S.Goroutines(); err == nil {
-			goroutines = max(goroutines, n)
-		}
-		if time.Since(start) > warm && time.Since(probed) > 500*time.Millisecond && time.Until(start.Add(d)) > time.Second {
-			for i, fn := range boards {
-				within(t, fmt.Sprintf("board request %d", i), time.Second, fn)
-			}
-			probed = time.Now()
-		}
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
-		}
-	}
-	cancel()
-	wg.Wait()
-	t.Logf("peak during the flood: RSS %d MiB, %d fds, %d threads, %d goroutines", peak.RSS>>20, peak.FDs, peak.Threads, goroutines)
+	r := siege(t, l, siegeOpts{Flood: fl, For: d, Warm: warm, Boards: boards, Every: 500 * time.Millisecond,
+		Bound: bound, MaxGoroutines: maxG})
 	snmp, _ := nstest.Output(l.P.Server, 5*time.Second, "grep", "Udp:", "/proc/net/snmp")
 	act, _ := l.S.Get("/api/active")
 	if i := strings.LastIndex(act, `"tftp": {`); i >= 0 {
 		act = act[i:]
 	}
 	t.Logf("the server's UDP counters:\n%sits TFTP counters: %s", snmp, strings.Join(strings.Fields(act), " "))
-	if b.goroutines > 0 && goroutines > b.goroutines {
-		t.Errorf("serve ran %d goroutines during the flood; bound %d", goroutines, b.goroutines)
-	}
-	return goroutines
+	return r
 }
+
+// tftpProbe and tftpFetch are a board's missing-file probe and its fetch
+// of boot.bin.
+func tftpProbe(l *lab) board {
+	return board{"TFTP probe of a missing file", curlTFTP(l, "pxelinux.cfg/missing", true)}
+}
+func tftpFetch(l *lab) board { return board{"TFTP fetch of " + tftpBoot, curlTFTP(l, tftpBoot, false)} }
 
 // settled polls name on /metrics until it stops changing for 2 s (20 s at
 // most) and returns it.
@@ -281,9 +249,8 @@ func settled(t *testing.T, l *lab, name string, match ...string) float64 {
 func TestTFTPForgedMissingFiles(t *testing.T) {
 	l := newLab(t, nstest.Options{}, tftpYAML, tftpRoot(t))
 	fl := forgedRRQs(30000, 200, 10000, func(i int) string { return fmt.Sprintf("missing/%d.cfg", i) })
-	tftpUnderFlood(t, l, fl, 4*time.Second, 500*time.Millisecond,
-		tftpBounds{usage: nstest.Usage{RSS: 300 << 20, FDs: 2*1024 + 64}, goroutines: 2*1024 + 64},
-		curlTFTP(l, "pxelinux.cfg/missing", true), curlTFTP(l, tftpBoot, false))
+	tftpSiege(t, l, fl, 4*time.Second, 500*time.Millisecond, nstest.Usage{RSS: 300 << 20, FDs: 2*1024 + 64}, 2*1024+64,
+		tftpProbe(l), tftpFetch(l))
 	// The records: 120 a minute per client, 1920 in all (the flood's
 	// buckets start full), and the board's few.
 	recs := settled(t, l, "pxeperf_records_written_total")
@@ -303,9 +270,8 @@ func TestTFTPForgedMissingFiles(t *testing.T) {
 func TestTFTPSinglePortForgedMissingFiles(t *testing.T) {
 	l := newLab(t, nstest.Options{}, tftpYAML+"tftp:\n  single_port: true\n", tftpRoot(t))
 	fl := forgedRRQs(30000, 200, 10000, func(i int) string { return fmt.Sprintf("missing/%d.cfg", i) })
-	tftpUnderFlood(t, l, fl, 4*time.Second, 500*time.Millisecond,
-		tftpBounds{usage: nstest.Usage{RSS: 300 << 20, FDs: 2*1024 + 64}, goroutines: 2*1024 + 64},
-		curlTFTP(l, "pxelinux.cfg/missing", true), curlTFTP(l, tftpBoot, false))
+	tftpSiege(t, l, fl, 4*time.Second, 500*time.Millisecond, nstest.Usage{RSS: 300 << 20, FDs: 2*1024 + 64}, 2*1024+64,
+		tftpProbe(l), tftpFetch(l))
 }
 
 // TestTFTPForgedRRQsForAFile: 20,000 RRQs for a file that exists, in 4 s
@@ -318,9 +284,8 @@ func TestTFTPSinglePortForgedMissingFiles(t *testing.T) {
 func TestTFTPForgedRRQsForAFile(t *testing.T) {
 	l := newLab(t, nstest.Options{}, tftpYAML, tftpRoot(t))
 	fl := forgedRRQs(20000, 200, 5000, func(int) string { return tftpBoot })
-	tftpUnderFlood(t, l, fl, 5*time.Second, time.Second,
-		tftpBounds{usage: nstest.Usage{RSS: 300 << 20, FDs: 2*(1024+256) + 64}, goroutines: 2*1024 + 256},
-		curlTFTP(l, tftpBoot, false), curlTFTP(l, "pxelinux.cfg/missing", true))
+	tftpSiege(t, l, fl, 5*time.Second, time.Second, nstest.Usage{RSS: 300 << 20, FDs: 2*(1024+256) + 64}, 2*1024+256,
+		tftpFetch(l), tftpProbe(l))
 }
 
 // TestTFTPSlowClients (row 15): real clients on 18 addresses that answer
@@ -333,9 +298,8 @@ func TestTFTPForgedRRQsForAFile(t *testing.T) {
 func TestTFTPSlowClients(t *testing.T) {
 	yaml := tftpYAML + "tftp:\n  max_transfers: 64\n  max_transfers_per_client: 8\n"
 	l := newLab(t, nstest.Options{}, yaml, tftpRoot(t))
-	tftpUnderFlood(t, l, slowACKers(18, 8), 6*time.Second, 3*time.Second,
-		tftpBounds{usage: nstest.Usage{RSS: 200 << 20, FDs: 2*(64+64) + 64}, goroutines: 2*64 + 128},
-		curlTFTP(l, tftpBoot, false))
+	tftpSiege(t, l, slowACKers(18, 8), 6*time.Second, 3*time.Second, nstest.Usage{RSS: 200 << 20, FDs: 2*(64+64) + 64}, 2*64+128,
+		tftpFetch(l))
 	held := settled(t, l, "pxeperf_refusals_total", `proto="tftp"`, "min_rate_kibps")
 	t.Logf("slow transfers that gave their slot up: %v", held)
 }
