@@ -81,7 +81,7 @@ func (s *Iperf2) Serve(ctx context.Context) error {
 	defer s.closeGroups() // -P tests cut short by the end: record what came
 	return serve(ctx, s.ln, s.udp, &s.wg, func() { s.readUDP(ctx) },
 		func(c *net.TCPConn, _ uint64) { s.handleTCP(ctx, c) },
-		func(err error) { s.cfg.Log.Warn("iperf2 accept", "err", err) })
+		s.refuse, "iperf2")
 }
 
 // Flow bounds (issue 27 row 7: one datagram from each of 300k forged

@@ -103,7 +103,7 @@ func (s *Iperf3) Running() int {
 func (s *Iperf3) Serve(ctx context.Context) error {
 	return serve(ctx, s.ln, s.udp, &s.wg, s.readUDP,
 		func(c *net.TCPConn, seq uint64) { s.handle(ctx, c, seq) },
-		func(err error) { s.cfg.Log.Warn("iperf3 accept", "err", err) })
+		s.refuse, "iperf3")
 }
 
 // handle reads the cookie of a new connection: a stream of a test being
@@ -590,15 +590,24 @@ func (t *test3) streams(conns []net.Conn, log interface{ Debug(string, ...any) }
 const endGrace = 5 * time.Second
 
 // runLimit bounds the measured part: -t and -O plus endGrace, and a test
-// ended by -n or -k (no -t) at MaxDuration, however few bytes a slow or
-// silent board lets through (issue 27: a -n test ran 70 s against a 60 s
-// cap).
+// ended by -n or -k (no -t) at MaxDuration.
 func (t *test3) runLimit() time.Duration {
-	capped := t.s.cfg.Limits.MaxDuration
+	var d time.Duration
 	if t.p.Time > 0 {
-		return min(time.Duration(t.p.Time+t.p.Omit)*time.Second, capped) + endGrace
+		d = time.Duration(t.p.Time+t.p.Omit) * time.Second
 	}
-	return capped
+	return runLimit(t.s.cfg.Limits, d)
+}
+
+// runLimit is how long a test that asked for d (0: it ends by bytes or
+// blocks) may run, iperf3's and iperf 2's alike: d within MaxDuration plus
+// endGrace, or MaxDuration, however few bytes a slow or silent board lets
+// through (issue 27: a -n test ran 70 s against a 60 s cap).
+func runLimit(l Limits, d time.Duration) time.Duration {
+	if d > 0 {
+		return min(d, l.MaxDuration) + endGrace
+	}
+	return l.MaxDuration
 }
 
 // waitEnd reads the control connection during the test, for at most limit:
