@@ -116,14 +116,62 @@ func TestIperf3BadInput(t *testing.T) {
 		s, _, lg := startIperf3(t, Limits{MaxPerClient: 1})
 		c := dialCtl(t, s)
 		sendCookie(t, c, testCookie)
-		readState(t, c) // the first test waits for its parameters
+		readState(t, c)
+		sendJSON(t, c, params(map[string]any{"tcp": true, "time": 30, "reverse": true}))
+		readState(t, c)
+		d := dialCtl(t, s)
+		sendCookie(t, d, testCookie)
+		if a, b := readState(t, c), readState(t, c); a != stateTestStart || b != stateTestRunning {
+			t.Fatalf("states %d %d", a, b)
+		}
+		// A started test does not give way, however long its wait.
+		time.Sleep(setupIdle + 100*time.Millisecond)
 		c2 := dialCtl(t, s)
 		sendCookie(t, c2, "bbcdefghijklmnopqrstuvwxyz234567abcd")
 		if st := readState(t, c2); st != stateAccessDenied {
 			t.Errorf("second test: state %d, want ACCESS_DENIED", st)
 		}
 		c.Close()
+		d.Close()
 		wantLog(t, s, lg, "refused: iperf3: busy")
+	})
+	t.Run("idle set-up gives way", func(t *testing.T) {
+		s, _, lg := startIperf3(t, Limits{MaxPerClient: 1})
+		c := dialCtl(t, s)
+		sendCookie(t, c, testCookie)
+		readState(t, c) // the first test never sends its parameters
+		c2 := dialCtl(t, s)
+		sendCookie(t, c2, "bbcdefghijklmnopqrstuvwxyz234567abcd")
+		if st := readState(t, c2); st != stateParamExchange {
+			t.Errorf("second test: state %d, want PARAM_EXCHANGE once the first went %s idle", st, setupIdle)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Errorf("the idle first test's connection is still open")
+		}
+		wantLog(t, s, lg, "test idle in set-up gave its slot to a new test")
+	})
+	t.Run("set-ups per client", func(t *testing.T) {
+		s, _, lg := startIperf3(t, Limits{})
+		var cs []net.Conn
+		for i := range maxSetupPerAddr {
+			c := dialCtl(t, s)
+			sendCookie(t, c, strings.Repeat(string(rune('a'+i)), 36))
+			readState(t, c)
+			// Its streams never come: it waits SetupTimeout (10 s).
+			sendJSON(t, c, params(map[string]any{"tcp": true, "time": 2}))
+			readState(t, c)
+			cs = append(cs, c)
+		}
+		c := dialCtl(t, s)
+		sendCookie(t, c, "zzzdefghijklmnopqrstuvwxyz234567abcd")
+		if st := readState(t, c); st != stateAccessDenied {
+			t.Errorf("test over %d in set-up from one client: state %d, want ACCESS_DENIED after its wait", maxSetupPerAddr, st)
+		}
+		for _, c := range cs {
+			c.Close()
+		}
+		wantLog(t, s, lg, "refused: iperf3: busy (tests in set-up from this client)")
 	})
 	t.Run("vanishes mid-test", func(t *testing.T) {
 		s, rec, lg := startIperf3(t, Limits{})
