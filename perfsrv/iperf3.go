@@ -34,7 +34,9 @@ type Iperf3 struct {
 	udpWait  map[netip.Addr]*test3 // the test taking UDP streams from an address
 	pending  slots                 // connections before their cookie
 	setup    slots                 // tests between their cookie and TEST_START
-	udpPPS   ppsPool               // datagrams/s the running UDP tests were admitted with
+	reserved int                   // test slots kept for the new tests that evicted their holders (iperf3setup.go)
+	waiters  map[*admitWaiter]struct{}
+	udpPPS   ppsPool // datagrams/s the running UDP tests were admitted with
 
 	payloadOnce sync.Once
 	payload     []byte // read-only: what every TCP sending stream writes

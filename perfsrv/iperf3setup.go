@@ -61,13 +61,16 @@ func (st *setupState) start() bool {
 	return true
 }
 
-func (st *setupState) evict() {
+// evict tells the set-up to go (false: it started just before).
+func (st *setupState) evict() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if !st.started && !st.evicted {
-		st.evicted = true
-		close(st.evictedC)
+	if st.started || st.evicted {
+		return false
 	}
+	st.evicted = true
+	close(st.evictedC)
+	return true
 }
 
 func (st *setupState) wasEvicted() bool {
@@ -88,23 +91,56 @@ const (
 // admit takes a test slot and a set-up slot for a new test from ip. While
 // the slots are full it gives up the set-up that has been idle longest
 // (setupIdle or more; one of ip's own when ip is at its max_per_client)
-// and waits for its slot, at most handshakeTimeout; with only started
-// tests in the way it answers busy at once, as before.
+// and waits for its slot, at most handshakeTimeout: the slot is kept for
+// it (s.reserved), so other waiters, the flood's own among them, cannot
+// take it first. With only started tests in the way it answers busy at
+// once, as before.
 func (s *Iperf3) admit(ip netip.Addr) admitResult {
 	l := s.cfg.Limits
 	deadline := time.Now().Add(s.handshakeTimeout())
+	reserved := false
+	w := &admitWaiter{ip: ip, since: time.Now()}
+	s.mu.Lock()
+	if s.waiters == nil {
+		s.waiters = map[*admitWaiter]struct{}{}
+	}
+	s.waiters[w] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.waiters, w)
+		if reserved {
+			s.reserved--
+		}
+		s.mu.Unlock()
+	}()
 	for {
 		now := time.Now()
 		s.mu.Lock()
 		perAddr := s.setup.by[ip] < maxSetupPerAddr
-		if perAddr && s.tests.take(ip, l.MaxTests, l.MaxPerClient) {
+		free := l.MaxTests - s.tests.all - s.reserved
+		if reserved {
+			free++
+		}
+		if perAddr && free > 0 && s.tests.take(ip, l.MaxTests, l.MaxPerClient) {
 			s.setup.take(ip, l.MaxTests, maxSetupPerAddr)
+			if reserved {
+				s.reserved--
+				reserved = false
+			}
 			s.mu.Unlock()
 			return admitted
 		}
-		wait := !perAddr // ip's own set-ups will start or go idle
-		if perAddr {
-			wait = s.giveUpIdleLocked(ip, now)
+		// ip's own set-ups will start or go idle; a victim is on its way
+		// out; a waiter ahead takes the next idle set-up.
+		wait := !perAddr || reserved || s.othersFirstLocked(w)
+		if perAddr && !reserved && !s.othersFirstLocked(w) {
+			evicted, more := s.giveUpIdleLocked(ip, now)
+			if evicted {
+				s.reserved++
+				reserved = true
+			}
+			wait = evicted || more
 		}
 		s.mu.Unlock()
 		if !wait {
@@ -120,20 +156,39 @@ func (s *Iperf3) admit(ip netip.Addr) admitResult {
 	}
 }
 
+// admitWaiter is a new test waiting in admit for a slot.
+type admitWaiter struct {
+	ip    netip.Addr
+	since time.Time
+}
+
+// othersFirstLocked says whether another waiter goes before w for the
+// next idle set-up: one from an address holding fewer test slots (a board
+// with none goes before a flood's address holding several), or as many
+// and waiting longer. Holds s.mu.
+func (s *Iperf3) othersFirstLocked(w *admitWaiter) bool {
+	mine := s.tests.by[w.ip]
+	for x := range s.waiters {
+		if x == w || s.setup.by[x.ip] >= maxSetupPerAddr {
+			continue
+		}
+		if theirs := s.tests.by[x.ip]; theirs < mine || theirs == mine && x.since.Before(w.since) {
+			return true
+		}
+	}
+	return false
+}
+
 // giveUpIdleLocked evicts the longest idle set-up (ip's own when ip holds
-// its max_per_client) and says whether waiting can help: a set-up was
-// evicted or is on its way out, or set-ups not yet idle are in the way.
-func (s *Iperf3) giveUpIdleLocked(ip netip.Addr, now time.Time) bool {
+// its max_per_client), and says whether it did, and whether waiting may
+// help anyway: set-ups not yet idle are in the way.
+func (s *Iperf3) giveUpIdleLocked(ip netip.Addr, now time.Time) (evicted, more bool) {
 	own := s.tests.by[ip] >= s.cfg.Limits.MaxPerClient
 	var victim *test3
 	var oldest time.Time
 	inSetup := false
 	for _, t := range s.byCookie {
 		if own && t.peer.Addr().Unmap() != ip {
-			continue
-		}
-		if t.setup.wasEvicted() {
-			inSetup = true // its slot is on its way back
 			continue
 		}
 		step, ok := t.setup.idleSince()
@@ -145,11 +200,11 @@ func (s *Iperf3) giveUpIdleLocked(ip netip.Addr, now time.Time) bool {
 			victim, oldest = t, step
 		}
 	}
-	if victim != nil {
-		victim.setup.evict()
+	if victim != nil && victim.setup.evict() {
 		victim.ctl.Close()
 		s.refuse.Refuse("iperf3: test idle in set-up gave its slot to a new test", victim.peer.Addr().Unmap().String(),
 			"idle", now.Sub(oldest).Round(time.Millisecond))
+		return true, inSetup
 	}
-	return inSetup
+	return false, inSetup
 }
