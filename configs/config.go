@@ -388,7 +388,7 @@ type Iperf struct {
 	MaxRateMbps int64 `yaml:"max_rate_mbps"`
 	// MaxStreams per test (-P). Default 16.
 	MaxStreams int `yaml:"max_streams"`
-	// iperf3 only: the UDP packet budget (a datagram costs the server
+	// The UDP packet budget, iperf3 and iperf 2 (a datagram costs the server
 	// about the same CPU whatever its size). MinUDPLen is the smallest -l
 	// of a UDP test, bytes (default 128); MaxPPS the most datagrams/s one
 	// test may ask for, -b / (8 x -l) over its streams and directions
@@ -639,12 +639,12 @@ func (c *Config) Validate() error {
 		if ip.VerifiedFor < 0 {
 			add(key+".verified_for", "%s is negative; use 0 (never) or e.g. 10m (the default)", ip.VerifiedFor)
 		}
-	}
-	if ip := c.Iperf3; ip.MinUDPLen < 16 || ip.MinUDPLen > 65507 {
-		add("iperf3.min_udp_len", "%d is outside 16..65507 (iperf3's datagram header is 16 bytes); default 128", ip.MinUDPLen)
-	}
-	if ip := c.Iperf3; ip.MaxPPS < 1 || ip.MaxPPSTotal < ip.MaxPPS {
-		add("iperf3.max_pps", "max_pps %d and max_pps_total %d: both at least 1, the total at least max_pps (defaults 100000, 200000)", ip.MaxPPS, ip.MaxPPSTotal)
+		if ip.MinUDPLen < 16 || ip.MinUDPLen > 65507 {
+			add(key+".min_udp_len", "%d is outside 16..65507 (iperf3's and iperf 2's datagram header is 16 bytes); default 128", ip.MinUDPLen)
+		}
+		if ip.MaxPPS < 1 || ip.MaxPPSTotal < ip.MaxPPS {
+			add(key+".max_pps", "max_pps %d and max_pps_total %d: both at least 1, the total at least max_pps (defaults 100000, 200000)", ip.MaxPPS, ip.MaxPPSTotal)
+		}
 	}
 	c.validateImages(add)
 	seenMAC := map[string]int{}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -116,14 +117,65 @@ func TestIperf3BadInput(t *testing.T) {
 		s, _, lg := startIperf3(t, Limits{MaxPerClient: 1})
 		c := dialCtl(t, s)
 		sendCookie(t, c, testCookie)
-		readState(t, c) // the first test waits for its parameters
+		readState(t, c)
+		sendJSON(t, c, params(map[string]any{"tcp": true, "time": 30, "reverse": true}))
+		readState(t, c)
+		d := dialCtl(t, s)
+		sendCookie(t, d, testCookie)
+		if a, b := readState(t, c), readState(t, c); a != stateTestStart || b != stateTestRunning {
+			t.Fatalf("states %d %d", a, b)
+		}
+		// A started test does not give way, however long its wait.
+		time.Sleep(setupIdle + 100*time.Millisecond)
 		c2 := dialCtl(t, s)
 		sendCookie(t, c2, "bbcdefghijklmnopqrstuvwxyz234567abcd")
 		if st := readState(t, c2); st != stateAccessDenied {
 			t.Errorf("second test: state %d, want ACCESS_DENIED", st)
 		}
 		c.Close()
+		d.Close()
 		wantLog(t, s, lg, "refused: iperf3: busy")
+	})
+	t.Run("idle set-up gives way", func(t *testing.T) {
+		s, _, lg := startIperf3(t, Limits{MaxPerClient: 1})
+		c := dialCtl(t, s)
+		sendCookie(t, c, testCookie)
+		readState(t, c) // the first test never sends its parameters
+		c2 := dialCtl(t, s)
+		sendCookie(t, c2, "bbcdefghijklmnopqrstuvwxyz234567abcd")
+		if st := readState(t, c2); st != stateParamExchange {
+			t.Errorf("second test: state %d, want PARAM_EXCHANGE once the first went %s idle", st, setupIdle)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Errorf("the idle first test's connection is still open")
+		}
+		wantLog(t, s, lg, "test idle in set-up gave its slot to a new test")
+	})
+	t.Run("set-ups per client", func(t *testing.T) {
+		// Streams wait 10 s, past the third test's 3 s wait for its turn.
+		lg := &syncLog{}
+		s, err := NewIperf3(Config{Addr: "127.0.0.1:0", SetupTimeout: 10 * time.Second, Log: slog.New(slog.NewTextHandler(lg, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		serveUntilCleanup(t, s.Serve, lg)
+		for i := range maxSetupPerAddr {
+			c := dialCtl(t, s)
+			sendCookie(t, c, strings.Repeat(string(rune('a'+i)), 36))
+			readState(t, c)
+			// Its streams never come: it waits SetupTimeout.
+			sendJSON(t, c, params(map[string]any{"tcp": true, "time": 2}))
+			readState(t, c)
+		}
+		c := dialCtl(t, s)
+		sendCookie(t, c, "zzzdefghijklmnopqrstuvwxyz234567abcd")
+		if st := readState(t, c); st != stateAccessDenied {
+			t.Errorf("test over %d in set-up from one client: state %d, want ACCESS_DENIED after its wait", maxSetupPerAddr, st)
+		}
+		if text := "refused: iperf3: busy (tests in set-up from this client)"; !strings.Contains(lg.String(), text) {
+			t.Errorf("log lacks %q:\n%s", text, lg.String())
+		}
 	})
 	t.Run("vanishes mid-test", func(t *testing.T) {
 		s, rec, lg := startIperf3(t, Limits{})

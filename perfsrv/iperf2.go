@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/ipv4"
+
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/internal/refuse"
 )
@@ -42,6 +44,7 @@ type Iperf2 struct {
 	verified   map[netip.Addr]time.Time // addresses that ran a TCP test (iperf2guard.go)
 	records    bucket                   // unverified UDP records (iperf2guard.go)
 	replies    bucket                   // server reports to unverified sources
+	udpPPS     ppsPool                  // datagrams/s of the running UDP flows and legs (udprule.go)
 
 	gmu    sync.Mutex
 	groups map[string]*group2 // -P tests still taking streams
@@ -65,6 +68,9 @@ func NewIperf2(cfg Config) (*Iperf2, error) {
 	u := pc.(*net.UDPConn)
 	_ = u.SetReadBuffer(4 << 20)
 	_ = u.SetWriteBuffer(4 << 20)
+	if err := dropSmallDatagrams(u, cfg.Limits.MinUDPLen); err != nil {
+		cfg.Log.Warn("iperf2: no socket filter for datagrams under min_udp_len (each is read and refused)", "err", err)
+	}
 	return &Iperf2{cfg: cfg, ln: ln.(*net.TCPListener), udp: u, refuse: refuse.New(cfg.Log, 0),
 		perClient: map[netip.Addr]int{}, flows: map[netip.AddrPort]*flow2{}, verified: map[netip.Addr]time.Time{},
 		tests: map[*test2]struct{}{}, pending: map[netip.Addr]int{}, pendingAll: map[*pend2]struct{}{}}, nil
@@ -81,7 +87,7 @@ func (s *Iperf2) Serve(ctx context.Context) error {
 	defer s.closeGroups() // -P tests cut short by the end: record what came
 	return serve(ctx, s.ln, s.udp, &s.wg, func() { s.readUDP(ctx) },
 		func(c *net.TCPConn, _ uint64) { s.handleTCP(ctx, c) },
-		func(err error) { s.cfg.Log.Warn("iperf2 accept", "err", err) })
+		s.refuse, "iperf2")
 }
 
 // Flow bounds (issue 27 row 7: one datagram from each of 300k forged
@@ -114,6 +120,7 @@ type flow2 struct {
 	// budget counts every byte from the flow's source; nil when its
 	// address has shown it receives, so its legs are not bounded by it.
 	budget *udpBudget
+	pps    int64 // datagrams/s of udpPPS the flow's own direction holds until done
 }
 
 // flowIdle is how long a flow may go quiet before it counts as vanished:
@@ -128,12 +135,26 @@ func (h hdr2) flowIdle() time.Duration {
 	return min(max(4*gap, 2*time.Second), iperf2FlowIdle)
 }
 
+// udpBatch is how many datagrams one read takes (recvmmsg on Linux): a
+// flood of datagrams of no test is read at a system call per batch, not
+// per datagram.
+const udpBatch = 16
+
+// smallSample: one in smallSample datagrams under min_udp_len past a
+// flow's start gets through Linux's socket filter (dropSmallDatagrams):
+// enough to refuse and count them, too few to cost CPU.
+const smallSample = 1024
+
 func (s *Iperf2) readUDP(ctx context.Context) {
-	buf := make([]byte, 65536)
+	pc := ipv4.NewPacketConn(s.udp)
+	ms := make([]ipv4.Message, udpBatch)
+	for i := range ms {
+		ms[i].Buffers = [][]byte{make([]byte, 65536)}
+	}
 	sweep := time.Now()
 	for {
 		_ = s.udp.SetReadDeadline(time.Now().Add(time.Second))
-		n, from, err := s.udp.ReadFromUDPAddrPort(buf)
+		k, err := pc.ReadBatch(ms, 0)
 		now := time.Now()
 		if now.Sub(sweep) > 250*time.Millisecond {
 			s.sweep(now)
@@ -152,12 +173,28 @@ func (s *Iperf2) readUDP(ctx context.Context) {
 			}
 			continue
 		}
-		if n < 12 {
-			s.refuse.Refuse("iperf2: UDP datagram too short", from.Addr().Unmap().String(), "bytes", n)
-			continue
+		for _, m := range ms[:k] {
+			if ua, ok := m.Addr.(*net.UDPAddr); ok {
+				s.received(ctx, ua.AddrPort(), m.Buffers[0][:m.N], now)
+			}
 		}
-		s.datagram(ctx, from, buf[:n], now)
 	}
+}
+
+// received checks one datagram's size, then hands it to its flow.
+func (s *Iperf2) received(ctx context.Context, from netip.AddrPort, buf []byte, now time.Time) {
+	n := len(buf)
+	if n < 12 {
+		s.refuse.Refuse("iperf2: UDP datagram too short", from.Addr().Unmap().String(), "bytes", n)
+		return
+	}
+	if seq := int32(binary.BigEndian.Uint32(buf)); n < s.cfg.Limits.MinUDPLen && (seq > maxFirstSeq || seq < 0) {
+		// Most were dropped by the socket filter: this is a sample.
+		s.refuse.Refuse("iperf2: UDP datagram under min_udp_len (1 in 1024 read, the rest dropped by the kernel)",
+			from.Addr().Unmap().String(), "bytes", n, "min_udp_len", s.cfg.Limits.MinUDPLen)
+		return
+	}
+	s.datagram(ctx, from, buf, now)
 }
 
 func (s *Iperf2) datagram(ctx context.Context, from netip.AddrPort, b []byte, now time.Time) {
@@ -252,13 +289,19 @@ func (s *Iperf2) openFlowLocked(ctx context.Context, from netip.AddrPort, b []by
 				"it counts for iperf2.verified_for), or use iperf3 -u -R")...)
 		return nil
 	}
+	flowPPS, legPPS, why := s.udpPacketsLocked(h, len(b))
+	if why != "" {
+		s.refuse.Refuse("iperf2: UDP packet budget", ip.String(), append(clientAttrs(s.cfg.Clients, ip), "why", why)...)
+		return nil
+	}
 	t := newTest2(ip, weak, now)
 	if !s.admitLocked(t, now) {
+		s.udpPPS.give(flowPPS + legPPS)
 		s.refuse.Refuse("iperf2: busy", ip.String(), clientAttrs(s.cfg.Clients, ip)...)
 		return nil
 	}
 	f := &flow2{peer: from, first: now, seen: now, nextSample: now.Add(s.cfg.Interval), ctx: ctx, hdr: h, slot: t,
-		seq64: h.flags&iperf2HeaderSeqno64 != 0}
+		seq64: h.flags&iperf2HeaderSeqno64 != 0, pps: flowPPS}
 	if weak {
 		f.budget = &udpBudget{}
 	}
@@ -271,11 +314,11 @@ func (s *Iperf2) openFlowLocked(ctx context.Context, from netip.AddrPort, b []by
 		t.stop = nil
 		f.slot = nil
 		s.markDoneLocked(f, now)
-		s.startUDPLeg(ctx, from, h, false, t, nil)
+		s.startUDPLeg(ctx, from, h, false, t, nil, legPPS)
 	case mode2FullDuplex:
-		s.startUDPLeg(ctx, from, h, false, nil, f.budget)
+		s.startUDPLeg(ctx, from, h, false, nil, f.budget, legPPS)
 	case mode2Dualtest:
-		s.startUDPLeg(ctx, from, h, true, nil, f.budget)
+		s.startUDPLeg(ctx, from, h, true, nil, f.budget, legPPS)
 	}
 	return f
 }
@@ -289,6 +332,8 @@ func (s *Iperf2) markDoneLocked(f *flow2, now time.Time) {
 		return
 	}
 	f.done, f.doneAt = true, now
+	s.udpPPS.give(f.pps)
+	f.pps = 0
 	if f.budget != nil {
 		f.budget.ended.Store(true)
 	}
@@ -345,7 +390,13 @@ func (s *Iperf2) finish(f *flow2, outcome, why string) {
 		return
 	}
 	if f.hdr.mode() == mode2Tradeoff && outcome == event.OutcomeOK {
-		s.startUDPLeg(f.ctx, f.peer, f.hdr, true, nil, f.budget)
+		// The leg follows the flow: it takes its datagrams/s now.
+		pps, _ := udpPacketRule(s.cfg.Limits, "iperf2", f.hdr.udpRate(), f.hdr.udpBlock(), 1, 1)
+		if !s.udpPPS.take(pps, s.cfg.Limits.MaxPPSTotal) {
+			s.refuse.Refuse("iperf2: UDP packet budget", f.peer.Addr().Unmap().String(), "why", s.ppsTotalWhy(pps))
+		} else {
+			s.startUDPLeg(f.ctx, f.peer, f.hdr, true, nil, f.budget, pps)
+		}
 	}
 	if f.budget != nil && !s.records.take(unverifiedRecords, time.Now()) {
 		s.refuse.Refuse("iperf2: unverified UDP test over the record budget (not recorded)", f.peer.Addr().Unmap().String())

@@ -165,3 +165,80 @@ func TestIperf2DoneFlowsBounded(t *testing.T) {
 		t.Errorf("%d flows kept, want at most %d", n, maxDoneFlows)
 	}
 }
+
+// TestIperf2UDPPacketBudget: iperf 2 UDP flows within max_pps and
+// max_pps_total run; one asking more datagrams/s than max_pps, and one the
+// running flows leave no room for, open nothing and are counted.
+func TestIperf2UDPPacketBudget(t *testing.T) {
+	// 1 Mbit/s (no rate in the header) of 1470-byte datagrams is 85/s.
+	s, _, _ := startIperf2Caps(t, Limits{MaxPPS: 100, MaxPPSTotal: 150}, 0)
+	first := func(size int) []byte {
+		b := binary.BigEndian.AppendUint32(nil, 1)
+		b = append(b, make([]byte, 12)...)
+		b = append(b, iperf2Header(0, 5001, -300, 0)...)
+		return append(b, make([]byte, size-len(b))...)
+	}
+	send := func(size int) {
+		c, err := net.Dial("udp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := c.Write(first(size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused := func() uint64 { return s.Refusals()["iperf2: UDP packet budget"] }
+	send(1470)
+	time.Sleep(100 * time.Millisecond)
+	if n := refused(); n != 0 {
+		t.Fatalf("a flow of 85 datagrams/s refused (%d), max_pps 100", n)
+	}
+	send(200) // 625/s
+	if !nsWait(2*time.Second, func() bool { return refused() == 1 }) {
+		t.Errorf("a flow of 625 datagrams/s: %d refusals, want 1 (max_pps 100)", refused())
+	}
+	send(1470) // 85 + 85 > 150
+	if !nsWait(2*time.Second, func() bool { return refused() == 2 }) {
+		t.Errorf("a second flow of 85 datagrams/s: %d refusals, want 2 (max_pps_total 150)", refused())
+	}
+	s.mu.Lock()
+	used := s.udpPPS.used
+	s.mu.Unlock()
+	if used != 85 {
+		t.Errorf("the running flow holds %d datagrams/s of the budget, want 85", used)
+	}
+}
+
+// TestIperf2SmallDatagramFilter: datagrams under min_udp_len reach the
+// server at a flow's start (so its refusal names the rule) and, past it,
+// only as a sample (1 in smallSample): the socket filter drops the rest.
+func TestIperf2SmallDatagramFilter(t *testing.T) {
+	s, _, _ := startIperf2Caps(t, Limits{}, 0)
+	c, err := net.Dial("udp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dgram := func(seq uint32) []byte {
+		b := binary.BigEndian.AppendUint32(nil, seq)
+		return append(b, make([]byte, 96)...) // 100 bytes, under the default 128
+	}
+	if _, err := c.Write(dgram(1)); err != nil {
+		t.Fatal(err)
+	}
+	budget := func() uint64 { return s.Refusals()["iperf2: UDP packet budget"] }
+	if !nsWait(2*time.Second, func() bool { return budget() == 1 }) {
+		t.Fatalf("a flow's first 100-byte datagram: %d packet budget refusals, want 1 (it must reach the server)", budget())
+	}
+	const n = 8 * smallSample
+	for i := range n {
+		_, _ = c.Write(dgram(uint32(100 + i)))
+	}
+	time.Sleep(200 * time.Millisecond)
+	sampled := s.Refusals()["iperf2: UDP datagram under min_udp_len (1 in 1024 read, the rest dropped by the kernel)"]
+	t.Logf("%d datagrams of 100 bytes past a flow's start: %d read", n, sampled)
+	if sampled > n/100 {
+		t.Errorf("%d of %d short datagrams past a flow's start were read, want about 1 in %d", sampled, n, smallSample)
+	}
+}

@@ -324,7 +324,7 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	// The board's leg starts when its header arrived, as its client
 	// starts the clock at its first write: with -P it connects all streams
 	// before writing.
-	fwd := s.recvLeg(ctx, c, began, head, t)
+	fwd := s.recvLeg(ctx, c, began, head, t, h.duration())
 	if mode == mode2Normal {
 		// The client waits for the close; the record can follow (its
 		// journal write may wait on the disk).
@@ -343,7 +343,10 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 }
 
 // recvLeg counts what the board sends on c until it shuts its side down.
-func (s *Iperf2) recvLeg(ctx context.Context, c *net.TCPConn, start time.Time, head []byte, t *test2) leg2 {
+// It ends at runLimit of dur, the header's -t (0: -n), so a test that
+// does not end by time stops at max_duration, not 10 s (SetupTimeout) past
+// it.
+func (s *Iperf2) recvLeg(ctx context.Context, c *net.TCPConn, start time.Time, head []byte, t *test2, dur time.Duration) leg2 {
 	l := leg2{dir: "tx", start: start, outcome: event.OutcomeOK, local: addrPort(c.LocalAddr()), peer: addrPort(c.RemoteAddr())}
 	var mu sync.Mutex
 	n := int64(len(head))
@@ -352,7 +355,8 @@ func (s *Iperf2) recvLeg(ctx context.Context, c *net.TCPConn, start time.Time, h
 		defer mu.Unlock()
 		return sample{at: at, bytes: n}
 	})
-	_ = c.SetReadDeadline(start.Add(s.cfg.Limits.MaxDuration + s.cfg.SetupTimeout))
+	limit := runLimit(s.cfg.Limits, dur)
+	_ = c.SetReadDeadline(start.Add(limit))
 	var err error
 	buf := make([]byte, 256<<10)
 	for err == nil {
@@ -378,13 +382,21 @@ func (s *Iperf2) recvLeg(ctx context.Context, c *net.TCPConn, start time.Time, h
 	case ctx.Err() != nil:
 		l.outcome, l.why = event.OutcomeAborted, "server shutting down"
 	case errors.As(err, &ne) && ne.Timeout():
-		l.outcome, l.why = event.OutcomeAborted, fmt.Sprintf("test ran past the %s cap", s.cfg.Limits.MaxDuration)
+		l.outcome, l.why = event.OutcomeAborted, overRunWhy(dur, limit)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		l.outcome, l.why = event.OutcomeAborted, "client closed inside its test header"
 	case !errors.Is(err, net.ErrClosed):
 		l.outcome, l.why = event.OutcomeAborted, "client vanished mid-test: "+err.Error()
 	}
 	return l
+}
+
+// overRunWhy is why a leg that asked for dur was stopped at limit.
+func overRunWhy(dur, limit time.Duration) string {
+	if dur == 0 {
+		return fmt.Sprintf("-n test stopped at %s (iperf2.max_duration) before its end", limit)
+	}
+	return fmt.Sprintf("no end within %s (-t and %s)", limit, endGrace)
 }
 
 // overCap says why the server will not run the leg h asks for, or "".
@@ -534,12 +546,15 @@ func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose 
 	case err != nil && !timedOut:
 		l.outcome, l.why = event.OutcomeAborted, "client vanished mid-test: "+err.Error()
 	case timedOut && dur == 0:
-		l.outcome, l.why = event.OutcomeAborted, fmt.Sprintf("test ran past the %s cap", s.cfg.Limits.MaxDuration)
+		l.outcome, l.why = event.OutcomeAborted, overRunWhy(dur, limit)
 	}
+	// What follows the sending (the board's acknowledgements, its close)
+	// ends with the test's runLimit too.
+	end := l.start.Add(runLimit(s.cfg.Limits, dur))
 	if l.outcome == event.OutcomeOK {
 		_ = c.CloseWrite()
 		// Until the board acknowledged it all (FIN included: acked runs one past the data).
-		wait := time.Now().Add(s.cfg.SetupTimeout)
+		wait := earlier(time.Now().Add(s.cfg.SetupTimeout), end)
 		for ti := readTCPInfo(c); ti.ok && ti.acked < sent && time.Now().Before(wait) && ctx.Err() == nil; ti = readTCPInfo(c) {
 			time.Sleep(time.Millisecond)
 		}
@@ -553,10 +568,17 @@ func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose 
 	last.bytes = l.bytes
 	l.samples = tk.stop(last)
 	if l.outcome == event.OutcomeOK && waitClose {
-		_ = c.SetReadDeadline(time.Now().Add(s.cfg.SetupTimeout))
+		_ = c.SetReadDeadline(earlier(time.Now().Add(s.cfg.SetupTimeout), end))
 		_, _ = io.Copy(io.Discard, c)
 	}
 	return l
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // tcpEvent turns a leg into its record.

@@ -28,17 +28,71 @@ func (h hdr2) udpBlock() int {
 	return iperf2UDPLen
 }
 
+// udpRate is a UDP test's rate per stream, iperf 2's 1 Mbit/s when its
+// header names none.
+func (h hdr2) udpRate() int64 {
+	if h.rate > 0 {
+		return int64(h.rate)
+	}
+	return iperf2UDPRate
+}
+
+// udpPacketsLocked applies the UDP packet budget (udprule.go) to a flow
+// whose first datagram, of n bytes, carries h: the datagrams/s its own
+// direction and the server's leg take from udpPPS (taken here), or why
+// not. The smaller of n and the header's -l is the flow's size (a datagram
+// says what it is). -d and --full-duplex count both directions; -r's leg
+// takes its share when it starts. Holds s.mu.
+func (s *Iperf2) udpPacketsLocked(h hdr2, n int) (flowPPS, legPPS int64, why string) {
+	mode := h.mode()
+	dirs := int64(1)
+	if mode == mode2FullDuplex || mode == mode2Dualtest {
+		dirs = 2
+	}
+	size := h.udpBlock()
+	if mode != mode2Reverse {
+		size = min(size, n)
+	}
+	pps, why := udpPacketRule(s.cfg.Limits, "iperf2", h.udpRate(), size, 1, dirs)
+	if why != "" {
+		return 0, 0, why
+	}
+	switch mode {
+	case mode2Reverse:
+		legPPS = pps
+	case mode2FullDuplex, mode2Dualtest:
+		flowPPS, legPPS = pps/2, pps-pps/2
+	default:
+		flowPPS = pps
+	}
+	if !s.udpPPS.take(pps, s.cfg.Limits.MaxPPSTotal) {
+		return 0, 0, s.ppsTotalWhy(pps)
+	}
+	return flowPPS, legPPS, ""
+}
+
+// ppsTotalWhy says a test of pps datagrams/s is over what the running
+// UDP tests leave. Holds s.mu.
+func (s *Iperf2) ppsTotalWhy(pps int64) string {
+	return fmt.Sprintf("%d datagrams/s: the running UDP tests have %d of %d (iperf2.max_pps_total)", pps, s.udpPPS.used, s.cfg.Limits.MaxPPSTotal)
+}
+
 // startUDPLeg runs the server's leg of a UDP test in the background,
 // counted in s.wg: on the shared socket to the board's own port (-R,
 // --full-duplex) or, with back set, on a socket of its own to the board's
 // listener (-r, -d). A budget, for a source that has not shown it
 // receives, bounds what the leg sends (iperf2guard.go); a slot, when the
 // leg holds the test's, is given back at its end.
-func (s *Iperf2) startUDPLeg(ctx context.Context, peer netip.AddrPort, h hdr2, back bool, slot *test2, budget *udpBudget) {
+func (s *Iperf2) startUDPLeg(ctx context.Context, peer netip.AddrPort, h hdr2, back bool, slot *test2, budget *udpBudget, pps int64) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer s.release(slot)
+		defer func() {
+			s.mu.Lock()
+			s.udpPPS.give(pps)
+			s.mu.Unlock()
+		}()
 		local := netip.AddrPortFrom(addrPort(s.udp.LocalAddr()).Addr(), 0)
 		var l leg2
 		if back {
@@ -124,10 +178,7 @@ func (s *Iperf2) sendUDPLeg(ctx context.Context, write func([]byte) error, repor
 		l.end, l.outcome, l.why = l.start, event.OutcomeError, "refused: "+why
 		return l
 	}
-	rate := int64(h.rate)
-	if rate <= 0 {
-		rate = iperf2UDPRate
-	}
+	rate := h.udpRate()
 	dur := h.duration()
 	if dur <= 0 {
 		dur = s.cfg.Limits.MaxDuration

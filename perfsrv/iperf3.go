@@ -33,7 +33,10 @@ type Iperf3 struct {
 	tests    slots                 // tests running, by client address
 	udpWait  map[netip.Addr]*test3 // the test taking UDP streams from an address
 	pending  slots                 // connections before their cookie
-	udpPPS   int64                 // datagrams/s the running UDP tests were admitted with
+	setup    slots                 // tests between their cookie and TEST_START
+	reserved int                   // test slots kept for the new tests that evicted their holders (iperf3setup.go)
+	waiters  map[*admitWaiter]struct{}
+	udpPPS   ppsPool // datagrams/s the running UDP tests were admitted with
 
 	payloadOnce sync.Once
 	payload     []byte // read-only: what every TCP sending stream writes
@@ -103,7 +106,7 @@ func (s *Iperf3) Running() int {
 func (s *Iperf3) Serve(ctx context.Context) error {
 	return serve(ctx, s.ln, s.udp, &s.wg, s.readUDP,
 		func(c *net.TCPConn, seq uint64) { s.handle(ctx, c, seq) },
-		func(err error) { s.cfg.Log.Warn("iperf3 accept", "err", err) })
+		s.refuse, "iperf3")
 }
 
 // handle reads the cookie of a new connection: a stream of a test being
@@ -118,10 +121,15 @@ func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 		c.Close()
 		return
 	}
+	pendingHeld := true
+	defer func() {
+		if pendingHeld {
+			s.releasePending(ip)
+		}
+	}()
 	_ = c.SetReadDeadline(time.Now().Add(s.handshakeTimeout()))
 	var ck [cookieSize]byte
 	_, err := io.ReadFull(c, ck[:])
-	s.releasePending(ip)
 	if err != nil {
 		s.refuse.Refuse("iperf3: no cookie", ip.String(), "err", err)
 		_ = c.SetLinger(0)
@@ -137,6 +145,8 @@ func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 	s.mu.Lock()
 	if t := s.byCookie[key]; t != nil {
 		s.mu.Unlock()
+		s.releasePending(ip)
+		pendingHeld = false
 		if !t.offerTCP(c, seq) {
 			s.refuse.Refuse("iperf3: stream for a test that takes no more streams", ip.String(), "test", key[:8])
 			_, _ = c.Write([]byte{stateByte(stateAccessDenied)})
@@ -144,18 +154,39 @@ func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 		}
 		return
 	}
+	s.mu.Unlock()
+	// While it waits for a slot the connection stays pending: the pending
+	// caps bound what waits.
 	l := s.cfg.Limits
-	if !s.tests.take(ip, l.MaxTests, l.MaxPerClient) {
-		running, mine := s.tests.all, s.tests.by[ip]
+	res := s.admit(ip)
+	s.releasePending(ip)
+	pendingHeld = false
+	if res != admitted {
+		s.mu.Lock()
+		running, mine, setups := s.tests.all, s.tests.by[ip], s.setup.by[ip]
 		s.mu.Unlock()
-		s.refuse.Refuse("iperf3: busy", ip.String(), append(clientAttrs(s.cfg.Clients, ip),
-			"running", running, "max_tests", l.MaxTests, "client_running", mine, "max_per_client", l.MaxPerClient)...)
+		reason := "iperf3: busy"
+		if res == admitSetupBusy {
+			reason = "iperf3: busy (tests in set-up from this client)"
+		}
+		s.refuse.Refuse(reason, ip.String(), append(clientAttrs(s.cfg.Clients, ip),
+			"running", running, "max_tests", l.MaxTests, "client_running", mine, "max_per_client", l.MaxPerClient,
+			"client_in_setup", setups, "max_setup_per_client", maxSetupPerAddr)...)
 		_, _ = c.Write([]byte{stateByte(stateAccessDenied)})
 		c.Close()
 		return
 	}
 	t := &test3{s: s, ctl: c, peer: peer, cookie: key, tcpIn: make(chan seqConn, 2*l.MaxStreams),
-		udpIn: make(chan *net.UDPConn, 2*l.MaxStreams)}
+		udpIn: make(chan *net.UDPConn, 2*l.MaxStreams), setup: newSetupState(time.Now())}
+	s.mu.Lock()
+	if s.byCookie[key] != nil { // the same cookie twice at once: not a real client
+		s.tests.give(ip)
+		s.setup.give(ip)
+		s.mu.Unlock()
+		s.refuse.Refuse("iperf3: not an iperf3 cookie (not an iperf3 client?)", ip.String())
+		c.Close()
+		return
+	}
 	s.byCookie[key] = t
 	s.mu.Unlock()
 	defer func() {
@@ -165,9 +196,26 @@ func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 			delete(s.udpWait, ip)
 		}
 		s.tests.give(ip)
+		if !t.setupGiven {
+			s.setup.give(ip)
+		}
 		s.mu.Unlock()
 	}()
 	t.run(ctx)
+}
+
+// endSetup gives the set-up slot back as the test starts (false: it was
+// evicted just before).
+func (t *test3) endSetup() bool {
+	if !t.setup.start() {
+		return false
+	}
+	s := t.s
+	s.mu.Lock()
+	s.setup.give(t.peer.Addr().Unmap())
+	t.setupGiven = true
+	s.mu.Unlock()
+	return true
 }
 
 // maxTCPLen is the largest -l of a TCP test: iperf3's own MAX_BLOCKSIZE,
@@ -266,10 +314,12 @@ type test3 struct {
 	cookie string
 	p      Params
 
-	ctlMu     sync.Mutex // writes on ctl
-	accepting atomic.Bool
-	tcpIn     chan seqConn
-	udpIn     chan *net.UDPConn
+	ctlMu      sync.Mutex // writes on ctl
+	setup      *setupState
+	setupGiven bool // under s.mu: its set-up slot was given back at TEST_START
+	accepting  atomic.Bool
+	tcpIn      chan seqConn
+	udpIn      chan *net.UDPConn
 }
 
 func (t *test3) offerTCP(c *net.TCPConn, seq uint64) bool {
@@ -318,6 +368,9 @@ func (t *test3) run(ctx context.Context) {
 	}
 	_ = t.ctl.SetReadDeadline(time.Now().Add(t.s.handshakeTimeout()))
 	b, err := readJSON(t.ctl)
+	if err != nil && t.setup.wasEvicted() {
+		return // counted as its eviction
+	}
 	if err != nil {
 		log.Warn("iperf3 test ended: no parameters (wrong cookie on a data stream, or not an iperf3 client)", "err", err)
 		if !errors.Is(err, io.EOF) {
@@ -336,6 +389,7 @@ func (t *test3) run(ctx context.Context) {
 		return
 	}
 	t.p = p
+	t.setup.stepped()
 	if ie, errno, why := t.overCap(); why != "" {
 		t.s.refuse.Refuse("iperf3: over cap", ip.String(), "why", why)
 		log.Warn("iperf3 test refused: over cap", "why", why)
@@ -374,8 +428,10 @@ func (t *test3) run(ctx context.Context) {
 		delete(t.s.udpWait, ip)
 		t.s.mu.Unlock()
 	}
-	if err != nil {
+	if err != nil && !t.setup.wasEvicted() {
 		log.Warn("iperf3 test ended: streams did not arrive", "err", err, "want", want, "got", len(conns))
+	}
+	if err != nil {
 		_ = t.send(serverError(ieStreamAccept, int(syscall.ETIMEDOUT))...)
 		for _, c := range conns {
 			c.Close()
@@ -388,6 +444,10 @@ func (t *test3) run(ctx context.Context) {
 			st.c.Close()
 		}
 	}()
+	if !t.endSetup() {
+		log.Warn("iperf3 test ended: idle in set-up, its slot given to a new test")
+		return
+	}
 	m := newMeasure(t, ss)
 	if err := t.state(stateTestStart); err != nil {
 		return
@@ -440,15 +500,11 @@ func (t *test3) overCap() (ie, errno int, why string) {
 	if !p.UDP {
 		return 0, 0, ""
 	}
-	if n := t.udpLen(); n < l.MinUDPLen {
-		return ieInitTest, int(syscall.EINVAL), fmt.Sprintf("-u -l %d: UDP datagrams of at least %d bytes (iperf3.min_udp_len)", n, l.MinUDPLen)
-	}
-	if p.Bandwidth <= 0 {
-		return ieTotalRate, 0, fmt.Sprintf("-u -b 0: an unbounded rate; at most %d datagrams/s per test (iperf3.max_pps)", l.MaxPPS)
-	}
-	if pps := t.pps(); pps > l.MaxPPS {
-		return ieTotalRate, 0, fmt.Sprintf("-b %d / (8 x -l %d) x %d streams x %d directions = %d datagrams/s: at most %d per test (iperf3.max_pps)",
-			p.Bandwidth, t.udpLen(), p.Parallel, dirs, pps, l.MaxPPS)
+	if _, why := udpPacketRule(l, "iperf3", p.Bandwidth, t.udpLen(), int64(p.Parallel), dirs); why != "" {
+		if t.udpLen() < l.MinUDPLen {
+			return ieInitTest, int(syscall.EINVAL), why
+		}
+		return ieTotalRate, 0, why
 	}
 	return 0, 0, ""
 }
@@ -476,7 +532,7 @@ func (t *test3) pps() int64 {
 func (s *Iperf3) udpPPSNow() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.udpPPS
+	return s.udpPPS.used
 }
 
 // claimPPS admits a UDP test's datagram rate within MaxPPSTotal (false:
@@ -484,17 +540,13 @@ func (s *Iperf3) udpPPSNow() int64 {
 func (s *Iperf3) claimPPS(pps int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.udpPPS+pps > s.cfg.Limits.MaxPPSTotal {
-		return false
-	}
-	s.udpPPS += pps
-	return true
+	return s.udpPPS.take(pps, s.cfg.Limits.MaxPPSTotal)
 }
 
 func (s *Iperf3) releasePPS(pps int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.udpPPS -= pps
+	s.udpPPS.give(pps)
 }
 
 // waitUDPTurn serializes the UDP stream set-up per client address: the
@@ -502,7 +554,7 @@ func (s *Iperf3) releasePPS(pps int64) {
 // collect them at a time.
 func (t *test3) waitUDPTurn(ip netip.Addr) bool {
 	deadline := time.Now().Add(t.s.cfg.SetupTimeout)
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) && !t.setup.wasEvicted() {
 		t.s.mu.Lock()
 		if t.s.udpWait[ip] == nil {
 			t.s.udpWait[ip] = t
@@ -526,8 +578,15 @@ func (t *test3) collect(want int) ([]net.Conn, error) {
 		select {
 		case sc := <-t.tcpIn:
 			tcp = append(tcp, sc)
+			t.setup.stepped()
 		case c := <-t.udpIn:
 			conns = append(conns, c)
+			t.setup.stepped()
+		case <-t.setup.evictedC:
+			for _, sc := range tcp {
+				conns = append(conns, sc.c)
+			}
+			return conns, fmt.Errorf("%d of %d streams: idle in set-up, its slot given to a new test", len(conns), want)
 		case <-timer.C:
 			for _, sc := range tcp {
 				conns = append(conns, sc.c)
@@ -590,15 +649,24 @@ func (t *test3) streams(conns []net.Conn, log interface{ Debug(string, ...any) }
 const endGrace = 5 * time.Second
 
 // runLimit bounds the measured part: -t and -O plus endGrace, and a test
-// ended by -n or -k (no -t) at MaxDuration, however few bytes a slow or
-// silent board lets through (issue 27: a -n test ran 70 s against a 60 s
-// cap).
+// ended by -n or -k (no -t) at MaxDuration.
 func (t *test3) runLimit() time.Duration {
-	capped := t.s.cfg.Limits.MaxDuration
+	var d time.Duration
 	if t.p.Time > 0 {
-		return min(time.Duration(t.p.Time+t.p.Omit)*time.Second, capped) + endGrace
+		d = time.Duration(t.p.Time+t.p.Omit) * time.Second
 	}
-	return capped
+	return runLimit(t.s.cfg.Limits, d)
+}
+
+// runLimit is how long a test that asked for d (0: it ends by bytes or
+// blocks) may run, iperf3's and iperf 2's alike: d within MaxDuration plus
+// endGrace, or MaxDuration, however few bytes a slow or silent board lets
+// through (issue 27: a -n test ran 70 s against a 60 s cap).
+func runLimit(l Limits, d time.Duration) time.Duration {
+	if d > 0 {
+		return min(d, l.MaxDuration) + endGrace
+	}
+	return l.MaxDuration
 }
 
 // waitEnd reads the control connection during the test, for at most limit:

@@ -24,6 +24,7 @@ import (
 
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
+	"github.com/pxeperf/pxeperf/internal/refuse"
 )
 
 // Sources stamped on the events.
@@ -222,9 +223,12 @@ func intervals(base sample, ss []sample, minTail time.Duration) []event.Interval
 // socket in a goroutine of its own, and each accepted TCP connection in one
 // of its own (handle, with its accept order from 1: iperf3 numbers streams
 // in it), all counted in wg; then it waits for them and returns nil. A
-// transient accept error is passed to onErr and retried.
+// transient accept error (at the descriptor limit, EMFILE) is retried
+// every 50 ms and counted in refused as svc+": accept failed", logged once
+// a minute with the count so far: a listener kept at the limit by a flood
+// must not write 20 lines a second (issue 27).
 func serve(ctx context.Context, ln *net.TCPListener, udp *net.UDPConn, wg *sync.WaitGroup,
-	readUDP func(), handle func(c *net.TCPConn, seq uint64), onErr func(error)) error {
+	readUDP func(), handle func(c *net.TCPConn, seq uint64), refused *refuse.Log, svc string) error {
 	closeAll := func() {
 		ln.Close()
 		udp.Close()
@@ -240,14 +244,15 @@ func serve(ctx context.Context, ln *net.TCPListener, udp *net.UDPConn, wg *sync.
 		defer wg.Done()
 		readUDP()
 	}()
-	var seq uint64
+	var seq, failed uint64
 	for {
 		c, err := ln.AcceptTCP()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				break
 			}
-			onErr(err)
+			failed++
+			refused.Refuse(svc+": accept failed", "listener", "err", err, "failures_so_far", failed)
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}

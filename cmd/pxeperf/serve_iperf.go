@@ -50,6 +50,6 @@ func newIperf2Service(env *serveEnv) (service, error) {
 	}
 	env.logger.Info("iperf2 server listening", "addr", s.Addr().String(), "max_tests", c.MaxTests,
 		"max_per_client", c.MaxPerClient, "max_duration", c.MaxDuration, "max_rate_mbps", c.MaxRateMbps,
-		"verified_for", c.VerifiedFor)
+		"min_udp_len", c.MinUDPLen, "max_pps", c.MaxPPS, "max_pps_total", c.MaxPPSTotal, "verified_for", c.VerifiedFor)
 	return s, nil
 }
