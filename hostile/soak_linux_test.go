@@ -39,8 +39,9 @@ import (
 const soakBoardHost = 10
 
 // The soak's pool: clear of the board (.10), slowACKers (.20-.37) and the
-// header-less flood's second address (client + 3). Leases last 5 min so
-// the pool (111) outlasts a board's DORA every few seconds.
+// header-less flood's second address (client + 3). Leases last 3 min:
+// the pool (111) holds the board's DORAs (one every few seconds, 60 at
+// most) beside the offers floodPoolGrab's relays get.
 const (
 	soakPoolFirst, soakPoolLast = 40, 150
 	soakLeaseTime               = 5 * time.Minute
