@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -261,6 +262,35 @@ func newSoakBoard(t *testing.T, l *lab) *soakBoard {
 	return b
 }
 
+// timedRun runs cmd to its end and returns how long after its start it
+// first printed a line containing marker (0: never), and what it printed.
+func timedRun(cmd *exec.Cmd, marker string) (time.Duration, string, error) {
+	cmd.WaitDelay = 200 * time.Millisecond
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, "", err
+	}
+	var first time.Duration
+	var log strings.Builder
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if first == 0 && strings.Contains(strings.ToLower(sc.Text()), marker) {
+				first = time.Since(start)
+			}
+			log.WriteString(sc.Text() + "\n")
+		}
+	}()
+	err := cmd.Wait()
+	pw.Close()
+	<-scanned
+	return first, log.String(), err
+}
+
 // dora runs busybox udhcpc on the board's macvlan with a MAC the server
 // never saw; the first reply is the OFFER (udhcpc says "select for").
 func (b *soakBoard) dora(ctx context.Context) exchange {
@@ -278,40 +308,20 @@ func (b *soakBoard) dora(ctx context.Context) exchange {
 		x.err = err
 		return x
 	}
-	cmd := nstest.Command(ctx, b.l.P.Client, "busybox", "udhcpc", "-n", "-q", "-f", "-i", b.udhcpcIf, "-s", script,
-		"-t", "10", "-T", "1", "-A", "1")
-	cmd.WaitDelay = 200 * time.Millisecond
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	var log strings.Builder
+	var log string
+	var err error
 	x.start = time.Now()
-	if err := cmd.Start(); err != nil {
-		x.err = err
-		return x
-	}
-	scanned := make(chan struct{})
-	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if x.first == 0 && strings.Contains(strings.ToLower(sc.Text()), "select for") {
-				x.first = time.Since(x.start)
-			}
-			log.WriteString(sc.Text() + "\n")
-		}
-	}()
-	err := cmd.Wait()
-	pw.Close()
-	<-scanned
+	x.first, log, err = timedRun(nstest.Command(ctx, b.l.P.Client, "busybox", "udhcpc", "-n", "-q", "-f", "-i", b.udhcpcIf, "-s", script,
+		"-t", "10", "-T", "1", "-A", "1"), "select for")
 	x.end = time.Now()
 	x.total = x.end.Sub(x.start)
 	if err != nil {
-		x.err = fmt.Errorf("udhcpc: %v: %s", err, nstest.Tail(log.String(), 3))
+		x.err = fmt.Errorf("udhcpc: %v: %s", err, nstest.Tail(log, 3))
 		return x
 	}
 	a, err := os.ReadFile(got)
 	if err != nil {
-		x.err = fmt.Errorf("udhcpc bound no address: %s", nstest.Tail(log.String(), 3))
+		x.err = fmt.Errorf("udhcpc bound no address: %s", nstest.Tail(log, 3))
 		return x
 	}
 	x.addr = strings.TrimSpace(string(a))
@@ -374,38 +384,16 @@ var iperf3Sent = regexp.MustCompile(`\]\s+[0-9.]+-[0-9.]+\s+sec\s+1\.00 MBytes.*
 // parameters exchanged).
 func (b *soakBoard) iperf3(ctx context.Context) exchange {
 	x := exchange{kind: "iperf3"}
-	cmd := nstest.Command(ctx, b.l.P.Client, "iperf3", "-c", b.l.P.ServerIP.String(), "-p", strconv.Itoa(iperf3Port),
-		"-B", b.addr.String(), "-n", "1M", "--forceflush")
-	cmd.WaitDelay = 200 * time.Millisecond
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	var log strings.Builder
 	x.start = time.Now()
-	if err := cmd.Start(); err != nil {
-		x.err = err
-		return x
-	}
-	scanned := make(chan struct{})
-	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if x.first == 0 && strings.Contains(sc.Text(), "connected to") {
-				x.first = time.Since(x.start)
-			}
-			log.WriteString(sc.Text() + "\n")
-		}
-	}()
-	err := cmd.Wait()
-	pw.Close()
-	<-scanned
+	first, log, err := timedRun(nstest.Command(ctx, b.l.P.Client, "iperf3", "-c", b.l.P.ServerIP.String(), "-p", strconv.Itoa(iperf3Port),
+		"-B", b.addr.String(), "-n", "1M", "--forceflush"), "connected to")
 	x.end = time.Now()
-	x.total = x.end.Sub(x.start)
+	x.first, x.total = first, x.end.Sub(x.start)
 	switch {
 	case err != nil:
-		x.err = fmt.Errorf("iperf3: %v: %s", err, nstest.Tail(log.String(), 3))
-	case !iperf3Sent.MatchString(log.String()):
-		x.err = fmt.Errorf("iperf3 sent no 1 MiB: %s", nstest.Tail(log.String(), 4))
+		x.err = fmt.Errorf("iperf3: %v: %s", err, nstest.Tail(log, 3))
+	case !iperf3Sent.MatchString(log):
+		x.err = fmt.Errorf("iperf3 sent no 1 MiB: %s", nstest.Tail(log, 4))
 	case x.first == 0:
 		x.first = x.total
 	}
@@ -492,7 +480,7 @@ func recordsOf(l *lab, addr netip.Addr) ([]soakRecord, error) {
 // matches says whether record r is board exchange x's: its protocol, file
 // and bytes, begun while x ran (the record's time is the fetch's start).
 func (x exchange) matches(r soakRecord) bool {
-	if r.Time.Before(x.start.Add(-time.Second)) || r.Time.After(x.end.Add(time.Second)) || r.Outcome != "ok" {
+	if r.Time.Before(x.start.Add(-250*time.Millisecond)) || r.Time.After(x.end.Add(250*time.Millisecond)) || r.Outcome != "ok" {
 		return false
 	}
 	switch x.kind {
@@ -694,6 +682,9 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatalf("leases at the end: %v", err)
 	}
+	// Oldest first, and each exchange (oldest first too) takes the oldest
+	// record that fits it: two exchanges a moment apart each get their own.
+	slices.SortFunc(recs, func(a, b soakRecord) int { return a.Time.Compare(b.Time) })
 	used := make([]bool, len(recs))
 	type tally struct {
 		firsts, totals  []time.Duration
