@@ -40,12 +40,15 @@ import (
 const soakBoardHost = 10
 
 // The soak's pool: clear of the board (.10), slowACKers (.20-.37) and the
-// header-less flood's second address (client + 3). Leases last 3 min:
-// the pool (111) holds the board's DORAs (one every few seconds, 60 at
-// most) beside the offers floodPoolGrab's relays get.
+// header-less flood's second address (client + 3). Leases last 1 min:
+// the pool (111) holds the board's DORAs (one every 3 s, 20 alive) beside
+// the offers the DHCP floods get (floodPoolGrab's relay: a burst of 20
+// and 2 a second, held 30 s; 16 MACs of floodUnansweredReplies). With 3
+// min (60 alive) each pool-grab burst left the board "pool exhausted" and
+// its OFFER 1-2 s late.
 const (
 	soakPoolFirst, soakPoolLast = 40, 150
-	soakLeaseTime               = 3 * time.Minute
+	soakLeaseTime               = time.Minute
 )
 
 // The boards' files: the loader by TFTP (tftpRoot's boot.bin) and an
