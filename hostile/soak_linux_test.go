@@ -40,15 +40,15 @@ import (
 const soakBoardHost = 10
 
 // The soak's pool: clear of the board (.10), slowACKers (.20-.37) and the
-// header-less flood's second address (client + 3). Leases last 1 min:
-// the pool (111) holds the board's DORAs (one every 3 s, 20 alive) beside
-// the offers the DHCP floods get (floodPoolGrab's relay: a burst of 20
-// and 2 a second, held 30 s; 16 MACs of floodUnansweredReplies). With 3
-// min (60 alive) each pool-grab burst left the board "pool exhausted" and
-// its OFFER 1-2 s late.
+// header-less flood's second address (client + 3). Leases last 3 min:
+// the pool (111) holds the board's DORAs (one every 3 s, 60 alive) beside
+// the offers the DHCP floods get. Still, each floodPoolGrab burst (every
+// ~27 s) leaves the board "pool exhausted" for a try or two (1-3 s late);
+// 1 min leases made it worse (19 refusals in 3 min against 5), so the
+// board's own leases are not what fills the pool (DESIGN.md).
 const (
 	soakPoolFirst, soakPoolLast = 40, 150
-	soakLeaseTime               = time.Minute
+	soakLeaseTime               = 3 * time.Minute
 )
 
 // The boards' files: the loader by TFTP (tftpRoot's boot.bin) and an
