@@ -80,15 +80,6 @@ func (l *lab) curlOK(path string, size int) func(ctx context.Context) error {
 // smallFetch is a real board's fetch of the 4 KiB /small.
 func (l *lab) smallFetch() board { return board{"curl of a 4 KiB file", l.curlOK("/small", 4096)} }
 
-// smallBoard is smallFetch a second into a flood, served within 1 s.
-func (l *lab) smallBoard(t *testing.T) func() {
-	return func() {
-		time.Sleep(time.Second)
-		b := l.smallFetch()
-		within(t, b.name, time.Second, b.fn)
-	}
-}
-
 // httpSiege runs fl against l to its end (d at most) within bound, with
 // smallFetch a second into it, and at most 64 goroutines after.
 func httpSiege(t *testing.T, l *lab, d time.Duration, bound nstest.Usage, fl flood) sieged {

@@ -212,14 +212,6 @@ func iperf2Board(l *lab, udp bool) func(ctx context.Context) error {
 // iperf2Result is an iperf 2 result line for the board's 64 KiB.
 var iperf2Result = regexp.MustCompile(`\] +[0-9.]+-[0-9.]+ sec +6[45]\.[0-9] KBytes`)
 
-// iperf2Served checks a real board's TCP and UDP tests are each served
-// within 1 s, every 500 ms until ctx ends.
-func iperf2Served(ctx context.Context, t *testing.T, l *lab) {
-	if ctx.Err() == nil {
-		boardRounds(ctx, t, iperf2Boards(l), 500*time.Millisecond)
-	}
-}
-
 // iperf2Boards are a real board's iperf 2 TCP and UDP tests.
 func iperf2Boards(l *lab) []board {
 	return []board{{"iperf 2 TCP test", iperf2Board(l, false)}, {"iperf 2 UDP test", iperf2Board(l, true)}}

@@ -244,7 +244,6 @@ type exchange struct {
 type soakBoard struct {
 	l        *lab
 	addr     netip.Addr
-	ifname   string
 	dir      string
 	loader   string // sha256 of boot.bin
 	image    string // sha256 of the image
