@@ -51,8 +51,8 @@ const (
 	iperfHeader    = "[ ID] Interval           Transfer     Bitrate         Retr  Cwnd\n"
 	iperfSumHeader = "[ ID] Interval           Transfer     Bitrate         Retr\n"
 	iperfSeparator = "- - - - - - - - - - - - - - - - - - - - - - - - -\n"
-	iperfLine      = "[%3d] %6.2f-%-6.2f sec  %ss  %ss/sec  %3d   %ss       \n"
-	iperfSender    = "[%3d] %6.2f-%-6.2f sec  %ss  %ss/sec  %3d             sender\n"
+	iperfLine      = "[%3d] %6.2f-%-6.2f sec  %ss  %ss/sec  %s   %s       \n"
+	iperfSender    = "[%3d] %6.2f-%-6.2f sec  %ss  %ss/sec  %s             sender\n"
 	iperfReceiver  = "[%3d] %6.2f-%-6.2f sec  %ss  %ss/sec                  receiver\n"
 )
 
@@ -62,8 +62,27 @@ type IntervalRow struct {
 	End         float64 `json:"end_s"`
 	Bytes       int64   `json:"bytes"`
 	Mbps        float64 `json:"mbps"`
-	Retransmits uint32  `json:"retransmits"`
-	Cwnd        uint32  `json:"cwnd"`
+	Retransmits *uint32 `json:"retransmits"` // null: the sender's count was not seen
+	Cwnd        *uint32 `json:"cwnd"`        // null: the sender's window was not seen
+}
+
+// serverReceived says the record's server was the receiving end: a
+// perfsrv test the board sent in (iperf3 without -R, iperf 2 without
+// -R). A receiver's TCP_INFO holds neither the sender's retransmits nor
+// its congestion window: iperf3's own receiving side prints no Retr or
+// Cwnd column.
+func serverReceived(r record.Record) bool {
+	return boardSent(r) && (r.Source == "iperf3" || r.Source == "iperf2")
+}
+
+// boardSent says the board was the sending end (Direction "tx").
+func boardSent(r record.Record) bool { return strings.EqualFold(r.Direction, "tx") }
+
+// senderSeen says an interval carries the sender's TCP_INFO: not when the
+// server received, nor when no TCP_INFO was read (a sender's congestion
+// window is never 0; UDP has none).
+func senderSeen(r record.Record, iv record.Interval) bool {
+	return !serverReceived(r) && (iv.Cwnd > 0 || iv.Retransmits > 0)
 }
 
 func describe(r record.Record) string {
@@ -78,7 +97,11 @@ func describe(r record.Record) string {
 	if len(extra) > 0 {
 		who += " (" + strings.Join(extra, ", ") + ")"
 	}
-	return fmt.Sprintf("fetch %d: %s over %s to %s, %s, %s", r.ID, r.File, r.Proto, who,
+	way := "to" // the board received
+	if boardSent(r) {
+		way = "from"
+	}
+	return fmt.Sprintf("fetch %d: %s over %s %s %s, %s, %s", r.ID, r.File, r.Proto, way, who,
 		r.Time.UTC().Format("2006-01-02 15:04:05 UTC"), r.Outcome)
 }
 
@@ -86,9 +109,12 @@ func describe(r record.Record) string {
 // client run: the ID column is the record ID; each line is one sample
 // (Transfer in 1024-based bytes, Bitrate in 1000-based bits, Retr the
 // segments sent again in it, Cwnd the sender's congestion window at its
-// end). The sender summary is the server's side (bytes it wrote, all its
-// retransmits, over the fetch); the receiver line, printed only for a
-// completed fetch, is the board's (every byte arrived).
+// end; both "-" where the sender's TCP_INFO was not seen, see senderSeen).
+// The sender summary is the sending side's: its bytes and all its
+// retransmits over the fetch (the server's when it sent; the board's own
+// count from iperf3's result exchange when the board sent, "-" for iperf 2,
+// which has none); the receiver line, printed only for a completed fetch,
+// says every byte arrived.
 func Intervals(r record.Record, ivs []record.Interval) Table {
 	t := Table{
 		Name:  "intervals",
@@ -105,23 +131,42 @@ func Intervals(r record.Record, ivs []record.Interval) Table {
 	} else {
 		b.WriteString(iperfHeader)
 	}
+	unseen := false
 	for _, iv := range ivs {
-		row := IntervalRow{Start: secs(iv.Start), End: secs(iv.End), Bytes: iv.Bytes, Mbps: iv.Mbps(),
-			Retransmits: iv.Retransmits, Cwnd: iv.Cwnd}
+		row := IntervalRow{Start: secs(iv.Start), End: secs(iv.End), Bytes: iv.Bytes, Mbps: iv.Mbps()}
+		retr, cwnd := "", ""
+		retrText, cwndText := "  -", "   -"
+		if senderSeen(r, iv) {
+			row.Retransmits, row.Cwnd = ptr(iv.Retransmits), ptr(iv.Cwnd)
+			retr, cwnd = strconv.FormatUint(uint64(iv.Retransmits), 10), strconv.FormatUint(uint64(iv.Cwnd), 10)
+			retrText, cwndText = fmt.Sprintf("%3d", iv.Retransmits), unit(float64(iv.Cwnd), true)+"s"
+		} else {
+			unseen = true
+		}
 		rows = append(rows, row)
 		t.Rows = append(t.Rows, []string{
 			strconv.FormatFloat(row.Start, 'f', 2, 64), strconv.FormatFloat(row.End, 'f', 2, 64),
-			strconv.FormatInt(iv.Bytes, 10), mbps(row.Mbps), strconv.FormatUint(uint64(iv.Retransmits), 10),
-			strconv.FormatUint(uint64(iv.Cwnd), 10)})
+			strconv.FormatInt(iv.Bytes, 10), mbps(row.Mbps), retr, cwnd})
 		fmt.Fprintf(&b, iperfLine, r.ID, row.Start, row.End, unit(float64(iv.Bytes), true),
-			unit(rate(iv.Bytes, iv.End-iv.Start), false), iv.Retransmits, unit(float64(iv.Cwnd), true))
+			unit(rate(iv.Bytes, iv.End-iv.Start), false), retrText, cwndText)
 	}
 	t.Data = rows
+	if unseen {
+		why := "no sender's TCP_INFO was read"
+		if serverReceived(r) {
+			why = "the board sent and the server received: a receiver sees neither (iperf3's receiving side prints no such columns)"
+		}
+		t.Notes = append(t.Notes, "Retr and Cwnd are - (unknown, not 0) where "+why+".")
+	}
 	b.WriteString(iperfSeparator)
 	b.WriteString(iperfSumHeader)
 	end := secs(r.Duration)
 	sent, bitrate := unit(float64(r.Bytes), true), unit(rate(r.Bytes, r.Duration), false)
-	fmt.Fprintf(&b, iperfSender, r.ID, 0.0, end, sent, bitrate, r.Retransmits)
+	retr := fmt.Sprintf("%3d", r.Retransmits)
+	if serverReceived(r) && r.Source == "iperf2" {
+		retr = "  -" // iperf 2 has no result exchange: the board's count never reaches the server
+	}
+	fmt.Fprintf(&b, iperfSender, r.ID, 0.0, end, sent, bitrate, retr)
 	if r.Outcome == "ok" {
 		fmt.Fprintf(&b, iperfReceiver, r.ID, 0.0, end, sent, bitrate)
 	}
@@ -152,7 +197,7 @@ const (
 // filled from:
 //   - Recv socket size: the receive buffer the bench asked for
 //     (WndRequested); else the largest window the client advertised
-//     (WndMax); "-" when neither is known (TFTP has no socket buffer to
+//     (WndMax) when the client received; "-" when neither is known (TFTP has no socket buffer to
 //     report: its blksize and windowsize are in the title line);
 //   - Send socket size: not recorded (pxeperf does not set SO_SNDBUF; the
 //     kernel autotunes it): "-", never a made-up 0;
@@ -165,7 +210,8 @@ func Netperf(r record.Record) Table {
 	switch {
 	case r.WndRequested > 0:
 		row.RecvSocket = ptr(int64(r.WndRequested))
-	case r.WndMax > 0:
+	case r.WndMax > 0 && !boardSent(r):
+		// The board's advertised window is the receiver's only when it received.
 		row.RecvSocket = ptr(int64(r.WndMax))
 	}
 	if r.BlkSize > 0 {
@@ -187,14 +233,20 @@ func Netperf(r record.Record) Table {
 			strconv.FormatInt(row.Message, 10), strconv.FormatFloat(row.Elapsed, 'f', 2, 64),
 			strconv.FormatFloat(row.Throughput, 'f', 2, 64)}},
 		Data: []NetperfRow{row},
-		Notes: []string{"Recv socket: requested receive buffer, else the largest client window (TFTP: none, -); " +
+		Notes: []string{"Recv socket: requested receive buffer, else the largest client window when the board received (TFTP: none, -); " +
 			"send socket: not recorded (-); message: TFTP blksize, else the MSS."},
 	}
 	who := r.ClientIP
 	if r.Host != "" {
 		who = r.Host + " (" + r.ClientIP + ")"
 	}
-	title := fmt.Sprintf("%s STREAM TEST from pxeperf to %s : fetch %d %s over %s, %s", kind, who, r.ID, r.File, r.Proto, r.Outcome)
+	// netperf names the sender first: the record's Direction says which
+	// end that was (tx: the board sent).
+	from, to := "pxeperf", who
+	if boardSent(r) {
+		from, to = who, "pxeperf"
+	}
+	title := fmt.Sprintf("%s STREAM TEST from %s to %s : fetch %d %s over %s, %s", kind, from, to, r.ID, r.File, r.Proto, r.Outcome)
 	if r.BlkSize > 0 {
 		title += fmt.Sprintf(" (blksize %d, windowsize %d)", r.BlkSize, max(r.WindowSize, 1))
 	}
