@@ -403,13 +403,13 @@ func (s *Iperf2) finish(f *flow2, outcome, why string) {
 		return
 	}
 	ss := append(f.tx, sample{at: dur, bytes: f.bytes})
-	ev := &event.Fetch{Start: f.first, Proto: event.ProtoUDP, Client: f.peer, File: "iperf -c -u (udp)", Bytes: f.bytes,
+	ev := &event.Fetch{Start: f.first, Proto: event.ProtoUDP, Client: f.peer, File: testName2(" -u", "udp", "tx"), Bytes: f.bytes,
 		Size: -1, Duration: dur, Outcome: outcome, Err: why, Source: SourceIperf2, Direction: "tx",
 		Intervals: intervals(sample{}, ss, s.cfg.Interval/2), Labels: map[string]string{"streams": "1"}}
 	udpLabels(ev, f.lost, f.packets, f.jitter)
 	if mode := f.hdr.mode(); mode != mode2Normal {
 		ev.Labels["iperf2_mode"] = mode
-		ev.File = "iperf -c -u" + flagName(mode) + " (udp)"
+		ev.File = testName2(" -u"+flagName(mode), "udp", "tx")
 	}
 	// The interface is looked up off the lock: it lists the interfaces.
 	go func() {

@@ -82,6 +82,10 @@ func TestIperf2Loopback(t *testing.T) {
 				if f.Proto != tc.proto || f.Source != SourceIperf2 || f.Outcome != "ok" || f.Bytes <= 0 {
 					t.Errorf("event %+v", f)
 				}
+				// Two legs of one test are told apart by their names too.
+				if want := " (" + tc.proto + ", " + f.Direction + ")"; !strings.HasSuffix(f.File, want) {
+					t.Errorf("record named %q, want it to end in %q", f.File, want)
+				}
 				t.Logf("pxeperf %s: %d bytes %.1f Mbit/s %d intervals %v", f.Direction, f.Bytes, f.Mbps(), len(f.Intervals), f.Labels)
 			}
 			for _, d := range dirs {

@@ -150,6 +150,15 @@ func flagName(mode string) string {
 	return ""
 }
 
+// testName2 is a record's File: the board's command line (opts after
+// "iperf -c"), the protocol and the record's direction as the board sees
+// it ("tx": the board sent), as iperf3's records end in (tx) or (rx). The
+// two legs of -r, -d and --full-duplex are told apart by it:
+// "iperf -c -r (tcp, tx)" and "iperf -c -r (tcp, rx)".
+func testName2(opts, proto, dir string) string {
+	return "iperf -c" + opts + " (" + proto + ", " + dir + ")"
+}
+
 // readHdr2 reads the test header of a new connection (bounded by the
 // connection's read deadline). It returns every byte read: they count as
 // data, as iperf 2 counts them.
@@ -269,9 +278,8 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	if mode != mode2Normal {
 		labels["iperf2_mode"] = mode
 	}
-	file := "iperf -c" + flagName(mode) + " (tcp)"
 	record := func(l leg2, streams int) {
-		lb, file := labels, file
+		lb, opts := labels, flagName(mode)
 		if streams > 1 {
 			lb = map[string]string{"streams": streamsLabel(streams)}
 			for k, v := range labels {
@@ -279,9 +287,9 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 					lb[k] = v
 				}
 			}
-			file = "iperf -c -P " + streamsLabel(streams) + flagName(mode) + " (tcp)"
+			opts = " -P " + streamsLabel(streams) + opts
 		}
-		s.cfg.Sink.Fetch(s.tcpEvent(l, file, lb))
+		s.cfg.Sink.Fetch(s.tcpEvent(l, testName2(opts, "tcp", l.dir), lb))
 	}
 	g := s.joinGroup(ip, h, head, func(_ string, l leg2, streams int) { record(l, streams) })
 	emit := func(l leg2) {
@@ -325,11 +333,19 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	// starts the clock at its first write: with -P it connects all streams
 	// before writing.
 	fwd := s.recvLeg(ctx, c, began, head, t, h.duration())
-	if mode == mode2Normal {
+	switch mode {
+	case mode2Normal:
 		// The client waits for the close; the record can follow (its
 		// journal write may wait on the disk).
 		c.Close()
 		s.release(t)
+	case mode2Tradeoff, mode2Dualtest:
+		// The board's leg ends when the server closes: iperf 2.1.8's
+		// client shuts its side down and reads until the server's FIN,
+		// and its clock stops there, as iperf -s closes at once. Kept
+		// open through the connect-back, a -r board printed its own leg
+		// over both legs' time at half its rate (issue 28).
+		c.Close()
 	}
 	emit(fwd)
 	if mode == mode2Tradeoff {

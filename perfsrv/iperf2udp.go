@@ -252,7 +252,7 @@ func (s *Iperf2) sendUDPLeg(ctx context.Context, write func([]byte) error, repor
 // udpLegEvent is the record of the server's UDP leg: what it sent (the
 // board alone knows what arrived).
 func (s *Iperf2) udpLegEvent(l leg2, h hdr2) *event.Fetch {
-	f := s.tcpEvent(l, "iperf -c -u"+flagName(h.mode())+" (udp)", map[string]string{"streams": "1", "iperf2_mode": h.mode()})
+	f := s.tcpEvent(l, testName2(" -u"+flagName(h.mode()), "udp", l.dir), map[string]string{"streams": "1", "iperf2_mode": h.mode()})
 	f.Proto = event.ProtoUDP
 	if f.Interface == "" {
 		f.Interface = ifaceRoute(l.peer.Addr())
