@@ -178,7 +178,7 @@ func Intervals(r record.Record, ivs []record.Interval) Table {
 type NetperfRow struct {
 	RecvSocket *int64  `json:"recv_socket_bytes,omitempty"` // nil: not known
 	SendSocket *int64  `json:"send_socket_bytes,omitempty"` // nil: not recorded
-	Message    int64   `json:"send_message_bytes"`
+	Message    *int64  `json:"send_message_bytes,omitempty"` // nil: no MSS recorded
 	Elapsed    float64 `json:"elapsed_s"`
 	Throughput float64 `json:"throughput_mbps"` // 10^6 bits/s
 }
@@ -190,7 +190,7 @@ const (
 		"Socket Socket  Message  Elapsed              \n" +
 		"Size   Size    Size     Time     Throughput  \n" +
 		"bytes  bytes   bytes    secs.    10^6bits/sec  \n\n"
-	netperfLine = "%6s %6s %6d    %-6.2f   %7.2f   \n"
+	netperfLine = "%6s %6s %6s    %-6.2f   %7.2f   \n"
 )
 
 // Netperf lays out a fetch as netperf's TCP_STREAM summary. The columns are
@@ -202,7 +202,8 @@ const (
 //   - Send socket size: not recorded (pxeperf does not set SO_SNDBUF; the
 //     kernel autotunes it): "-", never a made-up 0;
 //   - Send message size: TFTP blksize; for TCP the MSS (a served file goes
-//     out with sendfile, so there is no application message);
+//     out with sendfile, so there is no application message); "-" when
+//     no MSS was recorded (perfsrv's tests);
 //   - Elapsed time: the fetch's duration;
 //   - Throughput: the fetch's Mbit/s (10^6 bits/s).
 func Netperf(r record.Record) Table {
@@ -215,9 +216,9 @@ func Netperf(r record.Record) Table {
 		row.RecvSocket = ptr(int64(r.WndMax))
 	}
 	if r.BlkSize > 0 {
-		row.Message = int64(r.BlkSize)
-	} else {
-		row.Message = int64(r.MSS)
+		row.Message = ptr(int64(r.BlkSize))
+	} else if r.MSS > 0 {
+		row.Message = ptr(int64(r.MSS))
 	}
 	kind := "TCP"
 	if protoClass(r.Proto) == "UDP" {
@@ -230,7 +231,7 @@ func Netperf(r record.Record) Table {
 			{Name: "Send message bytes", Key: "send_message_bytes"}, {Name: "Elapsed s", Key: "elapsed_s"},
 			{Name: "Throughput 10^6bits/s", Key: "throughput_mbps"}},
 		Rows: [][]string{{optInt(row.RecvSocket), optInt(row.SendSocket),
-			strconv.FormatInt(row.Message, 10), strconv.FormatFloat(row.Elapsed, 'f', 2, 64),
+			optInt(row.Message), strconv.FormatFloat(row.Elapsed, 'f', 2, 64),
 			strconv.FormatFloat(row.Throughput, 'f', 2, 64)}},
 		Data: []NetperfRow{row},
 		Notes: []string{"Recv socket: requested receive buffer, else the largest client window when the board received (TFTP: none, -); " +
@@ -250,7 +251,7 @@ func Netperf(r record.Record) Table {
 	if r.BlkSize > 0 {
 		title += fmt.Sprintf(" (blksize %d, windowsize %d)", r.BlkSize, max(r.WindowSize, 1))
 	}
-	t.Layout = title + "\n" + netperfTitle + fmt.Sprintf(netperfLine, dashOr(row.RecvSocket), dashOr(row.SendSocket), row.Message,
+	t.Layout = title + "\n" + netperfTitle + fmt.Sprintf(netperfLine, dashOr(row.RecvSocket), dashOr(row.SendSocket), dashOr(row.Message),
 		row.Elapsed, row.Throughput)
 	return t
 }

@@ -56,6 +56,11 @@ func TestGoldenBoardSends(t *testing.T) {
 	if !strings.Contains(nl, "STREAM TEST from board1 (10.251.3.2) to pxeperf") {
 		t.Errorf("netperf title of a board-send test:\n%s", nl)
 	}
+	noMSS := r
+	noMSS.MSS = 0
+	if tb := Netperf(noMSS); tb.Rows[0][2] != "" || !strings.Contains(tb.Layout, "     -      -      -    3.00") {
+		t.Errorf("netperf of a record without an MSS: message %q, want - (not a made-up 0)\n%s", tb.Rows[0][2], tb.Layout)
+	}
 	il := Intervals(r, ivs)
 	for _, line := range strings.Split(il.Layout, "\n") {
 		if strings.Contains(line, " sec ") && !strings.Contains(line, "sender") && !strings.Contains(line, "receiver") {
