@@ -374,8 +374,9 @@ func iperf2(t *testing.T, ns string, secs int, args ...string) (map[string]*iper
 			l.bytes += bytes
 		case from < float64(secs):
 			l.lines++
-			// else the line a 2.1.8 -r client adds after its -t for the
-			// time it waited on the server's leg (3.0-6.1 sec, one block)
+			// else a line past -t: a 2.1.8 -r client printed one (3.0-6.1
+			// sec, one block) while the server held its connection through
+			// its own leg, before issue 28 (TestIperf2TradeoffBoardLeg)
 		}
 	}
 	return legs, out
