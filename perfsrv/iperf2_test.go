@@ -17,13 +17,20 @@ import (
 	"github.com/pxeperf/pxeperf/event"
 )
 
-func TestIperf2Loopback(t *testing.T) {
+// needIperf2 skips a test of the real iperf 2 client when it is missing
+// or with -short.
+func needIperf2(t *testing.T) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs iperf for seconds")
 	}
 	if _, err := exec.LookPath("iperf"); err != nil {
 		t.Skip("needs iperf (apt-get install iperf)")
 	}
+}
+
+func TestIperf2Loopback(t *testing.T) {
+	needIperf2(t)
 	for _, tc := range []struct {
 		name  string
 		args  []string

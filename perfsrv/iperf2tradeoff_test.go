@@ -49,12 +49,7 @@ func parseIperf2CSV(t *testing.T, out string) []iperf2CSV {
 // direction: "iperf -c -r (tcp, tx)" and "(tcp, rx)" (row 6), and so are
 // -d's.
 func TestIperf2TradeoffBoardLeg(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs iperf for seconds")
-	}
-	if _, err := exec.LookPath("iperf"); err != nil {
-		t.Skip("needs iperf (apt-get install iperf)")
-	}
+	needIperf2(t)
 	for _, mode := range []string{"-r", "-d"} {
 		t.Run(mode, func(t *testing.T) {
 			s, rec, lg := startIperf2(t)

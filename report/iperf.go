@@ -176,8 +176,8 @@ func Intervals(r record.Record, ivs []record.Interval) Table {
 
 // NetperfRow is the netperf summary, typed for JSON and CSV.
 type NetperfRow struct {
-	RecvSocket *int64  `json:"recv_socket_bytes,omitempty"` // nil: not known
-	SendSocket *int64  `json:"send_socket_bytes,omitempty"` // nil: not recorded
+	RecvSocket *int64  `json:"recv_socket_bytes,omitempty"`  // nil: not known
+	SendSocket *int64  `json:"send_socket_bytes,omitempty"`  // nil: not recorded
 	Message    *int64  `json:"send_message_bytes,omitempty"` // nil: no MSS recorded
 	Elapsed    float64 `json:"elapsed_s"`
 	Throughput float64 `json:"throughput_mbps"` // 10^6 bits/s

@@ -35,6 +35,9 @@ func TestGolden(t *testing.T) {
 	r, ivs := fetchWithIntervals()
 	tables["intervals"] = Intervals(r, ivs)
 	tables["netperf"] = Netperf(r)
+	tx, txIvs := boardSendTest()
+	tables["intervals-tx"] = Intervals(tx, txIvs)
+	tables["netperf-tx"] = Netperf(tx)
 	for name, tb := range tables {
 		for _, f := range Formats {
 			t.Run(name+"."+string(f), func(t *testing.T) {
