@@ -187,6 +187,11 @@ func (l *delayLine) run() {
 	}
 	var queue [2][]frame // by the side the frames came from
 	var free [][]byte
+	// Frames are timed on the monotonic clock (time.Since: one clock read,
+	// where time.Now takes two), set against the kernel's wall-clock
+	// receive stamps by wall, the offset at the last time.Now.
+	base := time.Now()
+	var wall int64
 	oob := make([]byte, unix.CmsgSpace(16))
 	pfd := []unix.PollFd{{Fd: int32(l.fds[Server]), Events: unix.POLLIN}, {Fd: int32(l.fds[Client]), Events: unix.POLLIN},
 		{Fd: int32(l.stop), Events: unix.POLLIN}}
@@ -225,7 +230,8 @@ func (l *delayLine) run() {
 				l.frames[from].Add(1)
 			}
 		}
-		now = time.Now().UnixNano()
+		t := time.Now()
+		now, wall = t.UnixNano(), t.UnixNano()-int64(t.Sub(base))
 		for from := range 2 {
 			to := 1 - from
 			q := queue[from]
@@ -234,7 +240,7 @@ func (l *delayLine) run() {
 				f := &q[sent]
 				// Each frame reads the clock: a write can take long (the
 				// peer's receive path may run in it), delaying the next.
-				at := time.Now().UnixNano()
+				at := wall + int64(time.Since(base))
 				if _, err := unix.Write(l.fds[to], f.buf); err != nil {
 					l.dropped[from].Add(1) // the peer could not take it, as on a wire
 					l.hist.dropped.Add(1)

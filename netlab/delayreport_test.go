@@ -120,3 +120,20 @@ func TestDelayReportLate(t *testing.T) {
 		t.Error("a period with no frames fell behind")
 	}
 }
+
+// BenchmarkDelayHistAdd is what the line's hot path pays per frame for its
+// measurement, as run does it: a monotonic clock read and the sketch's
+// atomic adds (against a frame's write system call of a few microseconds).
+func BenchmarkDelayHistAdd(b *testing.B) {
+	var h delayHist
+	asked := int64(120 * time.Microsecond)
+	base := time.Now()
+	wall := base.UnixNano()
+	arrived := wall - asked
+	for b.Loop() {
+		h.add(wall+int64(time.Since(base))-arrived, asked)
+	}
+	if h.take().Frames == 0 {
+		b.Fatal("nothing counted")
+	}
+}
