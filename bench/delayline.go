@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,6 +85,26 @@ func DelayLineNotes(results []Result) []string {
 			"(--delay-cpu N, the rest on other cores with taskset), use a larger --delay (stalls of a few hundred us matter less against 1ms), or a lower --rate (fewer frames a second to forward).",
 			strings.Join(names, ", ")),
 	}
+}
+
+// ParseCPUs parses --delay-cpu: a comma list of CPU numbers; "" is none
+// (the line runs on any CPU).
+func ParseCPUs(s string) ([]int, error) {
+	var cpus []int
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		c, err := strconv.Atoi(item)
+		if err != nil || c < 0 {
+			return nil, fmt.Errorf("%q: want CPU numbers as taskset -c takes them, e.g. 1 or 2,3", item)
+		}
+		if !slices.Contains(cpus, c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
 }
 
 // countPoints is the number of distinct points among results.
