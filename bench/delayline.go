@@ -78,12 +78,12 @@ func DelayLineNotes(results []Result) []string {
 	}
 	return []string{
 		fmt.Sprintf("DELAY LINE FELL BEHIND at %d of %d %s (%d of %d points): more than 1%% of their frames were held past the asked delay + max(50 us, half of it); "+
-			"worst p99 %s against %s asked (largest %s, %d of %d frames late). Those rows ran at the busy host's round trip, not 2 x the delay: they measure the host, not the model. Points: %s.",
+			"worst p99 %s against %s asked (largest %s, %d of %d frames late). Their round trip was partly the busy host's, not 2 x the delay: where one of them misses the model, it measures the host, not the model. Points: %s.",
 			len(behind), measured, plural(measured, "fetch", "fetches"), len(keys), countPoints(results), us(worst.DelayP99), us(worst.DelayAsked), us(worst.DelayMax),
 			worst.DelayLate, worst.DelayFrames, strings.Join(list, "; ")),
 		fmt.Sprintf("This host is too busy for a one-way delay of %s: run the sweep again with fewer jobs beside it, pin the delay line to a core kept free of other work "+
-			"(--delay-cpu N, the rest on other cores with taskset), use a larger --delay (stalls of a few hundred us matter less against 1ms), or a lower --rate (fewer frames a second to forward).",
-			strings.Join(names, ", ")),
+			"(--delay-cpu N, the rest on other cores with taskset), use a larger --delay (e.g. %s: the same stalls matter less against it), or a lower --rate (fewer frames a second to forward).",
+			strings.Join(names, ", "), FormatDelay(min(max(4*asked[len(asked)-1], time.Millisecond), MaxDelay))),
 	}
 }
 

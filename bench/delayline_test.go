@@ -42,7 +42,7 @@ func TestDelayLineNotes(t *testing.T) {
 	rs := []Result{res(8192, 150*time.Microsecond, 2, false), res(16384, 900*time.Microsecond, 40, true), res(65536, 400*time.Microsecond, 20, true)}
 	behind := strings.Join(DelayLineNotes(rs), "\n")
 	for _, want := range []string{"FELL BEHIND at 2 of 3 fetches (2 of 3 points)", "worst p99 900 us against 120 us asked", "40 of 1000 frames late",
-		rs[1].Point.Key(), rs[2].Point.Key(), "too busy for a one-way delay of 120us", "--delay-cpu"} {
+		rs[1].Point.Key(), rs[2].Point.Key(), "too busy for a one-way delay of 120us", "--delay-cpu", "larger --delay (e.g. 1ms"} {
 		if !strings.Contains(behind, want) {
 			t.Errorf("behind: no %q in\n%s", want, behind)
 		}
