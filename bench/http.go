@@ -69,6 +69,11 @@ func httpTables(results []Result, recs []record.Record, spec Spec, runID string,
 				sum.Notes = append(sum.Notes, l)
 			}
 		}
+	}
+	// Whether the delay line kept up, before the testbed's limits: a row
+	// it fell behind in is not the model missing.
+	sum.Notes = append(sum.Notes, DelayLineNotes(results)...)
+	if text {
 		sum.Notes = append(sum.Notes, netlab.Limits()...)
 	}
 	return []report.Table{wo, sum}

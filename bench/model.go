@@ -146,9 +146,10 @@ func FitModel(recs []record.Record) Fit {
 // 10% of the model (a repeat's own spread is in the min-max column): the
 // check the gPXE grid with --delay is held to. Rows without a model (no
 // rate limit, no window, no completed fetch) are not counted; "" when no
-// row has one.
+// row has one. Rows whose delay line fell behind are counted apart too:
+// they measure the host, not the model.
 func RowFitLine(rows []SummaryRow) string {
-	n, within := 0, 0
+	n, within, behind, keptWithin := 0, 0, 0, 0
 	var worst SummaryRow
 	var worstDev float64
 	for _, r := range rows {
@@ -157,8 +158,14 @@ func RowFitLine(rows []SummaryRow) string {
 		}
 		n++
 		dev := (r.Median - r.Model) / r.Model
-		if math.Abs(dev) <= 0.10 {
+		ok := math.Abs(dev) <= 0.10
+		if ok {
 			within++
+		}
+		if r.LineBehind > 0 {
+			behind++
+		} else if ok {
+			keptWithin++
 		}
 		if n == 1 || math.Abs(dev) > math.Abs(worstDev) {
 			worst, worstDev = r, dev
@@ -167,6 +174,11 @@ func RowFitLine(rows []SummaryRow) string {
 	if n == 0 {
 		return ""
 	}
-	return fmt.Sprintf("Row medians against the model: %d of %d within 10%%; worst %+.1f%% (window %s, RX csum %s, %d repeats).",
+	line := fmt.Sprintf("Row medians against the model: %d of %d within 10%%; worst %+.1f%% (window %s, RX csum %s, %d repeats).",
 		within, n, worstDev*100, worst.Window, worst.RxOffload, worst.N)
+	if behind > 0 {
+		line += fmt.Sprintf(" The delay line fell behind in %d of these rows (Line behind); of the %d where it kept up, %d are within 10%%.",
+			behind, n-behind, keptWithin)
+	}
+	return line
 }

@@ -80,6 +80,7 @@ func streamTables(results []Result, recs []record.Record, spec Spec, runID strin
 		tables = append(tables, dm)
 	}
 	sum := StreamSummary(results)
+	sum.Notes = append(sum.Notes, DelayLineNotes(results)...)
 	if !remote && text {
 		sum.Notes = append(sum.Notes, netlab.Limits()...)
 	}

@@ -48,6 +48,9 @@ type Options struct {
 	CrossCheck bool
 	// MeasuredBy is stamped on every record (server.name, server.site).
 	MeasuredBy Origin
+	// DelayCPUs pins netlab's delay line to these CPUs (--delay-cpu; nil:
+	// any): on a busy host, a core kept free of other work for it.
+	DelayCPUs []int
 }
 
 // Progress is where a sweep stands.
@@ -118,6 +121,11 @@ type SummaryRow struct {
 	MinRTT    float64 `json:"min_rtt_us"` // median over the repeats
 	Model     float64 `json:"model_mbps"` // min(observed/RTT, rate x goodput) at the fitted RTT
 	Failed    int     `json:"failed"`
+	// Behind netlab's delay line: the largest p99 of the delay it added
+	// per frame over the repeats, and how many repeats it fell behind in
+	// (their RTT was the host's: DelayLineNotes).
+	LineP99    float64 `json:"delay_p99_us,omitempty"`
+	LineBehind int     `json:"delay_behind,omitempty"`
 }
 
 // byPoint gathers results into one G per point (Point.Key), in the order
@@ -158,6 +166,12 @@ func Summary(results []Result, fit Fit) report.Table {
 		return g
 	}, func(g *group, r Result) {
 		g.row.Rcvbuf = r.Rcvbuf
+		if r.Record.DelayFrames > 0 {
+			g.row.LineP99 = max(g.row.LineP99, float64(r.Record.DelayP99.Microseconds()))
+			if r.Record.DelayBehind {
+				g.row.LineBehind++
+			}
+		}
 		if r.Record.Outcome != "ok" {
 			g.row.Failed++
 			return
@@ -204,6 +218,11 @@ func Summary(results []Result, fit Fit) report.Table {
 		t.Columns = slices.Insert(t.Columns, 2, report.Column{Name: "Delay", Key: "delay"})
 		t.Notes = append(t.Notes, "Delay: one way, added each way (netem where the kernel has it, else netlab's delay line: label delay_via), so the RTT is twice it plus the veth and forwarding time.")
 	}
+	line := slices.ContainsFunc(rows, func(r SummaryRow) bool { return r.LineP99 > 0 })
+	if line {
+		t.Columns = append(t.Columns, report.Column{Name: "Line p99 us", Key: "delay_p99_us"}, report.Column{Name: "Line behind", Key: "delay_behind"})
+		t.Notes = append(t.Notes, "Line p99 us: the 99th percentile of the delay netlab's delay line added per frame (kernel receive to sent on; the largest over the repeats); Line behind: repeats in which it fell behind (more than 1% of the frames held past the asked delay + max(50 us, half of it)).")
+	}
 	for _, r := range rows {
 		cells := []string{strconv.Itoa(r.MTU), r.Rate, r.RxOffload, r.Window, strconv.Itoa(r.Rcvbuf), "", strconv.Itoa(r.N), "", "", "", "", strconv.Itoa(r.Failed)}
 		if r.N > 0 {
@@ -223,6 +242,12 @@ func Summary(results []Result, fit Fit) report.Table {
 				d = "none"
 			}
 			cells = slices.Insert(cells, 2, d)
+		}
+		if line {
+			cells = append(cells, "", strconv.Itoa(r.LineBehind))
+			if r.LineP99 > 0 {
+				cells[len(cells)-2] = strconv.FormatFloat(r.LineP99, 'f', 0, 64)
+			}
 		}
 		t.Rows = append(t.Rows, cells)
 	}

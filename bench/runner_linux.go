@@ -60,7 +60,8 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 	} else if len(removed) > 0 {
 		log.Info("bench: removed leftover testbeds", "namespaces", removed)
 	}
-	tb, err := netlab.New(netlab.Options{MTU: pts[0].MTU, DelayLine: opt.Spec.HasDelay(), Registry: opt.Registry, Logger: log})
+	tb, err := netlab.New(netlab.Options{MTU: pts[0].MTU, DelayLine: opt.Spec.HasDelay(), DelayCPUs: opt.DelayCPUs,
+		Registry: opt.Registry, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("bench: building the testbed: %w", err)
 	}
@@ -164,6 +165,10 @@ func (r *runner) setup(p Point) (netlab.State, error) {
 		v := p.Offload
 		r.offload = &v
 	}
+	// The delay line's measurement of this point starts now (stampTestbed
+	// ends it): what crossed before, the last point's cross-check too,
+	// is not this point's.
+	r.tb.TakeDelayReport()
 	return r.tb.State()
 }
 
@@ -251,8 +256,9 @@ func serveInBackground(ctx context.Context, log *slog.Logger, name string, serve
 
 // stampTestbed puts the testbed as read back (st) on a record of point p:
 // the client's interface, MTU, link speed and offloads, the server's
-// egress rate, the kernel, the run and the added delay. One place for
-// every protocol's records.
+// egress rate, the kernel, the run, the added delay and what the delay
+// line delivered since setup. One place for every protocol's records; it
+// runs once the point's transfer is over.
 func stampTestbed(rec *record.Record, r *runner, st netlab.State, p Point) {
 	rec.Kernel, rec.ClientIP, rec.Iface = r.kernel, r.tb.ClientIP.String(), r.tb.ClientIf
 	rec.MTU, rec.LinkMbps, rec.RateLimit = st.Client.MTU, st.Client.SpeedMbps, int64(st.Server.Rate.BitsPerSec)
@@ -265,4 +271,8 @@ func stampTestbed(rec *record.Record, r *runner, st netlab.State, p Point) {
 	if p.Delay > 0 {
 		rec.Labels[LabelDelay], rec.Labels[LabelDelayVia] = FormatDelay(p.Delay), r.tb.DelayVia()
 	}
+	if d, ok := r.tb.Delay(); ok {
+		rec.DelayAsked = d
+	}
+	stampDelayLine(rec, r.tb.TakeDelayReport())
 }

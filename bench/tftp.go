@@ -97,6 +97,7 @@ var tftpProtocol = protocol{
 		tt := report.TFTP(recs)
 		tt.Notes = append(tt.Notes, fmt.Sprintf("Bench run %s; again with: pxeperf report --table tftp --label %s=%s", runID, LabelRun, runID))
 		sum := TFTPSummary(results)
+		sum.Notes = append(sum.Notes, DelayLineNotes(results)...)
 		if text {
 			sum.Notes = append(sum.Notes, netlab.Limits()...)
 		}

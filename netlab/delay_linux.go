@@ -56,13 +56,20 @@ const (
 // behind the process's own goroutines for a P after each wake-up; the line
 // adds one P to GOMAXPROCS while it runs to leave the rest of the process
 // what it had.
+//
+// The line measures what it delivered: for every frame it sends on, the
+// time from the kernel's receive timestamp to the write, into a sketch
+// (hist) the bench takes per point (TakeDelayReport). Sending a frame costs
+// one clock read and a few atomic adds on top of its write system call.
 type delayLine struct {
 	delay atomic.Int64 // one way, ns
 	fds   [2]int       // by Side: the packet socket on that side's delay end
 	stop  int          // eventfd: written by close
 	done  chan struct{}
+	cpus  []int // Options.DelayCPUs: the thread's affinity; nil: any
 
 	frames, dropped [2]atomic.Uint64 // by the side the frames came from
+	hist            delayHist        // since the last TakeDelayReport
 }
 
 // DelayStats counts what the delay line moved, by the side that sent it.
@@ -110,8 +117,8 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 // startDelayLine opens the packet sockets in both namespaces and starts
 // forwarding with no delay.
-func (t *Testbed) startDelayLine() error {
-	l := &delayLine{fds: [2]int{-1, -1}, stop: -1, done: make(chan struct{})}
+func (t *Testbed) startDelayLine(cpus []int) error {
+	l := &delayLine{fds: [2]int{-1, -1}, stop: -1, done: make(chan struct{}), cpus: cpus}
 	for _, s := range []Side{Server, Client} {
 		err := runIn(filepath.Join(netnsDir, t.ns(s)), func() error {
 			var err error
@@ -135,6 +142,24 @@ func (t *Testbed) startDelayLine() error {
 	return nil
 }
 
+// validCPUs checks Options.DelayCPUs against the CPUs this process may
+// run on.
+func validCPUs(cpus []int) error {
+	if len(cpus) == 0 {
+		return nil
+	}
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		return fmt.Errorf("netlab: reading the CPUs this process may use: %w", err)
+	}
+	for _, c := range cpus {
+		if c < 0 || c >= len(allowed)*64 || !allowed.IsSet(c) {
+			return fmt.Errorf("netlab: delay line CPU %d: not one this process may run on (%d CPUs allowed)", c, allowed.Count())
+		}
+	}
+	return nil
+}
+
 func delayIf(s Side) string {
 	if s == Client {
 		return clientDelayIf
@@ -143,8 +168,8 @@ func delayIf(s Side) string {
 }
 
 type frame struct {
-	due time.Time
-	buf []byte // virtio-net header + frame
+	arrived, due int64  // Unix ns: the kernel's receive time, and when to send it on
+	buf          []byte // virtio-net header + frame
 }
 
 // run is the line's loop on its own thread (see delayLine).
@@ -153,21 +178,33 @@ func (l *delayLine) run() {
 	runtime.LockOSThread() // never unlocked: the thread's policy dies with it
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	_ = unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 10}, 0)
+	if len(l.cpus) > 0 {
+		var set unix.CPUSet
+		for _, c := range l.cpus {
+			set.Set(c)
+		}
+		_ = unix.SchedSetaffinity(0, &set) // checked by New (validCPUs)
+	}
 	var queue [2][]frame // by the side the frames came from
 	var free [][]byte
+	// Frames are timed on the monotonic clock (time.Since: one clock read,
+	// where time.Now takes two), set against the kernel's wall-clock
+	// receive stamps by wall, the offset at the last time.Now.
+	base := time.Now()
+	var wall int64
 	oob := make([]byte, unix.CmsgSpace(16))
 	pfd := []unix.PollFd{{Fd: int32(l.fds[Server]), Events: unix.POLLIN}, {Fd: int32(l.fds[Client]), Events: unix.POLLIN},
 		{Fd: int32(l.stop), Events: unix.POLLIN}}
 	for {
 		// Wait for a frame, the stop, or the first frame due.
-		wait := 50 * time.Millisecond
-		now := time.Now()
+		wait := int64(50 * time.Millisecond)
+		now := time.Now().UnixNano()
 		for _, q := range queue {
 			if len(q) > 0 {
-				wait = min(wait, max(q[0].due.Sub(now), 0))
+				wait = min(wait, max(q[0].due-now, 0))
 			}
 		}
-		ts := unix.NsecToTimespec(int64(wait))
+		ts := unix.NsecToTimespec(wait)
 		unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), uintptr(len(pfd)), uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
 		if pfd[2].Revents != 0 {
 			return
@@ -184,21 +221,31 @@ func (l *delayLine) run() {
 				}
 				if len(queue[from]) >= lineQueue {
 					l.dropped[from].Add(1)
+					l.hist.dropped.Add(1)
 					continue
 				}
 				free = free[:len(free)-1]
-				queue[from] = append(queue[from], frame{due: arrival(oob[:oobn]).Add(time.Duration(l.delay.Load())), buf: buf[:n]})
+				at := arrival(oob[:oobn])
+				queue[from] = append(queue[from], frame{arrived: at, due: at + l.delay.Load(), buf: buf[:n]})
 				l.frames[from].Add(1)
 			}
 		}
-		now = time.Now()
+		t := time.Now()
+		now, wall = t.UnixNano(), t.UnixNano()-int64(t.Sub(base))
 		for from := range 2 {
 			to := 1 - from
 			q := queue[from]
 			sent := 0
-			for sent < len(q) && !q[sent].due.After(now) {
-				if _, err := unix.Write(l.fds[to], q[sent].buf); err != nil {
+			for sent < len(q) && q[sent].due <= now {
+				f := &q[sent]
+				// Each frame reads the clock: a write can take long (the
+				// peer's receive path may run in it), delaying the next.
+				at := wall + int64(time.Since(base))
+				if _, err := unix.Write(l.fds[to], f.buf); err != nil {
 					l.dropped[from].Add(1) // the peer could not take it, as on a wire
+					l.hist.dropped.Add(1)
+				} else {
+					l.hist.add(at-f.arrived, f.due-f.arrived)
 				}
 				free = append(free, q[sent].buf[:cap(q[sent].buf)])
 				sent++
@@ -212,19 +259,19 @@ func (l *delayLine) run() {
 	}
 }
 
-// arrival is the kernel's receive time of a frame (SO_TIMESTAMPNS); now
-// when the kernel gave none.
-func arrival(oob []byte) time.Time {
+// arrival is the kernel's receive time of a frame (SO_TIMESTAMPNS, Unix
+// ns); now when the kernel gave none.
+func arrival(oob []byte) int64 {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err == nil {
 		for _, m := range msgs {
 			if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
 				ts := (*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
-				return time.Unix(ts.Unix())
+				return ts.Nano()
 			}
 		}
 	}
-	return time.Now()
+	return time.Now().UnixNano()
 }
 
 // close stops the line and closes its sockets.
@@ -293,6 +340,21 @@ func (t *Testbed) DelayStats() DelayStats {
 		}
 	}
 	return st
+}
+
+// TakeDelayReport returns what the delay line delivered since the last
+// take (or since it started) and starts a new period: the bench takes one
+// when a point is set up and one when it has run. Zero without a line and
+// with netem (which measures nothing).
+func (t *Testbed) TakeDelayReport() DelayReport {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.line == nil {
+		return DelayReport{}
+	}
+	r := t.line.hist.take()
+	r.Asked = time.Duration(t.line.delay.Load())
+	return r
 }
 
 // addDelayEnds makes each side's veth pair end in its own namespace (the

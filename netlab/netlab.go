@@ -104,6 +104,10 @@ type Options struct {
 	// the kernel has it, else the line), DelayNetem (an error without
 	// netem) or DelayOwnLine.
 	DelayVia string
+	// DelayCPUs pins the delay line's thread to these CPUs (nil: any).
+	// On a busy host a core kept free of other work (taskset, cpusets)
+	// and given to the line keeps it on time.
+	DelayCPUs []int
 	// ServerIf and ClientIf name the veth ends (at most 15 bytes); empty:
 	// the package's ServerIf and ClientIf. Tests that move ends between
 	// namespaces give each testbed names of its own.

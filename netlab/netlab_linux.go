@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -52,6 +53,7 @@ type Testbed struct {
 	line   *delayLine         // with Options.DelayLine and no netem (delay_linux.go)
 	netem  bool               // with Options.DelayLine: netem qdiscs delay (netem_linux.go)
 	delay  time.Duration      // one way, as SetDelay set it (netem)
+	cpus   []int              // Options.DelayCPUs
 
 	closeOnce sync.Once
 	closeErr  error
@@ -116,6 +118,10 @@ func newTestbed(opt Options, pid int) (*Testbed, error) {
 			via = "auto"
 		}
 	}
+	if err := validCPUs(opt.DelayCPUs); err != nil {
+		return nil, err
+	}
+	t.cpus = slices.Clone(opt.DelayCPUs)
 	// Register first: a signal arriving mid-build tears down what exists.
 	t.reg.add(t)
 	if err := t.build(mtu, opt.NoClientAddr, via, pid); err != nil {
@@ -212,7 +218,7 @@ func (t *Testbed) build(mtu int, noClientAddr bool, via string, pid int) error {
 		}
 	}
 	if ownLine {
-		return t.startDelayLine()
+		return t.startDelayLine(t.cpus)
 	}
 	return nil
 }

@@ -46,6 +46,7 @@ func (t *Testbed) Command(ctx context.Context, _ Side, name string, args ...stri
 func (t *Testbed) SetDelay(time.Duration) error { return ErrUnsupported }
 func (t *Testbed) Delay() (time.Duration, bool) { return 0, false }
 func (t *Testbed) DelayStats() DelayStats       { return DelayStats{} }
+func (t *Testbed) TakeDelayReport() DelayReport { return DelayReport{} }
 
 // DelayStats counts what the delay line moved (Linux only).
 type DelayStats struct {

@@ -104,6 +104,15 @@ func marshalEntry(e *entry) ([]byte, error) {
 	b = optString(b, `,"gso":`, string(r.GSO))
 	b = optString(b, `,"gro":`, string(r.GRO))
 	b = optString(b, `,"kernel":`, r.Kernel)
+	b = optInt(b, `,"delay_asked_ns":`, int64(r.DelayAsked))
+	b = optInt(b, `,"delay_p50_ns":`, int64(r.DelayP50))
+	b = optInt(b, `,"delay_p99_ns":`, int64(r.DelayP99))
+	b = optInt(b, `,"delay_max_ns":`, int64(r.DelayMax))
+	b = optInt(b, `,"delay_frames":`, r.DelayFrames)
+	b = optInt(b, `,"delay_late":`, r.DelayLate)
+	if r.DelayBehind {
+		b = append(b, `,"delay_behind":true`...)
+	}
 	b = append(b, '}')
 	if len(e.Intervals) > 0 {
 		b = append(b, `,"intervals":[`...)

@@ -91,6 +91,22 @@ type Record struct {
 	GSO       Offload `json:"gso,omitempty"`
 	GRO       Offload `json:"gro,omitempty"`
 	Kernel    string  `json:"kernel,omitempty"`
+
+	// Bench with --delay: the one-way delay asked (each way, as the
+	// testbed reads it back) and, behind netlab's own delay line (label
+	// delay_via=line; netem measures nothing), what the line delivered
+	// over the fetch, both ways: the delay it added per frame (kernel
+	// receive to sent on: median, 99th percentile, largest), the frames it
+	// moved, those held beyond the asked delay plus netlab.LateMargin, and
+	// whether it fell behind (more than 1 % late: the round trip the fetch
+	// saw was the busy host's, not the asked one).
+	DelayAsked  time.Duration `json:"delay_asked_ns,omitempty"`
+	DelayP50    time.Duration `json:"delay_p50_ns,omitempty"`
+	DelayP99    time.Duration `json:"delay_p99_ns,omitempty"`
+	DelayMax    time.Duration `json:"delay_max_ns,omitempty"`
+	DelayFrames int64         `json:"delay_frames,omitempty"`
+	DelayLate   int64         `json:"delay_late,omitempty"`
+	DelayBehind bool          `json:"delay_behind,omitempty"`
 }
 
 // Interval is one sampling period of a record (iperf3's interval line).

@@ -23,7 +23,7 @@ import (
 const FileName = "pxeperf.db"
 
 // SchemaVersion is the schema this pxeperf writes (PRAGMA user_version).
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // ErrNewerSchema means the file was written by a newer pxeperf.
 var ErrNewerSchema = errors.New("record store schema is newer than this pxeperf")
@@ -89,6 +89,14 @@ ALTER TABLE records ADD COLUMN eff_wnd_min INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN eff_wnd_median INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN eff_wnd_max INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN loss_events INTEGER NOT NULL DEFAULT 0;`},
+	{"records: the bench's delay asked and what its delay line delivered", `
+ALTER TABLE records ADD COLUMN delay_asked_us INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN delay_p50_us INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN delay_p99_us INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN delay_max_us INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN delay_frames INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN delay_late INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN delay_behind INTEGER NOT NULL DEFAULT 0;`},
 }
 
 // Store is the record database: one SQLite file in WAL mode, or a
@@ -532,6 +540,7 @@ func recordArgs(e *entry) ([]any, error) {
 		int64(r.MTU), int64(r.LinkMbps), r.RateLimit, string(r.RxCsum), string(r.TxCsum), string(r.TSO),
 		string(r.GSO), string(r.GRO), r.Kernel, r.Kind, r.Server, r.Site,
 		int64(r.EffWndMin), int64(r.EffWndMedian), int64(r.EffWndMax), r.LossEvents,
+		us(r.DelayAsked), us(r.DelayP50), us(r.DelayP99), us(r.DelayMax), r.DelayFrames, r.DelayLate, b2i(r.DelayBehind),
 	}, nil
 }
 
@@ -540,7 +549,8 @@ const recordInsertColumns = `uid, time_ns, source, proto, direction, client_mac,
 	duration_us, mbps, outcome, err, labels, wnd_max, wnd_median, wnd_requested, rtt_us, min_rtt_us,
 	retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize,
 	tsize, datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso,
-	gso, gro, kernel, kind, server, site, eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events`
+	gso, gro, kernel, kind, server, site, eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events,
+	delay_asked_us, delay_p50_us, delay_p99_us, delay_max_us, delay_frames, delay_late, delay_behind`
 
 func b2i(b bool) int64 {
 	if b {
@@ -553,7 +563,8 @@ const recordColumns = `id, time_ns, source, proto, direction, client_mac, client
 	size, duration_us, mbps, outcome, err, labels, wnd_max, wnd_median, wnd_requested, rtt_us, min_rtt_us,
 	retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize, tsize,
 	datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso, gso, gro, kernel, kind,
-	server, site, eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events`
+	server, site, eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events,
+	delay_asked_us, delay_p50_us, delay_p99_us, delay_max_us, delay_frames, delay_late, delay_behind`
 
 type scanner interface{ Scan(...any) error }
 
@@ -561,20 +572,22 @@ type scanner interface{ Scan(...any) error }
 // (e.g. uid for a copy).
 func scanRecord(sc scanner, first ...any) (Record, error) {
 	var r Record
-	var tns, dur, rtt, minRTT, rwnd, sndbuf, rate int64
+	var tns, dur, rtt, minRTT, rwnd, sndbuf, rate, dAsked, d50, d99, dMax int64
 	var labels, rx, tx, tso, gso, gro string
 	err := sc.Scan(append(first, &r.ID, &tns, &r.Source, &r.Proto, &r.Direction, &r.ClientMAC, &r.ClientIP, &r.Host,
 		&r.Arch, &r.File, &r.Bytes, &r.Size, &dur, &r.Mbps, &r.Outcome, &r.Err, &labels, &r.WndMax,
 		&r.WndMedian, &r.WndRequested, &rtt, &minRTT, &r.Retransmits, &rate, &rwnd, &sndbuf, &r.MSS,
 		&r.PMTU, &r.BlkSize, &r.WindowSize, &r.TSize, &r.Datagrams, &r.Acked, &r.Timeouts, &r.Iface,
 		&r.MTU, &r.LinkMbps, &r.RateLimit, &rx, &tx, &tso, &gso, &gro, &r.Kernel, &r.Kind, &r.Server, &r.Site,
-		&r.EffWndMin, &r.EffWndMedian, &r.EffWndMax, &r.LossEvents)...)
+		&r.EffWndMin, &r.EffWndMedian, &r.EffWndMax, &r.LossEvents,
+		&dAsked, &d50, &d99, &dMax, &r.DelayFrames, &r.DelayLate, &r.DelayBehind)...)
 	if err != nil {
 		return r, err
 	}
 	d := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
 	r.Time = time.Unix(0, tns).UTC()
 	r.Duration, r.RTT, r.MinRTT, r.RwndLimited, r.SndbufLimited = d(dur), d(rtt), d(minRTT), d(rwnd), d(sndbuf)
+	r.DelayAsked, r.DelayP50, r.DelayP99, r.DelayMax = d(dAsked), d(d50), d(d99), d(dMax)
 	r.DeliveryRate = uint64(rate)
 	r.RxCsum, r.TxCsum, r.TSO, r.GSO, r.GRO = Offload(rx), Offload(tx), Offload(tso), Offload(gso), Offload(gro)
 	if r.Kind == "" {

@@ -32,7 +32,9 @@ func fullRecord() Record {
 		BlkSize: 1468, WindowSize: 8, TSize: true, Datagrams: 1000, Acked: 990, Timeouts: 3,
 		Iface: "eth0", MTU: 9000, LinkMbps: 1000, RateLimit: 100e6,
 		RxCsum: OffloadOff, TxCsum: OffloadOn, TSO: OffloadOn, GSO: OffloadUnknown, GRO: OffloadOff,
-		Kernel: "6.1.0-test",
+		Kernel:     "6.1.0-test",
+		DelayAsked: 120 * time.Microsecond, DelayP50: 123 * time.Microsecond, DelayP99: 410 * time.Microsecond,
+		DelayMax: 2 * time.Millisecond, DelayFrames: 5000, DelayLate: 75, DelayBehind: true,
 	}
 }
 

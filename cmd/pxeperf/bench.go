@@ -24,6 +24,7 @@ type benchFlags struct {
 	data, format, config string
 	verbose, quiet       bool
 	stream               streamFlags // bench_stream.go
+	delayCPU             string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -67,6 +68,7 @@ replace its values.` + streamHelp,
 	fl.StringVar(&f.sweep.MTU, "mtu", "", "MTU of the veth pair: 1500, 1500,9000 (default 1500)")
 	fl.StringVar(&f.sweep.Rate, "rate", "", "server egress rate: 1gbit, 100mbit, 10mbit, none (default none)")
 	fl.StringVar(&f.sweep.Delay, "delay", "", "one-way delay added each way (netem, else netlab's delay line): 100us, 0.1ms,1ms, none (default none)")
+	fl.StringVar(&f.delayCPU, "delay-cpu", "", "pin netlab's delay line to these CPUs: 1, 2,3 (keep other work off them, e.g. with taskset; default any)")
 	fl.StringVar(&f.sweep.Size, "size", "", "image size per fetch: 64MiB, 500MiB (default 64MiB)")
 	fl.IntVar(&f.sweep.Repeat, "repeat", 0, "fetches per point (default 1)")
 	fl.Uint64Var(&f.sweep.Seed, "seed", 0, "seed of the generated image's bytes (default 1)")
@@ -94,6 +96,10 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	format, err := report.ParseFormat(f.format)
 	if err != nil {
 		return usageErrorf("--format: %w", err)
+	}
+	delayCPUs, err := bench.ParseCPUs(f.delayCPU)
+	if err != nil {
+		return usageErrorf("--delay-cpu: %w", err)
 	}
 	if err := checkStreamFlags(cmd, f, spec); err != nil {
 		return usageError(err)
@@ -125,7 +131,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	fmt.Fprintln(errOut, bench.Header(runID, spec))
 	prog := newProgress(errOut, f.quiet)
 	opt := bench.Options{Spec: spec, Store: st, RunID: runID, Registry: reg, Logger: logger, Progress: prog.update,
-		CrossCheck: f.stream.crossCheck != "", MeasuredBy: by}
+		CrossCheck: f.stream.crossCheck != "", MeasuredBy: by, DelayCPUs: delayCPUs}
 	if f.verbose {
 		opt.Verbose = out
 	}
