@@ -104,6 +104,7 @@ func marshalEntry(e *entry) ([]byte, error) {
 	b = optString(b, `,"gso":`, string(r.GSO))
 	b = optString(b, `,"gro":`, string(r.GRO))
 	b = optString(b, `,"kernel":`, r.Kernel)
+	b = optString(b, `,"link_driver":`, r.LinkDriver)
 	b = append(b, '}')
 	if len(e.Intervals) > 0 {
 		b = append(b, `,"intervals":[`...)

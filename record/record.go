@@ -91,6 +91,11 @@ type Record struct {
 	GSO       Offload `json:"gso,omitempty"`
 	GRO       Offload `json:"gro,omitempty"`
 	Kernel    string  `json:"kernel,omitempty"`
+
+	// LinkDriver is the interface's driver (ETHTOOL_GDRVINFO: "veth",
+	// "e1000e"), so a reader tells a NIC's speed from the nominal figure
+	// of a virtual one (netstate.NominalSpeed); "" not read (older records).
+	LinkDriver string `json:"link_driver,omitempty"`
 }
 
 // Interval is one sampling period of a record (iperf3's interval line).

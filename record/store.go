@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,7 +24,7 @@ import (
 const FileName = "pxeperf.db"
 
 // SchemaVersion is the schema this pxeperf writes (PRAGMA user_version).
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // ErrNewerSchema means the file was written by a newer pxeperf.
 var ErrNewerSchema = errors.New("record store schema is newer than this pxeperf")
@@ -89,6 +90,7 @@ ALTER TABLE records ADD COLUMN eff_wnd_min INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN eff_wnd_median INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN eff_wnd_max INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN loss_events INTEGER NOT NULL DEFAULT 0;`},
+	{"records: link driver", `ALTER TABLE records ADD COLUMN link_driver TEXT NOT NULL DEFAULT '';`},
 }
 
 // Store is the record database: one SQLite file in WAL mode, or a
@@ -531,7 +533,7 @@ func recordArgs(e *entry) ([]any, error) {
 		int64(r.BlkSize), int64(r.WindowSize), b2i(r.TSize), r.Datagrams, r.Acked, r.Timeouts, r.Iface,
 		int64(r.MTU), int64(r.LinkMbps), r.RateLimit, string(r.RxCsum), string(r.TxCsum), string(r.TSO),
 		string(r.GSO), string(r.GRO), r.Kernel, r.Kind, r.Server, r.Site,
-		int64(r.EffWndMin), int64(r.EffWndMedian), int64(r.EffWndMax), r.LossEvents,
+		int64(r.EffWndMin), int64(r.EffWndMedian), int64(r.EffWndMax), r.LossEvents, r.LinkDriver,
 	}, nil
 }
 
@@ -540,7 +542,7 @@ const recordInsertColumns = `uid, time_ns, source, proto, direction, client_mac,
 	duration_us, mbps, outcome, err, labels, wnd_max, wnd_median, wnd_requested, rtt_us, min_rtt_us,
 	retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize,
 	tsize, datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso,
-	gso, gro, kernel, kind, server, site, eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events`
+	gso, gro, kernel, kind, server, site, eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events, link_driver`
 
 func b2i(b bool) int64 {
 	if b {
@@ -553,7 +555,7 @@ const recordColumns = `id, time_ns, source, proto, direction, client_mac, client
 	size, duration_us, mbps, outcome, err, labels, wnd_max, wnd_median, wnd_requested, rtt_us, min_rtt_us,
 	retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize, tsize,
 	datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso, gso, gro, kernel, kind,
-	server, site, eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events`
+	server, site, eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events, link_driver`
 
 type scanner interface{ Scan(...any) error }
 
@@ -568,7 +570,7 @@ func scanRecord(sc scanner, first ...any) (Record, error) {
 		&r.WndMedian, &r.WndRequested, &rtt, &minRTT, &r.Retransmits, &rate, &rwnd, &sndbuf, &r.MSS,
 		&r.PMTU, &r.BlkSize, &r.WindowSize, &r.TSize, &r.Datagrams, &r.Acked, &r.Timeouts, &r.Iface,
 		&r.MTU, &r.LinkMbps, &r.RateLimit, &rx, &tx, &tso, &gso, &gro, &r.Kernel, &r.Kind, &r.Server, &r.Site,
-		&r.EffWndMin, &r.EffWndMedian, &r.EffWndMax, &r.LossEvents)...)
+		&r.EffWndMin, &r.EffWndMedian, &r.EffWndMax, &r.LossEvents, &r.LinkDriver)...)
 	if err != nil {
 		return r, err
 	}
@@ -577,8 +579,8 @@ func scanRecord(sc scanner, first ...any) (Record, error) {
 	r.Duration, r.RTT, r.MinRTT, r.RwndLimited, r.SndbufLimited = d(dur), d(rtt), d(minRTT), d(rwnd), d(sndbuf)
 	r.DeliveryRate = uint64(rate)
 	r.RxCsum, r.TxCsum, r.TSO, r.GSO, r.GRO = Offload(rx), Offload(tx), Offload(tso), Offload(gso), Offload(gro)
-	if r.Kind == "" {
-		r.Kind = Classify(&r) // written before kinds existed
+	if r.Kind == "" || r.Kind == KindError {
+		r.Kind = Classify(&r) // written before kinds (or probes) existed
 	}
 	if labels != "{}" && labels != "" {
 		if err := json.Unmarshal([]byte(labels), &r.Labels); err != nil {
@@ -637,8 +639,14 @@ func (s *Store) selectRecords(f Filter) (string, []any) {
 	if len(f.Kinds) > 0 {
 		// Records written before kinds existed have kind '' until a
 		// read-write Open classifies them; they are classified below.
-		where = append(where, "(kind = '' OR kind IN (?"+strings.Repeat(",?", len(f.Kinds)-1)+"))")
-		for _, k := range f.Kinds {
+		// Probes written before they had a kind say error (Classify,
+		// in HasKind below, tells them apart).
+		kinds := f.Kinds
+		if slices.Contains(kinds, KindProbe) && !slices.Contains(kinds, KindError) {
+			kinds = append(slices.Clip(kinds), KindError)
+		}
+		where = append(where, "(kind = '' OR kind IN (?"+strings.Repeat(",?", len(kinds)-1)+"))")
+		for _, k := range kinds {
 			args = append(args, k)
 		}
 	}
