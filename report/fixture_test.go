@@ -40,7 +40,7 @@ func gpxeStudy() []record.Record {
 				File: "big.img", Bytes: 500e6, Size: 500e6, Duration: d, Mbps: m, Outcome: "ok",
 				Labels: map[string]string{"rx_offload": r.off, "fw": "gpxe-1.0.1"},
 				WndMax: r.wnd, WndMedian: r.wnd, MSS: 1448, PMTU: 1500, MTU: 1500, LinkMbps: 1000,
-				RxCsum: record.OffloadOn, Iface: "eth0",
+				RxCsum: record.OffloadOn, Iface: "eth0", LinkDriver: "e1000e",
 			})
 			id++
 		}
@@ -67,7 +67,7 @@ func lab() []record.Record {
 		add(record.Record{Source: "serve", Proto: "tftp", Direction: "rx", ClientMAC: "52:54:00:aa:bb:01",
 			ClientIP: "192.168.50.102", Host: "rpi4", File: "ipxe.efi", Bytes: 1 << 20, Size: 1 << 20,
 			Duration: time.Duration(float64(8<<20) / (m * 1e6) * float64(time.Second)), Mbps: m,
-			BlkSize: 1468, WindowSize: 8, TSize: true, MTU: 1500, LinkMbps: 1000, RxCsum: record.OffloadOn})
+			BlkSize: 1468, WindowSize: 8, TSize: true, MTU: 1500, LinkMbps: 1000, LinkDriver: "igb", RxCsum: record.OffloadOn})
 	}
 	for _, c := range []struct {
 		proto, dir string

@@ -57,17 +57,20 @@ type Link struct {
 	// Mbps is the link's rate: the bench's tbf rate when set, else the
 	// NIC's speed; 0 unknown.
 	Mbps float64
-	// Note says where Mbps comes from ("tbf", "nic") or, when it is 0,
-	// why it is unknown: the driver of a virtual NIC, whose speed is
+	// Note says where Mbps comes from: "tbf", "nic" (a NIC's driver), or
+	// "unverified" (a record written before the driver was recorded: the
+	// speed may be a virtual NIC's nominal one); or, when Mbps is 0, why
+	// the speed is unknown: the driver of a virtual NIC, whose speed is
 	// nominal ("veth": it says 10000 whatever carries the frames), or
 	// "none reported" (loopback, a driver with no speed).
 	Note string
 }
 
 // LinkOf is the link r ran over. A virtual NIC's nominal speed is no
-// link speed (netstate.NominalSpeed); for records written before the
+// link speed (netstate.NominalSpeed). For records written before the
 // driver was recorded, a bench record without a tbf rate ran over the
-// testbed's veth pair, and an interface named veth* is one.
+// testbed's veth pair and an interface named veth* is one; any other
+// speed is shown, unverified, with no percentage of it.
 func LinkOf(r *record.Record) Link {
 	if r.RateLimit > 0 {
 		return Link{Mbps: float64(r.RateLimit) / 1e6, Note: "tbf"}
@@ -79,24 +82,27 @@ func LinkOf(r *record.Record) Link {
 	switch {
 	case r.LinkMbps > 0 && netstate.NominalSpeed(drv):
 		return Link{Note: drv}
+	case r.LinkMbps > 0 && drv == "":
+		return Link{Mbps: float64(r.LinkMbps), Note: "unverified"}
 	case r.LinkMbps > 0:
 		return Link{Mbps: float64(r.LinkMbps), Note: "nic"}
 	}
 	return Link{Note: "none reported"}
 }
 
-// Known reports whether the link's speed is known.
-func (l Link) Known() bool { return l.Mbps > 0 }
+// Known reports whether the link's speed is known: a tbf rate, or the
+// speed of a NIC whose driver was recorded and is not a virtual one's.
+func (l Link) Known() bool { return l.Mbps > 0 && (l.Note == "tbf" || l.Note == "nic") }
 
-// String names the link the way link speeds are named (1G, 100M tbf), or
-// says that its speed is unknown and why.
+// String names the link the way link speeds are named (1G, 100M tbf,
+// 10G unverified), or says that its speed is unknown and why.
 func (l Link) String() string {
-	if !l.Known() {
+	if l.Mbps <= 0 {
 		return "speed unknown (" + l.Note + ")"
 	}
 	s := LinkName(int64(l.Mbps * 1e6))
-	if l.Note == "tbf" {
-		s += " tbf"
+	if l.Note != "nic" {
+		s += " " + l.Note
 	}
 	return s
 }

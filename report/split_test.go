@@ -285,3 +285,27 @@ func TestClientsUBootLookups(t *testing.T) {
 		t.Errorf("servers, old records: failed %s probes %s, want 1 and %d", rows[0]["failed"], rows[0]["probes"], len(names))
 	}
 }
+
+// TestLinkOf: what counts as a known link speed.
+func TestLinkOf(t *testing.T) {
+	for name, c := range map[string]struct {
+		r    record.Record
+		want string
+		pct  bool
+	}{
+		"tbf":                {record.Record{RateLimit: 100e6, LinkMbps: 10000, LinkDriver: "veth"}, "100M tbf", true},
+		"nic":                {record.Record{LinkMbps: 1000, LinkDriver: "igb"}, "1G", true},
+		"veth":               {record.Record{LinkMbps: 10000, LinkDriver: "veth"}, "speed unknown (veth)", false},
+		"tun":                {record.Record{LinkMbps: 10, LinkDriver: "tun"}, "speed unknown (tun)", false},
+		"loopback":           {record.Record{Iface: "lo"}, "speed unknown (none reported)", false},
+		"old bench":          {record.Record{Source: "bench", LinkMbps: 10000}, "speed unknown (veth)", false},
+		"old remote bench":   {record.Record{Source: "bench", LinkMbps: 1000, Labels: map[string]string{"remote": "lab1"}}, "1G unverified", false},
+		"old veth by name":   {record.Record{Source: "serve", Iface: "veth3a2b", LinkMbps: 10000}, "speed unknown (veth)", false},
+		"old, driver unread": {record.Record{Source: "serve", Iface: "vs28", LinkMbps: 10000}, "10G unverified", false},
+	} {
+		l := LinkOf(&c.r)
+		if l.String() != c.want || l.Known() != c.pct {
+			t.Errorf("%s: %q known %v, want %q known %v", name, l.String(), l.Known(), c.want, c.pct)
+		}
+	}
+}

@@ -637,7 +637,7 @@ func linkSpeed(recs []record.Record, o Options) Table {
 		Data:  []LinkSpeedRow{},
 		Empty: noRecords,
 		Notes: []string{
-			"Link: the bench's tbf rate when set, else the speed the server NIC's driver reports; speed unknown when it reports none (loopback) or only a nominal one (a virtual NIC: veth says 10G, tun 10M), so no % of it.",
+			"Link: the bench's tbf rate when set, else the speed the server NIC's driver reports; speed unknown when it reports none (loopback) or only a nominal one (a virtual NIC: veth says 10G, tun 10M), so no % of it; unverified: a record of a pxeperf that did not record the driver, no % either.",
 			"Client tx: board to server; client rx: server to board (a served fetch). HTTP counts as TCP, TFTP as UDP.",
 		},
 	}
