@@ -203,23 +203,18 @@ func WindowChartWith(recs []record.Record, o Options) (*Chart, error) {
 	return c, nil
 }
 
-// setupName is a Setup in a few words for the chart's legend.
+// setupName is a Setup in a few words for the chart's legend: its
+// cells as text shows them.
 func setupName(sp splitter, st Setup) string {
 	var parts []string
-	for _, k := range sp.keys {
-		switch k {
-		case SplitSource:
-			parts = append(parts, st.Source)
-		case SplitIface:
-			if st.Iface != "" {
-				parts = append(parts, st.Iface)
-			}
-		case SplitMTU:
-			if st.MTU != 0 {
-				parts = append(parts, "MTU "+strconv.Itoa(st.MTU))
-			}
-		case SplitSpeed:
-			parts = append(parts, st.link().String())
+	cols := sp.columns()
+	for i, c := range sp.cells(st) {
+		switch {
+		case c == "" || cols[i].CSVOnly:
+		case cols[i].Key == "mtu":
+			parts = append(parts, "MTU "+c)
+		default:
+			parts = append(parts, c)
 		}
 	}
 	return strings.Join(parts, ", ")

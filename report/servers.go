@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/pxeperf/pxeperf/record"
 )
@@ -18,16 +17,8 @@ type ServerRow struct {
 	Server string `json:"server"`
 	Site   string `json:"site,omitempty"`
 	Setup
-	Fetches int `json:"fetches"`
-	Failed  int `json:"failed"`
-	// Probes are lookups the loader expected to miss (record.KindProbe):
-	// not failures.
-	Probes  int       `json:"probes"`
-	Clients int       `json:"clients"`
-	Last    time.Time `json:"last"`
-	Median  float64   `json:"median_mbps"`
-	Best    float64   `json:"best_mbps"`
-	Count   int       `json:"count"` // fetches in the median
+	Clients int `json:"clients"`
+	Counts
 }
 
 // Servers is one row per server and site (server.name, server.site: the
@@ -56,17 +47,7 @@ func servers(recs []record.Record, o Options) Table {
 			row = &ServerRow{Server: k.server, Site: k.site, Setup: k.st}
 			rows[k], clients[k] = row, map[string]bool{}
 		}
-		row.Fetches++
-		switch {
-		case r.Outcome == "ok":
-		case record.KindOf(&r) == record.KindProbe:
-			row.Probes++
-		default:
-			row.Failed++
-		}
-		if r.Time.After(row.Last) {
-			row.Last = r.Time.UTC()
-		}
+		row.add(&r)
 		c := r.ClientMAC
 		if c == "" {
 			c = r.ClientIP
@@ -79,9 +60,7 @@ func servers(recs []record.Record, o Options) Table {
 	out := []ServerRow{}
 	for k, row := range rows {
 		row.Clients = len(clients[k])
-		if s := stat(speeds[k]); s != nil {
-			row.Median, row.Best, row.Count = s.Median, s.Best, s.Count
-		}
+		row.speeds(speeds[k])
 		out = append(out, *row)
 	}
 	slices.SortFunc(out, func(a, b ServerRow) int {
@@ -100,13 +79,9 @@ func servers(recs []record.Record, o Options) Table {
 	}
 	probes := false
 	for _, r := range out {
-		med, best, n := "", "", ""
-		if r.Count > 0 {
-			med, best, n = mbps(r.Median), mbps(r.Best), strconv.Itoa(r.Count)
-		}
-		cells := append([]string{r.Site, r.Server}, sp.cells(r.Setup)...)
-		t.Rows = append(t.Rows, append(cells, strconv.Itoa(r.Fetches), strconv.Itoa(r.Failed), strconv.Itoa(r.Probes),
-			strconv.Itoa(r.Clients), r.Last.Format("2006-01-02 15:04:05"), med, best, n))
+		counts, speeds := r.cells()
+		cells := append(append([]string{r.Site, r.Server}, sp.cells(r.Setup)...), counts...)
+		t.Rows = append(t.Rows, append(append(cells, strconv.Itoa(r.Clients)), speeds...))
 		probes = probes || r.Probes > 0
 	}
 	if probes {

@@ -439,6 +439,11 @@ type ClientRow struct {
 	Host   string `json:"host,omitempty"`
 	IP     string `json:"ip,omitempty"` // the last one seen
 	Setup
+	Counts
+}
+
+// Counts are a row's fetches in the clients and servers tables.
+type Counts struct {
 	Fetches int `json:"fetches"`
 	Failed  int `json:"failed"`
 	// Probes are lookups the loader expected to miss (record.KindProbe:
@@ -449,6 +454,41 @@ type ClientRow struct {
 	Median float64   `json:"median_mbps"`
 	Best   float64   `json:"best_mbps"`
 	Count  int       `json:"count"` // fetches in the median
+}
+
+// add counts r: a fetch, and a failed one unless it completed or was a
+// probe. It reports whether r is the newest so far.
+func (c *Counts) add(r *record.Record) (newest bool) {
+	c.Fetches++
+	switch {
+	case r.Outcome == "ok":
+	case record.KindOf(r) == record.KindProbe:
+		c.Probes++
+	default:
+		c.Failed++
+	}
+	if newest = !r.Time.Before(c.Last); newest {
+		c.Last = r.Time.UTC()
+	}
+	return newest
+}
+
+// speeds sets the median, best and count from the Mbit/s counted.
+func (c *Counts) speeds(mbps []float64) {
+	if s := stat(mbps); s != nil {
+		c.Median, c.Best, c.Count = s.Median, s.Best, s.Count
+	}
+}
+
+// cells are the Fetches, Failed and Probes cells, and the Last, Median,
+// Best and n ones.
+func (c *Counts) cells() (counts, speeds []string) {
+	med, best, n := "", "", ""
+	if c.Count > 0 {
+		med, best, n = mbps(c.Median), mbps(c.Best), strconv.Itoa(c.Count)
+	}
+	return []string{strconv.Itoa(c.Fetches), strconv.Itoa(c.Failed), strconv.Itoa(c.Probes)},
+		[]string{c.Last.Format("2006-01-02 15:04:05"), med, best, n}
 }
 
 // Clients is one row per client (by MAC, else IP) and Setup: fetches
@@ -481,16 +521,7 @@ func clients(recs []record.Record, o Options) Table {
 			c = &ClientRow{Client: id, Setup: k.st}
 			byKey[k] = c
 		}
-		c.Fetches++
-		switch {
-		case r.Outcome == "ok":
-		case record.KindOf(&r) == record.KindProbe:
-			c.Probes++
-		default:
-			c.Failed++
-		}
-		if !r.Time.Before(c.Last) {
-			c.Last = r.Time.UTC()
+		if c.add(&r) {
 			if r.ClientIP != "" {
 				c.IP = r.ClientIP
 			}
@@ -510,9 +541,7 @@ func clients(recs []record.Record, o Options) Table {
 	}
 	rows := []ClientRow{}
 	for k, c := range byKey {
-		if s := stat(speeds[k]); s != nil {
-			c.Median, c.Best, c.Count = s.Median, s.Best, s.Count
-		}
+		c.speeds(speeds[k])
 		rows = append(rows, *c)
 	}
 	slices.SortFunc(rows, func(a, b ClientRow) int {
@@ -534,13 +563,9 @@ func clients(recs []record.Record, o Options) Table {
 	}
 	probes := false
 	for _, c := range rows {
-		med, best, n := "", "", ""
-		if c.Count > 0 {
-			med, best, n = mbps(c.Median), mbps(c.Best), strconv.Itoa(c.Count)
-		}
-		cells := append([]string{c.Client, c.Host, c.IP}, sp.cells(c.Setup)...)
-		t.Rows = append(t.Rows, append(cells, strconv.Itoa(c.Fetches), strconv.Itoa(c.Failed), strconv.Itoa(c.Probes),
-			c.Last.Format("2006-01-02 15:04:05"), med, best, n))
+		counts, speeds := c.cells()
+		cells := append(append([]string{c.Client, c.Host, c.IP}, sp.cells(c.Setup)...), counts...)
+		t.Rows = append(t.Rows, append(cells, speeds...))
 		probes = probes || c.Probes > 0
 	}
 	if probes {
