@@ -35,7 +35,7 @@ type Record struct {
 	Arch      string `json:"arch,omitempty"`
 	File      string `json:"file"`
 	// Kind is what was fetched: KindImage, KindBoot, KindConfig, KindAPI,
-	// KindError or KindStream, decided by Classify when the record is
+	// KindError, KindProbe or KindStream, decided by Classify when the record is
 	// written (records of an older pxeperf are classified when read).
 	Kind     string            `json:"kind,omitempty"`
 	Bytes    int64             `json:"bytes"`
