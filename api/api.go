@@ -13,9 +13,11 @@
 // IP or host), file (name or glob), since (2h, 7d or an RFC 3339 time),
 // label=k=v (repeatable), server and site (server.name and server.site of
 // the pxeperf that measured it, in a store many share), kind (image, boot,
-// config, api, error, stream; repeatable or a comma list; a table's
+// config, api, error, probe, stream; repeatable or a comma list; a table's
 // throughput counts these kinds, by default images and streams), min_size
-// (bytes, or 64K, 1M). /api/fetches answers pages: limit (default 100,
+// (bytes, or 64K, 1M). /api/report also takes merge (source, iface, mtu,
+// speed, link or all; repeatable or a comma list): the split keys whose
+// values may share a row (by default a row never mixes them). /api/fetches answers pages: limit (default 100,
 // at most Limits.MaxPage; 0 asks for a whole page; a page ends early past
 // Limits.MaxPageBytes of JSON), and when more records
 // match, a Link header rel="next" (and X-Next-Cursor) whose before=CURSOR
@@ -330,8 +332,13 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, http.StatusBadRequest, fmt.Errorf("more than %d records match: narrow the table with since=, client=, file= or label= (or raise admin.max_report_records)", h.lim.MaxReportRecords))
 			return
 		}
+		merge, err := report.ParseMerge(strings.Join(r.URL.Query()["merge"], ","))
+		if err != nil {
+			h.fail(w, r, http.StatusBadRequest, err)
+			return
+		}
 		slices.Reverse(recs) // a limited query is newest first; tables read oldest first
-		t, _ = report.BuildWith(name, recs, report.Options{Kinds: f.Kinds})
+		t, _ = report.BuildWith(name, recs, report.Options{Kinds: f.Kinds, Merge: merge})
 	}
 	h.stream(w, r, func(bw io.Writer) error { return report.Render(bw, t, report.JSON) })
 }

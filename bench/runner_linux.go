@@ -262,6 +262,7 @@ func serveInBackground(ctx context.Context, log *slog.Logger, name string, serve
 func stampTestbed(rec *record.Record, r *runner, st netlab.State, p Point) {
 	rec.Kernel, rec.ClientIP, rec.Iface = r.kernel, r.tb.ClientIP.String(), r.tb.ClientIf
 	rec.MTU, rec.LinkMbps, rec.RateLimit = st.Client.MTU, st.Client.SpeedMbps, int64(st.Server.Rate.BitsPerSec)
+	rec.LinkDriver = st.Client.Driver // veth: its 10000 is nominal
 	rec.RxCsum, rec.TxCsum, rec.TSO = record.Offload(st.Client.RxCsum), record.Offload(st.Client.TxCsum), record.Offload(st.Client.TSO)
 	rec.GSO, rec.GRO = record.Offload(st.Client.GSO), record.Offload(st.Client.GRO)
 	if rec.Labels == nil {

@@ -87,7 +87,7 @@ func TestRunStreams(t *testing.T) {
 	for _, row := range []string{"TCP Tx", "TCP Rx", "UDP Tx", "UDP Rx"} {
 		line := ""
 		for l := range strings.SplitSeq(b.String(), "\n") {
-			if strings.HasPrefix(l, row) {
+			if strings.Contains(l, "  "+row+"  ") { // after the Source, Iface and Link columns
 				line = l
 			}
 		}

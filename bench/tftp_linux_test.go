@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/csv"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,10 +59,21 @@ func TestRunTFTPSweep(t *testing.T) {
 		}
 	}
 
-	tb := report.TFTP(recs)
-	if len(tb.Rows) != 1 || len(tb.Columns) != 3 || tb.Columns[1].Name != "win 1" || tb.Columns[2].Name != "win 16" ||
-		tb.Rows[0][0] != "1468" || tb.Rows[0][1] == "" || tb.Rows[0][2] == "" {
-		t.Errorf("tftp table: columns %v rows %v", tb.Columns, tb.Rows)
+	var csvOut strings.Builder
+	if err := report.Render(&csvOut, report.TFTP(recs), report.CSV); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(strings.NewReader(csvOut.String())).ReadAll()
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("tftp table: one row of one setup wanted (%v):\n%s", err, csvOut.String())
+	}
+	cell := map[string]string{}
+	for i, k := range rows[0] {
+		cell[k] = rows[1][i]
+	}
+	if cell["blksize"] != "1468" || cell["windowsize_1_mbps"] == "" || cell["windowsize_16_mbps"] == "" ||
+		cell["windowsize_1_count"] != "1" || cell["link_note"] != "tbf" {
+		t.Errorf("tftp table:\n%s", csvOut.String())
 	}
 	sum := TFTPSummary(results)
 	if len(sum.Rows) != 2 || sum.Rows[0][3] != "1" || sum.Rows[1][3] != "16" || sum.Rows[0][12] != "0" {

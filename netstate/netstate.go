@@ -22,6 +22,9 @@ type State struct {
 	Iface     string
 	MTU       int
 	SpeedMbps int // 0 when the driver reports none (unknown or no link)
+	// Driver is the interface's driver as ETHTOOL_GDRVINFO names it
+	// ("veth", "e1000e", "virtio_net"); "" when it has none (lo).
+	Driver string
 	// Offloads: On, Off or Unknown. TxCsum and TSO are on when any of
 	// their underlying features is (as ethtool -k prints them).
 	RxCsum, TxCsum, TSO, GSO, GRO string
@@ -80,4 +83,18 @@ func (r *Reader) Get(iface string) (State, error) {
 	st, err := r.sys.read(iface)
 	r.seen[iface] = cached{at: now, st: st, err: err}
 	return st, err
+}
+
+// NominalSpeed reports whether a driver's link speed is a figure it makes
+// up rather than a line rate: veth says 10000 Mbit/s and tun 10 whatever
+// carries the frames, virtio-net, vmxnet3, Hyper-V's and Xen's NICs what
+// the hypervisor was told (or nothing), a bridge or bond a figure of its
+// ports. A table must not print a percentage of such a speed.
+func NominalSpeed(driver string) bool {
+	switch driver {
+	case "veth", "tun", "bridge", "bonding", "team", "dummy", "ifb", "vrf", "vxlan", "geneve", "macvlan", "ipvlan",
+		"macsec", "virtio_net", "vmxnet3", "hv_netvsc", "xen-netfront":
+		return true
+	}
+	return false
 }

@@ -156,6 +156,14 @@ func (s *sysReader) read(iface string) (State, error) {
 	} else if speed != 0 && speed != speedUnknown && speed < 1<<31 {
 		st.SpeedMbps = int(speed)
 	}
+	// ETHTOOL_GDRVINFO: the driver says whether the speed is a line rate
+	// (NominalSpeed); lo and others without ethtool support answer
+	// EOPNOTSUPP.
+	if d, err := s.e.DriverName(iface); err == nil {
+		st.Driver = d
+	} else if !errors.Is(err, unix.EOPNOTSUPP) {
+		errs = append(errs, fmt.Errorf("driver: %w", err))
+	}
 	if s.feats == nil {
 		if names, err := s.e.FeatureNames(iface); err == nil {
 			s.feats = newFeatureBits(names)

@@ -25,7 +25,7 @@ func TestOffloadsOnVeth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	on := netstate.State{Iface: p.ServerIf, MTU: 9000, SpeedMbps: 10000, RxCsum: netstate.On, TxCsum: netstate.On, TSO: netstate.On, GSO: netstate.On, GRO: netstate.On}
+	on := netstate.State{Iface: p.ServerIf, MTU: 9000, SpeedMbps: 10000, Driver: "veth", RxCsum: netstate.On, TxCsum: netstate.On, TSO: netstate.On, GSO: netstate.On, GRO: netstate.On}
 	// Bring every feature to a known state first (veth's GRO default
 	// differs between kernels).
 	nstest.Run(t, p.Server, "ethtool", "-K", p.ServerIf, "rx", "on", "tx", "on", "tso", "on", "gso", "on", "gro", "on")
@@ -123,6 +123,17 @@ func BenchmarkGet(b *testing.B) {
 	for b.Loop() {
 		if _, err := r.Get("lo"); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestNominalSpeed: veth's 10000 and tun's 10 are not line rates; a NIC's
+// speed (and none, "") is taken as reported.
+func TestNominalSpeed(t *testing.T) {
+	for d, want := range map[string]bool{"veth": true, "tun": true, "virtio_net": true, "bridge": true,
+		"e1000e": false, "igb": false, "mlx5_core": false, "": false} {
+		if got := netstate.NominalSpeed(d); got != want {
+			t.Errorf("NominalSpeed(%q) = %v, want %v", d, got, want)
 		}
 	}
 }

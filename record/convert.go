@@ -82,7 +82,7 @@ func FromFetch(f *event.Fetch, c Conditions) (Record, []Interval) {
 		r.Iface = f.Interface
 	}
 	if st := c.Net; st != nil {
-		r.MTU, r.LinkMbps = st.MTU, st.SpeedMbps
+		r.MTU, r.LinkMbps, r.LinkDriver = st.MTU, st.SpeedMbps, st.Driver
 		r.RxCsum, r.TxCsum = Offload(st.RxCsum), Offload(st.TxCsum)
 		r.TSO, r.GSO, r.GRO = Offload(st.TSO), Offload(st.GSO), Offload(st.GRO)
 	}

@@ -113,6 +113,7 @@ func marshalEntry(e *entry) ([]byte, error) {
 	if r.DelayBehind {
 		b = append(b, `,"delay_behind":true`...)
 	}
+	b = optString(b, `,"link_driver":`, r.LinkDriver)
 	b = append(b, '}')
 	if len(e.Intervals) > 0 {
 		b = append(b, `,"intervals":[`...)

@@ -39,12 +39,18 @@ func TestJournalCap(t *testing.T) {
 	}
 	kept := n
 	// Failed fetches are no longer journaled; completed ones still are.
-	for i := range 10 {
+	for i := range 7 {
 		sink.Fetch(failed(1000 + i))
+	}
+	// Nor probes: no failure in the tables, but no file moved either.
+	for i := range 3 {
+		f := testFetch(2000 + i)
+		f.Outcome, f.Bytes, f.File = event.OutcomeNotFound, 0, "pxelinux.cfg/0A0002"
+		sink.Fetch(f)
 	}
 	st := sink.Stats()
 	if st.Refused[RefuseJournalErrors] != 10 || st.Dropped != 10 {
-		t.Fatalf("failed fetches past 3/4: %+v, want 10 dropped as %q", st, RefuseJournalErrors)
+		t.Fatalf("failed fetches and probes past 3/4: %+v, want 10 dropped as %q", st, RefuseJournalErrors)
 	}
 	for ; j.n+1024 < limit; n++ {
 		sink.Fetch(testFetch(n))

@@ -6,6 +6,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/pxeperf/pxeperf/bootcfg"
 )
 
 // Kinds of record (Record.Kind). Throughput tables count images (and
@@ -18,10 +20,16 @@ const (
 	KindAPI    = "api"    // not a boot file: /, /api/..., /healthz, a directory
 	KindError  = "error"  // the fetch did not complete (not found, denied, 4xx/5xx, aborted)
 	KindStream = "stream" // a TCP or UDP throughput test (perfsrv, bench streams): no file
+	// KindProbe is a lookup the loader expects to miss, not found: each
+	// name of the pxelinux.cfg chain (UUID, 01-MAC, hex IP and its
+	// prefixes, default-ARCH..., default) pxelinux and U-Boot's `pxe get`
+	// try in turn, GRUB's grub.cfg-* names and *.lst module lists, U-Boot
+	// distro boot's boot.scr(.uimg) and its dtb/ probe. Not a failure.
+	KindProbe = "probe"
 )
 
 // KindNames lists every kind, in the order help texts show them.
-var KindNames = []string{KindImage, KindBoot, KindConfig, KindAPI, KindError, KindStream}
+var KindNames = []string{KindImage, KindBoot, KindConfig, KindAPI, KindError, KindProbe, KindStream}
 
 // ParseKinds reads a --kind value: kinds separated by commas. "all" (or
 // "") is every kind: nil.
@@ -44,9 +52,10 @@ func ParseKinds(s string) ([]string, error) {
 }
 
 // KindOf is r's kind: r.Kind when set, else Classify(r) (records written
-// before kinds existed).
+// before kinds existed, and those written as errors before probes were a
+// kind of their own).
 func KindOf(r *Record) string {
-	if r.Kind != "" {
+	if r.Kind != "" && r.Kind != KindError {
 		return r.Kind
 	}
 	return Classify(r)
@@ -60,6 +69,11 @@ func KindOf(r *Record) string {
 func Classify(r *Record) string {
 	switch r.Outcome {
 	case "ok", "":
+	case "not-found":
+		if ExpectedMiss(r.File) {
+			return KindProbe
+		}
+		return KindError
 	default:
 		return KindError
 	}
@@ -82,6 +96,53 @@ func Classify(r *Record) string {
 		return KindBoot
 	}
 	return KindImage
+}
+
+// ExpectedMiss reports whether name is one a loader asks for knowing it
+// may not be there, and moves on when it is not (KindProbe): the names of
+// the pxelinux.cfg chain (bootcfg.Match, and the UUID names it leaves
+// out), GRUB's grub.cfg-* and *.lst files (command.lst, fs.lst, ...: GRUB
+// goes on without them), U-Boot distro boot's boot.scr.uimg and boot.scr
+// (tried on every boot device) and its dtb/ probe (tftpboot dtb/${fdtfile},
+// "dtb/" with no fdtfile set). A missing kernel, initrd, boot binary or a
+// plain grub.cfg is a failure.
+func ExpectedMiss(name string) bool {
+	name = strings.TrimLeft(name, "/")
+	dir, base := path.Split(name)
+	if req, ok := bootcfg.Match(name); ok {
+		return req.Loader != bootcfg.GRUB || !req.Default // grub.cfg itself is GRUB's last
+	}
+	lower := strings.ToLower(base)
+	switch {
+	case (dir == "pxelinux.cfg/" || strings.HasSuffix(dir, "/pxelinux.cfg/")) && isUUID(base):
+		return true
+	case strings.HasPrefix(base, "grub.cfg-"), path.Ext(lower) == ".lst":
+		return true
+	case dir == "dtb/" || strings.HasPrefix(name, "dtb/") || strings.Contains(name, "/dtb/"):
+		return true
+	}
+	return false
+}
+
+// isUUID: 8-4-4-4-12 hex digits, the SMBIOS UUID pxelinux and U-Boot
+// (pxeuuid) try first.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // isConfigName: loader configs and scripts, by name.
@@ -120,7 +181,10 @@ func HasKind(r *Record, kinds []string) bool {
 // kind, once, when the store is opened for writing, so that a kind filter
 // can be answered by SQL. Readers classify such records themselves.
 func (s *Store) classifyOld(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, proto, file, outcome FROM records WHERE kind = ''`)
+	// And those written as errors before probes had a kind (the same rule
+	// KindOf applies when reading).
+	rows, err := s.db.QueryContext(ctx, `SELECT id, proto, file, outcome, kind FROM records
+		WHERE kind = '' OR (kind = 'error' AND outcome = 'not-found')`)
 	if err != nil {
 		return s.wrap("finding records without a kind", err)
 	}
@@ -131,11 +195,13 @@ func (s *Store) classifyOld(ctx context.Context) error {
 	var todo []kinded
 	for rows.Next() {
 		var r Record
-		if err := rows.Scan(&r.ID, &r.Proto, &r.File, &r.Outcome); err != nil {
+		if err := rows.Scan(&r.ID, &r.Proto, &r.File, &r.Outcome, &r.Kind); err != nil {
 			rows.Close()
 			return s.wrap("reading records without a kind", err)
 		}
-		todo = append(todo, kinded{r.ID, Classify(&r)})
+		if k := KindOf(&r); k != r.Kind {
+			todo = append(todo, kinded{r.ID, k})
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

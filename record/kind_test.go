@@ -34,6 +34,24 @@ func TestClassify(t *testing.T) {
 		"aborted":               {Record{Proto: "http", File: "big.img", Outcome: "aborted"}, KindError},
 		"denied":                {Record{Proto: "tftp", File: "../etc/passwd", Outcome: "denied"}, KindError},
 		"iperf3 stream":         {Record{Proto: "tcp", File: "iperf3", Outcome: "ok"}, KindStream},
+		// Lookups the loader expects to miss are probes, not errors.
+		"pxelinux mac miss":     {Record{Proto: "tftp", File: "pxelinux.cfg/01-52-54-00-e2-b0-01", Outcome: "not-found"}, KindProbe},
+		"pxelinux hex ip miss":  {Record{Proto: "tftp", File: "/boot/pxelinux.cfg/0A0002", Outcome: "not-found"}, KindProbe},
+		"pxelinux uuid miss":    {Record{Proto: "tftp", File: "pxelinux.cfg/b8945908-d6a6-41a9-611d-74a6ab80b83d", Outcome: "not-found"}, KindProbe},
+		"u-boot default-arch":   {Record{Proto: "tftp", File: "pxelinux.cfg/default-arm", Outcome: "not-found"}, KindProbe},
+		"pxelinux default miss": {Record{Proto: "tftp", File: "pxelinux.cfg/default", Outcome: "not-found"}, KindProbe},
+		"grub.cfg-mac miss":     {Record{Proto: "tftp", File: "grub/grub.cfg-01-52-54-00-12-34-56", Outcome: "not-found"}, KindProbe},
+		"grub .lst miss":        {Record{Proto: "tftp", File: "grub/x86_64-efi/command.lst", Outcome: "not-found"}, KindProbe},
+		"u-boot script miss":    {Record{Proto: "tftp", File: "boot.scr.uimg", Outcome: "not-found"}, KindProbe},
+		"u-boot dtb probe":      {Record{Proto: "tftp", File: "dtb/", Outcome: "not-found"}, KindProbe},
+		"u-boot dtb file":       {Record{Proto: "tftp", File: "dtb/rockchip/rk3399-rock-pi-4b.dtb", Outcome: "not-found"}, KindProbe},
+		// A missing plain grub.cfg, kernel or module is a failure; a
+		// denied or broken config lookup too.
+		"grub.cfg miss":         {Record{Proto: "tftp", File: "grub/grub.cfg", Outcome: "not-found"}, KindError},
+		"grub module miss":      {Record{Proto: "tftp", File: "grub/x86_64-efi/normal.mod", Outcome: "not-found"}, KindError},
+		"pxelinux include miss": {Record{Proto: "tftp", File: "pxelinux.cfg/menus/x.cfg", Outcome: "not-found"}, KindError},
+		"pxelinux denied":       {Record{Proto: "tftp", File: "pxelinux.cfg/default", Outcome: "denied"}, KindError},
+		"old error record":      {Record{Proto: "tftp", File: "pxelinux.cfg/C0A8", Kind: KindError, Outcome: "not-found"}, KindProbe},
 		"udp stream":            {Record{Proto: "udp", File: "bench", Outcome: "ok"}, KindStream},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -71,6 +89,7 @@ func TestQueryKindsAndMinSize(t *testing.T) {
 		{Proto: "http", File: "initrd.img", Bytes: 64 << 10, Size: 64 << 10, Outcome: "ok"},
 		{Proto: "tftp", File: "ipxe.efi", Bytes: 1 << 20, Size: 1 << 20, Outcome: "ok"},
 		{Proto: "http", File: "", Outcome: "not-found"},
+		{Proto: "tftp", File: "pxelinux.cfg/C0A8", Outcome: "not-found"},
 	} {
 		r.Time, r.Source, r.Direction = time.Unix(int64(i+1), 0), "serve", "rx"
 		if _, err := s.Add(ctx, &r, nil); err != nil {
@@ -79,6 +98,10 @@ func TestQueryKindsAndMinSize(t *testing.T) {
 	}
 	// An older pxeperf's record: no kind until classified.
 	if _, err := s.db.Exec(`UPDATE records SET kind = '' WHERE file = 'initrd.img'`); err != nil {
+		t.Fatal(err)
+	}
+	// And one from before probes had a kind: its missed lookup says error.
+	if _, err := s.db.Exec(`UPDATE records SET kind = 'error' WHERE file = 'pxelinux.cfg/C0A8'`); err != nil {
 		t.Fatal(err)
 	}
 	files := func(st *Store, f Filter) []string {
@@ -102,9 +125,10 @@ func TestQueryKindsAndMinSize(t *testing.T) {
 		f    Filter
 		want []string
 	}{
-		"all":            {Filter{}, []string{"boot.ipxe:config", "vmlinuz:image", "initrd.img:image", "ipxe.efi:boot", ":error"}},
+		"all":            {Filter{}, []string{"boot.ipxe:config", "vmlinuz:image", "initrd.img:image", "ipxe.efi:boot", ":error", "pxelinux.cfg/C0A8:probe"}},
 		"images":         {Filter{Kinds: []string{KindImage}}, []string{"vmlinuz:image", "initrd.img:image"}},
 		"boot and error": {Filter{Kinds: []string{KindBoot, KindError}}, []string{"ipxe.efi:boot", ":error"}},
+		"probes":         {Filter{Kinds: []string{KindProbe}}, []string{"pxelinux.cfg/C0A8:probe"}},
 		"min size":       {Filter{MinSize: 100 << 10}, []string{"vmlinuz:image", "ipxe.efi:boot"}},
 		"images, large":  {Filter{Kinds: []string{KindImage}, MinSize: 1 << 20}, []string{"vmlinuz:image"}},
 	} {
@@ -120,5 +144,8 @@ func TestQueryKindsAndMinSize(t *testing.T) {
 	var kind string
 	if err := s.db.QueryRow(`SELECT kind FROM records WHERE file = 'initrd.img'`).Scan(&kind); err != nil || kind != KindImage {
 		t.Errorf("kind after a read-write open = %q, %v; want image", kind, err)
+	}
+	if err := s.db.QueryRow(`SELECT kind FROM records WHERE file = 'pxelinux.cfg/C0A8'`).Scan(&kind); err != nil || kind != KindProbe {
+		t.Errorf("kind of the old probe after a read-write open = %q, %v; want probe", kind, err)
 	}
 }

@@ -35,7 +35,7 @@ type Record struct {
 	Arch      string `json:"arch,omitempty"`
 	File      string `json:"file"`
 	// Kind is what was fetched: KindImage, KindBoot, KindConfig, KindAPI,
-	// KindError or KindStream, decided by Classify when the record is
+	// KindError, KindProbe or KindStream, decided by Classify when the record is
 	// written (records of an older pxeperf are classified when read).
 	Kind     string            `json:"kind,omitempty"`
 	Bytes    int64             `json:"bytes"`
@@ -107,6 +107,10 @@ type Record struct {
 	DelayFrames int64         `json:"delay_frames,omitempty"`
 	DelayLate   int64         `json:"delay_late,omitempty"`
 	DelayBehind bool          `json:"delay_behind,omitempty"`
+	// LinkDriver is the interface's driver (ETHTOOL_GDRVINFO: "veth",
+	// "e1000e"), so a reader tells a NIC's speed from the nominal figure
+	// of a virtual one (netstate.NominalSpeed); "" not read (older records).
+	LinkDriver string `json:"link_driver,omitempty"`
 }
 
 // Interval is one sampling period of a record (iperf3's interval line).

@@ -363,6 +363,10 @@ func (s *Sink) put(e *entry) {
 
 // journalTakes applies JournalMaxBytes to an entry of n bytes (s.mu
 // held): false when it is dropped.
+//
+// A probe (a lookup the loader expected to miss) is no failure in the
+// tables, but like one it moved nothing and costs a forged RRQ as little:
+// past three quarters it goes too.
 func (s *Sink) journalTakes(e *entry, n int) bool {
 	j, limit := s.opt.Journal, s.opt.JournalMaxBytes
 	switch {
@@ -370,7 +374,7 @@ func (s *Sink) journalTakes(e *entry, n int) bool {
 		s.drop(RefuseJournalFull, e, "journal", j.Path(), "journal_bytes", j.n, "cap", limit,
 			"fix", "bring the record store back (the journal empties once it has everything), or raise records.journal_max_mib")
 		return false
-	case j.n+int64(n) > limit/4*3 && e.Record != nil && KindOf(e.Record) == KindError:
+	case j.n+int64(n) > limit/4*3 && e.Record != nil && notCompleted(e.Record):
 		s.drop(RefuseJournalErrors, e, "journal", j.Path(), "journal_bytes", j.n, "cap", limit,
 			"then", "the last quarter is kept for completed fetches and leases")
 		return false
@@ -747,4 +751,10 @@ func (s *Sink) Close(ctx context.Context) error {
 			"journal_only", st.JournalOnly, "dropped", st.Dropped, "journal", journalPath(s.opt.Journal))
 	}
 	return ctx.Err()
+}
+
+// notCompleted: a fetch that moved no file, failed or probe.
+func notCompleted(r *Record) bool {
+	k := KindOf(r)
+	return k == KindError || k == KindProbe
 }

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,7 +24,7 @@ import (
 const FileName = "pxeperf.db"
 
 // SchemaVersion is the schema this pxeperf writes (PRAGMA user_version).
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // ErrNewerSchema means the file was written by a newer pxeperf.
 var ErrNewerSchema = errors.New("record store schema is newer than this pxeperf")
@@ -97,6 +98,7 @@ ALTER TABLE records ADD COLUMN delay_max_us INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN delay_frames INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN delay_late INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN delay_behind INTEGER NOT NULL DEFAULT 0;`},
+	{"records: link driver", `ALTER TABLE records ADD COLUMN link_driver TEXT NOT NULL DEFAULT '';`},
 }
 
 // Store is the record database: one SQLite file in WAL mode, or a
@@ -541,6 +543,7 @@ func recordArgs(e *entry) ([]any, error) {
 		string(r.GSO), string(r.GRO), r.Kernel, r.Kind, r.Server, r.Site,
 		int64(r.EffWndMin), int64(r.EffWndMedian), int64(r.EffWndMax), r.LossEvents,
 		us(r.DelayAsked), us(r.DelayP50), us(r.DelayP99), us(r.DelayMax), r.DelayFrames, r.DelayLate, b2i(r.DelayBehind),
+		r.LinkDriver,
 	}, nil
 }
 
@@ -550,7 +553,7 @@ const recordInsertColumns = `uid, time_ns, source, proto, direction, client_mac,
 	retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize,
 	tsize, datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso,
 	gso, gro, kernel, kind, server, site, eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events,
-	delay_asked_us, delay_p50_us, delay_p99_us, delay_max_us, delay_frames, delay_late, delay_behind`
+	delay_asked_us, delay_p50_us, delay_p99_us, delay_max_us, delay_frames, delay_late, delay_behind, link_driver`
 
 func b2i(b bool) int64 {
 	if b {
@@ -564,7 +567,7 @@ const recordColumns = `id, time_ns, source, proto, direction, client_mac, client
 	retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize, tsize,
 	datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso, gso, gro, kernel, kind,
 	server, site, eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events,
-	delay_asked_us, delay_p50_us, delay_p99_us, delay_max_us, delay_frames, delay_late, delay_behind`
+	delay_asked_us, delay_p50_us, delay_p99_us, delay_max_us, delay_frames, delay_late, delay_behind, link_driver`
 
 type scanner interface{ Scan(...any) error }
 
@@ -580,7 +583,7 @@ func scanRecord(sc scanner, first ...any) (Record, error) {
 		&r.PMTU, &r.BlkSize, &r.WindowSize, &r.TSize, &r.Datagrams, &r.Acked, &r.Timeouts, &r.Iface,
 		&r.MTU, &r.LinkMbps, &r.RateLimit, &rx, &tx, &tso, &gso, &gro, &r.Kernel, &r.Kind, &r.Server, &r.Site,
 		&r.EffWndMin, &r.EffWndMedian, &r.EffWndMax, &r.LossEvents,
-		&dAsked, &d50, &d99, &dMax, &r.DelayFrames, &r.DelayLate, &r.DelayBehind)...)
+		&dAsked, &d50, &d99, &dMax, &r.DelayFrames, &r.DelayLate, &r.DelayBehind, &r.LinkDriver)...)
 	if err != nil {
 		return r, err
 	}
@@ -590,8 +593,8 @@ func scanRecord(sc scanner, first ...any) (Record, error) {
 	r.DelayAsked, r.DelayP50, r.DelayP99, r.DelayMax = d(dAsked), d(d50), d(d99), d(dMax)
 	r.DeliveryRate = uint64(rate)
 	r.RxCsum, r.TxCsum, r.TSO, r.GSO, r.GRO = Offload(rx), Offload(tx), Offload(tso), Offload(gso), Offload(gro)
-	if r.Kind == "" {
-		r.Kind = Classify(&r) // written before kinds existed
+	if r.Kind == "" || r.Kind == KindError {
+		r.Kind = Classify(&r) // written before kinds (or probes) existed
 	}
 	if labels != "{}" && labels != "" {
 		if err := json.Unmarshal([]byte(labels), &r.Labels); err != nil {
@@ -650,8 +653,14 @@ func (s *Store) selectRecords(f Filter) (string, []any) {
 	if len(f.Kinds) > 0 {
 		// Records written before kinds existed have kind '' until a
 		// read-write Open classifies them; they are classified below.
-		where = append(where, "(kind = '' OR kind IN (?"+strings.Repeat(",?", len(f.Kinds)-1)+"))")
-		for _, k := range f.Kinds {
+		// Probes written before they had a kind say error (Classify,
+		// in HasKind below, tells them apart).
+		kinds := f.Kinds
+		if slices.Contains(kinds, KindProbe) && !slices.Contains(kinds, KindError) {
+			kinds = append(slices.Clip(kinds), KindError)
+		}
+		where = append(where, "(kind = '' OR kind IN (?"+strings.Repeat(",?", len(kinds)-1)+"))")
+		for _, k := range kinds {
 			args = append(args, k)
 		}
 	}

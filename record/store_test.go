@@ -30,7 +30,7 @@ func fullRecord() Record {
 		MinRTT: 90 * time.Microsecond, Retransmits: 7, DeliveryRate: 125000000,
 		RwndLimited: 3 * time.Millisecond, SndbufLimited: 4 * time.Millisecond, MSS: 1448, PMTU: 1500,
 		BlkSize: 1468, WindowSize: 8, TSize: true, Datagrams: 1000, Acked: 990, Timeouts: 3,
-		Iface: "eth0", MTU: 9000, LinkMbps: 1000, RateLimit: 100e6,
+		Iface: "eth0", MTU: 9000, LinkMbps: 1000, LinkDriver: "igb", RateLimit: 100e6,
 		RxCsum: OffloadOff, TxCsum: OffloadOn, TSO: OffloadOn, GSO: OffloadUnknown, GRO: OffloadOff,
 		Kernel:     "6.1.0-test",
 		DelayAsked: 120 * time.Microsecond, DelayP50: 123 * time.Microsecond, DelayP99: 410 * time.Microsecond,

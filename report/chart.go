@@ -99,7 +99,8 @@ func WindowChart(recs []record.Record) (*Chart, error) { return WindowChartWith(
 
 // WindowChartWith is WindowChart counting the kinds o names.
 func WindowChartWith(recs []record.Record, o Options) (*Chart, error) {
-	rows, states, _ := windowOffload(recs, newCounter(o, throughputKinds))
+	sp := newSplitter(o)
+	rows, states, _ := windowOffload(recs, newCounter(o, throughputKinds), sp)
 	// The auto row has no window to place on the axis.
 	rows = slices.DeleteFunc(rows, func(r WindowOffloadRow) bool { return r.Auto })
 	if len(rows) == 0 {
@@ -108,7 +109,14 @@ func WindowChartWith(recs []record.Record, o Options) (*Chart, error) {
 	c := &Chart{W: 800, H: 500, Title: "Throughput by client window and RX checksum offload"}
 	left, right, top, bottom := 80.0, float64(c.W)-220, 60.0, float64(c.H)-70
 
-	lo, hi := math.Log2(float64(rows[0].Window)), math.Log2(float64(rows[len(rows)-1].Window))
+	var setups []Setup
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, r := range rows {
+		if !slices.Contains(setups, r.Setup) {
+			setups = append(setups, r.Setup)
+		}
+		lo, hi = min(lo, math.Log2(float64(r.Window))), max(hi, math.Log2(float64(r.Window)))
+	}
 	lo, hi = lo-0.5, hi+0.5
 	x := func(w float64) float64 { return left + (math.Log2(w)-lo)/(hi-lo)*(right-left) }
 	var peak float64
@@ -157,29 +165,65 @@ func WindowChartWith(recs []record.Record, o Options) (*Chart, error) {
 		shape{kind: kindText, pts: []point{{26, (top + bottom) / 2}}, text: "Median Mbit/s", size: 13, anchor: "middle", color: black, rotate: true},
 	)
 
-	// One line per offload setting, markers on each measured window.
+	// One line per setup and offload setting, markers on each measured
+	// window; a setup's lines never join another's (Options.Merge).
 	ly := top + 10
-	for _, o := range states {
-		col := seriesCol[o]
-		var pts []point
-		n := 0
-		for _, r := range rows {
-			if s := r.Cells[offloadName(o)]; s != nil {
-				pts = append(pts, point{x(float64(r.Window)), y(s.Median)})
-				n += s.Count
+	for si, st := range setups {
+		if len(setups) > 1 {
+			text(point{right + 20, ly + 4}, setupName(sp, st), 12, "start")
+			ly += 20
+		}
+		for _, o := range states {
+			col := seriesCol[o]
+			if si > 0 {
+				col = shade(col, si)
 			}
+			var pts []point
+			n := 0
+			for _, r := range rows {
+				if s := r.Cells[offloadName(o)]; s != nil && r.Setup == st {
+					pts = append(pts, point{x(float64(r.Window)), y(s.Median)})
+					n += s.Count
+				}
+			}
+			if n == 0 {
+				continue
+			}
+			c.shapes = append(c.shapes, shape{kind: kindLine, pts: pts, color: col, width: 2.5, class: "series", series: offloadName(o)})
+			for _, p := range pts {
+				c.shapes = append(c.shapes, shape{kind: kindCircle, pts: []point{p}, color: col, width: 4})
+			}
+			// Legend entry.
+			line(col, 2.5, point{right + 20, ly}, point{right + 50, ly})
+			c.shapes = append(c.shapes, shape{kind: kindCircle, pts: []point{{right + 35, ly}}, color: col, width: 4})
+			text(point{right + 58, ly + 4}, fmt.Sprintf("RX csum %s (n=%d)", offloadName(o), n), 12, "start")
+			ly += 22
 		}
-		c.shapes = append(c.shapes, shape{kind: kindLine, pts: pts, color: col, width: 2.5, class: "series", series: offloadName(o)})
-		for _, p := range pts {
-			c.shapes = append(c.shapes, shape{kind: kindCircle, pts: []point{p}, color: col, width: 4})
-		}
-		// Legend entry.
-		line(col, 2.5, point{right + 20, ly}, point{right + 50, ly})
-		c.shapes = append(c.shapes, shape{kind: kindCircle, pts: []point{{right + 35, ly}}, color: col, width: 4})
-		text(point{right + 58, ly + 4}, fmt.Sprintf("RX csum %s (n=%d)", offloadName(o), n), 12, "start")
-		ly += 22
 	}
 	return c, nil
+}
+
+// setupName is a Setup in a few words for the chart's legend: its
+// cells as text shows them.
+func setupName(sp splitter, st Setup) string {
+	var parts []string
+	cols := sp.columns()
+	for i, c := range sp.cells(st) {
+		switch {
+		case c == "" || cols[i].CSVOnly:
+		case cols[i].Key == "mtu":
+			parts = append(parts, "MTU "+c)
+		default:
+			parts = append(parts, c)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// shade darkens col for the i-th setup, so each setup's lines differ.
+func shade(col color.RGBA, i int) color.RGBA {
+	f := 1 / (1 + 0.45*float64(i))
+	return color.RGBA{uint8(float64(col.R) * f), uint8(float64(col.G) * f), uint8(float64(col.B) * f), 0xff}
 }
 
 // SVG writes the chart as a standalone SVG document.

@@ -40,7 +40,7 @@ func gpxeStudy() []record.Record {
 				File: "big.img", Bytes: 500e6, Size: 500e6, Duration: d, Mbps: m, Outcome: "ok",
 				Labels: map[string]string{"rx_offload": r.off, "fw": "gpxe-1.0.1"},
 				WndMax: r.wnd, WndMedian: r.wnd, MSS: 1448, PMTU: 1500, MTU: 1500, LinkMbps: 1000,
-				RxCsum: record.OffloadOn, Iface: "eth0",
+				RxCsum: record.OffloadOn, Iface: "eth0", LinkDriver: "e1000e",
 			})
 			id++
 		}
@@ -67,7 +67,7 @@ func lab() []record.Record {
 		add(record.Record{Source: "serve", Proto: "tftp", Direction: "rx", ClientMAC: "52:54:00:aa:bb:01",
 			ClientIP: "192.168.50.102", Host: "rpi4", File: "ipxe.efi", Bytes: 1 << 20, Size: 1 << 20,
 			Duration: time.Duration(float64(8<<20) / (m * 1e6) * float64(time.Second)), Mbps: m,
-			BlkSize: 1468, WindowSize: 8, TSize: true, MTU: 1500, LinkMbps: 1000, RxCsum: record.OffloadOn})
+			BlkSize: 1468, WindowSize: 8, TSize: true, MTU: 1500, LinkMbps: 1000, LinkDriver: "igb", RxCsum: record.OffloadOn})
 	}
 	for _, c := range []struct {
 		proto, dir string
@@ -115,4 +115,69 @@ func fetchWithIntervals() (record.Record, []record.Interval) {
 		{RecordID: 42, Start: 3 * time.Second, End: 3200 * time.Millisecond, Bytes: 22_892_032, Retransmits: 0, Cwnd: 720},
 	}
 	return r, ivs
+}
+
+// issue28 is issue 28's lab, where the old tables put in one cell what no
+// lab would: iPXE under TCG fetching over HTTP through a bridge (331
+// Mbit/s), curl over a veth pair (16,760) with the same 256K window, a
+// board's iperf3 -R over that veth (13,657), bench runs at two MTUs and
+// tbf rates, and U-Boot's TFTP fetches with the adaptive sender's figures.
+func issue28() []record.Record {
+	var recs []record.Record
+	add := func(r record.Record) {
+		r.ID = int64(len(recs) + 1)
+		r.Time = t0.Add(time.Duration(r.ID) * time.Minute)
+		if r.Outcome == "" {
+			r.Outcome = "ok"
+		}
+		if r.Direction == "" {
+			r.Direction = "rx"
+		}
+		if r.Bytes == 0 {
+			r.Bytes, r.Size = 64<<20, 64<<20
+		}
+		r.Duration = time.Duration(float64(r.Bytes*8) / (r.Mbps * 1e6) * float64(time.Second))
+		recs = append(recs, r)
+	}
+	bridge := record.Record{Iface: "pxbr0", MTU: 1500, LinkDriver: "bridge", RxCsum: record.OffloadOn}
+	veth := record.Record{Iface: "vs28", MTU: 1500, LinkMbps: 10000, LinkDriver: "veth", RxCsum: record.OffloadOn}
+	on := func(link record.Record, r record.Record) record.Record {
+		r.Iface, r.MTU, r.LinkMbps, r.LinkDriver, r.RxCsum = link.Iface, link.MTU, link.LinkMbps, link.LinkDriver, link.RxCsum
+		return r
+	}
+	for _, m := range []float64{331, 327, 335} {
+		add(on(bridge, record.Record{Source: "serve", Proto: "http", ClientMAC: "52:54:00:12:34:01", ClientIP: "10.28.0.11",
+			Host: "ipxe-tcg", File: "vmlinuz", Mbps: m, WndMax: 262144, MSS: 1448}))
+	}
+	for _, m := range []float64{16760, 16410} {
+		add(on(veth, record.Record{Source: "serve", Proto: "http", ClientIP: "10.28.1.2", File: "vmlinuz", Mbps: m,
+			WndMax: 262144, MSS: 65483}))
+	}
+	for _, m := range []float64{13657, 13702} {
+		add(on(veth, record.Record{Source: "iperf3", Proto: "tcp", ClientIP: "10.28.1.2", File: "iperf3 -R", Mbps: m,
+			Bytes: 5 << 30}))
+	}
+	add(on(veth, record.Record{Source: "iperf3", Proto: "tcp", Direction: "tx", ClientIP: "10.28.1.2", File: "iperf3", Mbps: 14210,
+		Bytes: 5 << 30}))
+	// The bench: its testbed's veth at MTU 1500 and 9000, unlimited and
+	// through a 1gbit tbf.
+	for _, c := range []struct {
+		mtu  int
+		rate int64
+		mbps float64
+	}{{1500, 0, 12100}, {1500, 0, 11900}, {9000, 0, 24300}, {1500, 1e9, 941}, {1500, 1e9, 943}} {
+		add(record.Record{Source: "bench", Proto: "http", ClientIP: "10.99.0.2", File: "bench.img", Iface: "pxl-client",
+			MTU: c.mtu, LinkMbps: 10000, LinkDriver: "veth", RateLimit: c.rate, Mbps: c.mbps, WndRequested: 262144,
+			Labels: map[string]string{"rx_offload": "on"}})
+	}
+	// U-Boot over TFTP through the bridge, blksize 1468 windowsize 16.
+	for _, m := range []float64{82.3, 80.9, 84.0} {
+		add(on(bridge, record.Record{Source: "serve", Proto: "tftp", ClientMAC: "52:54:00:e2:b0:01", ClientIP: "10.28.0.15",
+			Host: "uboot-arm64", File: "img16m", Mbps: m, BlkSize: 1468, WindowSize: 16, TSize: true,
+			EffWndMin: 11, EffWndMedian: 16, EffWndMax: 16, LossEvents: 4, Retransmits: 10}))
+	}
+	// And the bench's TFTP at 1gbit.
+	add(record.Record{Source: "bench", Proto: "tftp", ClientIP: "10.99.0.2", File: "bench.img", Iface: "pxl-client", MTU: 1500,
+		LinkMbps: 10000, LinkDriver: "veth", RateLimit: 1e9, Mbps: 650, BlkSize: 1468, WindowSize: 16})
+	return recs
 }

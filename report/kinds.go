@@ -16,6 +16,11 @@ type Options struct {
 	// that a 361-byte script or a probe never makes a throughput row.
 	// Fetch counts (clients, fetches) always count every kind.
 	Kinds []string
+	// Merge lists the split keys (Splits: source, iface, mtu, speed;
+	// ParseMerge) whose values may share a row: a pxeperf report --merge
+	// or /api/report?merge= choice. nil: a row never mixes sources or
+	// links.
+	Merge []string
 }
 
 // throughputKinds is what a throughput table counts by default: files

@@ -49,6 +49,34 @@ type Column struct {
 	// Left aligns the column left in text output (labels); numbers are
 	// right-aligned.
 	Left bool
+	// TextOnly columns are shown by text and markdown only: a cell with
+	// its annotations ("82.3 (w 11/16/16, 4 loss, 10 resent)", "1G tbf").
+	// CSVOnly columns are CSV's only: the same figures, a number or an
+	// annotation to a column, so that every number column parses.
+	TextOnly, CSVOnly bool
+	// Unit is put after a non-empty cell in text and markdown ("%"); CSV
+	// has the bare number.
+	Unit string
+}
+
+// shown is the columns format f prints, by index.
+func (t Table) shown(f Format) []int {
+	var idx []int
+	for i, c := range t.Columns {
+		if (f == CSV && c.TextOnly) || (f != CSV && c.CSVOnly) {
+			continue
+		}
+		idx = append(idx, i)
+	}
+	return idx
+}
+
+// textCell is row r's cell i as text and markdown show it.
+func (t Table) textCell(r []string, i int) string {
+	if i >= len(r) || r[i] == "" {
+		return "-"
+	}
+	return r[i] + t.Columns[i].Unit
 }
 
 // Table is one report, ready to render. Rows hold formatted cells ("" is no
@@ -110,26 +138,27 @@ func renderText(w io.Writer, t Table) error {
 		_, err := io.WriteString(w, b.String())
 		return err
 	}
-	width := make([]int, len(t.Columns))
-	for i, c := range t.Columns {
-		width[i] = utf8.RuneCountInString(c.Name)
+	cols := t.shown(Text)
+	width := make([]int, len(cols))
+	for j, i := range cols {
+		width[j] = utf8.RuneCountInString(t.Columns[i].Name)
 	}
 	rows := make([][]string, len(t.Rows))
-	for j, r := range t.Rows {
-		rows[j] = make([]string, len(r))
-		for i, c := range r {
-			rows[j][i] = Printable(dash(c))
-			width[i] = max(width[i], utf8.RuneCountInString(rows[j][i]))
+	for k, r := range t.Rows {
+		rows[k] = make([]string, len(cols))
+		for j, i := range cols {
+			rows[k][j] = Printable(t.textCell(r, i))
+			width[j] = max(width[j], utf8.RuneCountInString(rows[k][j]))
 		}
 	}
 	line := func(cells []string) {
 		var l strings.Builder
-		for i, c := range cells {
-			if i > 0 {
+		for j, c := range cells {
+			if j > 0 {
 				l.WriteString("  ")
 			}
-			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
-			if t.Columns[i].Left {
+			pad := strings.Repeat(" ", width[j]-utf8.RuneCountInString(c))
+			if t.Columns[cols[j]].Left {
 				l.WriteString(c + pad)
 			} else {
 				l.WriteString(pad + c)
@@ -137,11 +166,11 @@ func renderText(w io.Writer, t Table) error {
 		}
 		b.WriteString(strings.TrimRight(l.String(), " ") + "\n")
 	}
-	names := make([]string, len(t.Columns))
-	rules := make([]string, len(t.Columns))
-	for i, c := range t.Columns {
-		names[i] = c.Name
-		rules[i] = strings.Repeat("-", width[i])
+	names := make([]string, len(cols))
+	rules := make([]string, len(cols))
+	for j, i := range cols {
+		names[j] = t.Columns[i].Name
+		rules[j] = strings.Repeat("-", width[j])
 	}
 	line(names)
 	line(rules)
@@ -166,13 +195,14 @@ func renderMarkdown(w io.Writer, t Table) error {
 		_, err := io.WriteString(w, b.String())
 		return err
 	}
+	cols := t.shown(Markdown)
 	b.WriteString("|")
-	for _, c := range t.Columns {
-		b.WriteString(" " + mdEscape(c.Name) + " |")
+	for _, i := range cols {
+		b.WriteString(" " + mdEscape(t.Columns[i].Name) + " |")
 	}
 	b.WriteString("\n|")
-	for _, c := range t.Columns {
-		if c.Left {
+	for _, i := range cols {
+		if t.Columns[i].Left {
 			b.WriteString(" :--- |")
 		} else {
 			b.WriteString(" ---: |")
@@ -181,8 +211,8 @@ func renderMarkdown(w io.Writer, t Table) error {
 	b.WriteString("\n")
 	for _, r := range t.Rows {
 		b.WriteString("|")
-		for _, c := range r {
-			b.WriteString(" " + mdEscape(dash(c)) + " |")
+		for _, i := range cols {
+			b.WriteString(" " + mdEscape(t.textCell(r, i)) + " |")
 		}
 		b.WriteString("\n")
 	}
@@ -198,20 +228,26 @@ func renderMarkdown(w io.Writer, t Table) error {
 
 func renderCSV(w io.Writer, t Table) error {
 	cw := csv.NewWriter(w)
-	names := make([]string, len(t.Columns))
-	for i, c := range t.Columns {
-		names[i] = c.Name
+	cols := t.shown(CSV)
+	names := make([]string, len(cols))
+	for j, i := range cols {
+		c := t.Columns[i]
+		names[j] = c.Name
 		if c.Key != "" {
-			names[i] = c.Key
+			names[j] = c.Key
 		}
 	}
 	if err := cw.Write(names); err != nil {
 		return err
 	}
-	cells := make([]string, len(t.Columns))
+	cells := make([]string, len(cols))
 	for _, r := range t.Rows {
 		cells = cells[:0]
-		for _, c := range r {
+		for _, i := range cols {
+			c := ""
+			if i < len(r) {
+				c = r[i]
+			}
 			cells = append(cells, csvCell(c))
 		}
 		if err := cw.Write(cells); err != nil {
@@ -220,11 +256,4 @@ func renderCSV(w io.Writer, t Table) error {
 	}
 	cw.Flush()
 	return cw.Error()
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -67,7 +67,7 @@ func TestGolden(t *testing.T) {
 // TestGPXEStudyCells checks the cells against the study's figures the
 // fixture was built from (16384: 528 vs 696; 65532: 536 vs 896 Mbit/s).
 func TestGPXEStudyCells(t *testing.T) {
-	rows, states, skipped := windowOffload(gpxeStudy(), newCounter(Options{}, throughputKinds))
+	rows, states, skipped := windowOffload(gpxeStudy(), newCounter(Options{}, throughputKinds), newSplitter(Options{}))
 	if diff := cmp.Diff([]record.Offload{record.OffloadOff, record.OffloadOn}, states); diff != "" {
 		t.Errorf("states (-want +got):\n%s", diff)
 	}
@@ -251,7 +251,7 @@ func TestEmpty(t *testing.T) {
 	if tb := WindowOffload(failed); len(tb.Rows) != 0 {
 		t.Errorf("an aborted fetch made rows: %v", tb.Rows)
 	}
-	if tb := Clients(failed); len(tb.Rows) != 1 || tb.Rows[0][4] != "1" || tb.Rows[0][6] != "" {
+	if tb := clients(failed, mergeAll); len(tb.Rows) != 1 || tb.Rows[0][4] != "1" || tb.Rows[0][7] != "" {
 		t.Errorf("clients of one failed fetch: %v", tb.Rows)
 	}
 	r, _ := fetchWithIntervals()
@@ -333,12 +333,19 @@ func TestChartSVG(t *testing.T) {
 		recs []record.Record
 		want []string
 	}{
-		"gPXE study":               {gpxeStudy(), []string{"off", "on"}},
-		"lab with unknown offload": {lab(), []string{"off", "on", "unknown"}},
+		"gPXE study": {gpxeStudy(), []string{"off", "on"}},
+		// A line per setup: served fetches with no link known (unknown
+		// offload), the gPXE runs on eth0, the bench at MTU 1500 and 9000.
+		"lab with unknown offload": {lab(), []string{"unknown", "off", "on", "unknown", "unknown"}},
+		"lab merged":               {lab(), []string{"off", "on", "unknown"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			c, err := WindowChart(tc.recs)
+			o := Options{}
+			if strings.HasSuffix(name, "merged") {
+				o = mergeAll
+			}
+			c, err := WindowChartWith(tc.recs, o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -475,7 +482,7 @@ func TestBenchRowsByRequestedWindow(t *testing.T) {
 		{Outcome: "ok", File: "bench.img", Bytes: 1 << 20, Mbps: 900, WndRequested: 65532, WndMax: 65535, Labels: map[string]string{"rx_offload": "off"}},
 		{Outcome: "ok", File: "bench.img", Bytes: 1 << 20, Mbps: 800, WndMax: 47000, Labels: map[string]string{"rx_offload": "off"}}, // served: bucketed
 	}
-	rows, _, _ := windowOffload(recs, newCounter(Options{}, throughputKinds))
+	rows, _, _ := windowOffload(recs, newCounter(Options{}, throughputKinds), newSplitter(Options{}))
 	got := map[uint32]int{}
 	for _, r := range rows {
 		for _, c := range r.Cells {
@@ -493,7 +500,7 @@ func TestServersTable(t *testing.T) {
 	for i := range recs {
 		recs[i].Server, recs[i].Site = []string{"pxe-a", "pxe-b", "pxe-c"}[i%3], []string{"north", "south", "north"}[i%3]
 	}
-	tb := Servers(recs)
+	tb := servers(recs, mergeAll)
 	var got []string
 	for _, r := range tb.Rows {
 		got = append(got, r[0]+"/"+r[1]+"/"+r[2])
@@ -535,8 +542,9 @@ func TestAutoWindowOneRow(t *testing.T) {
 	recs := []record.Record{auto("on", 3<<20, 9000), auto("off", 700<<10, 4000), auto("off", 900<<10, 4200)}
 	recs = append(recs, record.Record{Source: "bench", Proto: "http", File: "bench.img", Outcome: "ok", Bytes: 64 << 20,
 		Mbps: 800, WndRequested: 65536, WndMax: 65535, Labels: map[string]string{"window": "64K", "rx_offload": "on"}})
-	tb := WindowOffload(recs)
-	want := [][]string{{"65536", "", "", "800.0", "1"}, {"auto", "4100.0", "2", "9000.0", "1"}}
+	tb := windowOffloadTable(recs, mergeAll)
+	// Text's window cell, then CSV's window (a number) and auto.
+	want := [][]string{{"65536", "65536", "", "", "", "800.0", "1"}, {"auto", "", "auto", "4100.0", "2", "9000.0", "1"}}
 	if d := cmp.Diff(want, tb.Rows); d != "" {
 		t.Errorf("rows (-want +got):\n%s", d)
 	}

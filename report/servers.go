@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/pxeperf/pxeperf/record"
 )
@@ -12,44 +11,43 @@ import (
 // TableServers groups fetches by the server that measured them.
 const TableServers = "servers"
 
-// ServerRow is one row of the servers table.
+// ServerRow is one row of the servers table: a server's fetches over one
+// Setup.
 type ServerRow struct {
-	Server  string    `json:"server"`
-	Site    string    `json:"site,omitempty"`
-	Fetches int       `json:"fetches"`
-	Failed  int       `json:"failed"`
-	Clients int       `json:"clients"`
-	Last    time.Time `json:"last"`
-	Median  float64   `json:"median_mbps"`
-	Best    float64   `json:"best_mbps"`
+	Server string `json:"server"`
+	Site   string `json:"site,omitempty"`
+	Setup
+	Clients int `json:"clients"`
+	Counts
 }
 
-// Servers is one row per server and site (server.name, server.site): the
-// lab segments of a store many pxeperf servers share. Fetches (all
-// outcomes), failed ones, distinct clients, the last fetch, median and
-// best Mbit/s over completed fetches; ordered by site, then server.
-func Servers(recs []record.Record) Table {
-	type key struct{ server, site string }
+// Servers is one row per server and site (server.name, server.site: the
+// lab segments of a store many pxeperf servers share) and Setup. Fetches
+// (all outcomes), failed ones, probes, distinct clients, the last fetch,
+// median and best Mbit/s over completed fetches and their count; ordered
+// by site, then server.
+func Servers(recs []record.Record) Table { return servers(recs, Options{}) }
+
+func servers(recs []record.Record, o Options) Table {
+	type key struct {
+		server, site string
+		st           Setup
+	}
+	sp := newSplitter(o)
 	rows := map[key]*ServerRow{}
 	speeds := map[key][]float64{}
 	clients := map[key]map[string]bool{}
 	for _, r := range recs {
-		k := key{r.Server, r.Site}
+		k := key{r.Server, r.Site, sp.of(&r)}
 		if k.server == "" {
 			k.server = "unknown"
 		}
 		row := rows[k]
 		if row == nil {
-			row = &ServerRow{Server: k.server, Site: k.site}
+			row = &ServerRow{Server: k.server, Site: k.site, Setup: k.st}
 			rows[k], clients[k] = row, map[string]bool{}
 		}
-		row.Fetches++
-		if r.Outcome != "ok" {
-			row.Failed++
-		}
-		if r.Time.After(row.Last) {
-			row.Last = r.Time.UTC()
-		}
+		row.add(&r)
 		c := r.ClientMAC
 		if c == "" {
 			c = r.ClientIP
@@ -62,31 +60,33 @@ func Servers(recs []record.Record) Table {
 	out := []ServerRow{}
 	for k, row := range rows {
 		row.Clients = len(clients[k])
-		if s := stat(speeds[k]); s != nil {
-			row.Median, row.Best = s.Median, s.Best
-		}
+		row.speeds(speeds[k])
 		out = append(out, *row)
 	}
 	slices.SortFunc(out, func(a, b ServerRow) int {
-		return cmp.Or(cmp.Compare(a.Site, b.Site), cmp.Compare(a.Server, b.Server))
+		return cmp.Or(cmp.Compare(a.Site, b.Site), cmp.Compare(a.Server, b.Server), compareSetups(a.Setup, b.Setup))
 	})
 	t := Table{
 		Name:  TableServers,
-		Title: "Fetches per server and site (median and best Mbit/s over completed fetches)",
-		Columns: []Column{{Name: "Site", Key: "site", Left: true}, {Name: "Server", Key: "server", Left: true},
-			{Name: "Fetches", Key: "fetches"}, {Name: "Failed", Key: "failed"}, {Name: "Clients", Key: "clients"},
-			{Name: "Last (UTC)", Key: "last_utc", Left: true}, {Name: "Median Mbit/s", Key: "median_mbps"},
-			{Name: "Best Mbit/s", Key: "best_mbps"}},
+		Title: "Fetches per server and site (median and best Mbit/s over n completed fetches)",
+		Columns: append(append([]Column{{Name: "Site", Key: "site", Left: true}, {Name: "Server", Key: "server", Left: true}}, sp.columns()...),
+			Column{Name: "Fetches", Key: "fetches"}, Column{Name: "Failed", Key: "failed"}, Column{Name: "Probes", Key: "probes"},
+			Column{Name: "Clients", Key: "clients"},
+			Column{Name: "Last (UTC)", Key: "last_utc", Left: true}, Column{Name: "Median Mbit/s", Key: "median_mbps"},
+			Column{Name: "Best Mbit/s", Key: "best_mbps"}, Column{Name: "n", Key: "count"}),
 		Data:  out,
 		Empty: "No fetches match: serve some boots first, or widen the filters (--server, --site, --since, --label).",
 	}
+	probes := false
 	for _, r := range out {
-		med, best := "", ""
-		if r.Best > 0 {
-			med, best = mbps(r.Median), mbps(r.Best)
-		}
-		t.Rows = append(t.Rows, []string{r.Site, r.Server, strconv.Itoa(r.Fetches), strconv.Itoa(r.Failed),
-			strconv.Itoa(r.Clients), r.Last.Format("2006-01-02 15:04:05"), med, best})
+		counts, speeds := r.cells()
+		cells := append(append([]string{r.Site, r.Server}, sp.cells(r.Setup)...), counts...)
+		t.Rows = append(t.Rows, append(append(cells, strconv.Itoa(r.Clients)), speeds...))
+		probes = probes || r.Probes > 0
 	}
+	if probes {
+		t.Notes = append(t.Notes, probesNote)
+	}
+	addSplitNote(&t, sp, len(out) > 0)
 	return t
 }

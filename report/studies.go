@@ -165,13 +165,14 @@ func medianCell(xs []float64) string {
 	return mbps(Median(xs))
 }
 
-// ratioCell is measured / published as a percentage.
+// ratioCell is measured / published as a percentage (its column's Unit
+// puts the % after it in text).
 func ratioCell(meas []float64, pub string) string {
 	p, err := strconv.ParseFloat(pub, 64)
 	if len(meas) == 0 || err != nil || p <= 0 {
 		return ""
 	}
-	return strconv.FormatFloat(Median(meas)/p*100, 'f', 0, 64) + "%"
+	return strconv.FormatFloat(Median(meas)/p*100, 'f', 0, 64)
 }
 
 // GPXERow is one window of the gPXE comparison.
@@ -219,9 +220,11 @@ func compareGPXE(_ Study, rows [][]string, recs []record.Record) Table {
 		meas[w][o] = append(meas[w][o], r.Mbps)
 	}
 	t := Table{
-		Columns: []Column{{Name: "Window", Key: "window"}, {Name: "Published off", Key: "published_off_mbps"}, {Name: "Measured off", Key: "measured_off_mbps"},
-			{Name: "n", Key: "n_off"}, {Name: "off %", Key: "off_ratio"},
-			{Name: "Published on", Key: "published_on_mbps"}, {Name: "Measured on", Key: "measured_on_mbps"}, {Name: "n", Key: "n_on"}, {Name: "on %", Key: "on_ratio"}},
+		Columns: []Column{{Name: "Window", Key: "window_text", TextOnly: true}, {Name: "Window", Key: "window", CSVOnly: true},
+			{Name: "As printed", Key: "window_as_printed", CSVOnly: true, Left: true},
+			{Name: "Published off", Key: "published_off_mbps"}, {Name: "Measured off", Key: "measured_off_mbps"},
+			{Name: "n", Key: "n_off"}, {Name: "off %", Key: "off_ratio", Unit: "%"},
+			{Name: "Published on", Key: "published_on_mbps"}, {Name: "Measured on", Key: "measured_on_mbps"}, {Name: "n", Key: "n_on"}, {Name: "on %", Key: "on_ratio", Unit: "%"}},
 		Notes: []string{"Window: gPXE's TCP_MAX_WINDOW_SIZE, measured as the client's SO_RCVBUF asked (the bench's --window); the two misprinted windows (6114, 14436) are shown as the 1024-byte steps they stand in. Published cells empty in the source stay empty. %: measured median / published.",
 			"The published RTT is not stated: its 4096-byte row (136 Mbit/s) implies about 240 us per window; compare a run with --delay near half that."},
 	}
@@ -240,7 +243,7 @@ func compareGPXE(_ Study, rows [][]string, recs []record.Record) Table {
 		if r.AsPrinted != wname {
 			wname += " (" + r.AsPrinted + ")"
 		}
-		t.Rows = append(t.Rows, []string{wname, r.PublishedOff, medianCell(off), countCell(len(off)), ratioCell(off, r.PublishedOff),
+		t.Rows = append(t.Rows, []string{wname, strconv.Itoa(r.Window), r.AsPrinted, r.PublishedOff, medianCell(off), countCell(len(off)), ratioCell(off, r.PublishedOff),
 			r.PublishedOn, medianCell(on), countCell(len(on)), ratioCell(on, r.PublishedOn)})
 	}
 	t.Data = out
@@ -260,6 +263,8 @@ type StreamCompareRow struct {
 	Setting   string  `json:"setting"`
 	Published string  `json:"published_mbps"`
 	Range     string  `json:"published_range,omitempty"`
+	Min       float64 `json:"published_min_mbps,omitempty"` // the range's ends
+	Max       float64 `json:"published_max_mbps,omitempty"`
 	Measured  float64 `json:"measured_mbps,omitempty"`
 	N         int     `json:"n"`
 }
@@ -277,7 +282,9 @@ type streamMatch struct {
 
 func streamTable(matches []streamMatch, recs []record.Record) Table {
 	t := Table{Columns: []Column{{Name: "Setting", Key: "setting", Left: true}, {Name: "Published", Key: "published_mbps"},
-		{Name: "range", Key: "published_range"}, {Name: "Measured", Key: "measured_mbps"}, {Name: "n", Key: "n"}, {Name: "%", Key: "ratio"}}}
+		{Name: "range", Key: "published_range", TextOnly: true}, {Name: "min", Key: "published_min_mbps", CSVOnly: true},
+		{Name: "max", Key: "published_max_mbps", CSVOnly: true},
+		{Name: "Measured", Key: "measured_mbps"}, {Name: "n", Key: "n"}, {Name: "%", Key: "ratio", Unit: "%"}}}
 	var data []StreamCompareRow
 	for _, m := range matches {
 		var xs []float64
@@ -292,7 +299,8 @@ func streamTable(matches []streamMatch, recs []record.Record) Table {
 		if len(m.published) > 0 {
 			pub = mbps(Median(m.published))
 			if len(m.published) > 1 {
-				row.Range = mbps(slices.Min(m.published)) + "-" + mbps(slices.Max(m.published))
+				row.Min, row.Max = slices.Min(m.published), slices.Max(m.published)
+				row.Range = mbps(row.Min) + "-" + mbps(row.Max)
 			}
 		}
 		row.Published = pub
@@ -300,7 +308,11 @@ func streamTable(matches []streamMatch, recs []record.Record) Table {
 			row.Measured = Median(xs)
 		}
 		data = append(data, row)
-		t.Rows = append(t.Rows, []string{m.setting, pub, row.Range, medianCell(xs), countCell(len(xs)), ratioCell(xs, pub)})
+		lo, hi := "", ""
+		if row.Range != "" {
+			lo, hi = mbps(row.Min), mbps(row.Max)
+		}
+		t.Rows = append(t.Rows, []string{m.setting, pub, row.Range, lo, hi, medianCell(xs), countCell(len(xs)), ratioCell(xs, pub)})
 	}
 	t.Data = data
 	return t

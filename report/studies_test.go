@@ -1,6 +1,7 @@
 package report
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -24,14 +25,14 @@ func TestCompareGPXE(t *testing.T) {
 		t.Fatalf("%d rows, want the study's 19", len(tb.Rows))
 	}
 	want := [][]string{
-		{"4096", "136", "130.0", "1", "96%", "136", "140.0", "1", "103%"},
-		{"5120", "200", "", "", "", "208", "", "", ""},
-		{"6144 (6114)", "224", "", "", "", "264", "250.0", "1", "95%"},
+		{"4096", "4096", "4096", "136", "130.0", "1", "96", "136", "140.0", "1", "103"},
+		{"5120", "5120", "5120", "200", "", "", "", "208", "", "", ""},
+		{"6144 (6114)", "6144", "6114", "224", "", "", "", "264", "250.0", "1", "95"},
 	}
 	if d := cmp.Diff(want, tb.Rows[:3]); d != "" {
 		t.Errorf("first rows (-want +got):\n%s", d)
 	}
-	if got := tb.Rows[14]; got[0] != "20480" || got[1] != "" || got[5] != "824" {
+	if got := tb.Rows[14]; got[0] != "20480" || got[3] != "" || got[7] != "824" {
 		t.Errorf("20480 row %q: want an empty published off cell and 824 on", got)
 	}
 	if notes := strings.Join(tb.Notes, "\n"); !strings.Contains(notes, "added one-way delay 100us") || !strings.Contains(notes, "500 MB image") {
@@ -53,6 +54,18 @@ func TestCompareEveryStudy(t *testing.T) {
 		var b strings.Builder
 		if err := Render(&b, tb, Text); err != nil {
 			t.Errorf("%s: %v", s.Key, err)
+		}
+		// CSV: "95%", "47.0-536.0" and "6144 (6114)" are text; each
+		// number column holds numbers.
+		head, rows := csvRows(t, tb)
+		for _, row := range rows {
+			for _, k := range head {
+				if v := row[k]; v != "" && k != "setting" && k != "window_as_printed" {
+					if _, err := strconv.ParseFloat(v, 64); err != nil {
+						t.Errorf("%s: column %s: %q is not a number", s.Key, k, v)
+					}
+				}
+			}
 		}
 	}
 	if _, err := Compare("nope", nil); err == nil || !strings.Contains(err.Error(), "gpxe-2010") {

@@ -47,7 +47,7 @@ func BuildWith(name string, recs []record.Record, o Options) (Table, error) {
 	case TableTFTP:
 		return tftpTable(recs, o), nil
 	case TableServers:
-		return Servers(recs), nil
+		return servers(recs, o), nil
 	}
 	return Table{}, fmt.Errorf("unknown table %q: use %s", name, strings.Join(TableNames, ", "))
 }
@@ -159,9 +159,10 @@ func offloadName(o record.Offload) string {
 	return string(o)
 }
 
-// WindowOffloadRow is one row of the window-offload table: cells keyed by
-// offload state "off", "on", "unknown".
+// WindowOffloadRow is one row of the window-offload table: its Setup, the
+// window, and cells keyed by offload state "off", "on", "unknown".
 type WindowOffloadRow struct {
+	Setup
 	Window uint32 `json:"window"` // 0 for the auto row
 	// Auto marks the row of bench runs with --window auto (autotuned).
 	Auto  bool             `json:"auto,omitempty"`
@@ -193,10 +194,14 @@ func autoWindow(r record.Record) bool {
 	return r.WndRequested == 0 && r.Source == "bench" && r.Labels["window"] == "auto"
 }
 
-// windowOffload groups measured fetches with a known window by bucket and
-// offload; it is shared by the table and the chart.
-func windowOffload(recs []record.Record, c *counter) (rows []WindowOffloadRow, states []record.Offload, skipped int) {
-	groups := map[uint32]map[record.Offload][]float64{}
+// windowOffload groups measured fetches with a known window by Setup,
+// bucket and offload; it is shared by the table and the chart.
+func windowOffload(recs []record.Record, c *counter, sp splitter) (rows []WindowOffloadRow, states []record.Offload, skipped int) {
+	type key struct {
+		st Setup
+		b  uint32
+	}
+	groups := map[key]map[record.Offload][]float64{}
 	seen := map[record.Offload]bool{}
 	for i := range recs {
 		r := recs[i]
@@ -209,10 +214,11 @@ func windowOffload(recs []record.Record, c *counter) (rows []WindowOffloadRow, s
 			continue
 		}
 		o := RxOffload(r)
-		if groups[b] == nil {
-			groups[b] = map[record.Offload][]float64{}
+		k := key{sp.of(&r), b}
+		if groups[k] == nil {
+			groups[k] = map[record.Offload][]float64{}
 		}
-		groups[b][o] = append(groups[b][o], r.Mbps)
+		groups[k][o] = append(groups[k][o], r.Mbps)
 		seen[o] = true
 	}
 	for _, o := range offloadOrder {
@@ -222,9 +228,9 @@ func windowOffload(recs []record.Record, c *counter) (rows []WindowOffloadRow, s
 			states = append(states, o)
 		}
 	}
-	for b, byOff := range groups {
-		row := WindowOffloadRow{Window: b, Cells: map[string]*Stat{}}
-		if b == windowAuto {
+	for k, byOff := range groups {
+		row := WindowOffloadRow{Setup: k.st, Window: k.b, Cells: map[string]*Stat{}}
+		if k.b == windowAuto {
 			row.Window, row.Auto = 0, true
 		}
 		for o, v := range byOff {
@@ -232,8 +238,11 @@ func windowOffload(recs []record.Record, c *counter) (rows []WindowOffloadRow, s
 		}
 		rows = append(rows, row)
 	}
-	// Auto last.
+	// By setup; auto last.
 	slices.SortFunc(rows, func(a, b WindowOffloadRow) int {
+		if c := compareSetups(a.Setup, b.Setup); c != 0 {
+			return c
+		}
 		if a.Auto != b.Auto {
 			if a.Auto {
 				return 1
@@ -249,17 +258,18 @@ func windowOffload(recs []record.Record, c *counter) (rows []WindowOffloadRow, s
 // bucketed by WindowBucket) and RX checksum offload (columns, RxOffload):
 // median Mbit/s and count per cell, the form of the 2010 gPXE study (500 MB
 // HTTP imgfetch by TCP_MAX_WINDOW_SIZE, with and without RX checksum
-// offload). Fetches without a window (TFTP, no TCP_INFO) are left out and
-// counted in a note.
+// offload), a block of rows per Setup. Fetches without a window (TFTP, no
+// TCP_INFO) are left out and counted in a note.
 func WindowOffload(recs []record.Record) Table { return windowOffloadTable(recs, Options{}) }
 
 func windowOffloadTable(recs []record.Record, o Options) Table {
 	c := newCounter(o, throughputKinds)
-	rows, states, skipped := windowOffload(recs, c)
+	sp := newSplitter(o)
+	rows, states, skipped := windowOffload(recs, c, sp)
 	t := Table{
 		Name:    TableWindowOffload,
 		Title:   "Throughput by client window and RX checksum offload (median Mbit/s, n fetches)",
-		Columns: []Column{{Name: "Window (bytes)", Key: "window"}},
+		Columns: append(sp.columns(), Column{Name: "Window (bytes)", Key: "window"}),
 		Data:    rows,
 		Empty:   noRecords,
 		Notes: []string{
@@ -275,9 +285,9 @@ func windowOffloadTable(recs []record.Record, o Options) Table {
 			Column{Name: "n", Key: "rx_csum_" + offloadName(o) + "_count"})
 	}
 	for _, r := range rows {
-		cells := []string{strconv.FormatUint(uint64(r.Window), 10)}
+		cells := append(sp.cells(r.Setup), strconv.FormatUint(uint64(r.Window), 10))
 		if r.Auto {
-			cells[0] = "auto"
+			cells[len(cells)-1] = "auto" // text; CSV's window is a number or empty
 		}
 		for _, o := range states {
 			s := r.Cells[offloadName(o)]
@@ -285,16 +295,39 @@ func windowOffloadTable(recs []record.Record, o Options) Table {
 		}
 		t.Rows = append(t.Rows, cells)
 	}
+	if slices.ContainsFunc(rows, func(r WindowOffloadRow) bool { return r.Auto }) {
+		// CSV: the window column holds numbers; auto is a column of its own.
+		wi := len(sp.columns())
+		t.Columns[wi].TextOnly = true
+		t.Columns = slices.Insert(t.Columns, wi+1, Column{Name: "Window", Key: "window", CSVOnly: true},
+			Column{Name: "Auto", Key: "window_auto", CSVOnly: true, Left: true})
+		for i, r := range rows {
+			w, auto := strconv.FormatUint(uint64(r.Window), 10), ""
+			if r.Auto {
+				w, auto = "", "auto"
+			}
+			t.Rows[i] = slices.Insert(t.Rows[i], wi+1, w, auto)
+		}
+	}
 	if skipped > 0 {
 		t.Notes = append(t.Notes, fmt.Sprintf("%d completed fetch(es) without a window (TFTP, or no TCP_INFO) left out.", skipped))
 	}
+	addSplitNote(&t, sp, len(rows) > 0)
 	c.addNote(&t)
 	return t
 }
 
-// DirectionMTURow is one row of the direction-mtu table: cells keyed by MTU
-// ("1500", "9000", "unknown").
+// addSplitNote says what the rows are split by (when there are rows).
+func addSplitNote(t *Table, sp splitter, rows bool) {
+	if n := sp.note(); n != "" && rows {
+		t.Notes = append(t.Notes, n)
+	}
+}
+
+// DirectionMTURow is one row of the direction-mtu table: its Setup, the
+// traffic, and cells keyed by MTU ("1500", "9000", "unknown").
 type DirectionMTURow struct {
+	Setup
 	Proto     string           `json:"proto"`     // "TCP" or "UDP"
 	Direction string           `json:"direction"` // "Tx" or "Rx", from the board's side
 	Cells     map[string]*Stat `json:"cells"`
@@ -313,19 +346,23 @@ func protoClass(p string) string {
 }
 
 // DirectionMTU is throughput by protocol and direction (rows TCP Tx, TCP
-// Rx, UDP Tx, UDP Rx, as seen from the board: a served fetch is Rx) and MTU
-// (columns, whatever MTUs occur), median Mbit/s per cell: the form of the
-// Xilinx board tables. Counts are in the JSON rows.
+// Rx, UDP Tx, UDP Rx, as seen from the board: a served fetch is Rx, a
+// block of rows per Setup but its MTU) and MTU (columns, whatever MTUs
+// occur), median Mbit/s and count per cell: the form of the Xilinx board
+// tables.
 func DirectionMTU(recs []record.Record) Table { return directionMTU(recs, Options{}) }
 
 func directionMTU(recs []record.Record, o Options) Table {
 	type key struct {
+		st  Setup
 		row string
 		mtu int
 	}
 	groups := map[key][]float64{}
 	var mtus []int
+	var setups []Setup
 	c := newCounter(o, throughputKinds)
+	sp := newSplitter(o, SplitMTU)
 	for i := range recs {
 		r := recs[i]
 		p := protoClass(r.Proto)
@@ -336,16 +373,18 @@ func directionMTU(recs []record.Record, o Options) Table {
 		if strings.EqualFold(r.Direction, "tx") {
 			d = "Tx"
 		}
-		k := key{p + " " + d, r.MTU}
+		st := sp.of(&r)
+		k := key{st, p + " " + d, r.MTU}
 		if !slices.Contains(mtus, r.MTU) {
 			mtus = append(mtus, r.MTU)
 		}
+		if !slices.Contains(setups, st) {
+			setups = append(setups, st)
+		}
 		groups[k] = append(groups[k], r.Mbps)
 	}
-	slices.Sort(mtus)
-	if len(mtus) > 0 && mtus[0] == 0 { // unknown MTU last
-		mtus = append(mtus[1:], 0)
-	}
+	slices.SortFunc(mtus, compareMTU) // unknown MTU last
+	slices.SortFunc(setups, compareSetups)
 	mtuName := func(m int) string {
 		if m == 0 {
 			return "unknown"
@@ -354,80 +393,135 @@ func directionMTU(recs []record.Record, o Options) Table {
 	}
 	t := Table{
 		Name:    TableDirectionMTU,
-		Title:   "Throughput by direction and MTU (median Mbit/s; Tx and Rx as seen from the board)",
-		Columns: []Column{{Name: "Traffic", Key: "traffic", Left: true}},
+		Title:   "Throughput by direction and MTU (median Mbit/s, n fetches; Tx and Rx as seen from the board)",
+		Columns: append(sp.columns(), Column{Name: "Traffic", Key: "traffic", Left: true}),
 		Data:    []DirectionMTURow{},
 		Empty:   noRecords,
-		Notes:   []string{"HTTP counts as TCP, TFTP as UDP; a served fetch is Rx. Counts per cell: --format json."},
+		Notes:   []string{"HTTP counts as TCP, TFTP as UDP; a served fetch is Rx."},
 	}
-	c.addNote(&t)
 	for _, m := range mtus {
-		t.Columns = append(t.Columns, Column{Name: "MTU " + mtuName(m), Key: "mtu_" + mtuName(m) + "_mbps"})
-	}
-	if len(groups) == 0 {
-		return t
+		t.Columns = append(t.Columns, Column{Name: "MTU " + mtuName(m), Key: "mtu_" + mtuName(m) + "_mbps"},
+			Column{Name: "n", Key: "mtu_" + mtuName(m) + "_count"})
 	}
 	var data []DirectionMTURow
-	for _, p := range []string{"TCP", "UDP"} {
-		for _, d := range []string{"Tx", "Rx"} {
-			row := DirectionMTURow{Proto: p, Direction: d, Cells: map[string]*Stat{}}
-			cells := []string{p + " " + d}
-			for _, m := range mtus {
-				s := stat(groups[key{p + " " + d, m}])
-				if s != nil {
-					row.Cells[mtuName(m)] = s
+	for _, st := range setups {
+		for _, p := range []string{"TCP", "UDP"} {
+			for _, d := range []string{"Tx", "Rx"} {
+				row := DirectionMTURow{Setup: st, Proto: p, Direction: d, Cells: map[string]*Stat{}}
+				cells := append(sp.cells(st), p+" "+d)
+				for _, m := range mtus {
+					s := stat(groups[key{st, p + " " + d, m}])
+					if s != nil {
+						row.Cells[mtuName(m)] = s
+					}
+					cells = append(cells, cellMbps(s), cellCount(s))
 				}
-				cells = append(cells, cellMbps(s))
+				if len(row.Cells) == 0 {
+					continue // no such traffic in this setup
+				}
+				data = append(data, row)
+				t.Rows = append(t.Rows, cells)
 			}
-			data = append(data, row)
-			t.Rows = append(t.Rows, cells)
 		}
 	}
-	t.Data = data
+	if data != nil {
+		t.Data = data
+	}
+	addSplitNote(&t, sp, data != nil)
+	c.addNote(&t)
 	return t
 }
 
-// ClientRow is one row of the clients table.
+// ClientRow is one row of the clients table: a client's fetches over one
+// Setup.
 type ClientRow struct {
-	Client  string    `json:"client"` // MAC, else IP
-	Host    string    `json:"host,omitempty"`
-	IP      string    `json:"ip,omitempty"` // the last one seen
-	Fetches int       `json:"fetches"`
-	Failed  int       `json:"failed"`
-	Last    time.Time `json:"last"`
-	Median  float64   `json:"median_mbps"`
-	Best    float64   `json:"best_mbps"`
+	Client string `json:"client"` // MAC, else IP
+	Host   string `json:"host,omitempty"`
+	IP     string `json:"ip,omitempty"` // the last one seen
+	Setup
+	Counts
 }
 
-// Clients is one row per client (by MAC, else IP): fetches (all outcomes),
-// failed ones, the last fetch, median and best Mbit/s over completed
-// fetches. Newest client first.
+// Counts are a row's fetches in the clients and servers tables.
+type Counts struct {
+	Fetches int `json:"fetches"`
+	Failed  int `json:"failed"`
+	// Probes are lookups the loader expected to miss (record.KindProbe:
+	// the pxelinux.cfg chain, GRUB's .lst files, U-Boot's dtb probes):
+	// not failures.
+	Probes int       `json:"probes"`
+	Last   time.Time `json:"last"`
+	Median float64   `json:"median_mbps"`
+	Best   float64   `json:"best_mbps"`
+	Count  int       `json:"count"` // fetches in the median
+}
+
+// add counts r: a fetch, and a failed one unless it completed or was a
+// probe. It reports whether r is the newest so far.
+func (c *Counts) add(r *record.Record) (newest bool) {
+	c.Fetches++
+	switch {
+	case r.Outcome == "ok":
+	case record.KindOf(r) == record.KindProbe:
+		c.Probes++
+	default:
+		c.Failed++
+	}
+	if newest = !r.Time.Before(c.Last); newest {
+		c.Last = r.Time.UTC()
+	}
+	return newest
+}
+
+// speeds sets the median, best and count from the Mbit/s counted.
+func (c *Counts) speeds(mbps []float64) {
+	if s := stat(mbps); s != nil {
+		c.Median, c.Best, c.Count = s.Median, s.Best, s.Count
+	}
+}
+
+// cells are the Fetches, Failed and Probes cells, and the Last, Median,
+// Best and n ones.
+func (c *Counts) cells() (counts, speeds []string) {
+	med, best, n := "", "", ""
+	if c.Count > 0 {
+		med, best, n = mbps(c.Median), mbps(c.Best), strconv.Itoa(c.Count)
+	}
+	return []string{strconv.Itoa(c.Fetches), strconv.Itoa(c.Failed), strconv.Itoa(c.Probes)},
+		[]string{c.Last.Format("2006-01-02 15:04:05"), med, best, n}
+}
+
+// Clients is one row per client (by MAC, else IP) and Setup: fetches
+// (all outcomes), failed ones, the probes a loader expected to miss (not
+// failures), the last fetch, median and best Mbit/s over completed
+// fetches and their count. Newest client first.
 func Clients(recs []record.Record) Table { return clients(recs, Options{}) }
 
 func clients(recs []record.Record, o Options) Table {
-	byKey := map[string]*ClientRow{}
-	speeds := map[string][]float64{}
+	type key struct {
+		client string
+		st     Setup
+	}
+	byKey := map[key]*ClientRow{}
+	speeds := map[key][]float64{}
 	cnt := newCounter(o, throughputKinds)
+	sp := newSplitter(o)
 	for i := range recs {
 		r := recs[i]
-		k := strings.ToLower(r.ClientMAC)
-		if k == "" {
-			k = r.ClientIP
+		id := strings.ToLower(r.ClientMAC)
+		if id == "" {
+			id = r.ClientIP
 		}
-		if k == "" {
-			k = "unknown"
+		if id == "" {
+			id = "unknown"
 		}
+		k := key{id, sp.of(&r)}
 		c := byKey[k]
 		if c == nil {
-			c = &ClientRow{Client: k}
+			c = &ClientRow{Client: id, Setup: k.st}
 			byKey[k] = c
 		}
-		c.Fetches++
-		if r.Outcome != "ok" {
-			c.Failed++
-		}
-		if !r.Time.Before(c.Last) {
-			c.Last = r.Time.UTC()
+		if c.add(&r) {
 			if r.ClientIP != "" {
 				c.IP = r.ClientIP
 			}
@@ -447,55 +541,58 @@ func clients(recs []record.Record, o Options) Table {
 	}
 	rows := []ClientRow{}
 	for k, c := range byKey {
-		if s := stat(speeds[k]); s != nil {
-			c.Median, c.Best = s.Median, s.Best
-		}
+		c.speeds(speeds[k])
 		rows = append(rows, *c)
 	}
 	slices.SortFunc(rows, func(a, b ClientRow) int {
 		if c := b.Last.Compare(a.Last); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Client, b.Client)
+		return cmp.Or(cmp.Compare(a.Client, b.Client), compareSetups(a.Setup, b.Setup))
 	})
 	t := Table{
 		Name:  TableClients,
-		Title: "Fetches per client (fetches of every kind; median and best Mbit/s over completed " + strings.Join(cnt.kinds, " and ") + " fetches)",
-		Columns: []Column{{Name: "Client", Key: "client", Left: true}, {Name: "Host", Key: "host", Left: true},
-			{Name: "IP", Key: "ip", Left: true}, {Name: "Fetches", Key: "fetches"}, {Name: "Failed", Key: "failed"},
-			{Name: "Last (UTC)", Key: "last_utc", Left: true}, {Name: "Median Mbit/s", Key: "median_mbps"},
-			{Name: "Best Mbit/s", Key: "best_mbps"}},
+		Title: "Fetches per client (fetches of every kind; median and best Mbit/s over n completed " + strings.Join(cnt.kinds, " and ") + " fetches)",
+		Columns: append(append([]Column{{Name: "Client", Key: "client", Left: true}, {Name: "Host", Key: "host", Left: true},
+			{Name: "IP", Key: "ip", Left: true}}, sp.columns()...),
+			Column{Name: "Fetches", Key: "fetches"}, Column{Name: "Failed", Key: "failed"}, Column{Name: "Probes", Key: "probes"},
+			Column{Name: "Last (UTC)", Key: "last_utc", Left: true}, Column{Name: "Median Mbit/s", Key: "median_mbps"},
+			Column{Name: "Best Mbit/s", Key: "best_mbps"}, Column{Name: "n", Key: "count"}),
 		Data:  rows,
 		Empty: "No fetches match: serve some boots first, or widen the filters (--client, --file, --since, --label).",
 	}
+	probes := false
 	for _, c := range rows {
-		med, best := "", ""
-		if c.Best > 0 {
-			med, best = mbps(c.Median), mbps(c.Best)
-		}
-		t.Rows = append(t.Rows, []string{c.Client, c.Host, c.IP, strconv.Itoa(c.Fetches), strconv.Itoa(c.Failed),
-			c.Last.Format("2006-01-02 15:04:05"), med, best})
+		counts, speeds := c.cells()
+		cells := append(append([]string{c.Client, c.Host, c.IP}, sp.cells(c.Setup)...), counts...)
+		t.Rows = append(t.Rows, append(cells, speeds...))
+		probes = probes || c.Probes > 0
 	}
+	if probes {
+		t.Notes = append(t.Notes, probesNote)
+	}
+	addSplitNote(&t, sp, len(rows) > 0)
 	cnt.addNote(&t)
 	return t
 }
 
+// probesNote explains the Probes column.
+const probesNote = "Probes: lookups the loader expects to miss (the pxelinux.cfg chain: UUID, 01-MAC, hex IP prefixes, default; GRUB's grub.cfg-* and .lst files; U-Boot's boot.scr and dtb/ probes), not found and not failures; list them with --table fetches --kind probe."
+
 // LinkSpeedRow is one row of the linkspeed table.
 type LinkSpeedRow struct {
-	Link string `json:"link"`     // "1G", "100M", "10M", "unknown"
-	Bps  int64  `json:"link_bps"` // 0 unknown
+	Setup
+	Proto string `json:"proto"`    // "TCP" (HTTP too) or "UDP" (TFTP too)
+	Link  string `json:"link"`     // "1G", "100M tbf", "speed unknown (veth)"
+	Bps   int64  `json:"link_bps"` // 0 unknown
+	// Note says where the speed comes from (tbf, nic) or why it is
+	// unknown ("veth": a virtual NIC's speed is nominal; "none reported").
+	Note string `json:"link_note"`
 	Tx   *Stat  `json:"client_tx,omitempty"`
 	Rx   *Stat  `json:"client_rx,omitempty"`
-}
-
-// linkBps is the link a fetch ran over, bits/s: the bench's tbf rate when
-// set, else the speed the NIC's driver reports (nominal for virtual NICs:
-// veth says 10G); 0 unknown (loopback reports none).
-func linkBps(r record.Record) int64 {
-	if r.RateLimit > 0 {
-		return r.RateLimit
-	}
-	return int64(r.LinkMbps) * 1e6
+	// RxPercent is the median rx rate in % of the link; 0 when its speed
+	// is unknown.
+	RxPercent float64 `json:"rx_percent_of_link,omitempty"`
 }
 
 // LinkName writes a rate in bits/s the way link speeds are named: 1G,
@@ -514,59 +611,78 @@ func LinkName(bps int64) string {
 	return strconv.FormatInt(bps, 10)
 }
 
-// LinkSpeed is throughput by link speed (rows, fastest first: the bench's
-// tbf rate, else the NIC's speed) and direction (client tx: board to
-// server; client rx: server to board), median Mbit/s and count.
+// LinkSpeed is throughput by link (rows, fastest first: the bench's tbf
+// rate, else the NIC's speed, else unknown and why; LinkOf), TCP or UDP,
+// and direction
+// (client tx: board to server; client rx: server to board), median Mbit/s
+// and count, a block of rows per Setup but its speed. The rx median in %
+// of the link only where its speed is known.
 func LinkSpeed(recs []record.Record) Table { return linkSpeed(recs, Options{}) }
 
 func linkSpeed(recs []record.Record, o Options) Table {
 	type key struct {
-		bps int64
-		tx  bool
+		st    Setup
+		link  Link
+		proto string
 	}
-	groups := map[key][]float64{}
-	var speeds []int64
+	type dirKey struct {
+		key
+		tx bool
+	}
+	groups := map[dirKey][]float64{}
+	var keys []key
 	c := newCounter(o, throughputKinds)
+	sp := newSplitter(o, SplitSpeed)
 	for i := range recs {
 		r := recs[i]
-		if !c.use(&r) {
+		p := protoClass(r.Proto)
+		if p == "" || !c.use(&r) {
 			continue
 		}
-		b := linkBps(r)
-		if !slices.Contains(speeds, b) {
-			speeds = append(speeds, b)
+		k := key{sp.of(&r), LinkOf(&r), p}
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
 		}
-		k := key{b, strings.EqualFold(r.Direction, "tx")}
-		groups[k] = append(groups[k], r.Mbps)
+		dk := dirKey{k, strings.EqualFold(r.Direction, "tx")}
+		groups[dk] = append(groups[dk], r.Mbps)
 	}
-	// Fastest first; unknown (0) sorts last.
-	slices.SortFunc(speeds, func(a, b int64) int { return cmp.Compare(b, a) })
+	slices.SortFunc(keys, func(a, b key) int {
+		return cmp.Or(compareSetups(a.st, b.st), cmp.Compare(b.link.Mbps, a.link.Mbps), cmp.Compare(a.link.Note, b.link.Note),
+			cmp.Compare(a.proto, b.proto))
+	})
 	t := Table{
 		Name:  TableLinkSpeed,
 		Title: "Throughput by link speed and direction (median Mbit/s, n fetches)",
-		Columns: []Column{{Name: "Link", Key: "link", Left: true}, {Name: "Client tx Mbit/s", Key: "tx_median_mbps"},
-			{Name: "n", Key: "tx_count"}, {Name: "Client rx Mbit/s", Key: "rx_median_mbps"}, {Name: "n", Key: "rx_count"},
-			{Name: "Rx % of link", Key: "rx_percent_of_link"}},
+		Columns: append(sp.columns(), Column{Name: "Link", Key: "link", Left: true, TextOnly: true},
+			Column{Name: "Link Mbit/s", Key: "link_mbps", CSVOnly: true}, Column{Name: "Link note", Key: "link_note", Left: true, CSVOnly: true},
+			Column{Name: "Traffic", Key: "traffic", Left: true},
+			Column{Name: "Client tx Mbit/s", Key: "tx_median_mbps"}, Column{Name: "n", Key: "tx_count"},
+			Column{Name: "Client rx Mbit/s", Key: "rx_median_mbps"}, Column{Name: "n", Key: "rx_count"},
+			Column{Name: "Rx % of link", Key: "rx_percent_of_link", Unit: "%"}),
 		Data:  []LinkSpeedRow{},
 		Empty: noRecords,
 		Notes: []string{
-			"Link: the bench's tbf rate when set, else the speed the server NIC's driver reports, which for a virtual NIC is nominal, not a limit (veth reports 10G); unknown: none reported (loopback).",
-			"Client tx: board to server; client rx: server to board (a served fetch).",
+			"Link: the bench's tbf rate when set, else the speed the server NIC's driver reports; speed unknown when it reports none (loopback) or only a nominal one (a virtual NIC: veth says 10G, tun 10M), so no % of it; unverified: a record of a pxeperf that did not record the driver, no % either.",
+			"Client tx: board to server; client rx: server to board (a served fetch). HTTP counts as TCP, TFTP as UDP.",
 		},
 	}
 	var rows []LinkSpeedRow
-	for _, b := range speeds {
-		row := LinkSpeedRow{Link: LinkName(b), Bps: b, Tx: stat(groups[key{b, true}]), Rx: stat(groups[key{b, false}])}
+	for _, k := range keys {
+		row := LinkSpeedRow{Setup: k.st, Proto: k.proto, Link: k.link.String(), Bps: int64(k.link.Mbps * 1e6), Note: k.link.Note,
+			Tx: stat(groups[dirKey{k, true}]), Rx: stat(groups[dirKey{k, false}])}
 		pct := ""
-		if b > 0 && row.Rx != nil {
-			pct = strconv.FormatFloat(row.Rx.Median*1e6/float64(b)*100, 'f', 0, 64) + "%"
+		if k.link.Known() && row.Rx != nil {
+			row.RxPercent = math.Round(row.Rx.Median / k.link.Mbps * 100)
+			pct = strconv.FormatFloat(row.RxPercent, 'f', 0, 64)
 		}
 		rows = append(rows, row)
-		t.Rows = append(t.Rows, []string{row.Link, cellMbps(row.Tx), cellCount(row.Tx), cellMbps(row.Rx), cellCount(row.Rx), pct})
+		t.Rows = append(t.Rows, append(sp.cells(k.st), row.Link, num(k.link.Mbps), k.link.Note, k.proto,
+			cellMbps(row.Tx), cellCount(row.Tx), cellMbps(row.Rx), cellCount(row.Rx), pct))
 	}
 	if rows != nil {
 		t.Data = rows
 	}
+	addSplitNote(&t, sp, rows != nil)
 	c.addNote(&t)
 	return t
 }

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,8 +12,10 @@ import (
 // TableTFTP is the TFTP table's name for --table and /api/report.
 const TableTFTP = "tftp"
 
-// TFTPRow is one blksize of the TFTP table: a cell per windowsize.
+// TFTPRow is one blksize of the TFTP table and Setup: a cell per
+// windowsize.
 type TFTPRow struct {
+	Setup
 	BlkSize int              `json:"blksize"`
 	Cells   map[string]*Stat `json:"cells"` // by windowsize
 	// Adapt is, by windowsize, what the adaptive sender did (fetches
@@ -59,21 +62,29 @@ func adaptOf(rs []record.Record) *TFTPAdapt {
 	return &a
 }
 
-// TFTP is the RFC 7440 study's table: rows blksize, columns windowsize,
-// cells the median Mbit/s of the completed TFTP fetches with that
-// negotiated blksize and windowsize (served boots and bench runs alike; a
-// client that asked for no windowsize counts as 1, lock-step RFC 1350).
-// Rows and columns ascend.
+// TFTP is the RFC 7440 study's table: rows blksize (a block of rows per
+// Setup), columns windowsize, cells the median Mbit/s and count of the
+// completed TFTP fetches with that negotiated blksize and windowsize (a
+// client that asked for no windowsize counts as 1, lock-step RFC 1350),
+// with what the adaptive sender did. Rows and columns ascend.
 func TFTP(recs []record.Record) Table { return tftpTable(recs, Options{}) }
 
 func tftpTable(recs []record.Record, o Options) Table {
-	type key struct{ blk, win int }
-	groups := map[key][]float64{}
+	type key struct {
+		st       Setup
+		blk, win int
+	}
+	type rowKey struct {
+		st  Setup
+		blk int
+	}
 	byKey := map[key][]record.Record{}
-	var blks, wins []int
+	var rowKeys []rowKey
+	var wins []int
 	rates := map[int64]bool{}
 	mtus := map[int]bool{}
 	c := newCounter(o, tftpKinds)
+	sp := newSplitter(o)
 	for i := range recs {
 		r := recs[i]
 		if r.Proto != "tftp" || !c.use(&r) {
@@ -83,64 +94,81 @@ func tftpTable(recs []record.Record, o Options) Table {
 		if b == 0 {
 			b = 512 // no blksize option: RFC 1350's block
 		}
-		if !slices.Contains(blks, b) {
-			blks = append(blks, b)
+		st := sp.of(&r)
+		if !slices.Contains(rowKeys, rowKey{st, b}) {
+			rowKeys = append(rowKeys, rowKey{st, b})
 		}
 		if !slices.Contains(wins, w) {
 			wins = append(wins, w)
 		}
-		groups[key{b, w}] = append(groups[key{b, w}], r.Mbps)
-		byKey[key{b, w}] = append(byKey[key{b, w}], r)
+		byKey[key{st, b, w}] = append(byKey[key{st, b, w}], r)
 		rates[r.RateLimit], mtus[r.MTU] = true, true
 	}
-	slices.Sort(blks)
+	slices.SortFunc(rowKeys, func(a, b rowKey) int { return cmp.Or(compareSetups(a.st, b.st), cmp.Compare(a.blk, b.blk)) })
 	slices.Sort(wins)
 	t := Table{
 		Name:    TableTFTP,
-		Title:   "TFTP throughput by blksize and windowsize (median Mbit/s)",
-		Columns: []Column{{Name: "blksize", Key: "blksize"}},
+		Title:   "TFTP throughput by blksize and windowsize (median Mbit/s, n fetches)",
+		Columns: append(sp.columns(), Column{Name: "blksize", Key: "blksize"}),
 		Data:    []TFTPRow{},
 		Empty:   noRecords,
-		Notes:   []string{"Rows: the negotiated blksize (bytes); columns: the negotiated windowsize (RFC 7440, blocks per ACK; 1 is lock-step RFC 1350). Counts per cell: --format json."},
+		Notes:   []string{"Rows: the negotiated blksize (bytes); columns: the negotiated windowsize (RFC 7440, blocks per ACK; 1 is lock-step RFC 1350)."},
 	}
-	if len(rates) > 1 || len(mtus) > 1 {
-		t.Notes = append(t.Notes, "These fetches mix MTUs or rate limits; narrow them with --label (e.g. rate=1gbit) to compare like with like.")
+	if (!sp.has(SplitMTU) && len(mtus) > 1) || (!sp.has(SplitSpeed) && len(rates) > 1) {
+		t.Notes = append(t.Notes, "These fetches mix MTUs or rate limits (--merge); narrow them with --label (e.g. rate=1gbit) to compare like with like.")
 	}
-	c.addNote(&t)
 	for _, w := range wins {
-		t.Columns = append(t.Columns, Column{Name: "win " + strconv.Itoa(w), Key: "windowsize_" + strconv.Itoa(w) + "_mbps"})
-	}
-	if len(groups) == 0 {
-		return t
+		ws := "windowsize_" + strconv.Itoa(w)
+		// Text: the median with the adaptive sender's figures in one cell;
+		// CSV: each a number column of its own.
+		t.Columns = append(t.Columns, Column{Name: "win " + strconv.Itoa(w), Key: ws, TextOnly: true},
+			Column{Name: "win " + strconv.Itoa(w) + " Mbit/s", Key: ws + "_mbps", CSVOnly: true},
+			Column{Name: "n", Key: ws + "_count"},
+			Column{Name: "eff wnd min", Key: ws + "_eff_wnd_min", CSVOnly: true},
+			Column{Name: "eff wnd median", Key: ws + "_eff_wnd_median", CSVOnly: true},
+			Column{Name: "eff wnd max", Key: ws + "_eff_wnd_max", CSVOnly: true},
+			Column{Name: "loss events", Key: ws + "_loss_events", CSVOnly: true},
+			Column{Name: "resent", Key: ws + "_retransmits", CSVOnly: true})
 	}
 	var data []TFTPRow
-	for _, b := range blks {
-		row := TFTPRow{BlkSize: b, Cells: map[string]*Stat{}}
-		cells := []string{strconv.Itoa(b)}
+	adapted := false
+	for _, rk := range rowKeys {
+		row := TFTPRow{Setup: rk.st, BlkSize: rk.blk, Cells: map[string]*Stat{}}
+		cells := append(sp.cells(rk.st), strconv.Itoa(rk.blk))
 		for _, w := range wins {
-			s := stat(groups[key{b, w}])
+			rs := byKey[key{rk.st, rk.blk, w}]
+			var mb []float64
+			for _, r := range rs {
+				mb = append(mb, r.Mbps)
+			}
+			s := stat(mb)
 			if s != nil {
 				row.Cells[strconv.Itoa(w)] = s
 			}
-			cell := cellMbps(s)
-			if a := adaptOf(byKey[key{b, w}]); a != nil {
+			text := cellMbps(s)
+			adapt := make([]string, 5)
+			if a := adaptOf(rs); a != nil {
 				if row.Adapt == nil {
 					row.Adapt = map[string]*TFTPAdapt{}
 				}
 				row.Adapt[strconv.Itoa(w)] = a
-				cell += a.String()
+				text += a.String()
+				adapt = []string{strconv.Itoa(a.WndMin), strconv.Itoa(a.WndMedian), strconv.Itoa(a.WndMax),
+					strconv.FormatFloat(a.Losses, 'f', -1, 64), strconv.FormatFloat(a.Resent, 'f', -1, 64)}
+				adapted = true
 			}
-			cells = append(cells, cell)
+			cells = append(append(cells, text, cellMbps(s), cellCount(s)), adapt...)
 		}
 		data = append(data, row)
 		t.Rows = append(t.Rows, cells)
 	}
-	t.Data = data
-	for _, row := range data {
-		if row.Adapt != nil {
-			t.Notes = append(t.Notes, "(w min/median/max, N loss, N resent): the adaptive sender's effective window in blocks per round, its loss events and the blocks it sent again (medians over the cell's fetches).")
-			break
-		}
+	if data != nil {
+		t.Data = data
 	}
+	if adapted {
+		t.Notes = append(t.Notes, "(w min/median/max, N loss, N resent): the adaptive sender's effective window in blocks per round, its loss events and the blocks it sent again (medians over the cell's fetches).")
+	}
+	addSplitNote(&t, sp, data != nil)
+	c.addNote(&t)
 	return t
 }

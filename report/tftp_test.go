@@ -61,26 +61,37 @@ func TestTFTPGolden(t *testing.T) {
 }
 
 func TestTFTPCells(t *testing.T) {
-	tb := TFTP(tftpStudy())
+	// Merged: the served lock-step fetch joins the bench's 512 x 1 cell.
+	_, rows := csvRows(t, tftpTable(tftpStudy(), mergeAll))
+	var got [][]string
+	for _, r := range rows {
+		got = append(got, []string{r["blksize"], r["windowsize_1_mbps"], r["windowsize_4_mbps"], r["windowsize_16_mbps"],
+			r["windowsize_1_count"], r["windowsize_16_count"]})
+	}
 	want := [][]string{
-		{"512", "434.4", "762.7", "922.1"}, // 300 (served, no options) 431.0 437.8 440.2: median of four
-		{"1468", "971.4", "975.9", "976.2"},
+		{"512", "434.4", "762.7", "922.1", "4", "2"}, // 300 (served, no options) 431.0 437.8 440.2: median of four
+		{"1468", "971.4", "975.9", "976.2", "1", "3"},
 	}
-	if d := cmp.Diff(want, tb.Rows); d != "" {
-		t.Errorf("(-want +got):\n%s", d)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("merged (-want +got):\n%s", d)
 	}
-	var cols []string
-	for _, c := range tb.Columns {
-		cols = append(cols, c.Key)
+	// Split (the default): the served fetch has a row of its own.
+	_, rows = csvRows(t, TFTP(tftpStudy()))
+	got = nil
+	for _, r := range rows {
+		got = append(got, []string{r["source"], r["blksize"], r["windowsize_1_mbps"], r["windowsize_1_count"]})
 	}
-	if d := cmp.Diff([]string{"blksize", "windowsize_1_mbps", "windowsize_4_mbps", "windowsize_16_mbps"}, cols); d != "" {
-		t.Errorf("columns (-want +got):\n%s", d)
+	if d := cmp.Diff([][]string{{"serve", "512", "300.0", "1"}, {"bench", "512", "437.8", "3"}, {"bench", "1468", "971.4", "1"}}, got); d != "" {
+		t.Errorf("split (-want +got):\n%s", d)
 	}
-	if strings.Contains(strings.Join(tb.Notes, " "), "mix") {
-		t.Errorf("one MTU and rate, yet a mixing note: %v", tb.Notes)
+	if strings.Contains(strings.Join(TFTP(tftpStudy()).Notes, " "), "mix MTUs") {
+		t.Errorf("one MTU and rate, yet a mixing note: %v", TFTP(tftpStudy()).Notes)
 	}
 	mixed := append(tftpStudy(), record.Record{Proto: "tftp", File: "x.img", Outcome: "ok", Bytes: 1, Mbps: 90, BlkSize: 1468, WindowSize: 16, MTU: 1500, RateLimit: 100e6})
-	if tb := TFTP(mixed); !strings.Contains(strings.Join(tb.Notes, " "), "mix") {
-		t.Errorf("mixed rates without a note: %v", tb.Notes)
+	if tb := TFTP(mixed); strings.Contains(strings.Join(tb.Notes, " "), "mix MTUs") {
+		t.Errorf("split rows, yet a mixing note: %v", tb.Notes)
+	}
+	if tb := tftpTable(mixed, mergeAll); !strings.Contains(strings.Join(tb.Notes, " "), "mix MTUs") {
+		t.Errorf("merged rates without a note: %v", tb.Notes)
 	}
 }

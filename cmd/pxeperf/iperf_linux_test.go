@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -313,11 +314,21 @@ func TestIperf3XilinxGrid(t *testing.T) {
 			t.Errorf("direction-mtu lacks %q", want)
 		}
 	}
+	rows := 0
 	for _, line := range strings.Split(string(out), "\n") {
+		// Source, Iface, Link, then the traffic and a Mbit/s and n per MTU.
 		f := strings.Fields(line)
-		if len(f) >= 2 && (f[0] == "TCP" || f[0] == "UDP") && len(f) != 4 {
-			t.Errorf("row with an empty cell: %q", line)
+		i := slices.IndexFunc(f, func(s string) bool { return s == "TCP" || s == "UDP" })
+		if i < 0 || i+1 >= len(f) || (f[i+1] != "Tx" && f[i+1] != "Rx") {
+			continue
 		}
+		rows++
+		if cells := f[i+2:]; len(cells) != 4 || slices.Contains(cells, "-") || f[0] != "iperf3" {
+			t.Errorf("row with an empty cell, or not iperf3's: %q", line)
+		}
+	}
+	if rows != 4 {
+		t.Errorf("%d TCP/UDP Tx/Rx rows, want 4 (one source, one link)", rows)
 	}
 }
 

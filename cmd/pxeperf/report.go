@@ -21,6 +21,7 @@ type reportFlags struct {
 	compare                                   string // a published study's key
 	intervals, netperf                        int64
 	limit                                     int
+	merge                                     string // split keys rows may share
 	filter                                    report.FilterArgs
 }
 
@@ -50,9 +51,17 @@ many servers share (--store postgres://..., default the config's store.url).
   pxeperf report --store postgres://pxeperf@db.lab/pxeperf --site north      one site only
 
 Every fetch has a kind: image, boot (boot binaries), config (scripts and loader
-configs), api (/, probes), error (not completed), stream (iperf and bench
-streams). Throughput tables count images and streams (TFTP: images and boot
-binaries); --kind chooses others, --min-size leaves small files out.
+configs), api (/, health probes), error (not completed), probe (a loader config
+lookup the loader expects to miss: the pxelinux.cfg chain, GRUB's grub.cfg-* and
+.lst files, U-Boot's boot.scr and dtb/ probes; not a failure), stream (iperf and
+bench streams). Throughput tables count images and streams (TFTP: images and
+boot binaries); --kind chooses others, --min-size leaves small files out.
+
+A row never mixes sources (serve: served boot fetches, bench, iperf3, iperf2)
+or links (interface, MTU, link speed: the bench's tbf rate, a NIC's speed, or
+"speed unknown (veth)" for a virtual NIC, whose speed is nominal): each gets
+rows of its own, every cell with its count n. --merge lets rows share them:
+--merge iface, --merge source,mtu, --merge link (iface, mtu and speed), --merge all.
 
 A board's RX checksum offload is invisible to the server: give it as the label
 rx_offload=on|off on the host entry or the script URL.`,
@@ -71,6 +80,7 @@ rx_offload=on|off on the host entry or the script URL.`,
 		" or all, comma-separated (default: throughput tables use images and streams)")
 	fl.StringVar(&f.filter.MinSize, "min-size", "", "only fetches of at least this size: bytes, or 64K, 1M, 1G")
 	fl.IntVar(&f.limit, "limit", 0, "only the newest N fetches (0: all)")
+	fl.StringVar(&f.merge, "merge", "", "let rows share these split keys: source, iface, mtu, speed, link (iface, mtu, speed) or all, comma-separated (default: a row never mixes them)")
 	fl.StringVar(&f.format, "format", string(report.Text), "output format: text, markdown, csv or json")
 	fl.StringVar(&f.data, "data", "", "state folder holding the record store (default: the config's data, as serve's)")
 	fl.StringVar(&f.store, "store", "", "record store: postgres://USER@HOST/DB or sqlite:PATH (default: the config's store.url, else --data)")
@@ -120,6 +130,11 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 	if _, err := report.Build(f.table, nil); err != nil {
 		return usageErrorf("--table: %w", err)
 	}
+	merge, err := report.ParseMerge(f.merge)
+	if err != nil {
+		return usageErrorf("--merge: %w", err)
+	}
+	opt := report.Options{Kinds: filter.Kinds, Merge: merge}
 	ext := strings.ToLower(filepath.Ext(f.chart))
 	if f.chart != "" && ext != ".svg" && ext != ".png" {
 		return usageErrorf("--chart %s: the file name must end in .svg or .png", f.chart)
@@ -191,7 +206,7 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 				"serve imports them (a running serve within seconds, else at its next start)\n", n, path)
 		}
 		if f.chart != "" {
-			if err := writeChart(f.chart, recs, report.Options{Kinds: filter.Kinds}); err != nil {
+			if err := writeChart(f.chart, recs, opt); err != nil {
 				return err
 			}
 			fmt.Fprintf(errOut, "wrote %s\n", f.chart)
@@ -205,7 +220,7 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 			}
 			break
 		}
-		t, _ = report.BuildWith(f.table, recs, report.Options{Kinds: filter.Kinds})
+		t, _ = report.BuildWith(f.table, recs, opt)
 	}
 	if len(t.Rows) == 0 && t.Layout == "" && (format == report.CSV || format == report.JSON) {
 		fmt.Fprintln(errOut, t.Empty)
