@@ -271,8 +271,8 @@ func TestSinkConvert(t *testing.T) {
 			},
 			want: Record{Time: start.UTC(), Source: "serve", Proto: "tftp", Direction: "rx",
 				ClientMAC: mac.String(), ClientIP: "10.0.0.8", Host: "from-config", Arch: x64.Name, File: "ipxe.efi", Kind: KindBoot, Bytes: 1000,
-				Labels:    map[string]string{"board": "b1"},
-				Size: 1000, Duration: time.Millisecond, Mbps: 8, Outcome: "ok", BlkSize: 1468, WindowSize: 4,
+				Labels: map[string]string{"board": "b1"},
+				Size:   1000, Duration: time.Millisecond, Mbps: 8, Outcome: "ok", BlkSize: 1468, WindowSize: 4,
 				TSize: true, Datagrams: 12, Acked: 10, Retransmits: 2, Timeouts: 1, Iface: "veth1", Kernel: "k"},
 		},
 		// Issue 28 row 2: an iperf test knows only the board's address (DHCP

@@ -32,7 +32,7 @@ func fullRecord() Record {
 		BlkSize: 1468, WindowSize: 8, TSize: true, Datagrams: 1000, Acked: 990, Timeouts: 3,
 		Iface: "eth0", MTU: 9000, LinkMbps: 1000, RateLimit: 100e6,
 		RxCsum: OffloadOff, TxCsum: OffloadOn, TSO: OffloadOn, GSO: OffloadUnknown, GRO: OffloadOff,
-		Kernel: "6.1.0-test",
+		Kernel:   "6.1.0-test",
 		JitterMs: 0.0125, UDPLost: 12, UDPPackets: 1000, UDPLostPct: 1.2,
 		ServerBytes: 123400000, ServerWritten: 123500000, ServerDuration: 3000123 * time.Microsecond, ClientClock: true,
 		ClientBytes: 123456789, ClientMbps: 799.5, ClientRetransmits: 5,
