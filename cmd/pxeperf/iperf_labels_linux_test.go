@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os/exec"
 	"regexp"
 	"sort"
@@ -62,8 +63,11 @@ func TestIperfHostLabels(t *testing.T) {
 		got = append(got, r.Source+" "+r.Proto+" "+r.Direction)
 		byFile[r.Source+" "+r.Proto] = r
 		// Labels: the host entry's and what the board asked; no figure.
+		if r.Labels["board"] != "b1" {
+			t.Errorf("record %d (%s): labels %v", r.ID, r.File, r.Labels)
+		}
 		for k := range r.Labels {
-			if regexp.MustCompile(`jitter|lost|packets|secs|client_|server_|duration_from`).MatchString(k) {
+			if regexp.MustCompile(`jitter|lost|packets|secs|client_(bytes|mbps|retr)|server_|duration_from`).MatchString(k) {
 				t.Errorf("record %d (%s): measured label %s=%s", r.ID, r.File, k, r.Labels[k])
 			}
 		}
@@ -76,7 +80,9 @@ func TestIperfHostLabels(t *testing.T) {
 		t.Fatalf("report --label board=b1 lists %v, want %s\n%s", got, want, rep)
 	}
 
-	// iperf3 -u -R: the board received, its own loss and jitter are the record's.
+	// iperf3 -u -R: the board received, its own loss and jitter are the
+	// record's (from the result exchange: its streams' packets, which its
+	// JSON sum counts a few datagrams apart, 1%).
 	var sum struct {
 		Jitter  float64 `json:"jitter_ms"`
 		Lost    int64   `json:"lost_packets"`
@@ -88,7 +94,8 @@ func TestIperfHostLabels(t *testing.T) {
 	r := byFile["iperf3 udp"]
 	t.Logf("iperf3 -u -R: record jitter %.4f ms lost %d/%d (%.3f%%), client %.4f ms %d/%d", r.JitterMs, r.UDPLost, r.UDPPackets,
 		r.UDPLostPct, sum.Jitter, sum.Lost, sum.Packets)
-	if pctOff(r.JitterMs, sum.Jitter) > 2 || r.UDPLost != sum.Lost || r.UDPPackets != sum.Packets {
+	if pctOff(r.JitterMs, sum.Jitter) > 2 || pctOff(float64(r.UDPPackets), float64(sum.Packets)) > 1 ||
+		math.Abs(float64(r.UDPLost-sum.Lost)) > float64(sum.Packets)/100 {
 		t.Errorf("iperf3 -u -R: record jitter %.4f ms lost %d/%d, the client's %.4f ms %d/%d", r.JitterMs, r.UDPLost, r.UDPPackets,
 			sum.Jitter, sum.Lost, sum.Packets)
 	}
