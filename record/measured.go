@@ -16,7 +16,7 @@ import (
 // (LiftLabels moves them); nothing else is a measured label.
 var measuredLabels = map[string][]liftRule{
 	"iperf3": perfsrvLabels,
-	"iperf2": perfsrvLabels,
+	"iperf2": iperf2Labels,
 	"bench":  benchLabels,
 }
 
@@ -41,6 +41,9 @@ var perfsrvLabels = []liftRule{
 	{"server_sent", integer(func(r *Record) *int64 { return &r.ServerBytes })},
 	{"server_acked", integer(func(r *Record) *int64 { return &r.ServerBytes })},
 }
+
+// iperf2Labels are those the iperf 2 server wrote (UDP only).
+var iperf2Labels = []liftRule{perfsrvLabels[0], perfsrvLabels[1], perfsrvLabels[2], perfsrvLabels[3], perfsrvLabels[10]}
 
 var benchLabels = []liftRule{
 	{"jitter_ms", float(func(r *Record) *float64 { return &r.JitterMs })},
