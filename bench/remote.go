@@ -108,8 +108,7 @@ type remoteHTTP struct {
 }
 
 func (d *remoteHTTP) point(ctx context.Context, p Point) (*record.Record, []record.Interval, int, error) {
-	rec, rcvbuf := remoteFetch(ctx, d.url, p)
-	rec.File = d.file
+	rec, rcvbuf := remoteFetch(ctx, d.url, d.file, p)
 	remoteLabels(rec, d.runID, d.host)
 	return rec, nil, rcvbuf, nil
 }
@@ -168,7 +167,7 @@ func remoteVerbose(w io.Writer, host string, res Result) {
 // connect (p.Window; auto: not set) and reads the body to the end. The
 // server's own record of it is the remote's; this one is the client's
 // view, through fetchRecord as a testbed fetch's.
-func remoteFetch(ctx context.Context, url string, p Point) (*record.Record, int) {
+func remoteFetch(ctx context.Context, url, file string, p Point) (*record.Record, int) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	rcvbuf := 0
@@ -179,7 +178,7 @@ func remoteFetch(ctx context.Context, url string, p Point) (*record.Record, int)
 	}}
 	tr := &http.Transport{DisableKeepAlives: true, DisableCompression: true, DialContext: d.DialContext}
 	defer tr.CloseIdleConnections()
-	c := clientFetch{proto: ProtoHTTP, size: -1, serverless: true}
+	c := clientFetch{proto: ProtoHTTP, file: file, size: -1, serverless: true}
 	done := func() (*record.Record, int) {
 		rec, _ := fetchRecord(nil, c)
 		rec.WndRequested, rec.Rcvbuf = uint32(p.Window), rcvbuf
