@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/netip"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -44,7 +43,7 @@ func startHTTP(ctx context.Context, r *runner, store *images.Store) (driver, fun
 	var srv *httpboot.Server
 	err := r.tb.Run(netlab.Server, func() error {
 		var err error
-		srv, err = httpboot.New(httpboot.Options{HTTP: httpCfg, Images: store, Sink: sink, Interface: r.tb.ServerIf,
+		srv, err = httpboot.New(httpboot.Options{HTTP: httpCfg, Images: store, Sink: r.tee(sink), Interface: r.tb.ServerIf,
 			ServerAddr: r.tb.ServerIP, Logger: r.log.With("svc", "http")})
 		return err
 	})
@@ -77,36 +76,14 @@ func (r *httpDriver) point(ctx context.Context, p Point) (*record.Record, []reco
 	// The server's event (TCP_INFO: windows, RTT, retransmits; intervals)
 	// through the one event -> record conversion; the client's view of the
 	// transfer (its bytes, timing and errors) and the testbed on top.
-	var rec record.Record
-	var ivs []record.Interval
-	if fr.fetch != nil {
-		rec, ivs = record.FromFetch(fr.fetch, record.Conditions{Source: Source})
-	}
-	server, serverErr := rec.Outcome, rec.Err
-	rec.Time, rec.Source, rec.Proto, rec.Direction = fr.start.UTC(), Source, ProtoHTTP, "rx"
-	rec.File, rec.Bytes, rec.Size, rec.Duration = imageName, fr.bytes, p.Size, fr.dur
-	rec.Outcome, rec.Err, rec.Mbps = event.OutcomeOK, "", 0
-	rec.WndRequested = uint32(p.Window)
+	rec, ivs := fetchRecord(fr.fetch, clientFetch{proto: ProtoHTTP, file: imageName, start: fr.start, bytes: fr.bytes,
+		size: p.Size, dur: fr.dur, err: fr.err})
+	rec.WndRequested, rec.Rcvbuf = uint32(p.Window), fr.rcvbuf
 	if rec.Labels == nil {
 		rec.Labels = map[string]string{}
 	}
-	rec.Labels[LabelRcvbuf], rec.Labels["window"], rec.Labels["rate"] = strconv.Itoa(fr.rcvbuf), FormatWindow(p.Window), FormatRate(p.Rate)
+	rec.Labels["window"], rec.Labels["rate"] = FormatWindow(p.Window), FormatRate(p.Rate)
 	stampTestbed(&rec, r.runner, st, p)
-	if fr.dur > 0 {
-		rec.Mbps = float64(fr.bytes) * 8 / fr.dur.Seconds() / 1e6
-	}
-	switch {
-	case fr.err != nil:
-		rec.Outcome, rec.Err = event.OutcomeError, fr.err.Error()
-	case fr.bytes != p.Size:
-		rec.Outcome, rec.Err = event.OutcomeAborted, fmt.Sprintf("received %d of %d bytes", fr.bytes, p.Size)
-	}
-	switch {
-	case fr.fetch == nil && rec.Outcome == event.OutcomeOK:
-		rec.Outcome, rec.Err = event.OutcomeError, "the server reported no fetch"
-	case fr.fetch != nil && server != event.OutcomeOK && rec.Outcome == event.OutcomeOK:
-		rec.Outcome, rec.Err = server, "server: "+serverErr
-	}
 	return &rec, ivs, fr.rcvbuf, nil
 }
 

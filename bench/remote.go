@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
 	"github.com/pxeperf/pxeperf/stream"
@@ -109,8 +108,7 @@ type remoteHTTP struct {
 }
 
 func (d *remoteHTTP) point(ctx context.Context, p Point) (*record.Record, []record.Interval, int, error) {
-	rec, rcvbuf := remoteFetch(ctx, d.url, p)
-	rec.File = d.file
+	rec, rcvbuf := remoteFetch(ctx, d.url, d.file, p)
 	remoteLabels(rec, d.runID, d.host)
 	return rec, nil, rcvbuf, nil
 }
@@ -143,9 +141,9 @@ func (d *remoteStreams) point(ctx context.Context, p Point) (*record.Record, []r
 	if err != nil && ctx.Err() != nil {
 		return nil, nil, 0, err
 	}
-	rec := streamRecord(p, res, err, begin)
+	rec, ivs := streamRecord(p, res, err, begin)
 	remoteLabels(rec, d.runID, d.host)
-	return rec, streamIntervals(res), 0, nil
+	return rec, ivs, 0, nil
 }
 
 func (d *remoteStreams) verbose(w io.Writer, res Result) { remoteVerbose(w, d.host, res) }
@@ -166,8 +164,10 @@ func remoteVerbose(w io.Writer, host string, res Result) {
 }
 
 // remoteFetch GETs url on a fresh connection with SO_RCVBUF set before
-// connect (p.Window; auto: not set) and reads the body to the end.
-func remoteFetch(ctx context.Context, url string, p Point) (*record.Record, int) {
+// connect (p.Window; auto: not set) and reads the body to the end. The
+// server's own record of it is the remote's; this one is the client's
+// view, through fetchRecord as a testbed fetch's.
+func remoteFetch(ctx context.Context, url, file string, p Point) (*record.Record, int) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	rcvbuf := 0
@@ -178,41 +178,43 @@ func remoteFetch(ctx context.Context, url string, p Point) (*record.Record, int)
 	}}
 	tr := &http.Transport{DisableKeepAlives: true, DisableCompression: true, DialContext: d.DialContext}
 	defer tr.CloseIdleConnections()
-	rec := &record.Record{Source: Source, Proto: ProtoHTTP, Direction: "rx", Outcome: event.OutcomeOK,
-		WndRequested: uint32(p.Window), Labels: map[string]string{"window": FormatWindow(p.Window)}}
-	fail := func(err error) (*record.Record, int) {
-		rec.Outcome, rec.Err = event.OutcomeError, err.Error()
-		rec.Labels[LabelRcvbuf] = strconv.Itoa(rcvbuf)
-		return rec, rcvbuf
+	c := clientFetch{proto: ProtoHTTP, file: file, size: -1, serverless: true}
+	done := func() (*record.Record, int) {
+		rec, _ := fetchRecord(nil, c)
+		rec.WndRequested, rec.Rcvbuf = uint32(p.Window), rcvbuf
+		rec.Labels = map[string]string{"window": FormatWindow(p.Window)}
+		return &rec, rcvbuf
 	}
 	var wrote time.Time
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { wrote = time.Now() },
 	}), http.MethodGet, url, nil)
 	if err != nil {
-		return fail(err)
+		c.err = err
+		return done()
 	}
-	begin := time.Now()
-	rec.Time = begin.UTC()
+	c.start = time.Now()
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
-		return fail(fmt.Errorf("GET %s: %w (is `pxeperf serve` running there with HTTP on?)", url, err))
+		c.err = fmt.Errorf("GET %s: %w (is `pxeperf serve` running there with HTTP on?)", url, err)
+		return done()
 	}
 	defer resp.Body.Close()
-	rec.Labels[LabelRcvbuf] = strconv.Itoa(rcvbuf)
 	if resp.StatusCode != http.StatusOK {
-		return fail(fmt.Errorf("GET %s: %s (put the file in the server's root: pxeperf images generate %s --size 64MiB)", url, resp.Status, DefaultRemoteFile))
+		c.err = fmt.Errorf("GET %s: %s (put the file in the server's root: pxeperf images generate %s --size 64MiB)", url, resp.Status, DefaultRemoteFile)
+		return done()
 	}
-	rec.Size = resp.ContentLength
+	c.size = resp.ContentLength
+	begin := c.start
 	buf := make([]byte, 256<<10)
 	for {
 		n, err := resp.Body.Read(buf)
-		rec.Bytes += int64(n)
+		c.bytes += int64(n)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			rec.Outcome, rec.Err = event.OutcomeError, "reading the body: "+err.Error()
+			c.err = fmt.Errorf("reading the body: %w", err)
 			break
 		}
 	}
@@ -220,14 +222,8 @@ func remoteFetch(ctx context.Context, url string, p Point) (*record.Record, int)
 	if !wrote.IsZero() {
 		begin = wrote
 	}
-	rec.Duration = end.Sub(begin)
-	if rec.Duration > 0 {
-		rec.Mbps = float64(rec.Bytes) * 8 / rec.Duration.Seconds() / 1e6
-	}
-	if rec.Outcome == event.OutcomeOK && rec.Size >= 0 && rec.Bytes != rec.Size {
-		rec.Outcome, rec.Err = event.OutcomeAborted, fmt.Sprintf("received %d of %d bytes", rec.Bytes, rec.Size)
-	}
-	return rec, rcvbuf
+	c.dur = end.Sub(begin)
+	return done()
 }
 
 var (

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
@@ -19,9 +20,8 @@ const Source = "bench"
 
 // Label keys the bench puts on its records (besides rx_offload).
 const (
-	LabelRun    = "bench_run" // one sweep's ID: report --label bench_run=ID
-	LabelRcvbuf = "rcvbuf"    // SO_RCVBUF read back after setting it (the kernel doubles the request)
-	LabelDelay  = "delay"     // one-way delay added each way (--delay), when the point has one
+	LabelRun   = "bench_run" // one sweep's ID: report --label bench_run=ID
+	LabelDelay = "delay"     // one-way delay added each way (--delay), when the point has one
 	// LabelDelayVia says what added it: "netem" where the kernel has
 	// sch_netem, else "line" (netlab's own delay line).
 	LabelDelayVia = "delay_via"
@@ -43,14 +43,18 @@ type Options struct {
 	// TempDir holds the generated image; default os.TempDir().
 	TempDir string
 	// CrossCheck (TCP/UDP streams): also run iperf3 at every point, on
-	// the same testbed and settings; its figure and the deviation go into
-	// the record's labels (LabelIperfMbps, LabelIperfDevPct).
+	// the same testbed and settings; its figure and the deviation go on
+	// the record (Iperf3Mbps, Iperf3DevPct, Iperf3LostPct).
 	CrossCheck bool
 	// MeasuredBy is stamped on every record (server.name, server.site).
 	MeasuredBy Origin
 	// DelayCPUs pins netlab's delay line to these CPUs (--delay-cpu; nil:
 	// any): on a busy host, a core kept free of other work for it.
 	DelayCPUs []int
+	// Events, when set, also gets every event of the testbed's servers
+	// (HTTP, TFTP), as they sent it: a log, or a check of the records
+	// against them.
+	Events event.Sink
 }
 
 // Progress is where a sweep stands.

@@ -180,6 +180,14 @@ type matcher struct {
 	early   map[netip.AddrPort]*event.Fetch
 }
 
+// tee is the sink of a testbed server: m, and Options.Events when set.
+func (r *runner) tee(m *matcher) event.Sink {
+	if r.opt.Events == nil {
+		return m
+	}
+	return event.Multi{m, r.opt.Events}
+}
+
 func newMatcher() *matcher {
 	return &matcher{waiting: map[netip.AddrPort]chan *event.Fetch{}, early: map[netip.AddrPort]*event.Fetch{}}
 }

@@ -149,8 +149,8 @@ func TestRunSweep(t *testing.T) {
 		if r.RxCsum != record.Offload(r.Labels["rx_offload"]) || r.RxCsum == record.OffloadUnknown {
 			t.Errorf("record %d: rx_csum %q, label rx_offload %q", r.ID, r.RxCsum, r.Labels["rx_offload"])
 		}
-		if r.Labels[LabelRcvbuf] != fmt.Sprint(2*r.WndRequested) {
-			t.Errorf("record %d: SO_RCVBUF read back %s for %d asked; the kernel doubles it", r.ID, r.Labels[LabelRcvbuf], r.WndRequested)
+		if r.Rcvbuf != 2*int(r.WndRequested) {
+			t.Errorf("record %d: SO_RCVBUF read back %d for %d asked; the kernel doubles it", r.ID, r.Rcvbuf, r.WndRequested)
 		}
 		if r.WndMax == 0 || r.MinRTT <= 0 {
 			t.Errorf("record %d: no TCP_INFO (window %d, min RTT %v)", r.ID, r.WndMax, r.MinRTT)

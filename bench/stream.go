@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,14 +42,8 @@ const UDPRateLine = 0
 
 // Labels of stream records (besides rx_offload, bench_run, rate, window).
 const (
-	LabelUDPLostPct   = "udp_lost_pct" // receiver: 100 * lost / expected, as iperf3
-	LabelJitterMs     = "jitter_ms"    // receiver: RFC 3550 jitter, as iperf3
-	LabelUDPRate      = "udp_rate"     // the rate asked (line, or tc-style)
-	LabelSenderMbps   = "sender_mbps"
-	LabelIperfMbps    = "iperf3_mbps"    // --cross-check: iperf3's receiver figure at the same point
-	LabelIperfDevPct  = "iperf3_dev_pct" // |ours - iperf3| / iperf3, percent
-	LabelIperfLostPct = "iperf3_udp_lost_pct"
-	LabelRemote       = "remote" // remote mode: the server asked
+	LabelUDPRate = "udp_rate" // the rate asked (line, or tc-style)
+	LabelRemote  = "remote"   // remote mode: the server asked
 )
 
 // CrossCheckBound is the deviation from iperf3 the bench flags (5%).
@@ -110,8 +105,8 @@ var streamProtocol = protocol{
 	progress: func(r *Result) string {
 		rec := &r.Record
 		s := fmt.Sprintf("%s: %.1f Mbit/s", r.Point.Key(), rec.Mbps)
-		if lost, ok := rec.Labels[LabelUDPLostPct]; ok {
-			return s + ", lost " + lost + "%"
+		if rec.Proto == ProtoUDP {
+			return s + ", lost " + strconv.FormatFloat(rec.UDPLostPct, 'f', 3, 64) + "%"
 		}
 		return fmt.Sprintf("%s, %d retransmits", s, rec.Retransmits)
 	},

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"os/exec"
-	"strconv"
 	"time"
 
 	"github.com/pxeperf/pxeperf/bench/iperf"
@@ -44,12 +43,12 @@ func startStreams(ctx context.Context, r *runner, _ *images.Store) (driver, func
 func writeStreamVerbose(w io.Writer, res Result) {
 	fmt.Fprintf(w, "\n%s (rep %d)\n", res.Point.Key(), res.Point.Rep)
 	io.WriteString(w, report.Intervals(res.Record, res.Intervals).Layout)
-	l := res.Record.Labels
+	rec := &res.Record
 	if res.Point.Proto == ProtoUDP {
-		fmt.Fprintf(w, "UDP: sent %s Mbit/s, lost %s%%, jitter %s ms\n", l[LabelSenderMbps], l[LabelUDPLostPct], l[LabelJitterMs])
+		fmt.Fprintf(w, "UDP: sent %.2f Mbit/s, lost %.3f%%, jitter %.3f ms\n", rec.SenderMbps, rec.UDPLostPct, rec.JitterMs)
 	}
-	if v, ok := l[LabelIperfMbps]; ok {
-		fmt.Fprintf(w, "iperf3: %s Mbit/s (deviation %s%%)\n", v, l[LabelIperfDevPct])
+	if rec.Iperf3Mbps != 0 {
+		fmt.Fprintf(w, "iperf3: %.2f Mbit/s (deviation %.2f%%)\n", rec.Iperf3Mbps, rec.Iperf3DevPct)
 	}
 }
 
@@ -127,7 +126,7 @@ func (r *streamRunner) point(ctx context.Context, p Point) (*record.Record, []re
 	if err != nil && ctx.Err() != nil {
 		return nil, nil, 0, err
 	}
-	rec := streamRecord(p, res, err, begin)
+	rec, ivs := streamRecord(p, res, err, begin)
 	stampTestbed(rec, r.runner, st, p)
 
 	if r.opt.CrossCheck && err == nil {
@@ -136,23 +135,22 @@ func (r *streamRunner) point(ctx context.Context, p Point) (*record.Record, []re
 		case ierr != nil && ctx.Err() != nil:
 			return nil, nil, 0, ierr
 		case ierr != nil:
-			rec.Labels["iperf3_err"] = ierr.Error()
+			rec.Iperf3Err = ierr.Error()
 			r.log.Warn("bench: iperf3 cross-check failed", "point", p.Key(), "err", ierr)
 		default:
-			addIperfLabels(rec, res, run.Result, udp)
+			addCrossCheck(rec, res, run.Result, udp)
 		}
 	}
-	ivs := streamIntervals(res)
 	return rec, ivs, 0, nil
 }
 
-// addIperfLabels puts iperf3's receiver figure and the deviation of ours
+// addCrossCheck puts iperf3's receiver figure and the deviation of ours
 // from it on rec.
-func addIperfLabels(rec *record.Record, ours, theirs stream.Result, udp bool) {
-	rec.Labels[LabelIperfMbps] = strconv.FormatFloat(theirs.Receiver.BitsPerSecond/1e6, 'f', 2, 64)
-	rec.Labels[LabelIperfDevPct] = strconv.FormatFloat(iperf.Deviation(ours, theirs)*100, 'f', 2, 64)
+func addCrossCheck(rec *record.Record, ours, theirs stream.Result, udp bool) {
+	rec.Iperf3Mbps = theirs.Receiver.BitsPerSecond / 1e6
+	rec.Iperf3DevPct = iperf.Deviation(ours, theirs) * 100
 	if udp {
-		rec.Labels[LabelIperfLostPct] = strconv.FormatFloat(theirs.Receiver.LostPercent, 'f', 3, 64)
+		rec.Iperf3LostPct = theirs.Receiver.LostPercent
 	}
 }
 

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -68,10 +67,9 @@ func TestRunStreams(t *testing.T) {
 			if r.Mbps < 40 || r.Mbps > 55 {
 				t.Errorf("%s: %.1f Mbit/s at 50mbit asked", kind, r.Mbps)
 			}
-			lost, err1 := strconv.ParseFloat(r.Labels[LabelUDPLostPct], 64)
-			jit, err2 := strconv.ParseFloat(r.Labels[LabelJitterMs], 64)
-			if err1 != nil || err2 != nil || lost < 0 || lost > 5 || jit < 0 || r.Datagrams == 0 {
-				t.Errorf("%s: lost %q, jitter %q, %d datagrams", kind, r.Labels[LabelUDPLostPct], r.Labels[LabelJitterMs], r.Datagrams)
+			lost, jit := r.UDPLostPct, r.JitterMs
+			if lost < 0 || lost > 5 || jit < 0 || r.Datagrams == 0 || r.UDPPackets == 0 {
+				t.Errorf("%s: lost %.3f%%, jitter %.3f ms, %d datagrams, %d expected", kind, lost, jit, r.Datagrams, r.UDPPackets)
 			}
 		}
 	}
@@ -103,10 +101,9 @@ func TestRunStreams(t *testing.T) {
 		t.Fatalf("%d cross-check pairs, want 4:\n%+v", n, tab.Rows)
 	}
 	for _, r := range results {
-		dev, ok := labelFloat(r.Record, LabelIperfDevPct)
-		if !ok || dev > 25 {
-			t.Errorf("%s: pxeperf %.1f vs iperf3 %s Mbit/s (deviation %s%%, err %q)", r.Point.Key(), r.Record.Mbps,
-				r.Record.Labels[LabelIperfMbps], r.Record.Labels[LabelIperfDevPct], r.Record.Labels["iperf3_err"])
+		if rec := r.Record; rec.Iperf3Mbps == 0 || rec.Iperf3DevPct > 25 {
+			t.Errorf("%s: pxeperf %.1f vs iperf3 %.1f Mbit/s (deviation %.2f%%, err %q)", r.Point.Key(), rec.Mbps,
+				rec.Iperf3Mbps, rec.Iperf3DevPct, rec.Iperf3Err)
 		}
 	}
 	t.Logf("cross-check: %d of %d over 5%%", flagged, n)

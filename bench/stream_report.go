@@ -1,69 +1,12 @@
 package bench
 
 import (
-	"math"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/pxeperf/pxeperf/event"
-	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
-	"github.com/pxeperf/pxeperf/stream"
 )
-
-// streamRecord is the record of one stream run (without the testbed's
-// fields): the receiver's bytes and rate, the sender's retransmits and
-// RTT, UDP loss and jitter as labels. A run that failed (err) is a record
-// with outcome error.
-func streamRecord(p Point, res stream.Result, err error, begin time.Time) *record.Record {
-	recv := res.Receiver
-	rec := &record.Record{
-		Time: begin.UTC(), Source: Source, Proto: p.Proto, Direction: p.Direction,
-		// A stream has no file; this name lets `report --file 'stream/*'` select runs.
-		File:  "stream/" + p.Proto + "-" + p.Direction,
-		Bytes: recv.Bytes, Duration: recv.End - recv.Start, Mbps: recv.BitsPerSecond / 1e6,
-		Outcome: event.OutcomeOK, WndRequested: uint32(p.Window),
-		Retransmits: res.Sender.Retransmits, RTT: res.Sender.RTT,
-		Labels: map[string]string{
-			"rate":          FormatRate(p.Rate),
-			LabelSenderMbps: strconv.FormatFloat(res.Sender.BitsPerSecond/1e6, 'f', 2, 64),
-		},
-	}
-	if p.Proto == ProtoUDP {
-		rec.Labels[LabelUDPRate] = FormatUDPRate(p.UDPRate)
-		rec.Labels[LabelUDPLostPct] = strconv.FormatFloat(recv.LostPercent, 'f', 3, 64)
-		rec.Labels[LabelJitterMs] = strconv.FormatFloat(recv.JitterMs, 'f', 3, 64)
-		rec.Datagrams = res.Sender.Packets
-		rec.Retransmits = 0
-	} else {
-		rec.Labels["window"] = FormatWindow(p.Window)
-	}
-	if err != nil {
-		rec.Outcome, rec.Err = event.OutcomeError, err.Error()
-	}
-	return rec
-}
-
-// streamIntervals are a run's interval lines (the client's view, with the
-// sender's retransmits, cwnd and RTT) as record intervals.
-func streamIntervals(res stream.Result) []record.Interval {
-	var ivs []record.Interval
-	for _, s := range res.Intervals {
-		ivs = append(ivs, record.Interval{Start: s.Start, End: s.End, Bytes: s.Bytes,
-			Retransmits: uint32(max(s.Retransmits, 0)), Cwnd: uint32(max(s.SndCwnd, 0)), RTT: s.RTT})
-	}
-	return ivs
-}
-
-func labelFloat(r record.Record, key string) (float64, bool) {
-	v, ok := r.Labels[key]
-	if !ok {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	return f, err == nil && !math.IsNaN(f)
-}
 
 // StreamRow is one stream point over its repeats.
 type StreamRow struct {
@@ -103,11 +46,8 @@ func StreamSummary(results []Result) report.Table {
 		}
 		g.mbps = append(g.mbps, r.Record.Mbps)
 		g.retr = append(g.retr, float64(r.Record.Retransmits))
-		if v, ok := labelFloat(r.Record, LabelUDPLostPct); ok {
-			g.lost = append(g.lost, v)
-		}
-		if v, ok := labelFloat(r.Record, LabelJitterMs); ok {
-			g.j = append(g.j, v)
+		if r.Record.Proto == ProtoUDP {
+			g.lost, g.j = append(g.lost, r.Record.UDPLostPct), append(g.j, r.Record.JitterMs)
 		}
 	})
 	t := report.Table{
@@ -182,14 +122,15 @@ func CrossCheck(results []Result) (report.Table, int, int) {
 	flagged := 0
 	for _, r := range results {
 		rec := r.Record
-		pair := CrossCheckPair{Point: r.Point.Key(), Rep: r.Point.Rep, Ours: rec.Mbps, Err: rec.Labels["iperf3_err"],
-			OursLost: rec.Labels[LabelUDPLostPct], IperfLost: rec.Labels[LabelIperfLostPct]}
-		iv, ok := labelFloat(rec, LabelIperfMbps)
-		if !ok && pair.Err == "" {
+		pair := CrossCheckPair{Point: r.Point.Key(), Rep: r.Point.Rep, Ours: rec.Mbps, Err: rec.Iperf3Err,
+			Iperf: rec.Iperf3Mbps, DevPct: rec.Iperf3DevPct}
+		if pair.Iperf == 0 && pair.Err == "" {
 			continue
 		}
-		pair.Iperf = iv
-		pair.DevPct, _ = labelFloat(rec, LabelIperfDevPct)
+		if rec.Proto == ProtoUDP {
+			pair.OursLost = strconv.FormatFloat(rec.UDPLostPct, 'f', 3, 64)
+			pair.IperfLost = strconv.FormatFloat(rec.Iperf3LostPct, 'f', 3, 64)
+		}
 		mark := ""
 		if pair.Err != "" {
 			mark = "iperf3 failed"

@@ -164,7 +164,8 @@ func TestUDPSendRate(t *testing.T) {
 }
 
 // TestStreamRecord checks what a stream run stores: the receiver's side,
-// the sender's retransmits, UDP loss and jitter as labels.
+// the sender's retransmits, UDP loss and jitter in their fields (through
+// record.FromFetch), the labels only what the sweep asked.
 func TestStreamRecord(t *testing.T) {
 	res := stream.Result{Proto: "udp", Direction: stream.Rx,
 		Sender:    stream.Stats{End: 2 * time.Second, Bytes: 25_000_000, BitsPerSecond: 100e6, Packets: 17265},
@@ -172,29 +173,30 @@ func TestStreamRecord(t *testing.T) {
 		Intervals: []stream.Stats{{Start: 0, End: time.Second, Bytes: 12e6, SndCwnd: -1}}}
 	p := Point{Proto: ProtoUDP, Direction: "rx", UDPRate: 100e6, MTU: 1500, Rate: 1e9}
 	begin := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
-	got := streamRecord(p, res, nil, begin)
-	want := &record.Record{Time: begin, Source: Source, Proto: "udp", Direction: "rx", File: "stream/udp-rx", Bytes: 24_000_000, Duration: 2 * time.Second,
-		Mbps: 96, Outcome: "ok", Datagrams: 17265,
-		Labels: map[string]string{"rate": "1gbit", LabelSenderMbps: "100.00", LabelUDPRate: "100mbit", LabelUDPLostPct: "4.002", LabelJitterMs: "0.012"}}
+	got, ivs := streamRecord(p, res, nil, begin)
+	want := &record.Record{Time: begin, Source: Source, Proto: "udp", Direction: "rx", File: "stream/udp-rx", Kind: record.KindStream,
+		Bytes: 24_000_000, Duration: 2 * time.Second, Mbps: 96, Outcome: "ok", Datagrams: 17265,
+		SenderMbps: 100, UDPLostPct: 4.002, JitterMs: 0.0123, UDPLost: 691, UDPPackets: 16574 + 691,
+		Labels: map[string]string{"rate": "1gbit", LabelUDPRate: "100mbit"}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("streamRecord (-want +got):\n%s", d)
 	}
-	ivs := streamIntervals(res)
 	if len(ivs) != 1 || ivs[0].Bytes != 12e6 || ivs[0].Cwnd != 0 {
-		t.Errorf("streamIntervals = %+v", ivs)
+		t.Errorf("streamRecord intervals = %+v", ivs)
 	}
 }
 
 // TestCrossCheckTable flags deviations over 5% and counts the pairs.
 func TestCrossCheckTable(t *testing.T) {
-	mk := func(key string, mbps float64, labels map[string]string) Result {
-		return Result{Point: Point{Proto: ProtoTCP, Direction: key, Rep: 1}, Record: record.Record{Outcome: "ok", Mbps: mbps, Labels: labels}}
+	mk := func(key string, mbps float64, r record.Record) Result {
+		r.Outcome, r.Mbps = "ok", mbps
+		return Result{Point: Point{Proto: ProtoTCP, Direction: key, Rep: 1}, Record: r}
 	}
 	results := []Result{
-		mk("tx", 941, map[string]string{LabelIperfMbps: "940.00", LabelIperfDevPct: "0.11"}),
-		mk("rx", 800, map[string]string{LabelIperfMbps: "900.00", LabelIperfDevPct: "11.11"}),
-		mk("tx", 500, map[string]string{}), // not cross-checked
-		mk("rx", 500, map[string]string{"iperf3_err": "boom"}),
+		mk("tx", 941, record.Record{Iperf3Mbps: 940, Iperf3DevPct: 0.11}),
+		mk("rx", 800, record.Record{Iperf3Mbps: 900, Iperf3DevPct: 11.11}),
+		mk("tx", 500, record.Record{}), // not cross-checked
+		mk("rx", 500, record.Record{Iperf3Err: "boom"}),
 	}
 	tab, flagged, n := CrossCheck(results)
 	if flagged != 1 || n != 3 {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/netlab"
@@ -27,13 +28,8 @@ import (
 
 // Labels of TFTP bench records (besides rx_offload, bench_run, rate).
 const (
-	LabelBlkSize        = "blksize"           // asked; the record's BlkSize is what was negotiated
-	LabelWindowSize     = "windowsize"        // asked; the record's WindowSize is what was negotiated
-	LabelDuplicates     = "client_duplicates" // DATA for a block the client had
-	LabelOutOfOrder     = "client_out_of_order"
-	LabelEarlyACKs      = "client_early_acks" // ACKs sent at once on a gap
-	LabelClientTimeouts = "client_timeouts"
-	LabelCPU            = "cpu_ms" // CPU of the bench process (client and server) during the fetch
+	LabelBlkSize    = "blksize"    // asked; the record's BlkSize is what was negotiated
+	LabelWindowSize = "windowsize" // asked; the record's WindowSize is what was negotiated
 )
 
 // IPUDPTFTPOverhead is what a DATA packet adds to its block on the wire:
@@ -282,18 +278,14 @@ func TFTPSummary(results []Result) report.Table {
 		rec := r.Record
 		g.row.Datagrams += rec.Datagrams
 		g.row.Resent += rec.Retransmits
-		ct, _ := strconv.ParseInt(rec.Labels[LabelClientTimeouts], 10, 64)
-		ea, _ := strconv.ParseInt(rec.Labels[LabelEarlyACKs], 10, 64)
-		g.row.Timeouts += rec.Timeouts + ct
-		g.row.EarlyACKs += ea
+		g.row.Timeouts += rec.Timeouts + rec.ClientTimeouts
+		g.row.EarlyACKs += rec.ClientEarlyACKs
 		if rec.Outcome != "ok" {
 			g.row.Failed++
 			return
 		}
 		g.mbps = append(g.mbps, rec.Mbps)
-		if c, err := strconv.ParseFloat(rec.Labels[LabelCPU], 64); err == nil {
-			g.cpu = append(g.cpu, c)
-		}
+		g.cpu = append(g.cpu, float64(rec.CPU)/float64(time.Millisecond))
 	})
 	t := report.Table{
 		Name:  "bench-tftp-summary",

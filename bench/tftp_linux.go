@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/bootcfg"
-	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/images"
 	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/record"
@@ -48,7 +47,7 @@ func startTFTP(ctx context.Context, r *runner, store *images.Store) (driver, fun
 		MaxWindowSize: tftp.MaxWindowSize,
 		ShutdownGrace: time.Second,
 		Files:         bootcfg.RootOnly(store),
-		Sink:          sink,
+		Sink:          r.tee(sink),
 		Logger:        r.log.With("svc", "tftp"),
 		// Transfer sockets open in the server namespace too.
 		OpenIn: func(fn func() error) error { return tb.Run(netlab.Server, fn) },
@@ -69,9 +68,10 @@ func startTFTP(ctx context.Context, r *runner, store *images.Store) (driver, fun
 // verbose prints the fetch's counts, the server's and the client's.
 func (r *tftpDriver) verbose(w io.Writer, res Result) {
 	p, rec := res.Point, res.Record
-	fmt.Fprintf(w, "%s (rep %d): %.1f Mbit/s, %d bytes in %v; server sent %d datagrams, %d again, %d timeouts; client: %s duplicates, %s out of order, %s early ACKs, %s timeouts\n",
+	fmt.Fprintf(w, "%s (rep %d): %.1f Mbit/s, %d bytes in %v; server sent %d datagrams, %d again, %d timeouts, window %d/%d/%d, %d loss events, RTT %v; client: %d duplicates, %d out of order, %d early ACKs, %d timeouts\n",
 		p.Key(), p.Rep, rec.Mbps, rec.Bytes, rec.Duration.Round(time.Millisecond), rec.Datagrams, rec.Retransmits, rec.Timeouts,
-		rec.Labels[LabelDuplicates], rec.Labels[LabelOutOfOrder], rec.Labels[LabelEarlyACKs], rec.Labels[LabelClientTimeouts])
+		rec.EffWndMin, rec.EffWndMedian, rec.EffWndMax, rec.LossEvents, rec.RTT,
+		rec.ClientDuplicates, rec.ClientOutOfOrder, rec.ClientEarlyACKs, rec.ClientTimeouts)
 }
 
 // point sets the testbed up for p and runs one TFTP fetch.
@@ -112,41 +112,21 @@ func (r *tftpDriver) point(ctx context.Context, p Point) (*record.Record, []reco
 		return nil, nil, 0, ferr
 	}
 
-	rec := &record.Record{
-		Time: cs.Start.UTC(), Source: Source, Proto: ProtoTFTP, Direction: "rx",
-		File: imageName, Bytes: cs.Bytes, Size: p.Size,
-		Duration: cs.Duration, Mbps: cs.Mbps(), Outcome: event.OutcomeOK,
-		BlkSize: cs.BlkSize, WindowSize: cs.WindowSize, TSize: cs.TSize >= 0,
-		Labels: map[string]string{
-			"rate":       FormatRate(p.Rate),
-			LabelBlkSize: strconv.Itoa(p.BlkSize), LabelWindowSize: strconv.Itoa(p.WindowSize),
-			LabelDuplicates: strconv.FormatInt(cs.Duplicates, 10), LabelOutOfOrder: strconv.FormatInt(cs.OutOfOrder, 10),
-			LabelEarlyACKs: strconv.FormatInt(cs.EarlyACKs, 10), LabelClientTimeouts: strconv.FormatInt(cs.Timeouts, 10),
-			LabelRcvbuf: strconv.Itoa(rcvbuf), LabelCPU: strconv.FormatInt(cpu.Milliseconds(), 10),
-		},
+	// The server's event (what it sent, resent and timed out on, its
+	// effective window, loss events and RTT) through the one event ->
+	// record conversion; the client's view and counts and the testbed on
+	// top.
+	rec, _ := fetchRecord(fetch, clientFetch{proto: ProtoTFTP, file: imageName, start: cs.Start, bytes: cs.Bytes,
+		size: p.Size, dur: cs.Duration, err: ferr})
+	rec.BlkSize, rec.WindowSize, rec.TSize = cs.BlkSize, cs.WindowSize, cs.TSize >= 0
+	rec.ClientDuplicates, rec.ClientOutOfOrder, rec.ClientEarlyACKs, rec.ClientTimeouts = cs.Duplicates, cs.OutOfOrder, cs.EarlyACKs, cs.Timeouts
+	rec.Rcvbuf, rec.CPU = rcvbuf, cpu
+	if rec.Labels == nil {
+		rec.Labels = map[string]string{}
 	}
-	stampTestbed(rec, r.runner, st, p)
-	if rec.Time.IsZero() || cs.Start.IsZero() {
-		rec.Time = time.Now().UTC()
-	}
-	switch {
-	case ferr != nil:
-		rec.Outcome, rec.Err = event.OutcomeError, ferr.Error()
-	case cs.Bytes != p.Size:
-		rec.Outcome, rec.Err = event.OutcomeAborted, fmt.Sprintf("received %d of %d bytes", cs.Bytes, p.Size)
-	}
-	if f := fetch; f != nil {
-		if f.Outcome != event.OutcomeOK && rec.Outcome == event.OutcomeOK {
-			rec.Outcome, rec.Err = f.Outcome, "server: "+f.Err
-		}
-		if t := f.TFTP; t != nil {
-			rec.Datagrams, rec.Retransmits, rec.Timeouts = t.Datagrams, t.Retransmits, t.Timeouts
-			rec.Acked = t.Datagrams - t.Retransmits
-		}
-	} else if rec.Outcome == event.OutcomeOK {
-		rec.Outcome, rec.Err = event.OutcomeError, "the server reported no fetch"
-	}
-	return rec, nil, rcvbuf, nil
+	rec.Labels["rate"], rec.Labels[LabelBlkSize], rec.Labels[LabelWindowSize] = FormatRate(p.Rate), strconv.Itoa(p.BlkSize), strconv.Itoa(p.WindowSize)
+	stampTestbed(&rec, r.runner, st, p)
+	return &rec, nil, rcvbuf, nil
 }
 
 // readRcvbuf reads SO_RCVBUF back (0 when it cannot be read).

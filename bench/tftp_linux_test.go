@@ -7,10 +7,52 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pxeperf/pxeperf/event"
+
 	"github.com/pxeperf/pxeperf/internal/nstest"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
 )
+
+// TestTFTPRecordFromEvent (issue 28 row 3): `bench --proto tftp
+// --windowsize 16` stores what the server's event said of the adaptive
+// sender (effective window least/median/largest, loss events, its RTT),
+// as record.FromFetch converts it for a served fetch; before, the driver
+// copied the counts by hand and stored 0 for all of these.
+func TestTFTPRecordFromEvent(t *testing.T) {
+	nstest.RequireRoot(t)
+	var events event.Recorder
+	run := runSweep(t, Flags{Proto: "tftp", BlkSize: "1468", WindowSize: "16", Size: "4MiB"}, Options{RunID: "tftpev", Events: &events})
+	if len(run.results) != 1 {
+		t.Fatalf("%d results, want 1", len(run.results))
+	}
+	recs, err := run.store.Query(t.Context(), record.Filter{Source: Source, Labels: map[string]string{LabelRun: "tftpev"}})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("%d records (%v), want 1", len(recs), err)
+	}
+	fs, _ := events.Snapshot()
+	if len(fs) != 1 || fs[0].TFTP == nil {
+		t.Fatalf("server events %+v, want one TFTP fetch", fs)
+	}
+	ev, r := fs[0].TFTP, recs[0]
+	t.Logf("server event: window %d/%d/%d, %d loss events, RTT %v; stored record: %d/%d/%d, %d, %v",
+		ev.WindowMin, ev.WindowMedian, ev.WindowMax, ev.LossEvents, ev.RTT, r.EffWndMin, r.EffWndMedian, r.EffWndMax, r.LossEvents, r.RTT)
+	if r.EffWndMax != 16 || ev.WindowMax != 16 {
+		t.Errorf("effective window max: record %d, server event %d; want 16", r.EffWndMax, ev.WindowMax)
+	}
+	// Stored in microseconds, as every duration of a record.
+	if r.RTT <= 0 || r.RTT != ev.RTT.Truncate(time.Microsecond) {
+		t.Errorf("RTT: record %v, server event %v", r.RTT, ev.RTT)
+	}
+	if r.EffWndMin != ev.WindowMin || r.EffWndMedian != ev.WindowMedian || r.LossEvents != ev.LossEvents ||
+		r.Datagrams != ev.Datagrams || r.Retransmits != ev.Retransmits || r.Timeouts != ev.Timeouts {
+		t.Errorf("record %+v\nserver event %+v", r, *ev)
+	}
+	// The client's side stays the bench's own: its bytes and clock, its counts.
+	if r.Bytes != 4<<20 || r.Outcome != "ok" || r.CPU <= 0 || r.Rcvbuf <= 0 || r.BlkSize != 1468 || r.WindowSize != 16 {
+		t.Errorf("client side of the record: %+v", r)
+	}
+}
 
 // TestRunTFTPSweep runs the issue's short TFTP sweep on a real testbed:
 // pxeperf's tftp server in the server namespace, the bench's TFTP client in
@@ -44,11 +86,11 @@ func TestRunTFTPSweep(t *testing.T) {
 		}
 		// The server sent every block at least once; what it sent again it
 		// counted, and the client's duplicates cannot exceed that.
-		dup, _ := strconv.ParseInt(r.Labels[LabelDuplicates], 10, 64)
+		dup := r.ClientDuplicates
 		if r.Datagrams != blocks+r.Retransmits || r.Acked != blocks || dup > r.Retransmits {
 			t.Errorf("window %s: datagrams %d, retransmits %d, acked %d, client duplicates %d; want %d blocks", win, r.Datagrams, r.Retransmits, r.Acked, dup, blocks)
 		}
-		if r.MTU != 1500 || r.RateLimit != 100e6 || r.Labels["rate"] != "100mbit" || r.Labels[LabelCPU] == "" {
+		if r.MTU != 1500 || r.RateLimit != 100e6 || r.Labels["rate"] != "100mbit" || r.CPU <= 0 || r.Rcvbuf <= 0 {
 			t.Errorf("testbed fields: mtu %d rate %d labels %v", r.MTU, r.RateLimit, r.Labels)
 		}
 		// Under a 100mbit tbf the fetch cannot beat the line rate by more

@@ -3,6 +3,7 @@ package bench
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pxeperf/pxeperf/record"
@@ -153,17 +154,18 @@ func TestTFTPPoints(t *testing.T) {
 // failed fetch counts as failed; packet counts add up.
 func TestTFTPSummary(t *testing.T) {
 	p := Point{Proto: ProtoTFTP, MTU: 1500, Rate: 1e9, BlkSize: 1468, WindowSize: 16, Offload: true}
-	res := func(rep int, mbps float64, outcome string, dg, rt, to int64, labels map[string]string) Result {
+	res := func(rep int, mbps float64, outcome string, dg, rt, to int64, cpuMs, early, clientTimeouts int64) Result {
 		q := p
 		q.Rep = rep
 		return Result{Point: q, Record: record.Record{Proto: ProtoTFTP, Mbps: mbps, Outcome: outcome, Datagrams: dg,
-			Retransmits: rt, Timeouts: to, Labels: labels}}
+			Retransmits: rt, Timeouts: to, CPU: time.Duration(cpuMs) * time.Millisecond, ClientEarlyACKs: early,
+			ClientTimeouts: clientTimeouts}}
 	}
 	tb := TFTPSummary([]Result{
-		res(1, 900, "ok", 100, 0, 0, map[string]string{LabelCPU: "300", LabelEarlyACKs: "0", LabelClientTimeouts: "0"}),
-		res(2, 960, "ok", 104, 4, 0, map[string]string{LabelCPU: "200", LabelEarlyACKs: "1", LabelClientTimeouts: "0"}),
-		res(3, 940, "ok", 100, 0, 1, map[string]string{LabelCPU: "250", LabelEarlyACKs: "0", LabelClientTimeouts: "2"}),
-		res(4, 0, "error", 3, 3, 5, nil),
+		res(1, 900, "ok", 100, 0, 0, 300, 0, 0),
+		res(2, 960, "ok", 104, 4, 0, 200, 1, 0),
+		res(3, 940, "ok", 100, 0, 1, 250, 0, 2),
+		res(4, 0, "error", 3, 3, 5, 0, 0, 0),
 	})
 	want := [][]string{{"1500", "1gbit", "1468", "16", "3", "940.0", "900.0-960.0", "307", "7", "8", "1", "250", "1"}}
 	if d := cmp.Diff(want, tb.Rows); d != "" {

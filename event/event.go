@@ -68,6 +68,51 @@ type Fetch struct {
 	// served fetch) or "tx" (the board sent, e.g. iperf3 without -R). ""
 	// means "rx".
 	Direction string
+	// UDP is what the receiving end of a UDP test counted (set for UDP
+	// tests); Test what a throughput test measured beside its bytes and
+	// time (perfsrv). Measured figures go here, never in Labels, which
+	// hold only what the user or the board said.
+	UDP  *UDPInfo
+	Test *TestInfo
+}
+
+// UDPInfo is a UDP test's receiving end: perfsrv's when the board sent,
+// the board's own (iperf3's result exchange) when it received.
+type UDPInfo struct {
+	JitterMs float64 // RFC 3550 interarrival jitter, ms (iperf3's jitter_ms)
+	Lost     int64   // datagrams lost, by sequence number
+	Packets  int64   // datagrams expected (received + lost), iperf3's "packets"
+}
+
+// LostPct is 100 * Lost / Packets, as iperf3's lost_percent (0 without
+// packets).
+func (u *UDPInfo) LostPct() float64 {
+	if u.Packets <= 0 {
+		return 0
+	}
+	return float64(u.Lost) * 100 / float64(u.Packets)
+}
+
+// TestInfo is what a throughput test (perfsrv) measured beside the
+// fetch's Bytes and Duration: the server's own figures where the record
+// takes the board's, and the board's where its client reported them.
+type TestInfo struct {
+	// ServerBytes is the server's own count of the direction when Bytes
+	// is the board's: what it sent (UDP) or saw acknowledged (TCP).
+	ServerBytes int64
+	// ServerWritten is what the server wrote to its TCP streams.
+	ServerWritten int64
+	// ServerDuration is the server's own window (TEST_RUNNING to
+	// TEST_END); ClientClock says Duration is the board's clock instead.
+	ServerDuration time.Duration
+	ClientClock    bool
+	// The board's own figures of this direction (iperf3's result
+	// exchange): bytes, Mbit/s over its own seconds, and its TCP
+	// retransmits when it sent. ClientReported is false when it gave none.
+	ClientReported    bool
+	ClientBytes       int64
+	ClientMbps        float64
+	ClientRetransmits int64
 }
 
 // Interval is one sampling period of a fetch, as iperf3 prints it.

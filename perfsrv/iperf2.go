@@ -406,7 +406,7 @@ func (s *Iperf2) finish(f *flow2, outcome, why string) {
 	ev := &event.Fetch{Start: f.first, Proto: event.ProtoUDP, Client: f.peer, File: testName2(" -u", "udp", "tx"), Bytes: f.bytes,
 		Size: -1, Duration: dur, Outcome: outcome, Err: why, Source: SourceIperf2, Direction: "tx",
 		Intervals: intervals(sample{}, ss, s.cfg.Interval/2), Labels: map[string]string{"streams": "1"}}
-	udpLabels(ev, f.lost, f.packets, f.jitter)
+	ev.UDP = &event.UDPInfo{JitterMs: f.jitter * 1000, Lost: f.lost, Packets: f.packets}
 	if mode := f.hdr.mode(); mode != mode2Normal {
 		ev.Labels["iperf2_mode"] = mode
 		ev.File = testName2(" -u"+flagName(mode), "udp", "tx")

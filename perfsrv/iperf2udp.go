@@ -257,6 +257,5 @@ func (s *Iperf2) udpLegEvent(l leg2, h hdr2) *event.Fetch {
 	if f.Interface == "" {
 		f.Interface = ifaceRoute(l.peer.Addr())
 	}
-	f.Labels["server_sent"] = fmt.Sprint(l.bytes)
 	return f
 }

@@ -549,6 +549,7 @@ func (m *measure) events(client *results, outcome, why string) []*event.Fetch {
 			Interface: ifaceOf(addrPort(m.t.ctl.LocalAddr()).Addr()),
 			Intervals: intervals(base, ss, m.t.s.cfg.Interval/10),
 			Labels:    map[string]string{"streams": strconv.Itoa(len(mine)), "test": m.t.cookie[:8]},
+			Test:      &event.TestInfo{},
 		}
 		if p.UDP {
 			f.Proto = event.ProtoUDP
@@ -566,7 +567,7 @@ func (m *measure) events(client *results, outcome, why string) []*event.Fetch {
 		}
 		m.labels(f)
 		if sending && !p.UDP {
-			f.Labels["server_written"] = strconv.FormatInt(written(mine), 10)
+			f.Test.ServerWritten = written(mine)
 			ti := &event.TCPInfo{}
 			for i, st := range mine {
 				ti.Retransmits += st.atEnd.retransmits
@@ -582,14 +583,13 @@ func (m *measure) events(client *results, outcome, why string) []*event.Fetch {
 			for _, st := range mine {
 				lost, pk, jit = lost+st.lost, pk+st.packets, jit+st.jitter
 			}
-			udpLabels(f, lost, pk, jit/float64(len(mine)))
+			f.UDP = &event.UDPInfo{JitterMs: jit / float64(len(mine)) * 1000, Lost: lost, Packets: pk}
 		}
 		cb, secs := m.clientSide(f, client, mine, sending)
 		switch {
 		case sending && p.UDP && cb >= 0:
 			// UDP the board received: only the board knows what arrived.
-			f.Labels["server_sent"] = strconv.FormatInt(f.Bytes, 10)
-			f.Bytes = cb
+			f.Test.ServerBytes, f.Bytes = f.Bytes, cb
 		case sending && cb >= 0 && cb <= written(mine):
 			// TCP the board received: the board's figure is what its
 			// application read within its clock. What the server saw
@@ -598,8 +598,7 @@ func (m *measure) events(client *results, outcome, why string) []*event.Fetch {
 			// (6% of a --bidir leg at load 15), and ACKs still queued make
 			// it short (0.4%). The board cannot have read more than the
 			// server wrote.
-			f.Labels["server_acked"] = strconv.FormatInt(f.Bytes, 10)
-			f.Bytes = cb
+			f.Test.ServerBytes, f.Bytes = f.Bytes, cb
 		}
 		clientClock(f, outcome, secs)
 		out = append(out, f)
@@ -616,32 +615,23 @@ func written(ss []*stream3) int64 {
 	return n
 }
 
-func udpLabels(f *event.Fetch, lost, packets int64, jitter float64) {
-	f.Labels["jitter_ms"] = strconv.FormatFloat(jitter*1000, 'f', 3, 64)
-	f.Labels["udp_lost"] = strconv.FormatInt(lost, 10)
-	f.Labels["udp_packets"] = strconv.FormatInt(packets, 10)
-	if packets > 0 {
-		f.Labels["udp_lost_pct"] = strconv.FormatFloat(float64(lost)*100/float64(packets), 'f', 3, 64)
-	}
-}
-
 // clientClock times a finished test's record by the board's clock: the
 // seconds its client measured, from the result exchange (end_time -
 // start_time of its streams), the interval its own Mbit/s covers. The
 // server's window (TEST_RUNNING sent to TEST_END read) starts before the
 // client's clock and ends after it by a trip and the scheduling of two
 // busy hosts: 1-2% of a 3 s test under load. The server's window stays on
-// the record as server_secs; a client time far from it (a clock jump, a
+// the record (ServerDuration); a client time far from it (a clock jump, a
 // bogus client) is not used.
 func clientClock(f *event.Fetch, outcome string, secs float64) {
 	own := f.Duration.Seconds()
-	f.Labels["server_secs"] = strconv.FormatFloat(own, 'f', 6, 64)
+	f.Test.ServerDuration = f.Duration
 	b, ok := boardClock(own, secs)
 	if outcome != event.OutcomeOK || !ok {
 		return
 	}
 	f.Duration = time.Duration(b * float64(time.Second))
-	f.Labels["duration_from"] = "client"
+	f.Test.ClientClock = true
 }
 
 // boardClock is the board's seconds when they are within a factor of two
@@ -683,19 +673,19 @@ func (m *measure) clientSide(f *event.Fetch, client *results, mine []*stream3, s
 	if n == 0 {
 		return -1, 0
 	}
-	f.Labels["client_bytes"] = strconv.FormatInt(bytes, 10)
+	f.Test.ClientReported, f.Test.ClientBytes = true, bytes
 	if secs > 0 {
-		f.Labels["client_mbps"] = strconv.FormatFloat(float64(bytes)*8/secs/1e6, 'f', 2, 64)
+		f.Test.ClientMbps = float64(bytes) * 8 / secs / 1e6
 	}
 	if !sending {
 		// The board sent: its TCP_INFO retransmits are the sending side's.
 		if !m.t.p.UDP {
 			f.TCP = &event.TCPInfo{Retransmits: uint32(retr)}
 		}
-		f.Labels["client_retransmits"] = strconv.FormatInt(retr, 10)
+		f.Test.ClientRetransmits = retr
 	} else if m.t.p.UDP {
 		// The board received: its loss and jitter are the measure.
-		udpLabels(f, lost, pk, jit/float64(n))
+		f.UDP = &event.UDPInfo{JitterMs: jit / float64(n) * 1000, Lost: lost, Packets: pk}
 	}
 	return bytes, secs
 }

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"maps"
 	"net"
 
 	"github.com/pxeperf/pxeperf/configs"
@@ -22,9 +23,11 @@ type Conditions struct {
 	// Net is that interface as read (MTU, speed, offloads); nil: unknown.
 	Net *netstate.State
 	// MAC is the client's when the fetch has none (found by its address);
-	// Arch and Host what the host table says of it.
+	// Arch, Host and Labels what the host table says of it (the host
+	// entry's labels: the fetch's own, e.g. ?label., win over them).
 	MAC        net.HardwareAddr
 	Arch, Host string
+	Labels     map[string]string
 }
 
 // FromFetch converts one fetch event into its record and interval samples:
@@ -53,10 +56,18 @@ func FromFetch(f *event.Fetch, c Conditions) (Record, []Interval) {
 	} else if c.MAC != nil {
 		r.ClientMAC = c.MAC.String()
 	}
-	if len(f.Labels) > 0 {
-		r.Labels = make(map[string]string, len(f.Labels))
-		for k, v := range f.Labels {
-			r.Labels[k] = v
+	if len(f.Labels)+len(c.Labels) > 0 {
+		r.Labels = make(map[string]string, len(f.Labels)+len(c.Labels))
+		maps.Copy(r.Labels, c.Labels)
+		maps.Copy(r.Labels, f.Labels)
+	}
+	if u := f.UDP; u != nil {
+		r.JitterMs, r.UDPLost, r.UDPPackets, r.UDPLostPct = u.JitterMs, u.Lost, u.Packets, u.LostPct()
+	}
+	if t := f.Test; t != nil {
+		r.ServerBytes, r.ServerWritten, r.ServerDuration, r.ClientClock = t.ServerBytes, t.ServerWritten, t.ServerDuration, t.ClientClock
+		if t.ClientReported {
+			r.ClientBytes, r.ClientMbps, r.ClientRetransmits = t.ClientBytes, t.ClientMbps, t.ClientRetransmits
 		}
 	}
 	if t := f.TCP; t != nil {
@@ -121,7 +132,9 @@ func (s *Sink) convert(f *event.Fetch) (*Record, []Interval) {
 				c.Arch = a.Name
 			}
 			if hc.Host != nil {
-				c.Host = hc.Host.Name
+				// By MAC or only by address (iperf3 and iperf 2 tests know
+				// no MAC): the host entry's name and labels either way.
+				c.Host, c.Labels = hc.Host.Name, hc.Host.Labels
 			}
 		}
 	}

@@ -114,6 +114,30 @@ func marshalEntry(e *entry) ([]byte, error) {
 		b = append(b, `,"delay_behind":true`...)
 	}
 	b = optString(b, `,"link_driver":`, r.LinkDriver)
+	b = optFloat(b, `,"jitter_ms":`, r.JitterMs)
+	b = optInt(b, `,"udp_lost":`, r.UDPLost)
+	b = optInt(b, `,"udp_packets":`, r.UDPPackets)
+	b = optFloat(b, `,"udp_lost_pct":`, r.UDPLostPct)
+	b = optInt(b, `,"server_bytes":`, r.ServerBytes)
+	b = optInt(b, `,"server_written":`, r.ServerWritten)
+	b = optInt(b, `,"server_duration_ns":`, int64(r.ServerDuration))
+	if r.ClientClock {
+		b = append(b, `,"client_clock":true`...)
+	}
+	b = optInt(b, `,"client_bytes":`, r.ClientBytes)
+	b = optFloat(b, `,"client_mbps":`, r.ClientMbps)
+	b = optInt(b, `,"client_retransmits":`, r.ClientRetransmits)
+	b = optFloat(b, `,"sender_mbps":`, r.SenderMbps)
+	b = optInt(b, `,"rcvbuf":`, int64(r.Rcvbuf))
+	b = optInt(b, `,"cpu_ns":`, int64(r.CPU))
+	b = optInt(b, `,"client_duplicates":`, r.ClientDuplicates)
+	b = optInt(b, `,"client_out_of_order":`, r.ClientOutOfOrder)
+	b = optInt(b, `,"client_early_acks":`, r.ClientEarlyACKs)
+	b = optInt(b, `,"client_timeouts":`, r.ClientTimeouts)
+	b = optFloat(b, `,"iperf3_mbps":`, r.Iperf3Mbps)
+	b = optFloat(b, `,"iperf3_dev_pct":`, r.Iperf3DevPct)
+	b = optFloat(b, `,"iperf3_udp_lost_pct":`, r.Iperf3LostPct)
+	b = optString(b, `,"iperf3_err":`, r.Iperf3Err)
 	b = append(b, '}')
 	if len(e.Intervals) > 0 {
 		b = append(b, `,"intervals":[`...)
@@ -149,8 +173,11 @@ func marshalEntry(e *entry) ([]byte, error) {
 // time it can write (time.Time.MarshalJSON refuses years outside 0-9999
 // and zone offsets of a day or more).
 func plain(r *Record) bool {
-	if math.IsNaN(r.Mbps) || math.IsInf(r.Mbps, 0) {
-		return false
+	for _, f := range [...]float64{r.Mbps, r.JitterMs, r.UDPLostPct, r.ClientMbps, r.SenderMbps,
+		r.Iperf3Mbps, r.Iperf3DevPct, r.Iperf3LostPct} {
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return false
+		}
 	}
 	_, off := r.Time.Zone()
 	y := r.Time.Year()
@@ -162,6 +189,13 @@ func optString(b []byte, key, v string) []byte {
 		return b
 	}
 	return appendString(append(b, key...), v)
+}
+
+func optFloat(b []byte, key string, v float64) []byte {
+	if v == 0 {
+		return b
+	}
+	return appendFloat(append(b, key...), v)
 }
 
 func optInt(b []byte, key string, v int64) []byte {

@@ -130,6 +130,11 @@ func (b *pgBackend) migrate(ctx context.Context) error {
 		if _, err := tx.ExecContext(ctx, pgSchema(m.sql)); err != nil {
 			return b.wrap(fmt.Sprintf("migrating to schema %d (%s)", i+1, m.name), err)
 		}
+		if m.data != nil {
+			if err := m.data(ctx, tx, b.rebind); err != nil {
+				return b.wrap(fmt.Sprintf("migrating the records to schema %d (%s)", i+1, m.name), err)
+			}
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version, name, applied_ns) VALUES ($1, $2, $3)`,
 			i+1, m.name, time.Now().UnixNano()); err != nil {
 			return b.wrap("recording the migration", err)

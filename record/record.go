@@ -111,6 +111,39 @@ type Record struct {
 	// "e1000e"), so a reader tells a NIC's speed from the nominal figure
 	// of a virtual one (netstate.NominalSpeed); "" not read (older records).
 	LinkDriver string `json:"link_driver,omitempty"`
+	// Measured figures of their own (labels hold only what the user, the
+	// host entry or the board said). Records of an older pxeperf that
+	// carried these as labels are read with them here (LiftLabels).
+	//
+	// UDP, the receiving end's count: perfsrv's, the board's (iperf3's
+	// result exchange) or the bench client's.
+	JitterMs   float64 `json:"jitter_ms,omitempty"`
+	UDPLost    int64   `json:"udp_lost,omitempty"`
+	UDPPackets int64   `json:"udp_packets,omitempty"` // expected: received + lost
+	UDPLostPct float64 `json:"udp_lost_pct,omitempty"`
+	// perfsrv: the server's own figures where Bytes and Duration are the
+	// board's (ClientClock), and the board's own.
+	ServerBytes       int64         `json:"server_bytes,omitempty"`   // UDP sent, TCP acknowledged
+	ServerWritten     int64         `json:"server_written,omitempty"` // written to the TCP streams
+	ServerDuration    time.Duration `json:"server_duration_ns,omitempty"`
+	ClientClock       bool          `json:"client_clock,omitempty"`
+	ClientBytes       int64         `json:"client_bytes,omitempty"`
+	ClientMbps        float64       `json:"client_mbps,omitempty"`
+	ClientRetransmits int64         `json:"client_retransmits,omitempty"`
+	// bench: the client's side of the fetch.
+	SenderMbps       float64       `json:"sender_mbps,omitempty"` // a stream's sending end
+	Rcvbuf           int           `json:"rcvbuf,omitempty"`      // SO_RCVBUF read back
+	CPU              time.Duration `json:"cpu_ns,omitempty"`      // the bench process (client and server)
+	ClientDuplicates int64         `json:"client_duplicates,omitempty"`
+	ClientOutOfOrder int64         `json:"client_out_of_order,omitempty"`
+	ClientEarlyACKs  int64         `json:"client_early_acks,omitempty"`
+	ClientTimeouts   int64         `json:"client_timeouts,omitempty"`
+	// bench --cross-check: iperf3's receiver figure at the same point,
+	// ours' deviation from it, its UDP loss, or why it failed.
+	Iperf3Mbps    float64 `json:"iperf3_mbps,omitempty"`
+	Iperf3DevPct  float64 `json:"iperf3_dev_pct,omitempty"`
+	Iperf3LostPct float64 `json:"iperf3_udp_lost_pct,omitempty"`
+	Iperf3Err     string  `json:"iperf3_err,omitempty"`
 }
 
 // Interval is one sampling period of a record (iperf3's interval line).

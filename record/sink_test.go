@@ -235,7 +235,7 @@ func TestSinkJournalOnly(t *testing.T) {
 
 func TestSinkConvert(t *testing.T) {
 	mac := net.HardwareAddr{0x52, 0x54, 0, 0x12, 0x34, 0x56}
-	tbl := hosts.New([]configs.Host{{MAC: configs.MAC{HardwareAddr: mac}, Name: "from-config"}})
+	tbl := hosts.New([]configs.Host{{MAC: configs.MAC{HardwareAddr: mac}, Name: "from-config", Labels: map[string]string{"board": "b1"}}})
 	tbl.Observe(hosts.Client{MAC: mac, Addr: netip.MustParseAddr("10.0.0.7"), Arch: 7})
 	x64, _ := configs.ArchByCode(7)
 	start := time.Date(2026, 11, 30, 1, 0, 0, 0, time.FixedZone("x", 3600))
@@ -257,7 +257,7 @@ func TestSinkConvert(t *testing.T) {
 			want: Record{Time: start.UTC(), Source: "serve", Proto: "http", Direction: "rx",
 				ClientMAC: mac.String(), ClientIP: "10.0.0.7", Host: "board", Arch: x64.Name, File: "vmlinuz", Kind: KindImage,
 				Bytes: 125000000, Size: 125000000, Duration: time.Second, Mbps: 1000, Outcome: "ok",
-				Labels: map[string]string{"rx": "off"}, WndMax: 65535, WndMedian: 32768, RTT: time.Millisecond,
+				Labels: map[string]string{"rx": "off", "board": "b1"}, WndMax: 65535, WndMedian: 32768, RTT: time.Millisecond,
 				MinRTT: 100 * time.Microsecond, Retransmits: 3, DeliveryRate: 9, RwndLimited: 2 * time.Millisecond,
 				SndbufLimited: 3 * time.Millisecond, MSS: 1448, PMTU: 1500, MTU: 1500, Iface: "eth9", Kernel: "k"},
 			ivs: []Interval{{Start: 0, End: time.Second, Bytes: 125000000, Retransmits: 3, Cwnd: 10, SndWnd: 65535, RTT: time.Millisecond}},
@@ -271,8 +271,26 @@ func TestSinkConvert(t *testing.T) {
 			},
 			want: Record{Time: start.UTC(), Source: "serve", Proto: "tftp", Direction: "rx",
 				ClientMAC: mac.String(), ClientIP: "10.0.0.8", Host: "from-config", Arch: x64.Name, File: "ipxe.efi", Kind: KindBoot, Bytes: 1000,
-				Size: 1000, Duration: time.Millisecond, Mbps: 8, Outcome: "ok", BlkSize: 1468, WindowSize: 4,
+				Labels: map[string]string{"board": "b1"},
+				Size:   1000, Duration: time.Millisecond, Mbps: 8, Outcome: "ok", BlkSize: 1468, WindowSize: 4,
 				TSize: true, Datagrams: 12, Acked: 10, Retransmits: 2, Timeouts: 1, Iface: "veth1", Kernel: "k"},
+		},
+		// Issue 28 row 2: an iperf test knows only the board's address (DHCP
+		// saw it there); its record has the host entry's name and labels, and
+		// its measured figures in fields, not labels.
+		"iperf3 udp by address: the host entry's labels": {
+			f: event.Fetch{
+				Start: start, Proto: event.ProtoUDP, Source: "iperf3", Direction: "rx", Client: netip.MustParseAddrPort("10.0.0.7:40000"),
+				File: "iperf3 -u -R (rx)", Bytes: 900, Size: -1, Duration: time.Second, Outcome: event.OutcomeOK,
+				Labels: map[string]string{"streams": "1"},
+				UDP:    &event.UDPInfo{JitterMs: 0.023, Lost: 1, Packets: 100},
+				Test:   &event.TestInfo{ServerBytes: 1000, ServerDuration: time.Second, ClientClock: true, ClientReported: true, ClientBytes: 900, ClientMbps: 0.0072},
+			},
+			want: Record{Time: start.UTC(), Source: "iperf3", Proto: "udp", Direction: "rx", ClientMAC: mac.String(), ClientIP: "10.0.0.7",
+				Host: "from-config", Arch: x64.Name, File: "iperf3 -u -R (rx)", Kind: KindStream, Bytes: 900, Size: -1, Duration: time.Second,
+				Mbps: 0.0072, Outcome: "ok", Labels: map[string]string{"streams": "1", "board": "b1"}, Iface: "eth9", Kernel: "k",
+				JitterMs: 0.023, UDPLost: 1, UDPPackets: 100, UDPLostPct: 1, ServerBytes: 1000, ServerDuration: time.Second,
+				ClientClock: true, ClientBytes: 900, ClientMbps: 0.0072},
 		},
 		"over loopback: the interface of the local address, not the configured one": {
 			f: event.Fetch{

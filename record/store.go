@@ -24,7 +24,7 @@ import (
 const FileName = "pxeperf.db"
 
 // SchemaVersion is the schema this pxeperf writes (PRAGMA user_version).
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // ErrNewerSchema means the file was written by a newer pxeperf.
 var ErrNewerSchema = errors.New("record store schema is newer than this pxeperf")
@@ -33,6 +33,9 @@ var ErrNewerSchema = errors.New("record store schema is newer than this pxeperf"
 var migrations = []struct {
 	name string
 	sql  string
+	// data, when set, runs after sql in the same transaction (both
+	// backends; rebind spells the placeholders).
+	data func(ctx context.Context, tx *sql.Tx, rebind func(string) string) error
 }{
 	{"records, intervals, labels, leases", `
 CREATE TABLE records (
@@ -76,20 +79,20 @@ CREATE TABLE leases (
 	host TEXT NOT NULL, boot_file TEXT NOT NULL, expiry_ns INTEGER NOT NULL, proxy INTEGER NOT NULL
 );
 CREATE INDEX leases_time ON leases(time_ns);
-`},
-	{"records.kind", `ALTER TABLE records ADD COLUMN kind TEXT NOT NULL DEFAULT '';`},
+`, nil},
+	{"records.kind", `ALTER TABLE records ADD COLUMN kind TEXT NOT NULL DEFAULT '';`, nil},
 	{"records and leases: server, site", `
 ALTER TABLE records ADD COLUMN server TEXT NOT NULL DEFAULT '';
 ALTER TABLE records ADD COLUMN site TEXT NOT NULL DEFAULT '';
 CREATE INDEX records_server ON records(server, site);
 ALTER TABLE leases ADD COLUMN server TEXT NOT NULL DEFAULT '';
 ALTER TABLE leases ADD COLUMN site TEXT NOT NULL DEFAULT '';
-`},
+`, nil},
 	{"records: TFTP effective window, loss events", `
 ALTER TABLE records ADD COLUMN eff_wnd_min INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN eff_wnd_median INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN eff_wnd_max INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE records ADD COLUMN loss_events INTEGER NOT NULL DEFAULT 0;`},
+ALTER TABLE records ADD COLUMN loss_events INTEGER NOT NULL DEFAULT 0;`, nil},
 	{"records: the bench's delay asked and what its delay line delivered", `
 ALTER TABLE records ADD COLUMN delay_asked_us INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN delay_p50_us INTEGER NOT NULL DEFAULT 0;
@@ -97,8 +100,31 @@ ALTER TABLE records ADD COLUMN delay_p99_us INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN delay_max_us INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN delay_frames INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE records ADD COLUMN delay_late INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE records ADD COLUMN delay_behind INTEGER NOT NULL DEFAULT 0;`},
-	{"records: link driver", `ALTER TABLE records ADD COLUMN link_driver TEXT NOT NULL DEFAULT '';`},
+ALTER TABLE records ADD COLUMN delay_behind INTEGER NOT NULL DEFAULT 0;`, nil},
+	{"records: link driver", `ALTER TABLE records ADD COLUMN link_driver TEXT NOT NULL DEFAULT '';`, nil},
+	{"records: measured figures in columns, not labels", `
+ALTER TABLE records ADD COLUMN jitter_ms REAL NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN udp_lost INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN udp_packets INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN udp_lost_pct REAL NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN server_bytes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN server_written INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN server_duration_us INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN client_clock INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN client_bytes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN client_mbps REAL NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN client_retransmits INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN sender_mbps REAL NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN rcvbuf INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN cpu_us INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN client_duplicates INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN client_out_of_order INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN client_early_acks INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN client_timeouts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN iperf3_mbps REAL NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN iperf3_dev_pct REAL NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN iperf3_udp_lost_pct REAL NOT NULL DEFAULT 0;
+ALTER TABLE records ADD COLUMN iperf3_err TEXT NOT NULL DEFAULT '';`, migrateMeasured},
 }
 
 // Store is the record database: one SQLite file in WAL mode, or a
@@ -283,6 +309,11 @@ func (s *Store) migrate() error {
 		m := migrations[i]
 		if _, err := tx.Exec(m.sql); err != nil {
 			return s.wrap(fmt.Sprintf("migrating to schema %d (%s)", i+1, m.name), err)
+		}
+		if m.data != nil {
+			if err := m.data(ctx, tx, s.be.rebind); err != nil {
+				return s.wrap(fmt.Sprintf("migrating the records to schema %d (%s)", i+1, m.name), err)
+			}
 		}
 		if _, err := tx.Exec(`INSERT INTO schema_migrations(version, name, applied_ns) VALUES (?, ?, ?)`,
 			i+1, m.name, time.Now().UnixNano()); err != nil {
@@ -525,6 +556,7 @@ func recordArgs(e *entry) ([]any, error) {
 	if r.Kind == "" {
 		r.Kind = Classify(r) // bench records, journal lines of an older pxeperf
 	}
+	LiftLabels(r) // journal lines of an older pxeperf: measured figures as labels
 	labels := "{}"
 	if len(r.Labels) > 0 {
 		b, err := json.Marshal(r.Labels)
@@ -533,7 +565,8 @@ func recordArgs(e *entry) ([]any, error) {
 		}
 		labels = string(b)
 	}
-	return []any{
+	m := measuredArgs(r)
+	return append([]any{
 		e.UID, r.Time.UnixNano(), r.Source, r.Proto, r.Direction, strings.ToLower(r.ClientMAC), r.ClientIP,
 		r.Host, r.Arch, r.File, r.Bytes, r.Size, us(r.Duration), r.Mbps, r.Outcome, r.Err, labels,
 		int64(r.WndMax), int64(r.WndMedian), int64(r.WndRequested), us(r.RTT), us(r.MinRTT), r.Retransmits,
@@ -544,7 +577,7 @@ func recordArgs(e *entry) ([]any, error) {
 		int64(r.EffWndMin), int64(r.EffWndMedian), int64(r.EffWndMax), r.LossEvents,
 		us(r.DelayAsked), us(r.DelayP50), us(r.DelayP99), us(r.DelayMax), r.DelayFrames, r.DelayLate, b2i(r.DelayBehind),
 		r.LinkDriver,
-	}, nil
+	}, m[:]...), nil
 }
 
 // recordInsertColumns are the columns recordArgs fills.
@@ -553,7 +586,7 @@ const recordInsertColumns = `uid, time_ns, source, proto, direction, client_mac,
 	retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize,
 	tsize, datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso,
 	gso, gro, kernel, kind, server, site, eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events,
-	delay_asked_us, delay_p50_us, delay_p99_us, delay_max_us, delay_frames, delay_late, delay_behind, link_driver`
+	delay_asked_us, delay_p50_us, delay_p99_us, delay_max_us, delay_frames, delay_late, delay_behind, link_driver, ` + measuredColumns
 
 func b2i(b bool) int64 {
 	if b {
@@ -567,7 +600,7 @@ const recordColumns = `id, time_ns, source, proto, direction, client_mac, client
 	retransmits, delivery_rate, rwnd_limited_us, sndbuf_limited_us, mss, pmtu, blksize, windowsize, tsize,
 	datagrams, acked, timeouts, iface, mtu, link_mbps, rate_limit_bps, rx_csum, tx_csum, tso, gso, gro, kernel, kind,
 	server, site, eff_wnd_min, eff_wnd_median, eff_wnd_max, loss_events,
-	delay_asked_us, delay_p50_us, delay_p99_us, delay_max_us, delay_frames, delay_late, delay_behind, link_driver`
+	delay_asked_us, delay_p50_us, delay_p99_us, delay_max_us, delay_frames, delay_late, delay_behind, link_driver, ` + measuredColumns
 
 type scanner interface{ Scan(...any) error }
 
@@ -577,16 +610,18 @@ func scanRecord(sc scanner, first ...any) (Record, error) {
 	var r Record
 	var tns, dur, rtt, minRTT, rwnd, sndbuf, rate, dAsked, d50, d99, dMax int64
 	var labels, rx, tx, tso, gso, gro string
-	err := sc.Scan(append(first, &r.ID, &tns, &r.Source, &r.Proto, &r.Direction, &r.ClientMAC, &r.ClientIP, &r.Host,
+	measured, finish := scanMeasured(&r)
+	err := sc.Scan(append(append(first, &r.ID, &tns, &r.Source, &r.Proto, &r.Direction, &r.ClientMAC, &r.ClientIP, &r.Host,
 		&r.Arch, &r.File, &r.Bytes, &r.Size, &dur, &r.Mbps, &r.Outcome, &r.Err, &labels, &r.WndMax,
 		&r.WndMedian, &r.WndRequested, &rtt, &minRTT, &r.Retransmits, &rate, &rwnd, &sndbuf, &r.MSS,
 		&r.PMTU, &r.BlkSize, &r.WindowSize, &r.TSize, &r.Datagrams, &r.Acked, &r.Timeouts, &r.Iface,
 		&r.MTU, &r.LinkMbps, &r.RateLimit, &rx, &tx, &tso, &gso, &gro, &r.Kernel, &r.Kind, &r.Server, &r.Site,
 		&r.EffWndMin, &r.EffWndMedian, &r.EffWndMax, &r.LossEvents,
-		&dAsked, &d50, &d99, &dMax, &r.DelayFrames, &r.DelayLate, &r.DelayBehind, &r.LinkDriver)...)
+		&dAsked, &d50, &d99, &dMax, &r.DelayFrames, &r.DelayLate, &r.DelayBehind, &r.LinkDriver), measured...)...)
 	if err != nil {
 		return r, err
 	}
+	finish()
 	d := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
 	r.Time = time.Unix(0, tns).UTC()
 	r.Duration, r.RTT, r.MinRTT, r.RwndLimited, r.SndbufLimited = d(dur), d(rtt), d(minRTT), d(rwnd), d(sndbuf)

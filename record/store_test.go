@@ -35,6 +35,12 @@ func fullRecord() Record {
 		Kernel:     "6.1.0-test",
 		DelayAsked: 120 * time.Microsecond, DelayP50: 123 * time.Microsecond, DelayP99: 410 * time.Microsecond,
 		DelayMax: 2 * time.Millisecond, DelayFrames: 5000, DelayLate: 75, DelayBehind: true,
+		JitterMs: 0.0125, UDPLost: 12, UDPPackets: 1000, UDPLostPct: 1.2,
+		ServerBytes: 123400000, ServerWritten: 123500000, ServerDuration: 3000123 * time.Microsecond, ClientClock: true,
+		ClientBytes: 123456789, ClientMbps: 799.5, ClientRetransmits: 5,
+		SenderMbps: 801.5, Rcvbuf: 425984, CPU: 1500 * time.Millisecond,
+		ClientDuplicates: 1, ClientOutOfOrder: 2, ClientEarlyACKs: 3, ClientTimeouts: 4,
+		Iperf3Mbps: 805.25, Iperf3DevPct: 0.6, Iperf3LostPct: 1.25, Iperf3Err: "none either",
 	}
 }
 

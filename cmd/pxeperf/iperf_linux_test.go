@@ -166,9 +166,9 @@ func TestIperf3Clients(t *testing.T) {
 			db, dm := pctOff(float64(r.Bytes), float64(c.Bytes)), pctOff(r.Mbps, c.BPS/1e6)
 			// The server's own window, kept beside the client's clock the
 			// record is timed by: its drift is what the client clock saves.
-			var own float64
-			if _, err := fmt.Sscan(r.Labels["server_secs"], &own); err != nil || own <= 0 || r.Labels["duration_from"] != "client" {
-				t.Errorf("%s %s: not timed by the client's clock: %v", tc.name, r.Direction, r.Labels)
+			own := r.ServerDuration.Seconds()
+			if own <= 0 || !r.ClientClock {
+				t.Errorf("%s %s: not timed by the client's clock: server %v, client clock %v", tc.name, r.Direction, r.ServerDuration, r.ClientClock)
 			}
 			t.Logf("%-10s %s: pxeperf %d B %.1f Mbit/s, client %s %d B %.1f Mbit/s: %.2f%% / %.2f%% (server window %.3f s: %.2f%%)",
 				tc.name, r.Direction, r.Bytes, r.Mbps, key, c.Bytes, c.BPS/1e6, db, dm, own,
@@ -180,18 +180,21 @@ func TestIperf3Clients(t *testing.T) {
 			if r.Outcome != "ok" || r.Source != "iperf3" || r.MTU != 1500 || r.Iface != p.ServerIf {
 				t.Errorf("%s: record %+v", tc.name, r)
 			}
-			if r.Labels["client_bytes"] == "" {
-				t.Errorf("%s: no client figures on the record: %v", tc.name, r.Labels)
+			if r.ClientBytes == 0 || r.ClientMbps == 0 {
+				t.Errorf("%s: no client figures on the record: %+v", tc.name, r)
+			}
+			if d := pctOff(r.ClientMbps, c.BPS/1e6); d > 2 {
+				t.Errorf("%s %s: the record's client_mbps %.2f vs the client's own %.2f", tc.name, r.Direction, r.ClientMbps, c.BPS/1e6)
 			}
 			// TCP the board received: the record takes the board's count,
 			// which cannot exceed what the server wrote.
 			if r.Direction == "rx" && r.Proto == "tcp" {
-				var w int64
-				if _, err := fmt.Sscan(r.Labels["server_written"], &w); err != nil || w < c.Bytes || r.Labels["server_acked"] == "" {
-					t.Errorf("%s: the board read %d B, the server wrote %q: %v", tc.name, c.Bytes, r.Labels["server_written"], r.Labels)
+				w := r.ServerWritten
+				if w < c.Bytes || r.ServerBytes == 0 {
+					t.Errorf("%s: the board read %d B, the server wrote %d, saw %d acknowledged", tc.name, c.Bytes, w, r.ServerBytes)
 				}
-				t.Logf("%-10s rx: the server wrote %d B, saw %s B acknowledged at TEST_END, the board read %d B",
-					tc.name, w, r.Labels["server_acked"], c.Bytes)
+				t.Logf("%-10s rx: the server wrote %d B, saw %d B acknowledged at TEST_END, the board read %d B",
+					tc.name, w, r.ServerBytes, c.Bytes)
 			}
 			st, _ := record.OpenReadOnly(data)
 			ivs, err := st.Intervals(context.Background(), r.ID)
