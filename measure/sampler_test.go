@@ -80,7 +80,7 @@ func TestSamplerFakeClock(t *testing.T) {
 	setBytes := func(n int64) { mu.Lock(); bytes = n; mu.Unlock() }
 	s := StartSampler(start, time.Second, read, SamplerOptions{Base: true, Clock: clk})
 
-	<-clk.armed // waiting for start
+	<-clk.armed   // waiting for start
 	setBytes(500) // omitted
 	clk.Advance(2 * time.Second)
 	if at := <-reads; at != 0 {
@@ -97,7 +97,7 @@ func TestSamplerFakeClock(t *testing.T) {
 	}
 	step(time.Second, 1500, time.Second)
 	step(1300*time.Millisecond, 4500, 2300*time.Millisecond) // late
-	step(700*time.Millisecond, 6500, 3*time.Second)            // on time again
+	step(700*time.Millisecond, 6500, 3*time.Second)          // on time again
 	step(time.Second, 7000, 4*time.Second)
 	<-clk.armed
 	setBytes(8000)
