@@ -132,6 +132,10 @@ func (u *UDPRecv) Highest() uint64 { return u.next - 1 }
 // Received is how many datagrams were counted (duplicates not).
 func (u *UDPRecv) Received() int64 { return u.received }
 
+// OutOfOrder is how many counted datagrams came below the highest
+// sequence number.
+func (u *UDPRecv) OutOfOrder() int64 { return u.ooo }
+
 // Bad is how many datagrams had a sequence number out of range.
 func (u *UDPRecv) Bad() int64 { return u.bad }
 
