@@ -42,7 +42,7 @@ type monitor struct {
 	wndTick   int
 	intervals []measure.Interval
 	base      measure.TCPInfo // at the start of the current interval
-	baseAt    time.Duration // start of the current interval
+	baseAt    time.Duration   // start of the current interval
 	haveBase  bool
 	lastAcked uint64
 	lastN     int64
