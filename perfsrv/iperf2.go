@@ -351,6 +351,7 @@ func (s *Iperf2) markDoneLocked(f *flow2, now time.Time) {
 func (s *Iperf2) finish(f *flow2, outcome, why string) {
 	slot := f.slot
 	s.markDoneLocked(f, time.Now())
+	f.recv = nil // its figures are f's; a done flow kept for FIN retries stays small
 	if slot == nil {
 		return
 	}
