@@ -85,8 +85,11 @@ func (u *UDPRecv) Add(seq uint64, size int, transit time.Duration) bool {
 		u.bad++
 		return false
 	}
+	w, bit := &u.win[seq/64%uint64(len(u.win))], uint64(1)<<(seq%64)
 	switch {
-	case seq >= u.next:
+	case seq == u.next: // in order
+		u.next++
+	case seq > u.next:
 		// Forward: the numbers skipped (and the window's oldest) are clear.
 		u.clear(u.next, seq)
 		u.next = seq + 1
@@ -94,14 +97,13 @@ func (u *UDPRecv) Add(seq uint64, size int, transit time.Duration) bool {
 		u.ooo++ // too late to tell a duplicate
 		u.count(size, transit)
 		return true
+	case *w&bit != 0:
+		u.dups++
+		return false
 	default:
-		if u.win[seq/64%uint64(len(u.win))]&(1<<(seq%64)) != 0 {
-			u.dups++
-			return false
-		}
 		u.ooo++
 	}
-	u.win[seq/64%uint64(len(u.win))] |= 1 << (seq % 64)
+	*w |= bit
 	u.count(size, transit)
 	return true
 }
