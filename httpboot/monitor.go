@@ -287,9 +287,6 @@ func (m *monitor) closeInterval(sm measure.TCPInfo, at time.Duration, bytes uint
 		m.intervals = measure.Halve(m.intervals)
 		m.period *= 2
 	}
-	if m.intervals == nil {
-		m.intervals = make([]measure.Interval, 0, 16)
-	}
 	m.intervals = append(m.intervals, iv)
 	m.base, m.baseAt = sm, at
 }
