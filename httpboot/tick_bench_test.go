@@ -9,15 +9,14 @@ import (
 	"github.com/pxeperf/pxeperf/measure"
 )
 
-// BenchmarkMonitorTick is one monitor's sample of a live connection every
-// 100 ms of fake time (a TCP_INFO reading, the window kept, an interval
-// closed every 10th): the sampler's cost per fetch and tick.
-func BenchmarkMonitorTick(b *testing.B) {
+// loopbackSink is a TCP connection on loopback whose peer reads and
+// drops what it gets, closed at the test's end.
+func loopbackSink(tb testing.TB) net.Conn {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer ln.Close()
+	tb.Cleanup(func() { ln.Close() })
 	go func() {
 		if c, err := ln.Accept(); err == nil {
 			defer c.Close()
@@ -26,9 +25,17 @@ func BenchmarkMonitorTick(b *testing.B) {
 	}()
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer c.Close()
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// BenchmarkMonitorTick is one monitor's sample of a live connection every
+// 100 ms of fake time (a TCP_INFO reading, the window kept, an interval
+// closed every 10th): the sampler's cost per fetch and tick.
+func BenchmarkMonitorTick(b *testing.B) {
+	c := loopbackSink(b)
 	now := time.Now()
 	m := &monitor{period: time.Second, wndStride: 1, w: &countingWriter{}, probe: measure.NewProbe(c), start: now}
 	for b.Loop() {
@@ -40,22 +47,7 @@ func BenchmarkMonitorTick(b *testing.B) {
 // TestTickAllocates0: a monitor's sample (a TCP_INFO reading through
 // measure.Probe, the window kept) allocates nothing.
 func TestTickAllocates0(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			defer c.Close()
-			_, _ = io.Copy(io.Discard, c)
-		}
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := loopbackSink(t)
 	p := measure.NewProbe(c)
 	if _, ok := p.Read(); !ok {
 		t.Skip("no TCP_INFO on this system")
