@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/measure"
 )
 
 // pacedRead reads one response from br in 64 KiB steps with a pause after
@@ -115,26 +116,6 @@ func TestIntervalsFromTransfer(t *testing.T) {
 	}
 }
 
-func TestMedian(t *testing.T) {
-	tests := map[string]struct {
-		in   []uint32
-		want uint32
-	}{
-		"none":   {nil, 0},
-		"one":    {[]uint32{7}, 7},
-		"odd":    {[]uint32{9, 1, 5}, 5},
-		"even":   {[]uint32{4, 1, 3, 2}, 3},
-		"repeat": {[]uint32{65535, 65535, 1024}, 65535},
-	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			if got := median(append([]uint32(nil), tt.in...)); got != tt.want {
-				t.Errorf("median(%v) = %d, want %d", tt.in, got, tt.want)
-			}
-		})
-	}
-}
-
 // TestMonitorBounds: a very long fetch keeps bounded slices, evenly
 // thinned windows and merged intervals that still add up.
 func TestMonitorBounds(t *testing.T) {
@@ -143,13 +124,13 @@ func TestMonitorBounds(t *testing.T) {
 	var acked uint64
 	for i := range samples {
 		acked += 1000
-		m.observe(tcpSample{acked: acked, sndWnd: uint32(i), cwnd: 1, rtt: 1}, time.Duration(i+1)*100*time.Millisecond)
+		m.observe(measure.TCPInfo{BytesAcked: acked, SndWnd: uint32(i), SndCwnd: 1, MSS: 1, RTT: 1}, time.Duration(i+1)*100*time.Millisecond)
 	}
 	if len(m.wnds) > maxWndSamples || len(m.intervals) > maxIntervals {
 		t.Fatalf("%d window samples, %d intervals: over the bounds", len(m.wnds), len(m.intervals))
 	}
 	// Windows grow by one per sample, so the median is near the middle.
-	if med := median(append([]uint32(nil), m.wnds...)); med < samples*4/10 || med > samples*6/10 {
+	if med := measure.Median(append([]uint32(nil), m.wnds...)); med < samples*4/10 || med > samples*6/10 {
 		t.Errorf("median of thinned windows %d, want about %d", med, samples/2)
 	}
 	var sum int64
@@ -163,38 +144,11 @@ func TestMonitorBounds(t *testing.T) {
 	}
 	// The first sample is the base; every later one added 1000 bytes, and
 	// the bytes after the last closed interval are still open.
-	if open := int64(acked-m.base.acked) + sum; open != (samples-1)*1000 {
-		t.Errorf("intervals hold %d bytes plus %d open, want %d in all", sum, acked-m.base.acked, (samples-1)*1000)
+	if open := int64(acked-m.base.BytesAcked) + sum; open != (samples-1)*1000 {
+		t.Errorf("intervals hold %d bytes plus %d open, want %d in all", sum, acked-m.base.BytesAcked, (samples-1)*1000)
 	}
 	if open := time.Duration(samples)*100*time.Millisecond - prev; open >= m.period {
 		t.Errorf("open interval %v is not shorter than the period %v", open, m.period)
-	}
-}
-
-// TestSampleAllocates0: a periodic TCP_INFO sample allocates nothing.
-func TestSampleAllocates0(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			defer c.Close()
-			_, _ = io.Copy(io.Discard, c)
-		}
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	p := newTCPProbe(c)
-	if _, ok := p.sample(); !ok {
-		t.Skip("no TCP_INFO on this system")
-	}
-	if n := testing.AllocsPerRun(100, func() { _, _ = p.sample() }); n != 0 {
-		t.Errorf("a sample allocates %.1f times", n)
 	}
 }
 
@@ -286,15 +240,15 @@ func TestSamplerAddRemove(t *testing.T) {
 // response header on top of the body once the body is acknowledged; the
 // excess comes off the earliest intervals and the last gets the rest.
 func TestFitIntervals(t *testing.T) {
-	ivs := func(b ...int64) []event.Interval {
-		var out []event.Interval
+	ivs := func(b ...int64) []measure.Interval {
+		var out []measure.Interval
 		for _, v := range b {
-			out = append(out, event.Interval{Bytes: v})
+			out = append(out, measure.Interval{Bytes: v})
 		}
 		return out
 	}
 	tests := map[string]struct {
-		in    []event.Interval
+		in    []measure.Interval
 		total int64
 		want  []int64
 		rest  int64

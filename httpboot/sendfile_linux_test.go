@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pxeperf/pxeperf/measure"
 )
 
 // sendfilePair is a loopback TCP connection: the server end as the
@@ -377,7 +379,7 @@ func TestAwaitAcked(t *testing.T) {
 
 	t.Run("slow client", func(t *testing.T) {
 		sc, cli := sendfilePairBuf(t, sndbuf, 64<<10)
-		probe := newTCPProbe(sc)
+		probe := measure.NewProbe(sc)
 		done := make(chan int64, 1)
 		go func() {
 			// 128 KiB every 2 ms: about 200 ms for the body.
@@ -394,17 +396,17 @@ func TestAwaitAcked(t *testing.T) {
 			done <- got
 		}()
 		send(t, sc)
-		if q := probe.outq(); q < 1<<20 {
+		if q := probe.Outq(); q < 1<<20 {
 			t.Fatalf("after the copy %d bytes wait for the client; want a full buffer's worth", q)
 		}
 		t0 := time.Now()
-		waited, err := sc.awaitAcked(probe.outq)
+		waited, err := sc.awaitAcked(probe.Outq)
 		took := time.Since(t0)
 		t.Logf("awaitAcked: %v, %d checks", took, sc.ackWaits)
 		if !waited || err != nil {
 			t.Fatalf("awaitAcked = %v, %v; want true, nil", waited, err)
 		}
-		if q := probe.outq(); q > 4096 {
+		if q := probe.Outq(); q > 4096 {
 			t.Errorf("awaitAcked returned with %d bytes unacknowledged, want at most a small segment", q)
 		}
 		// A timer step of 1 ms would have checked took/1ms times.
@@ -421,7 +423,7 @@ func TestAwaitAcked(t *testing.T) {
 
 	t.Run("deadline", func(t *testing.T) {
 		sc, _ := sendfilePairBuf(t, sndbuf, 64<<10)
-		probe := newTCPProbe(sc)
+		probe := measure.NewProbe(sc)
 		f, err := os.Open(path)
 		if err != nil {
 			t.Fatal(err)
@@ -436,11 +438,11 @@ func TestAwaitAcked(t *testing.T) {
 		if err := sc.SetWriteDeadline(time.Now().Add(150 * time.Millisecond)); err != nil {
 			t.Fatal(err)
 		}
-		waited, err := sc.awaitAcked(probe.outq)
+		waited, err := sc.awaitAcked(probe.Outq)
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Fatalf("awaitAcked = %v, %v; want the deadline's error", waited, err)
 		}
-		if q := probe.outq(); q <= 0 {
+		if q := probe.Outq(); q <= 0 {
 			t.Errorf("queue %d with a client that reads nothing", q)
 		}
 		if v := sendBufferOf(sc); sc.cur < sndbuf || v != sc.cur {
@@ -452,7 +454,7 @@ func TestAwaitAcked(t *testing.T) {
 		sc, cli := sendfilePairBuf(t, 0, 0)
 		go func() { _, _ = io.Copy(io.Discard, cli) }()
 		send(t, sc)
-		waited, err := sc.awaitAcked(newTCPProbe(sc).outq)
+		waited, err := sc.awaitAcked(measure.NewProbe(sc).Outq)
 		if waited || err != nil {
 			t.Errorf("awaitAcked = %v, %v on an autotuned buffer; want false, nil", waited, err)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/internal/refuse"
+	meas "github.com/pxeperf/pxeperf/measure"
 )
 
 // iperf 2 has no control channel: a TCP test is one connection the client
@@ -103,20 +104,21 @@ const (
 
 // flow2 is one UDP test: the datagrams from one client port.
 type flow2 struct {
-	peer                netip.AddrPort
-	first, last, seen   time.Time // seen: the last datagram, FINs included
-	bytes               int64
-	packets, lost, ooo  int64
-	jitter, prevTransit float64
-	seq64               bool
-	done                bool
-	doneAt              time.Time
-	report              []byte
-	slot                *test2 // nil once the flow gave its slot back (or to its -R leg)
-	tx                  []sample
-	nextSample          time.Time
-	hdr                 hdr2 // the first datagram's test header
-	ctx                 context.Context
+	peer               netip.AddrPort
+	first, last, seen  time.Time // seen: the last datagram, FINs included
+	bytes              int64
+	packets, lost, ooo int64         // recv's figures: the highest sequence number, lost, out of order
+	jitter             float64       // seconds
+	recv               *meas.UDPRecv // from the flow's first sequence number
+	seq64              bool
+	done               bool
+	doneAt             time.Time
+	report             []byte
+	slot               *test2 // nil once the flow gave its slot back (or to its -R leg)
+	tx                 []sample
+	nextSample         time.Time
+	hdr                hdr2 // the first datagram's test header
+	ctx                context.Context
 	// budget counts every byte from the flow's source; nil when its
 	// address has shown it receives, so its legs are not bounded by it.
 	budget *udpBudget
@@ -242,25 +244,12 @@ func (s *Iperf2) datagram(ctx context.Context, from netip.AddrPort, b []byte, no
 	}
 	f.last = now
 	f.bytes += int64(len(b))
-	first := f.packets == 0
-	if seq >= f.packets+1 {
-		if seq > f.packets+1 && !first {
-			f.lost += seq - 1 - f.packets
-		}
-		f.packets = seq
-	} else {
-		f.ooo++
-		if f.lost > 0 {
-			f.lost--
-		}
+	if f.recv == nil {
+		f.recv = meas.NewUDPRecv(uint64(seq), 0) // no loss before the first
 	}
 	sent := time.Unix(int64(binary.BigEndian.Uint32(b[4:])), int64(binary.BigEndian.Uint32(b[8:]))*1000)
-	transit := now.Sub(sent).Seconds()
-	if first {
-		f.prevTransit = transit
-	}
-	f.jitter += (math.Abs(transit-f.prevTransit) - f.jitter) / 16
-	f.prevTransit = transit
+	f.recv.Add(uint64(seq), len(b), now.Sub(sent))
+	f.packets, f.lost, f.ooo, f.jitter = int64(f.recv.Highest()), f.recv.Lost(0), f.recv.OutOfOrder(), f.recv.Jitter()
 }
 
 // openFlowLocked starts the flow b opens, when it gets a slot, and its
@@ -362,6 +351,7 @@ func (s *Iperf2) markDoneLocked(f *flow2, now time.Time) {
 func (s *Iperf2) finish(f *flow2, outcome, why string) {
 	slot := f.slot
 	s.markDoneLocked(f, time.Now())
+	f.recv = nil // its figures are f's; a done flow kept for FIN retries stays small
 	if slot == nil {
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/event"
+	meas "github.com/pxeperf/pxeperf/measure"
 )
 
 // The test header an iperf 2 client writes first (payloads.h of 2.1.8:
@@ -188,49 +189,6 @@ type leg2 struct {
 	samples      []sample
 	outcome, why string
 	local, peer  netip.AddrPort
-}
-
-// ticker2 takes a sample every period from start until stopped.
-type ticker2 struct {
-	mu   sync.Mutex
-	ss   []sample
-	done chan struct{}
-	wg   sync.WaitGroup
-}
-
-func startTicker(start time.Time, period time.Duration, snap func(at time.Duration) sample) *ticker2 {
-	t := &ticker2{done: make(chan struct{})}
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		for k := 1; ; k++ {
-			tm := time.NewTimer(time.Until(start.Add(time.Duration(k) * period)))
-			select {
-			case <-tm.C:
-				s := snap(time.Duration(k) * period)
-				t.mu.Lock()
-				t.ss = append(t.ss, s)
-				t.mu.Unlock()
-			case <-t.done:
-				tm.Stop()
-				return
-			}
-		}
-	}()
-	return t
-}
-
-// stop ends the samples with last.
-func (t *ticker2) stop(last sample) []sample {
-	close(t.done)
-	t.wg.Wait()
-	var out []sample
-	for _, s := range t.ss {
-		if s.at < last.at {
-			out = append(out, s)
-		}
-	}
-	return append(out, last)
 }
 
 // handleTCP runs one iperf 2 TCP connection: the board's leg (it sends)
@@ -529,7 +487,7 @@ func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose 
 			mu.Lock()
 			w := sent
 			mu.Unlock()
-			if !pace(int64(h.rate), l.start, w, ctx.Done()) {
+			if !meas.Pace(int64(h.rate), l.start, w, ctx.Done()) {
 				break
 			}
 		}

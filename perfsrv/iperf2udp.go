@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/event"
+	meas "github.com/pxeperf/pxeperf/measure"
 )
 
 // iperf 2's UDP defaults (Settings.hpp): 1470-byte datagrams at 1 Mbit/s.
@@ -202,7 +203,7 @@ func (s *Iperf2) sendUDPLeg(ctx context.Context, write func([]byte) error, repor
 		be.PutUint32(buf[12:], uint32(uint64(id)>>32))
 	}
 	for ctx.Err() == nil && time.Now().Before(end) && (h.amount <= 0 || sent < int64(h.amount)) {
-		if !pace(rate, l.start, sent, ctx.Done()) {
+		if !meas.Pace(rate, l.start, sent, ctx.Done()) {
 			break
 		}
 		if budget != nil && !budget.wait(ctx, sent, int64(len(buf)), end) {

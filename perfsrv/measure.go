@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/event"
+	meas "github.com/pxeperf/pxeperf/measure"
 )
 
 // stream3 is one data stream of a test.
@@ -26,13 +27,11 @@ type stream3 struct {
 	lastRead atomic.Int64 // UnixNano of the last read with data
 	base     int64        // bytes at the measured start (after -O)
 
-	// UDP receiver (iperf_udp_recv), owned by the reading goroutine until
-	// it ends.
-	packets    int64 // highest sequence number seen
-	lost       int64 // cnt_error
-	outOfOrder int64
-	jitter     float64 // seconds
-	prevTrans  float64
+	// UDP receiver (iperf_udp_recv's figures, from measure.UDPRecv), set
+	// when the reading goroutine ends.
+	packets int64   // highest sequence number seen
+	lost    int64   // cnt_error
+	jitter  float64 // seconds
 	// UDP sender
 	sent int64 // datagrams
 
@@ -54,15 +53,17 @@ type measure struct {
 
 	congestion string // TCP congestion control of the streams
 
-	mu         sync.Mutex
-	baseTx     sample // at t0, the direction the board sends (server receives)
-	baseRx     sample
-	tx, rx     []sample
-	sampleDone chan struct{}
+	// One sampler a direction, from t0 (meas.Sampler); their readings
+	// land in baseTx, tx, baseRx and rx at stop.
+	smpTx, smpRx *ticker2
+	mu           sync.Mutex
+	baseTx       sample // at t0, the direction the board sends (server receives)
+	baseRx       sample
+	tx, rx       []sample
 }
 
 func newMeasure(t *test3, ss []*stream3) *measure {
-	return &measure{t: t, ss: ss, ended: make(chan struct{}), sampleDone: make(chan struct{})}
+	return &measure{t: t, ss: ss, ended: make(chan struct{})}
 }
 
 func (m *measure) start() {
@@ -84,7 +85,7 @@ func (m *measure) start() {
 			}
 		}()
 	}
-	go m.sampler()
+	m.smpTx, m.smpRx = m.sampler(false), m.sampler(true)
 }
 
 // snap sums one direction: sending=true is the server's sending streams.
@@ -113,47 +114,26 @@ func (m *measure) snap(sending bool, at time.Duration) sample {
 	return s
 }
 
-func (m *measure) sampler() {
-	defer close(m.sampleDone)
-	period := m.t.s.cfg.Interval
-	wait := func(until time.Time) bool {
-		tm := time.NewTimer(time.Until(until))
-		defer tm.Stop()
-		select {
-		case <-tm.C:
-			return true
-		case <-m.ended:
-			return false
-		}
-	}
-	// The base is what came before the measured start: only the omitted
-	// seconds (-O). Without them it is zero, not a snapshot taken when this
-	// goroutine first runs: on a loaded host that was after the first
-	// megabytes (a -n 1M test at 5 Gbit/s is over in 2 ms), and the record
-	// came out short of what the board sent (831,424 B of 1 MiB in the soak).
-	if m.t0.After(m.wall) {
-		if !wait(m.t0) {
-			return
-		}
-		m.mu.Lock()
-		m.baseTx, m.baseRx = m.snap(false, 0), m.snap(true, 0)
-		for _, st := range m.ss {
-			if !st.sender || st.udp {
-				st.base = st.bytes.Load()
+// sampler samples one direction (sending: the server's sending streams)
+// every period from t0.
+//
+// The base is what came before the measured start: only the omitted
+// seconds (-O). Without them it is zero, not a snapshot taken when the
+// sampler first runs: on a loaded host that was after the first megabytes
+// (a -n 1M test at 5 Gbit/s is over in 2 ms), and the record came out
+// short of what the board sent (831,424 B of 1 MiB in the soak).
+func (m *measure) sampler(sending bool) *ticker2 {
+	return startSampling(m.t0, m.t.s.cfg.Interval, func(at time.Duration) sample {
+		s := m.snap(sending, at)
+		if at == 0 { // the base
+			for _, st := range m.ss {
+				if st.sender == sending && (!st.sender || st.udp) {
+					st.base = st.bytes.Load()
+				}
 			}
 		}
-		m.mu.Unlock()
-	}
-	for k := 1; ; k++ {
-		if !wait(m.t0.Add(time.Duration(k) * period)) {
-			return
-		}
-		at := time.Duration(k) * period
-		tx, rx := m.snap(false, at), m.snap(true, at)
-		m.mu.Lock()
-		m.tx, m.rx = append(m.tx, tx), append(m.rx, rx)
-		m.mu.Unlock()
-	}
+		return s
+	}, m.t0.After(m.wall))
 }
 
 // After TEST_END the receivers read what is still in flight until a
@@ -203,8 +183,9 @@ func (m *measure) stop(ok bool) {
 	}
 	m.stopped.Store(true)
 	close(m.ended)
+	m.smpTx.pause()
+	m.smpRx.pause()
 	m.wg.Wait()
-	<-m.sampleDone
 	// iperf3 closes the streams at TEST_END, before the result exchange:
 	// a 3.12 client may sit in a blocking read of a stream until then.
 	for _, st := range m.ss {
@@ -229,7 +210,8 @@ func (m *measure) stop(ok bool) {
 		rx.retransmits += st.atEnd.retransmits
 		rx.cwnd += st.atEnd.cwnd
 	}
-	m.tx, m.rx = append(m.tx, tx), append(m.rx, rx)
+	m.baseTx, m.tx = m.smpTx.stopBase(tx)
+	m.baseRx, m.rx = m.smpRx.stopBase(rx)
 	m.mu.Unlock()
 }
 
@@ -261,30 +243,12 @@ func (m *measure) limitReached() bool {
 	return p.Bytes > 0 && m.total.Load() >= p.Bytes || p.Blocks > 0 && m.blocks.Load() >= p.Blocks
 }
 
-// pace sleeps until sending n more bytes keeps to rate bits/s since start.
-func pace(rate int64, start time.Time, sent int64, ended <-chan struct{}) bool {
-	if rate <= 0 {
-		return true
-	}
-	due := start.Add(time.Duration(float64(sent*8) / float64(rate) * float64(time.Second)))
-	if d := time.Until(due); d > time.Millisecond {
-		tm := time.NewTimer(d)
-		defer tm.Stop()
-		select {
-		case <-tm.C:
-		case <-ended:
-			return false
-		}
-	}
-	return true
-}
-
 func (m *measure) sendTCP(st *stream3) {
 	blk := m.blockLen()
 	buf := m.t.s.sendPayload()
 	rate := m.t.p.Bandwidth
 	for !m.stopped.Load() && !m.limitReached() {
-		if !pace(rate, m.wall, st.bytes.Load(), m.ended) {
+		if !meas.Pace(rate, m.wall, st.bytes.Load(), m.ended) {
 			return
 		}
 		k := m.blocksNext(blk)
@@ -322,7 +286,7 @@ func (m *measure) sendUDP(st *stream3) {
 	}
 	wide := m.t.p.UDP64
 	for !m.stopped.Load() && !m.limitReached() {
-		if !pace(rate, m.wall, st.bytes.Load(), m.ended) {
+		if !meas.Pace(rate, m.wall, st.bytes.Load(), m.ended) {
 			return
 		}
 		st.sent++
@@ -369,10 +333,13 @@ func (m *measure) recvTCP(st *stream3) {
 }
 
 // recvUDP counts datagrams, loss, reordering and jitter as iperf_udp_recv
-// does (RFC 1889 jitter from the sender's timestamps).
+// does (meas.UDPRecv, from sequence number 1; RFC 3550 jitter from the
+// sender's timestamps).
 func (m *measure) recvUDP(st *stream3) {
 	buf := make([]byte, 65536)
 	wide := m.t.p.UDP64
+	u := meas.NewUDPRecv(1, 0)
+	defer func() { st.packets, st.lost, st.jitter = int64(u.Highest()), u.Lost(0), u.Jitter() }()
 	limit := recvLimit{pps: max(2*m.t.streamPPS(), 1000), start: time.Now()}
 	for {
 		limit.wait(m.ended)
@@ -383,36 +350,17 @@ func (m *measure) recvUDP(st *stream3) {
 		if n < 12 || wide && n < 16 {
 			continue
 		}
-		st.bytes.Add(int64(n))
-		st.lastRead.Store(time.Now().UnixNano())
-		sec, usec := binary.BigEndian.Uint32(buf[0:]), binary.BigEndian.Uint32(buf[4:])
-		var seq int64
-		if wide {
-			seq = int64(binary.BigEndian.Uint64(buf[8:]) & math.MaxInt64)
-		} else {
-			seq = int64(binary.BigEndian.Uint32(buf[8:]))
-		}
-		first := st.packets == 0 && st.lost == 0 && st.outOfOrder == 0
-		if seq >= st.packets+1 {
-			if seq > st.packets+1 {
-				st.lost += seq - 1 - st.packets
-			}
-			st.packets = seq
-		} else {
-			st.outOfOrder++
-			if st.lost > 0 {
-				st.lost--
-			}
-		}
 		now := time.Now()
-		sent := time.Unix(int64(sec), int64(usec)*1000)
-		transit := now.Sub(sent).Seconds()
-		if first {
-			st.prevTrans = transit
+		st.bytes.Add(int64(n))
+		st.lastRead.Store(now.UnixNano())
+		sec, usec := binary.BigEndian.Uint32(buf[0:]), binary.BigEndian.Uint32(buf[4:])
+		var seq uint64
+		if wide {
+			seq = binary.BigEndian.Uint64(buf[8:]) & math.MaxInt64
+		} else {
+			seq = uint64(binary.BigEndian.Uint32(buf[8:]))
 		}
-		d := math.Abs(transit - st.prevTrans)
-		st.prevTrans = transit
-		st.jitter += (d - st.jitter) / 16
+		u.Add(seq, n, now.Sub(time.Unix(int64(sec), int64(usec)*1000)))
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/internal/refuse"
+	meas "github.com/pxeperf/pxeperf/measure"
 )
 
 // Sources stamped on the events.
@@ -185,9 +186,10 @@ func addrPort(a net.Addr) netip.AddrPort {
 	return ap
 }
 
-// sample is one interval of one direction, summed over its streams.
+// sample is one cumulative reading of one direction, summed over its
+// streams: measure.Sample's TCP figures in the types event.Interval keeps.
 type sample struct {
-	at          time.Duration // end, from the measured start
+	at          time.Duration // from the measured start
 	bytes       int64         // cumulative
 	retransmits uint32        // cumulative (sending side only)
 	cwnd        uint32        // bytes, at the end
@@ -195,28 +197,67 @@ type sample struct {
 	sndWnd      uint32
 }
 
+func (s sample) reading() meas.Sample {
+	return meas.Sample{At: s.at, Bytes: s.bytes, Retransmits: int64(s.retransmits), Cwnd: int64(s.cwnd),
+		SndWnd: int64(s.sndWnd), RTT: s.rtt}
+}
+
+func sampleOf(r meas.Sample) sample {
+	return sample{at: r.At, bytes: r.Bytes, retransmits: uint32(r.Retransmits), cwnd: uint32(r.Cwnd),
+		sndWnd: uint32(r.SndWnd), rtt: r.RTT}
+}
+
 // intervals turns cumulative samples into event intervals, from base
-// (the sample at the measured start). A last interval shorter than minTail
-// is folded into the one before, so the counts match the client's lines:
-// iperf3 drops a tail under a tenth of the period
-// (iperf_print_intermediate); iperf 2 prints whole periods only, its
-// total covering the rest.
+// (the sample at the measured start), as measure.Intervals cuts them: a
+// last interval shorter than minTail is folded into the one before, so
+// the counts match the client's lines (iperf3 drops a tail under a tenth
+// of the period; iperf 2 prints whole periods only, its total covering
+// the rest).
 func intervals(base sample, ss []sample, minTail time.Duration) []event.Interval {
+	rs := make([]meas.Sample, len(ss))
+	for i, s := range ss {
+		rs[i] = s.reading()
+	}
 	var out []event.Interval
-	prev := base
-	for _, s := range ss {
-		iv := event.Interval{Start: prev.at, End: s.at, Bytes: s.bytes - prev.bytes,
-			Retransmits: s.retransmits - prev.retransmits, Cwnd: s.cwnd, SndWnd: s.sndWnd, RTT: s.rtt}
-		if iv.End-iv.Start < minTail && len(out) > 0 {
-			last := &out[len(out)-1]
-			last.End, last.Bytes, last.Retransmits = iv.End, last.Bytes+iv.Bytes, last.Retransmits+iv.Retransmits
-			last.Cwnd, last.SndWnd, last.RTT = iv.Cwnd, iv.SndWnd, iv.RTT
-		} else if iv.End > iv.Start {
-			out = append(out, iv)
-		}
-		prev = s
+	for _, iv := range meas.Intervals(base.reading(), rs, minTail) {
+		out = append(out, event.Interval{Start: iv.Start, End: iv.End, Bytes: iv.Bytes,
+			Retransmits: uint32(iv.Retransmits), Cwnd: uint32(iv.Cwnd), SndWnd: uint32(iv.SndWnd), RTT: iv.RTT})
 	}
 	return out
+}
+
+// ticker2 is a measure.Sampler of one direction's samples: a reading every
+// period from start, each at the time it was taken.
+type ticker2 struct{ s *meas.Sampler }
+
+func startTicker(start time.Time, period time.Duration, snap func(at time.Duration) sample) *ticker2 {
+	return startSampling(start, period, snap, false)
+}
+
+// startSampling is startTicker with, when base is set, a first reading
+// snap(0) at start (waiting for it): what came before is not measured.
+func startSampling(start time.Time, period time.Duration, snap func(at time.Duration) sample, base bool) *ticker2 {
+	return &ticker2{meas.StartSampler(start, period, func(at time.Duration) meas.Sample { return snap(at).reading() },
+		meas.SamplerOptions{Base: base})}
+}
+
+// pause stops the readings; stop or stopBase ends them.
+func (t *ticker2) pause() { t.s.Pause() }
+
+// stop ends the samples with last (a reading at or after it is dropped).
+func (t *ticker2) stop(last sample) []sample {
+	_, ss := t.stopBase(last)
+	return ss
+}
+
+// stopBase is stop with the base reading (zero without one).
+func (t *ticker2) stopBase(last sample) (sample, []sample) {
+	base, rs := t.s.Stop(last.reading())
+	ss := make([]sample, len(rs))
+	for i, r := range rs {
+		ss[i] = sampleOf(r)
+	}
+	return sampleOf(base), ss
 }
 
 // serve runs a server's two sockets until ctx ends: readUDP on the UDP

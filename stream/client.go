@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/pxeperf/pxeperf/measure"
 )
 
 // control is the client's end of a test's control connection.
@@ -104,11 +106,7 @@ func TCP(ctx context.Context, cfg Config) (Result, error) {
 	res := Result{Proto: "tcp", Direction: cfg.Direction}
 	var n atomic.Int64
 	if cfg.Direction == Tx {
-		smp := startSampler(start, cfg.Interval, func() Stats {
-			st, _ := tcpInfo(data)
-			st.Bytes = n.Load()
-			return st
-		})
+		smp := startSampler(start, cfg.Interval, func() measure.Sample { return tcpSample(data, n.Load()) })
 		err := sendTCP(data, start.Add(cfg.Duration), cfg.Bytes, &n)
 		iv, total, el := smp.finish()
 		if err != nil {
@@ -123,13 +121,13 @@ func TCP(ctx context.Context, cfg Config) (Result, error) {
 		}
 		res.Intervals, res.PeerIntervals = iv, m.Intervals
 		res.Sender = total
-		res.Sender.Start, res.Sender.End, res.Sender.BitsPerSecond = 0, el, bps(total.Bytes, el)
+		res.Sender.Start, res.Sender.End, res.Sender.BitsPerSecond = 0, el, measure.BitsPerSecond(total.Bytes, el)
 		if m.Sum != nil {
 			res.Receiver = *m.Sum
 		}
 		return res, nil
 	}
-	smp := startSampler(start, cfg.Interval, func() Stats { return Stats{Bytes: n.Load()} })
+	smp := startSampler(start, cfg.Interval, func() measure.Sample { return measure.Sample{Bytes: n.Load()} })
 	buf := make([]byte, tcpBlock)
 	for {
 		k, err := data.Read(buf)
@@ -147,7 +145,7 @@ func TCP(ctx context.Context, cfg Config) (Result, error) {
 		return res, ctxErr(ctx, err)
 	}
 	res.Intervals, res.PeerIntervals = mergeSender(iv, m.Intervals), m.Intervals
-	res.Receiver = Stats{End: el, Bytes: total.Bytes, BitsPerSecond: bps(total.Bytes, el)}
+	res.Receiver = Stats{End: el, Bytes: total.Bytes, BitsPerSecond: measure.BitsPerSecond(total.Bytes, el)}
 	if m.Sum != nil {
 		res.Sender = *m.Sum
 	}
@@ -265,13 +263,13 @@ wait:
 		}
 		res.Intervals, res.PeerIntervals = mergeReceiver(iv, m.Intervals), m.Intervals
 		res.Sender = total
-		res.Sender.Start, res.Sender.End, res.Sender.BitsPerSecond = 0, el, bps(total.Bytes, el)
+		res.Sender.Start, res.Sender.End, res.Sender.BitsPerSecond = 0, el, measure.BitsPerSecond(total.Bytes, el)
 		if m.Sum != nil {
 			res.Receiver = *m.Sum
 		}
 		return res, nil
 	}
-	rs := &recvState{u: newUDPRecv(expectedPackets(cfg.Rate, cfg.PacketSize, cfg.Duration)), epoch: start}
+	rs := &recvState{u: measure.NewUDPRecv(0, measure.ExpectedPackets(cfg.Rate, cfg.PacketSize, cfg.Duration)), epoch: start}
 	smp := startSampler(start, cfg.Interval, rs.stats)
 	recvDone := make(chan struct{})
 	go func() {
@@ -319,7 +317,7 @@ wait:
 	iv, total, el := smp.finishAt(stopAt)
 	res.Intervals, res.PeerIntervals = iv, m.Intervals
 	res.Receiver = total
-	res.Receiver.Start, res.Receiver.End, res.Receiver.BitsPerSecond = 0, el, bps(total.Bytes, el)
+	res.Receiver.Start, res.Receiver.End, res.Receiver.BitsPerSecond = 0, el, measure.BitsPerSecond(total.Bytes, el)
 	if m.Sum != nil {
 		res.Sender = *m.Sum
 	}

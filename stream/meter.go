@@ -1,77 +1,57 @@
 package stream
 
 import (
-	"sync"
+	"net"
 	"time"
+
+	"github.com/pxeperf/pxeperf/measure"
 )
 
-// sampler cuts a cumulative counter into intervals on a ticker, as iperf3
-// prints them, and keeps a final partial interval so intervals always sum
-// to the total.
-type sampler struct {
-	every time.Duration
-	read  func() Stats // cumulative counters
-	start time.Time
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
-	mu    sync.Mutex
-	prev  Stats
-	at    time.Duration
-	out   []Stats
+// sampler is one side's measure.Sampler, its readings cut into Stats as
+// iperf3 prints them: intervals that always sum to the total.
+type sampler struct{ *measure.Sampler }
+
+func startSampler(start time.Time, every time.Duration, read func() measure.Sample) sampler {
+	return sampler{measure.StartSampler(start, every, func(time.Duration) measure.Sample { return read() },
+		measure.SamplerOptions{})}
 }
 
-func startSampler(start time.Time, every time.Duration, read func() Stats) *sampler {
-	s := &sampler{every: every, read: read, start: start, stop: make(chan struct{}), done: make(chan struct{})}
-	go s.run()
-	return s
-}
-
-func (s *sampler) run() {
-	defer close(s.done)
-	t := time.NewTicker(s.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.cut(time.Since(s.start))
-		}
-	}
-}
-
-func (s *sampler) cut(now time.Duration) {
-	cur := s.read()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.out = append(s.out, delta(s.prev, cur, s.at, now))
-	s.prev, s.at = cur, now
-}
-
-// finish stops the ticker, cuts the last (partial) interval and returns
-// all of them with the final cumulative snapshot and the elapsed time.
-func (s *sampler) finish() ([]Stats, Stats, time.Duration) {
-	return s.finishAt(time.Since(s.start))
-}
+// finish stops the sampler, takes the last (partial) interval and returns
+// all of them with the final cumulative figures and the elapsed time.
+func (s sampler) finish() ([]Stats, Stats, time.Duration) { return s.finishAt(s.Since()) }
 
 // finishAt is finish with the last interval ending at end (since start)
 // rather than now: a UDP receiver's test ends when the sender stopped, not
 // after the grace period it waited for stragglers.
-func (s *sampler) finishAt(end time.Duration) ([]Stats, Stats, time.Duration) {
-	s.pause()
-	s.mu.Lock()
-	end = max(end, s.at)
-	s.mu.Unlock()
-	s.cut(end)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out, s.prev, s.at
+func (s sampler) finishAt(end time.Duration) ([]Stats, Stats, time.Duration) {
+	base, ss := s.Finish(end)
+	var iv []Stats
+	for _, v := range measure.Intervals(base, ss, 0) {
+		iv = append(iv, statsOf(v))
+	}
+	last := ss[len(ss)-1]
+	return iv, statsOf(measure.Cut(base, last)), last.At
 }
 
-// pause stops the ticker: a UDP receiver pauses when the sender says it is
-// done, so no interval starts during the grace period.
-func (s *sampler) pause() {
-	s.once.Do(func() { close(s.stop) })
-	<-s.done
+// pause stops the readings: a UDP receiver pauses when the sender says it
+// is done, so no interval starts during the grace period.
+func (s sampler) pause() { s.Pause() }
+
+func statsOf(v measure.Interval) Stats {
+	return Stats{Start: v.Start, End: v.End, Bytes: v.Bytes, BitsPerSecond: v.BitsPerSecond(),
+		Retransmits: v.Retransmits, SndCwnd: v.Cwnd, RTT: v.RTT,
+		Packets: v.Packets, Lost: v.Lost, LostPercent: v.LostPercent(), OutOfOrder: v.OutOfOrder,
+		Duplicates: v.Duplicates, JitterMs: v.Jitter * 1000}
+}
+
+// tcpSample is the sending side's TCP_INFO figures (retransmits, cwnd,
+// RTT) with bytes the caller's count of bytes written, n; no TCP figures
+// where TCP_INFO cannot be read.
+func tcpSample(c net.Conn, n int64) measure.Sample {
+	s := measure.Sample{}
+	if i, err := measure.ReadTCPInfo(c); err == nil {
+		s = i.Sample(0)
+	}
+	s.Bytes = n
+	return s
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pxeperf/pxeperf/measure"
 )
 
 // Server timeouts.
@@ -282,7 +284,7 @@ func (s *Server) runTCP(ctx context.Context, ctl net.Conn, sess *session) (messa
 	every := time.Duration(sess.req.IntervalMs) * time.Millisecond
 	var n atomic.Int64
 	if sess.req.Dir == "tx" {
-		smp := startSampler(start, every, func() Stats { return Stats{Bytes: n.Load()} })
+		smp := startSampler(start, every, func() measure.Sample { return measure.Sample{Bytes: n.Load()} })
 		buf := make([]byte, tcpBlock)
 		var err error
 		for {
@@ -297,15 +299,10 @@ func (s *Server) runTCP(ctx context.Context, ctl net.Conn, sess *session) (messa
 		if !errors.Is(err, io.EOF) {
 			return message{}, fmt.Errorf("receiving: %w", err)
 		}
-		sum := Stats{End: el, Bytes: total.Bytes, BitsPerSecond: bps(total.Bytes, el)}
+		sum := Stats{End: el, Bytes: total.Bytes, BitsPerSecond: measure.BitsPerSecond(total.Bytes, el)}
 		return message{Type: "result", Intervals: iv, Sum: &sum}, nil
 	}
-	read := func() Stats {
-		st, _ := tcpInfo(data)
-		st.Bytes = n.Load()
-		return st
-	}
-	smp := startSampler(start, every, read)
+	smp := startSampler(start, every, func() measure.Sample { return tcpSample(data, n.Load()) })
 	err := sendTCP(data, start.Add(dur), sess.req.Bytes, &n)
 	iv, total, el := smp.finish()
 	if err != nil {
@@ -316,7 +313,7 @@ func (s *Server) runTCP(ctx context.Context, ctl net.Conn, sess *session) (messa
 		return message{}, err
 	}
 	sum := total
-	sum.Start, sum.End, sum.BitsPerSecond = 0, el, bps(total.Bytes, el)
+	sum.Start, sum.End, sum.BitsPerSecond = 0, el, measure.BitsPerSecond(total.Bytes, el)
 	return message{Type: "result", Intervals: iv, Sum: &sum}, nil
 }
 
@@ -359,7 +356,7 @@ func (s *Server) runUDP(ctx context.Context, ctl net.Conn, sess *session) (messa
 	end := start.Add(dur + finishSlack)
 	ctl.SetDeadline(end)
 	if sess.req.Dir == "tx" {
-		rs := &recvState{u: newUDPRecv(expectedPackets(sess.req.Rate, sess.req.PacketSize, dur)), epoch: start}
+		rs := &recvState{u: measure.NewUDPRecv(0, measure.ExpectedPackets(sess.req.Rate, sess.req.PacketSize, dur)), epoch: start}
 		sess.recv.Store(rs)
 		if err := writeFrame(ctl, message{Type: "start"}); err != nil {
 			return message{}, err
@@ -380,7 +377,7 @@ func (s *Server) runUDP(ctx context.Context, ctl net.Conn, sess *session) (messa
 		rs.sent.Store(done.Packets)
 		iv, total, el := smp.finishAt(stopAt)
 		sess.recv.Store(nil)
-		total.Start, total.End, total.BitsPerSecond = 0, el, bps(total.Bytes, el)
+		total.Start, total.End, total.BitsPerSecond = 0, el, measure.BitsPerSecond(total.Bytes, el)
 		return message{Type: "result", Intervals: iv, Sum: &total}, nil
 	}
 	if err := writeFrame(ctl, message{Type: "start"}); err != nil {
@@ -394,7 +391,7 @@ func (s *Server) runUDP(ctx context.Context, ctl net.Conn, sess *session) (messa
 	if err != nil {
 		return message{}, fmt.Errorf("sending UDP: %w", err)
 	}
-	total.Start, total.End, total.BitsPerSecond = 0, el, bps(total.Bytes, el)
+	total.Start, total.End, total.BitsPerSecond = 0, el, measure.BitsPerSecond(total.Bytes, el)
 	return message{Type: "result", Intervals: iv, Sum: &total, Packets: total.Packets}, nil
 }
 

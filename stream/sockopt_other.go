@@ -7,9 +7,6 @@ import (
 	"syscall"
 )
 
-// tcpInfo is Linux-only: elsewhere intervals carry no retransmits or cwnd.
-func tcpInfo(net.Conn) (Stats, bool) { return Stats{}, false }
-
 // bufControl sets the socket buffers before connect.
 func bufControl(rcv, snd int) func(network, address string, c syscall.RawConn) error {
 	return func(network, address string, c syscall.RawConn) error {

@@ -191,10 +191,3 @@ func (c Config) request(udp bool) request {
 	}
 	return r
 }
-
-func bps(bytes int64, d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	return float64(bytes) * 8 / d.Seconds()
-}

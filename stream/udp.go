@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/net/ipv4"
+
+	"github.com/pxeperf/pxeperf/measure"
 )
 
 // udpBatch is the most datagrams one sendmmsg carries.
@@ -24,8 +26,8 @@ type sendMeter struct {
 	bytes, packets atomic.Int64
 }
 
-func (m *sendMeter) stats() Stats {
-	return Stats{Bytes: m.bytes.Load(), Packets: m.packets.Load()}
+func (m *sendMeter) stats() measure.Sample {
+	return measure.Sample{Bytes: m.bytes.Load(), Packets: m.packets.Load()}
 }
 
 // sendUDP paces datagrams of size bytes at rate bit/s on conn (to dst, or
@@ -38,8 +40,8 @@ func sendUDP(conn *net.UDPConn, dst net.Addr, session uint64, rate int64, size i
 	for i := range msgs {
 		msgs[i] = ipv4.Message{Buffers: [][]byte{make([]byte, size)}, Addr: dst}
 	}
-	p := newPacer(rate, size, udpBatch, epoch)
-	want := batchFor(rate, size, udpBatch)
+	p := measure.NewPacer(rate, size, udpBatch, epoch)
+	want := measure.BatchFor(rate, size, udpBatch)
 	var seq uint64
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -53,9 +55,9 @@ func sendUDP(conn *net.UDPConn, dst net.Addr, session uint64, rate int64, size i
 			return nil
 		default:
 		}
-		k := p.take(now, size, udpBatch)
+		k := p.Take(now, size, udpBatch)
 		if k == 0 {
-			timer.Reset(min(p.wait(want*size), deadline.Sub(now)))
+			timer.Reset(min(p.Wait(want*size), deadline.Sub(now)))
 			select {
 			case <-stop:
 				return nil
@@ -87,23 +89,23 @@ func sendUDP(conn *net.UDPConn, dst net.Addr, session uint64, rate int64, size i
 	}
 }
 
-// recvState is a receiver's udpRecv shared between the reading goroutine
+// recvState is a receiver's measure.UDPRecv shared between the reading goroutine
 // and the sampler.
 type recvState struct {
 	mu    sync.Mutex
-	u     *udpRecv
+	u     *measure.UDPRecv
 	epoch time.Time
 	sent  atomic.Int64 // the sender's count, once known
 }
 
 func (r *recvState) add(d datagram, size int, at time.Time) {
 	r.mu.Lock()
-	r.u.add(d.seq, size, d.sent, at.Sub(r.epoch))
+	r.u.Add(d.seq, size, at.Sub(r.epoch)-d.sent)
 	r.mu.Unlock()
 }
 
-func (r *recvState) stats() Stats {
+func (r *recvState) stats() measure.Sample {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.u.stats(r.sent.Load())
+	return r.u.Sample(0, r.sent.Load())
 }
