@@ -220,6 +220,23 @@ func clientReceived(t *testing.T, ns string) int64 {
 	return n
 }
 
+// liveLab is the real binary serving a file of size random bytes in a
+// pair whose link carries 4 Mbit/s to the board (shape), with the
+// dashboard's stream open (watchStream).
+func liveLab(t *testing.T, file string, size int) (*nstest.Pair, *nstest.Served) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a 20 s download (-short)")
+	}
+	p := nstest.NewPair(t, nstest.Options{})
+	s := nstest.Serve(t, p.Server, liveYAML, func(root string) {
+		nstest.RandomFile(t, filepath.Join(root, file), size, 28)
+	}, "--iface", p.ServerIf, "--addr", p.ServerIP.String())
+	shape(t, p)
+	watchStream(t, s)
+	return p, s
+}
+
 // shape puts a 4 Mbit/s token bucket on the server's veth end: what the
 // board receives.
 func shape(t *testing.T, p *nstest.Pair) {
@@ -235,15 +252,7 @@ func shape(t *testing.T, p *nstest.Pair) {
 // download takes 35 s, longer than the test looks: curl stops at 20 s.
 func TestLiveRateHTTP(t *testing.T) {
 	nstest.RequireTool(t, "curl", "ss")
-	if testing.Short() {
-		t.Skip("a 20 s download (-short)")
-	}
-	p := nstest.NewPair(t, nstest.Options{})
-	s := nstest.Serve(t, p.Server, liveYAML, func(root string) {
-		nstest.RandomFile(t, filepath.Join(root, "big.img"), 16<<20, 28)
-	}, "--iface", p.ServerIf, "--addr", p.ServerIP.String())
-	shape(t, p)
-	watchStream(t, s)
+	p, s := liveLab(t, "big.img", 16<<20)
 
 	curl := nstest.Start(t, p.Client, "curl", "-s", "-o", "/dev/null", "--max-time", "20",
 		"-w", "%{size_download} %{speed_download} %{time_total}\n", "http://"+p.ServerIP.String()+"/big.img")
@@ -302,15 +311,7 @@ func TestLiveRateHTTP(t *testing.T) {
 // IP, Ethernet and TFTP headers): 3.88 Mbit/s of payload.
 func TestLiveRateTFTP(t *testing.T) {
 	nstest.RequireTool(t, "atftp")
-	if testing.Short() {
-		t.Skip("a 20 s download (-short)")
-	}
-	p := nstest.NewPair(t, nstest.Options{})
-	s := nstest.Serve(t, p.Server, liveYAML, func(root string) {
-		nstest.RandomFile(t, filepath.Join(root, "tftp.img"), 8<<20, 29)
-	}, "--iface", p.ServerIf, "--addr", p.ServerIP.String())
-	shape(t, p)
-	watchStream(t, s)
+	p, s := liveLab(t, "tftp.img", 8<<20)
 
 	const size = 8 << 20
 	begin := time.Now()
