@@ -110,3 +110,12 @@ func TestTransferLive(t *testing.T) {
 		t.Error("ended transfer still listed")
 	}
 }
+
+// BenchmarkTransferAdd: what TFTP pays per ACKed window (and httpboot per
+// sampling tick) to keep the live rate's points.
+func BenchmarkTransferAdd(b *testing.B) {
+	tr := NewActive().Begin(&Fetch{Proto: "tftp"})
+	for b.Loop() {
+		tr.Add(23488) // a window of 16 x 1468
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -44,21 +45,28 @@ http:
   listen: ":80"
 `
 
-// liveSample is one read of /api/active for one transfer.
+// liveSample is one read of /api/active for one transfer, between two
+// reads of the client's own count of the bytes it received.
 type liveSample struct {
-	At    time.Duration // since the first sample
-	Bytes int64
-	Mbps  float64
+	At     time.Duration // since the first sample
+	Bytes  int64
+	Mbps   float64
+	Before int64 // the client's count just before
+	After  int64 // ... and just after
 }
 
 func (s liveSample) String() string {
-	return fmt.Sprintf("%.0fs %.2fMB %.2f", s.At.Seconds(), float64(s.Bytes)/1e6, s.Mbps)
+	return fmt.Sprintf("%.0fs %.2fMB %.2f (client %.2fMB)", s.At.Seconds(), float64(s.Bytes)/1e6, s.Mbps, float64(s.Before)/1e6)
 }
 
+// client is the middle of a sample's two client counts.
+func (s liveSample) client() float64 { return float64(s.Before+s.After) / 2 }
+
 // sampleActive reads /api/active once a second for n seconds (from the
-// first second the transfer of file is listed) and returns its samples.
+// first second the transfer of file is listed), each read between two
+// calls of received (the client's own count), and returns the samples.
 // at, when set, runs right after each sample with its index.
-func sampleActive(t *testing.T, s *nstest.Served, file string, n int, at func(i int, s liveSample)) []liveSample {
+func sampleActive(t *testing.T, s *nstest.Served, file string, n int, received func() int64, at func(i int)) []liveSample {
 	t.Helper()
 	var out []liveSample
 	var first time.Time
@@ -67,7 +75,9 @@ func sampleActive(t *testing.T, s *nstest.Served, file string, n int, at func(i 
 	for len(out) < n && time.Now().Before(deadline) {
 		time.Sleep(time.Until(next))
 		next = next.Add(time.Second)
+		before := received()
 		body, err := s.Get("/api/active")
+		after := received()
 		if err != nil {
 			t.Logf("/api/active: %v", err)
 			continue
@@ -89,50 +99,76 @@ func sampleActive(t *testing.T, s *nstest.Served, file string, n int, at func(i 
 			if first.IsZero() {
 				first = time.Now()
 			}
-			ls := liveSample{At: time.Since(first).Round(100 * time.Millisecond), Bytes: tr.Bytes, Mbps: tr.Mbps}
-			out = append(out, ls)
+			out = append(out, liveSample{At: time.Since(first).Round(100 * time.Millisecond), Bytes: tr.Bytes, Mbps: tr.Mbps,
+				Before: before, After: after})
 			if at != nil {
-				at(len(out)-1, ls)
+				at(len(out) - 1)
 			}
 		}
 	}
 	return out
 }
 
-// checkLive wants at least 80% of the samples' rates within want +/- 1
-// Mbit/s (the issue's acceptance), and every second's growth of bytes so
-// far within a factor of 2 of want's (what was acknowledged moves with the
-// link, never in send-buffer-sized jumps). The first sample is held to
-// neither: the transfer is younger than the smoothing window there. It
-// returns the median rate of the rest.
-func checkLive(t *testing.T, what string, samples []liveSample, want float64) float64 {
+// checkLive holds the samples to the client's own count:
+//   - bytes so far within [99% of the count before - slack, the count
+//     after + slack] at every sample (slack: what the client holds
+//     unwritten, or the HTTP sampler's period);
+//   - from the fourth sample on (the live rate's window is 3 s), at least
+//     80% of the rates within 1 Mbit/s of the client's own over the last
+//     3 samples (the issue's acceptance), and their median within 2% of
+//     the median of the client's;
+//   - of the samples where the client's own rate was the link's (within
+//     10% of want: the host was not too loaded for the link to set the
+//     pace), at least 80% within want +/- 1 Mbit/s too, when there are 5
+//     or more.
+//
+// It returns the median live rate.
+func checkLive(t *testing.T, what string, samples []liveSample, want float64, slack int64) float64 {
 	t.Helper()
-	t.Logf("%s: /api/active once a second (time, bytes so far, Mbit/s now): %v", what, samples)
+	t.Logf("%s: /api/active once a second (time, bytes so far, Mbit/s now, the client's count): %v", what, samples)
 	if len(samples) < 10 {
 		t.Fatalf("%s: only %d samples of the transfer in /api/active", what, len(samples))
 	}
-	in := 0
-	rates := make([]float64, 0, len(samples))
-	for _, s := range samples[1:] {
-		rates = append(rates, s.Mbps)
-		if math.Abs(s.Mbps-want) <= 1 {
-			in++
+	for _, s := range samples {
+		if float64(s.Bytes) < 0.99*float64(s.Before)-float64(slack) || s.Bytes > s.After+slack {
+			t.Errorf("%s: bytes so far %d at %v; the client had %d just before and %d just after", what, s.Bytes, s.At, s.Before, s.After)
 		}
 	}
-	if n := len(samples) - 1; in*10 < n*8 {
-		t.Errorf("%s: %d of %d 1 s samples read %.2f +/- 1 Mbit/s (want at least 80%%)", what, in, n, want)
-	}
-	for i := 1; i < len(samples); i++ {
-		a, b := samples[i-1], samples[i]
-		dt := (b.At - a.At).Seconds()
-		got := float64(b.Bytes-a.Bytes) * 8 / 1e6 / dt
-		if got > 2*want || got < want/2 {
-			t.Errorf("%s: bytes so far moved %.2f MB in %.1f s (%.1f Mbit/s) at %v; the link carries %.2f Mbit/s",
-				what, float64(b.Bytes-a.Bytes)/1e6, dt, got, b.At, want)
+	var live, own []float64
+	near, atWant, nearWant := 0, 0, 0
+	for i := 3; i < len(samples); i++ {
+		a, b := samples[i-3], samples[i]
+		ref := (b.client() - a.client()) * 8 / 1e6 / (b.At - a.At).Seconds()
+		live, own = append(live, b.Mbps), append(own, ref)
+		if math.Abs(b.Mbps-ref) <= 1 {
+			near++
+		}
+		if pctOff(ref, want) <= 10 {
+			atWant++
+			if math.Abs(b.Mbps-want) <= 1 {
+				nearWant++
+			}
 		}
 	}
-	slices.Sort(rates)
-	return rates[len(rates)/2]
+	t.Logf("%s: the client's own Mbit/s over the same 3 s: %.2f", what, own)
+	n := len(live)
+	if near*10 < n*8 {
+		t.Errorf("%s: %d of %d 1 s samples read within 1 Mbit/s of the client's own rate (want at least 80%%)", what, near, n)
+	}
+	slices.Sort(live)
+	slices.Sort(own)
+	med, ownMed := live[n/2], own[n/2]
+	if pctOff(med, ownMed) > 2 {
+		t.Errorf("%s: median live rate %.3f Mbit/s, the client's own %.3f (%.1f%% off)", what, med, ownMed, pctOff(med, ownMed))
+	}
+	switch {
+	case atWant < 5:
+		t.Logf("%s: the client took the link's %.2f Mbit/s in %d of %d samples: the host was too loaded for the link to set the pace",
+			what, want, atWant, n)
+	case nearWant*10 < atWant*8:
+		t.Errorf("%s: %d of the %d 1 s samples at the link's rate read %.2f +/- 1 Mbit/s (want at least 80%%)", what, nearWant, atWant, want)
+	}
+	return med
 }
 
 // watchStream reads /api/active/stream in s's namespace until the test
@@ -153,31 +189,6 @@ func watchStream(t *testing.T, s *nstest.Served) {
 		defer resp.Body.Close()
 		_, _ = io.Copy(io.Discard, resp.Body)
 	}()
-}
-
-// activeBytes is the bytes so far of file's transfer in /api/active.
-func activeBytes(t *testing.T, s *nstest.Served, file string) int64 {
-	t.Helper()
-	body, err := s.Get("/api/active")
-	if err != nil {
-		t.Fatalf("/api/active: %v", err)
-	}
-	var a struct {
-		Transfers []struct {
-			File  string `json:"file"`
-			Bytes int64  `json:"bytes"`
-		} `json:"transfers"`
-	}
-	if err := json.Unmarshal([]byte(body), &a); err != nil {
-		t.Fatalf("/api/active: %v\n%s", err, body)
-	}
-	for _, tr := range a.Transfers {
-		if tr.File == file {
-			return tr.Bytes
-		}
-	}
-	t.Fatalf("/api/active does not list %s:\n%s", file, body)
-	return 0
 }
 
 // statusLine runs `pxeperf status` against s and returns its line for file
@@ -205,7 +216,7 @@ func statusLine(t *testing.T, s *nstest.Served, file string) (line string, bytes
 
 // clientReceived is what the kernel in the client's namespace received on
 // its connection to port 80 (ss's bytes_received): the bytes it
-// acknowledged to the server.
+// acknowledged to the server; 0 while there is no such connection.
 func clientReceived(t *testing.T, ns string) int64 {
 	t.Helper()
 	out, err := nstest.Output(ns, 5*time.Second, "ss", "-tniH", "state", "established", "dport", "=", ":80")
@@ -214,7 +225,7 @@ func clientReceived(t *testing.T, ns string) int64 {
 	}
 	m := regexp.MustCompile(`bytes_received:(\d+)`).FindStringSubmatch(out)
 	if m == nil {
-		t.Fatalf("ss shows no bytes_received for the download:\n%s", out)
+		return 0 // not connected yet, or done
 	}
 	n, _ := strconv.ParseInt(m[1], 10, 64)
 	return n
@@ -247,7 +258,7 @@ func shape(t *testing.T, p *nstest.Pair) {
 
 // TestLiveRateHTTP: curl of a 16 MiB image through a 4 Mbit/s link from
 // the real binary, with the dashboard's stream open, /api/active sampled
-// once a second for 18 s. tbf counts frames: a full TCP segment carries
+// once a second for 18 s against what the client's kernel received (ss). tbf counts frames: a full TCP segment carries
 // 1448 of every 1514 bytes, so the payload rate is 3.83 Mbit/s. The
 // download takes 35 s, longer than the test looks: curl stops at 20 s.
 func TestLiveRateHTTP(t *testing.T) {
@@ -257,24 +268,21 @@ func TestLiveRateHTTP(t *testing.T) {
 	curl := nstest.Start(t, p.Client, "curl", "-s", "-o", "/dev/null", "--max-time", "20",
 		"-w", "%{size_download} %{speed_download} %{time_total}\n", "http://"+p.ServerIP.String()+"/big.img")
 	var stLine string
-	var stBytes, stBefore, stAfter, kernBytes, kernAfter, apiBytes int64
+	var stBytes, stBefore, stAfter int64
 	var stMbps float64
-	samples := sampleActive(t, s, "big.img", 18, func(i int, ls liveSample) {
+	received := func() int64 { return clientReceived(t, p.Client) }
+	samples := sampleActive(t, s, "big.img", 18, received, func(i int) {
 		if i == 9 {
-			// /api/active between two reads of the client's count:
-			// its bytes lag the kernel's by at most the HTTP
-			// sampler's 100 ms.
-			kernBytes = clientReceived(t, p.Client)
-			apiBytes = activeBytes(t, s, "big.img")
-			kernAfter = clientReceived(t, p.Client)
-			stBefore = clientReceived(t, p.Client)
+			stBefore = received()
 			stLine, stBytes, stMbps = statusLine(t, s, "big.img")
-			stAfter = clientReceived(t, p.Client)
+			stAfter = received()
 		}
 	})
 	_ = curl.Cmd.Wait() // curl ends at --max-time (exit 28) with its figures printed
 	const want = 4.0 * 1448 / 1514
-	med := checkLive(t, "curl through a 4 Mbit/s link", samples, want)
+	// Slack: the HTTP sampler reads tcpi_bytes_acked every 100 ms,
+	// 48 KB at this rate; 150 ms of it, 72 KiB.
+	med := checkLive(t, "curl through a 4 Mbit/s link", samples, want, 72<<10)
 
 	// curl's own figure: bytes/s over its whole transfer.
 	m := regexp.MustCompile(`(\d+) ([\d.]+) ([\d.]+)`).FindStringSubmatch(curl.Out.String())
@@ -283,57 +291,48 @@ func TestLiveRateHTTP(t *testing.T) {
 	}
 	speed, _ := strconv.ParseFloat(m[2], 64)
 	curlMbps := speed * 8 / 1e6
-	t.Logf("curl: %s B in %s s, %.3f Mbit/s; median live rate %.3f Mbit/s", m[1], m[3], curlMbps, med)
-	t.Logf("at 10 s: the client's kernel had received %d B (header included), /api/active said %d B, the client's kernel %d B; pxeperf status: %q",
-		kernBytes, apiBytes, kernAfter, stLine)
+	t.Logf("curl: %s B in %s s, %.3f Mbit/s; median live rate %.3f Mbit/s; pxeperf status: %q", m[1], m[3], curlMbps, med, stLine)
 	// The live rate is the last 3 s at each sample, curl's its whole
 	// transfer's average (with the first round trips, slower): for a
 	// steady link they agree within 2%.
 	if pctOff(med, curlMbps) > 2 {
 		t.Errorf("median live rate %.3f Mbit/s, curl's own %.3f Mbit/s (%.1f%% off)", med, curlMbps, pctOff(med, curlMbps))
 	}
-	// Bytes so far against what the board's kernel received just before
-	// and after: within 1% below the first (at 0.48 MB/s the sampler's
-	// 100 ms is 48 KB of 4.7 MB) and never above the second.
-	if float64(apiBytes) < 0.99*float64(kernBytes) || apiBytes > kernAfter {
-		t.Errorf("bytes so far %d, the client's kernel received %d before and %d after", apiBytes, kernBytes, kernAfter)
-	}
-	if math.Abs(stMbps-want) > 1 || float64(stBytes) < 0.99*float64(stBefore) || stBytes > stAfter {
-		t.Errorf("pxeperf status printed %d B at %.1f Mbit/s now for the download (the client's kernel: %d B before, %d after; want %.1f +/- 1 Mbit/s): %q",
-			stBytes, stMbps, stBefore, stAfter, want, stLine)
+	if math.Abs(stMbps-med) > 1 || float64(stBytes) < 0.99*float64(stBefore)-72<<10 || stBytes > stAfter {
+		t.Errorf("pxeperf status printed %d B at %.1f Mbit/s now for the download (the client's kernel: %d B before, %d after; live rate %.1f): %q",
+			stBytes, stMbps, stBefore, stAfter, med, stLine)
 	}
 }
 
 // TestLiveRateTFTP: atftp fetches an 8 MiB image (blksize 1428,
-// windowsize 8: the link, not the client's turnaround on a loaded host,
-// sets the pace) through a 4 Mbit/s link, /api/active sampled once a
-// second for 14 s. Each block is a 1474-byte frame for 1428 bytes (UDP,
-// IP, Ethernet and TFTP headers): 3.88 Mbit/s of payload.
+// windowsize 8: the link rather than the client's turnaround sets the
+// pace) through a 4 Mbit/s link, /api/active sampled once a second for
+// 14 s against the size of the file atftp writes. Each block is a
+// 1474-byte frame for 1428 bytes (UDP, IP, Ethernet and TFTP headers):
+// 3.88 Mbit/s of payload.
 func TestLiveRateTFTP(t *testing.T) {
 	nstest.RequireTool(t, "atftp")
 	p, s := liveLab(t, "tftp.img", 8<<20)
 
-	const size = 8 << 20
-	begin := time.Now()
+	out := filepath.Join(t.TempDir(), "tftp.img")
 	get := nstest.Start(t, p.Client, "atftp", "--option", "blksize 1428", "--option", "windowsize 8", "-g", "-r", "tftp.img",
-		"-l", "/dev/null", p.ServerIP.String())
-	samples := sampleActive(t, s, "tftp.img", 14, nil)
-	err := get.Cmd.Wait()
-	took := time.Since(begin)
-	if err != nil {
+		"-l", out, p.ServerIP.String())
+	// atftp prints no figures: its own count is the file it writes
+	// (through stdio: up to a buffer behind what it ACKed, the slack).
+	received := func() int64 {
+		fi, err := os.Stat(out)
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	}
+	samples := sampleActive(t, s, "tftp.img", 14, received, nil)
+	if err := get.Cmd.Wait(); err != nil {
 		t.Fatalf("atftp: %v\n%s", err, get.Out.String())
 	}
 	const want = 4.0 * 1428 / 1474
-	med := checkLive(t, "atftp (windowsize 8) through a 4 Mbit/s link", samples, want)
-	// atftp prints no figures: its rate is the file's bytes over the
-	// wall time of its process, which also holds `ip netns exec`, atftp's
-	// start and its request and option exchange (0.2-0.4 s of 17 on this
-	// 2-core host, loaded), which no 3 s of the transfer do: 4% against
-	// it, 2% against the link's payload rate.
-	clientMbps := size * 8 / took.Seconds() / 1e6
-	t.Logf("atftp: %d B in %v, %.3f Mbit/s; median live rate %.3f Mbit/s", size, took.Round(time.Millisecond), clientMbps, med)
-	if pctOff(med, clientMbps) > 4 || pctOff(med, want) > 2 {
-		t.Errorf("median live rate %.3f Mbit/s, atftp's %.3f Mbit/s (%.1f%% off), the link's payload rate %.3f (%.1f%% off)",
-			med, clientMbps, pctOff(med, clientMbps), want, pctOff(med, want))
+	checkLive(t, "atftp (windowsize 8) through a 4 Mbit/s link", samples, want, 16<<10)
+	if n := received(); n != 8<<20 {
+		t.Errorf("atftp wrote %d bytes, want %d", n, 8<<20)
 	}
 }
