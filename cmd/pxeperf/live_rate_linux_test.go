@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -110,29 +109,40 @@ func sampleActive(t *testing.T, s *nstest.Served, file string, n int, received f
 }
 
 // checkLive holds the samples to the client's own count:
-//   - bytes so far within [99% of the count before - slack, the count
-//     after + slack] at every sample (slack: what the client holds
-//     unwritten, or the HTTP sampler's period);
+//   - bytes so far never above the count after (+ unwritten, what the
+//     client has ACKed but not yet written where its count is a file),
+//     and at least 99% of the count before - lag (what the server's
+//     count may trail: the HTTP sampler's period) in at least 80% of the
+//     samples (a loaded host delays a sampler's tick now and then);
 //   - from the fourth sample on (the live rate's window is 3 s), at least
 //     80% of the rates within 1 Mbit/s of the client's own over the last
-//     3 samples (the issue's acceptance), and their median within 2% of
-//     the median of the client's;
+//     3 samples (the issue's acceptance), and their mean within 2% of
+//     the mean of the client's (paired samples: a median of each would
+//     pick different seconds when the rate moves);
 //   - of the samples where the client's own rate was the link's (within
 //     10% of want: the host was not too loaded for the link to set the
 //     pace), at least 80% within want +/- 1 Mbit/s too, when there are 5
 //     or more.
 //
-// It returns the median live rate.
-func checkLive(t *testing.T, what string, samples []liveSample, want float64, slack int64) float64 {
+// It returns the mean live rate.
+func checkLive(t *testing.T, what string, samples []liveSample, want float64, unwritten, lag int64) float64 {
 	t.Helper()
 	t.Logf("%s: /api/active once a second (time, bytes so far, Mbit/s now, the client's count): %v", what, samples)
 	if len(samples) < 10 {
 		t.Fatalf("%s: only %d samples of the transfer in /api/active", what, len(samples))
 	}
+	behind := 0
 	for _, s := range samples {
-		if float64(s.Bytes) < 0.99*float64(s.Before)-float64(slack) || s.Bytes > s.After+slack {
-			t.Errorf("%s: bytes so far %d at %v; the client had %d just before and %d just after", what, s.Bytes, s.At, s.Before, s.After)
+		if s.Bytes > s.After+unwritten {
+			t.Errorf("%s: bytes so far %d at %v, more than the client had just after (%d)", what, s.Bytes, s.At, s.After)
 		}
+		if float64(s.Bytes) < 0.99*float64(s.Before)-float64(lag) {
+			t.Logf("%s: bytes so far %d at %v; the client had %d just before", what, s.Bytes, s.At, s.Before)
+			behind++
+		}
+	}
+	if behind*10 > len(samples)*2 {
+		t.Errorf("%s: bytes so far trailed the client's count by more than 1%% + %d B in %d of %d samples", what, lag, behind, len(samples))
 	}
 	var live, own []float64
 	near, atWant, nearWant := 0, 0, 0
@@ -155,11 +165,16 @@ func checkLive(t *testing.T, what string, samples []liveSample, want float64, sl
 	if near*10 < n*8 {
 		t.Errorf("%s: %d of %d 1 s samples read within 1 Mbit/s of the client's own rate (want at least 80%%)", what, near, n)
 	}
-	slices.Sort(live)
-	slices.Sort(own)
-	med, ownMed := live[n/2], own[n/2]
-	if pctOff(med, ownMed) > 2 {
-		t.Errorf("%s: median live rate %.3f Mbit/s, the client's own %.3f (%.1f%% off)", what, med, ownMed, pctOff(med, ownMed))
+	mean := func(v []float64) float64 {
+		sum := 0.0
+		for _, x := range v {
+			sum += x
+		}
+		return sum / float64(len(v))
+	}
+	avg, ownAvg := mean(live), mean(own)
+	if pctOff(avg, ownAvg) > 2 {
+		t.Errorf("%s: mean live rate %.3f Mbit/s, the client's own %.3f (%.1f%% off)", what, avg, ownAvg, pctOff(avg, ownAvg))
 	}
 	switch {
 	case atWant < 5:
@@ -168,7 +183,7 @@ func checkLive(t *testing.T, what string, samples []liveSample, want float64, sl
 	case nearWant*10 < atWant*8:
 		t.Errorf("%s: %d of the %d 1 s samples at the link's rate read %.2f +/- 1 Mbit/s (want at least 80%%)", what, nearWant, atWant, want)
 	}
-	return med
+	return avg
 }
 
 // watchStream reads /api/active/stream in s's namespace until the test
@@ -282,7 +297,7 @@ func TestLiveRateHTTP(t *testing.T) {
 	const want = 4.0 * 1448 / 1514
 	// Slack: the HTTP sampler reads tcpi_bytes_acked every 100 ms,
 	// 48 KB at this rate; 150 ms of it, 72 KiB.
-	med := checkLive(t, "curl through a 4 Mbit/s link", samples, want, 72<<10)
+	avg := checkLive(t, "curl through a 4 Mbit/s link", samples, want, 0, 72<<10)
 
 	// curl's own figure: bytes/s over its whole transfer.
 	m := regexp.MustCompile(`(\d+) ([\d.]+) ([\d.]+)`).FindStringSubmatch(curl.Out.String())
@@ -291,16 +306,18 @@ func TestLiveRateHTTP(t *testing.T) {
 	}
 	speed, _ := strconv.ParseFloat(m[2], 64)
 	curlMbps := speed * 8 / 1e6
-	t.Logf("curl: %s B in %s s, %.3f Mbit/s; median live rate %.3f Mbit/s; pxeperf status: %q", m[1], m[3], curlMbps, med, stLine)
-	// The live rate is the last 3 s at each sample, curl's its whole
-	// transfer's average (with the first round trips, slower): for a
-	// steady link they agree within 2%.
-	if pctOff(med, curlMbps) > 2 {
-		t.Errorf("median live rate %.3f Mbit/s, curl's own %.3f Mbit/s (%.1f%% off)", med, curlMbps, pctOff(med, curlMbps))
+	t.Logf("curl: %s B in %s s, %.3f Mbit/s; mean live rate %.3f Mbit/s; pxeperf status: %q", m[1], m[3], curlMbps, avg, stLine)
+	// curl's figure is its whole 20 s (the first round trips, and the
+	// 2 s after the last sample, included), the live rates are the 3 s
+	// before each sample from the fourth on: 3%, for a host loaded
+	// enough to move the rate within the run (checkLive holds the live
+	// rate to 2% of the client's own count over the same seconds).
+	if pctOff(avg, curlMbps) > 3 {
+		t.Errorf("mean live rate %.3f Mbit/s, curl's own %.3f Mbit/s (%.1f%% off)", avg, curlMbps, pctOff(avg, curlMbps))
 	}
-	if math.Abs(stMbps-med) > 1 || float64(stBytes) < 0.99*float64(stBefore)-72<<10 || stBytes > stAfter {
+	if math.Abs(stMbps-avg) > 1 || float64(stBytes) < 0.99*float64(stBefore)-72<<10 || stBytes > stAfter {
 		t.Errorf("pxeperf status printed %d B at %.1f Mbit/s now for the download (the client's kernel: %d B before, %d after; live rate %.1f): %q",
-			stBytes, stMbps, stBefore, stAfter, med, stLine)
+			stBytes, stMbps, stBefore, stAfter, avg, stLine)
 	}
 }
 
@@ -317,8 +334,7 @@ func TestLiveRateTFTP(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "tftp.img")
 	get := nstest.Start(t, p.Client, "atftp", "--option", "blksize 1428", "--option", "windowsize 8", "-g", "-r", "tftp.img",
 		"-l", out, p.ServerIP.String())
-	// atftp prints no figures: its own count is the file it writes
-	// (through stdio: up to a buffer behind what it ACKed, the slack).
+	// atftp prints no figures: its own count is the file it writes.
 	received := func() int64 {
 		fi, err := os.Stat(out)
 		if err != nil {
@@ -331,7 +347,9 @@ func TestLiveRateTFTP(t *testing.T) {
 		t.Fatalf("atftp: %v\n%s", err, get.Out.String())
 	}
 	const want = 4.0 * 1428 / 1474
-	checkLive(t, "atftp (windowsize 8) through a 4 Mbit/s link", samples, want, 16<<10)
+	// atftp writes each block before it ACKs a window (8 blocks, 11 KB,
+	// the lag) and through stdio (a buffer behind: unwritten).
+	checkLive(t, "atftp (windowsize 8) through a 4 Mbit/s link", samples, want, 16<<10, 16<<10)
 	if n := received(); n != 8<<20 {
 		t.Errorf("atftp wrote %d bytes, want %d", n, 8<<20)
 	}
