@@ -5,7 +5,7 @@
 // and dropped datagrams, and the report tables with their charts; and the
 // JSON it reads:
 //
-//	GET /api/active                 transfers in progress, with current Mbit/s, and the TFTP counters
+//	GET /api/active                 transfers in progress, with the bytes the board acknowledged and its live Mbit/s, and the TFTP counters
 //	GET /api/active/stream          the same, pushed every Interval (text/event-stream)
 //	GET /api/recent                 the latest finished fetches, held in memory
 //	GET /api/leases                 leases in use (full mode) or boot clients seen (proxy)
@@ -77,7 +77,6 @@ type Dashboard struct {
 	fnext   int
 	seq     uint64 // fetches seen
 	leases  map[string]Lease
-	rates   map[uint64]rate
 }
 
 // Fetch is a finished fetch as /api/recent lists it; JSON names follow
@@ -143,19 +142,12 @@ func tftpCounters(st tftp.Stats) *TFTPCounters {
 	return c
 }
 
-// Transfer is a transfer in progress with its current rate.
+// Transfer is a transfer in progress with its rates: Mbps (in
+// event.TransferInfo) the live rate the board acknowledges, over at least
+// the last event.RateWindow; AvgMbps since the start.
 type Transfer struct {
 	event.TransferInfo
-	// Mbps is the rate over the last sampling period; AvgMbps since the
-	// start.
-	Mbps    float64 `json:"mbps"`
 	AvgMbps float64 `json:"avg_mbps"`
-}
-
-type rate struct {
-	bytes int64
-	at    time.Time
-	mbps  float64
 }
 
 var _ event.Sink = (*Dashboard)(nil)
@@ -171,7 +163,7 @@ func New(opt Options) *Dashboard {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Dashboard{opt: opt, leases: map[string]Lease{}, rates: map[uint64]rate{}}
+	return &Dashboard{opt: opt, leases: map[string]Lease{}}
 }
 
 // SetSources sets the chart's records, the lease list and the TFTP server
@@ -247,37 +239,20 @@ func (d *Dashboard) index(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
-// Active lists the transfers in progress with their current rates.
+// Active lists the transfers in progress with their rates. The live rate
+// is the registry's (event.Active measures it from the acknowledged bytes
+// as they grow), so it is the same for every reader, however often each
+// asks.
 func (d *Dashboard) Active() []Transfer {
 	snap := d.opt.Active.Snapshot()
 	now := time.Now()
 	out := make([]Transfer, 0, len(snap))
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	live := make(map[uint64]bool, len(snap))
 	for _, t := range snap {
-		live[t.ID] = true
 		tr := Transfer{TransferInfo: t}
 		if el := now.Sub(t.Start).Seconds(); el > 0 {
 			tr.AvgMbps = float64(t.Bytes) * 8 / el / 1e6
 		}
-		prev, ok := d.rates[t.ID]
-		switch {
-		case !ok:
-			d.rates[t.ID] = rate{bytes: t.Bytes, at: now, mbps: tr.AvgMbps}
-			tr.Mbps = tr.AvgMbps
-		case now.Sub(prev.at) >= 200*time.Millisecond:
-			tr.Mbps = float64(t.Bytes-prev.bytes) * 8 / now.Sub(prev.at).Seconds() / 1e6
-			d.rates[t.ID] = rate{bytes: t.Bytes, at: now, mbps: tr.Mbps}
-		default:
-			tr.Mbps = prev.mbps
-		}
 		out = append(out, tr)
-	}
-	for id := range d.rates {
-		if !live[id] {
-			delete(d.rates, id)
-		}
 	}
 	return out
 }

@@ -103,7 +103,8 @@ func newStatusCmd() *cobra.Command {
 		Use:   "status",
 		Short: "Show what a running serve is doing: transfers, latest fetches, leases, TFTP counters",
 		Long: `Ask a running pxeperf serve, through its admin listener, what it is doing:
-transfers in progress with bytes so far and current Mbit/s, the latest
+transfers in progress with the bytes the board acknowledged so far and
+its live Mbit/s (over the last 3 s, or its bursts), the latest
 fetches, the leases in use, and the TFTP server's counters (requests,
 transfer threads, drops, replaced transfers, refusals by reason), as the
 dashboard shows them. --format json prints the same as one object.`,
