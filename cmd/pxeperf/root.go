@@ -12,6 +12,9 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = ""
 
+// exitStatusText is the exit status line of every command's help.
+const exitStatusText = "Exit status: 0 done, 1 the work failed, 2 the command line or config is wrong."
+
 // helpWidth is the widest line help text may have; flag descriptions are
 // wrapped to it.
 const helpWidth = 100
@@ -45,7 +48,14 @@ func newRootCmd() *cobra.Command {
 
 serve, images, report and bench read ` + configSearchText + `
 (the first that exists) unless --config names a file.
-Exit status: 0 done, 1 the work failed, 2 the command line is wrong.`,
+
+` + exitStatusText + `
+
+  2 the command line or config is wrong (an unknown flag, a bad value, a
+    YAML typo, a setting that does not validate): fix it; restarting cannot
+    (the systemd unit's RestartPreventExitStatus=2)
+  1 the work failed (a busy port, a missing interface or privilege, a
+    server that does not answer): it may work later`,
 		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -55,6 +65,10 @@ Exit status: 0 done, 1 the work failed, 2 the command line is wrong.`,
 	root.SetUsageFunc(usage)
 	root.AddCommand(newServeCmd(), newConfigCmd(), newVersionCmd(), newImagesCmd(), newReportCmd(), newBenchCmd(),
 		newHealthcheckCmd(), newStoreCmd(), newStatusCmd(), newLeasesCmd())
+	// cobra adds completion and help when it runs; added now, they get
+	// usageArgs's checks too (completion bash x: status 2, not 1).
+	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
 	usageArgs(root)
 	return root
 }
@@ -116,6 +130,9 @@ func usage(c *cobra.Command) error {
 	}
 	if c.HasAvailableSubCommands() {
 		fmt.Fprintf(&b, "\n\nUse \"%s [command] --help\" for more information about a command.", c.CommandPath())
+	}
+	if c.HasParent() {
+		b.WriteString("\n\n" + exitStatusText)
 	}
 	b.WriteString("\n")
 	_, err := io.WriteString(c.OutOrStderr(), b.String())

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -221,7 +220,7 @@ func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error)
 		}
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("invalid settings (flags over %s):\n%w", configName(cfg), err)
+		return nil, usageErrorf("invalid settings (flags over %s):\n%w", configName(cfg), err)
 	}
 	return cfg, nil
 }

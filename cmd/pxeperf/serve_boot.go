@@ -24,7 +24,7 @@ func newBootSource(cfg *configs.Config, addr netip.Addr, store *images.Store, ta
 	src, err := bootcfg.New(bootcfg.Options{Config: cfg, Images: store, Hosts: table, Server: addr,
 		HTTPBase: base, Logger: logger})
 	if err != nil {
-		return nil, fmt.Errorf("boot config templates:\n%w", err)
+		return nil, usageErrorf("boot config templates:\n%w", err)
 	}
 	for _, r := range src.CheckBootFiles(cfg) {
 		if r.Missing() {
