@@ -86,19 +86,66 @@ func newVersionCmd() *cobra.Command {
 }
 
 func versionString() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		v := bi.Main.Version
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " (" + s.Value[:12] + ")"
-			}
+	bi, _ := debug.ReadBuildInfo()
+	return versionFrom(version, bi)
+}
+
+// versionFrom is the version line from what the build stamped: v (set
+// with -ldflags "-X main.version=..."), else the module's version (a tag,
+// or Go's pseudo-version of the commit, "+dirty" when the tree had
+// changes); then the commit (vcs.revision), "modified" (vcs.modified: the
+// tree had uncommitted changes) and its time, and the Go version. go build
+// and go install in a git checkout stamp these (unless -buildvcs=false);
+// "(devel)" stands only where nothing at all is known.
+func versionFrom(v string, bi *debug.BuildInfo) string {
+	if bi == nil {
+		if v == "" {
+			return "(devel)"
 		}
-		return v + " " + bi.GoVersion
+		return v
 	}
-	return "(devel)"
+	if v == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	var rev, at string
+	modified := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	var vcs []string
+	if rev != "" {
+		vcs = append(vcs, "commit "+rev[:min(12, len(rev))])
+	}
+	if modified {
+		vcs = append(vcs, "modified")
+	}
+	if at != "" {
+		vcs = append(vcs, at)
+	}
+	var b strings.Builder
+	switch {
+	case v != "":
+		b.WriteString(v)
+	case len(vcs) == 0:
+		b.WriteString("(devel)")
+	}
+	if len(vcs) > 0 {
+		if b.Len() > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString("(" + strings.Join(vcs, ", ") + ")")
+	}
+	if bi.GoVersion != "" {
+		b.WriteString(" " + bi.GoVersion)
+	}
+	return b.String()
 }
 
 // usage is cobra's usage text with flag descriptions wrapped to helpWidth.

@@ -58,6 +58,9 @@ type serveEnv struct {
 	// records is the record sink, nil when nothing is recorded; both
 	// /healthz report its health.
 	records *record.Sink
+	// dhcpHeld: DHCP stays off although dhcp.mode is on, because no
+	// interface was named and the mode was not chosen (see pickFor).
+	dhcpHeld bool
 }
 
 // service is a started server: New* has bound its sockets; Serve returns nil
@@ -138,6 +141,15 @@ func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error)
 		return nil, err
 	}
 	set := cmd.Flags().Changed
+	// Flags choose as the file does (see configs.Config.IsSet).
+	for flag, key := range map[string]string{"iface": "interface", "addr": "address", "dhcp": "dhcp.mode"} {
+		if set(flag) {
+			if cfg.Set == nil {
+				cfg.Set = map[string]bool{}
+			}
+			cfg.Set[key] = true
+		}
+	}
 	if set("iface") {
 		cfg.Interface = f.iface
 	}
@@ -256,10 +268,21 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 	if err := checkNetSettings(cfg, ni); err != nil {
 		return err
 	}
+	pick := pickFor(cfg, ni)
 	root, err := folderFor("root", "--root", cfg.Root)
 	if err != nil {
 		return err
 	}
+	// Nothing is created before the settings and the privileges are
+	// known to be good: a run without root fails here, leaving no
+	// ./images or ./pxeperf-data behind.
+	if _, err := folderFor("data", "--data", cfg.Data); err != nil {
+		return err
+	}
+	if err := checkPrivileges(cfg, pick.dhcpOn(cfg), ni.Iface.Name); err != nil {
+		return err
+	}
+	pick.log(logger, cfg, ni)
 	data, err := ensureFolder("data", "--data", cfg.Data, logger)
 	if err != nil {
 		return err
@@ -314,15 +337,16 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 		return err
 	}
 	env := &serveEnv{
-		cfg:    cfg,
-		net:    ni,
-		logger: logger,
-		sink:   sink,
-		hosts:  table,
-		images: store,
-		boot:   boot,
-		live:   live,
-		built:  map[string]service{},
+		cfg:      cfg,
+		net:      ni,
+		logger:   logger,
+		sink:     sink,
+		hosts:    table,
+		images:   store,
+		boot:     boot,
+		live:     live,
+		built:    map[string]service{},
+		dhcpHeld: pick.held,
 	}
 	env.records = records
 	var services []namedService
@@ -350,7 +374,11 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 		releaseAll(services)
 		return errors.New("nothing to serve: DHCP, TFTP, HTTP and the bench and iperf servers are all off")
 	}
-	logger.Info("pxeperf serving", "iface", ni.Iface.Name, "addr", ni.Addr, "dhcp", cfg.DHCP.Mode,
+	dhcpMode := cfg.DHCP.Mode
+	if pick.held {
+		dhcpMode = "off (no interface named)"
+	}
+	logger.Info("pxeperf serving", "iface", ni.Iface.Name, "addr", ni.Addr, "dhcp", dhcpMode,
 		"root", cfg.Root, "data", data, "config", configName(cfg), "version", versionString())
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
