@@ -40,7 +40,8 @@ func newRootCmd() *cobra.Command {
 		Short: "Network-boot server (DHCP, TFTP, HTTP boot) that measures every fetch",
 		Long: `pxeperf boots lab boards over the network and measures every image they pull.
 
-  pxeperf serve                 proxyDHCP + TFTP + HTTP from ./images (safe default)
+  pxeperf serve                 TFTP + HTTP from ./images; no DHCP until an interface is named
+  pxeperf serve --iface lab0    proxyDHCP on lab0 too (beside the lab's DHCP server)
   pxeperf serve --dhcp full --pool 192.168.50.100-192.168.50.200 --iface lab0
   pxeperf config check FILE     validate a config and print the effective one
   pxeperf images list           files served, with sizes and sha256

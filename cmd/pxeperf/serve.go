@@ -77,10 +77,17 @@ func newServeCmd() *cobra.Command {
 		Long: `Serve DHCP, TFTP and HTTP boot on one interface.
 
 With no config file (--config, ./pxeperf.yaml or /etc/pxeperf/pxeperf.yaml)
-pxeperf runs the embedded default: proxyDHCP (answers only PXE and HTTP-boot
-clients, never hands out addresses), TFTP on :69 and HTTP on :80 serving
-./images (created with a sample iPXE script when missing), and the record API
-(/api/) on the admin listener 127.0.0.1:9069, away from the boards.
+pxeperf runs the embedded default: TFTP on :69 and HTTP on :80 serving
+./images (created with a sample iPXE script when missing), the record API
+(/api/) on the admin listener 127.0.0.1:9069, away from the boards, and
+proxyDHCP (answers only PXE and HTTP-boot clients, never hands out
+addresses) once an interface is named: --iface NAME. Without one, serve
+picks the first up interface with IPv4 (on a workstation the uplink) and
+answers no DHCP there unless --dhcp (dhcp.mode) chooses a mode.
+
+Without root, serve needs CAP_NET_BIND_SERVICE (ports below 1024) and,
+on some kernels, CAP_NET_RAW (DHCP bound to the interface); lacking them
+it stops before creating anything and says which.
 
 Signals: SIGINT and SIGTERM stop serving (running HTTP downloads get
 http.shutdown_grace to finish). SIGHUP reloads hosts[] and templates.* from
