@@ -155,23 +155,7 @@ func TestServeWithoutPrivilege(t *testing.T) {
 		t.Skip("needs setpriv (util-linux)")
 	}
 	p, lab := workstation(t)
-	// nobody must reach the binary and the folder: a tree of its own, 0755.
-	top, err := os.MkdirTemp("", "pxeperf-nobody-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(top) })
-	if err := os.Chmod(top, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(top, "pxeperf")
-	b, err := os.ReadFile(nstest.Binary(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	top, bin := nobodyBinary(t, 0o755)
 	for _, tt := range []struct {
 		name string
 		args []string
@@ -216,4 +200,28 @@ func TestServeWithoutPrivilege(t *testing.T) {
 			}
 		})
 	}
+}
+
+// nobodyBinary copies the built binary into a folder of its own with
+// mode perm, which another user may enter (t.TempDir's parents are 0700),
+// removed when the test ends.
+func nobodyBinary(t *testing.T, perm os.FileMode) (dir, bin string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "pxeperf-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, perm); err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(dir, "pxeperf")
+	b, err := os.ReadFile(nstest.Binary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, bin
 }
