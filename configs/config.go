@@ -74,7 +74,16 @@ type Config struct {
 	// File is the config file this came from ("" for the embedded default),
 	// for messages that point into it.
 	File string `yaml:"-"`
+	// Set holds the dotted keys (dhcp.mode, hosts[0].name) the file
+	// itself sets; none for the embedded default. Some defaults depend on
+	// whether a setting was chosen: see IsSet.
+	Set map[string]bool `yaml:"-"`
 }
+
+// IsSet reports whether the config file sets key (dotted, e.g.
+// "dhcp.mode" or "dhcp.boot_files.efi-arm64"), rather than taking the
+// embedded default's value.
+func (c *Config) IsSet(key string) bool { return c.Set[key] }
 
 // Templates are Go text/template sources for the generated boot configs of
 // each loader family: pxelinux.cfg/* (syslinux and U-Boot's `pxe`), GRUB's
@@ -444,6 +453,7 @@ func Default() *Config {
 	if err != nil {
 		panic("embedded default config is invalid: " + err.Error())
 	}
+	c.Set = nil // the default chooses nothing
 	return c
 }
 

@@ -96,6 +96,7 @@ func Parse(name string, data []byte, base *Config) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
 		if err.Error() == "EOF" { // empty file: the base as it is
+			c.Set = nil
 			return c, withFile(c.Validate(), name, nil)
 		}
 		return nil, &Error{File: name, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
@@ -123,6 +124,10 @@ func Parse(name string, data []byte, base *Config) (*Config, error) {
 	if len(errs) > 0 {
 		sort.SliceStable(errs, func(i, j int) bool { return lineOr(errs[i], lines) < lineOr(errs[j], lines) })
 		return nil, withFile(errs, name, lines)
+	}
+	c.Set = make(map[string]bool, len(lines))
+	for k := range lines {
+		c.Set[k] = true
 	}
 	return c, nil
 }
@@ -202,8 +207,15 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int, 
 			}
 			if !ok {
 				msg := fmt.Sprintf("unknown key %q", key)
-				if s := closest(key, fields); s != "" {
-					msg += fmt.Sprintf("; did you mean %q?", s)
+				near, d := closest(key, fields)
+				far, fd := elsewhere(key, path)
+				if far != nil && fd < d {
+					near = ""
+				}
+				if near != "" {
+					msg += fmt.Sprintf("; did you mean %q?", near)
+				} else if far != nil {
+					msg += fmt.Sprintf("; did you mean %s? (%q is a key there, not here)", strings.Join(far, " or "), lastKey(far[0]))
 				} else {
 					msg += "; known keys here: " + strings.Join(sortedKeys(fields), ", ")
 				}
@@ -261,35 +273,130 @@ func sortedKeys(m map[string]reflect.Type) []string {
 	return ks
 }
 
-// closest returns the known key nearest to key by edit distance, if near.
-func closest(key string, fields map[string]reflect.Type) string {
-	best, bestD := "", 3
+// closest returns the known key nearest to key by edit distance
+// (optimal string alignment: a swap of two neighbours is one edit, so
+// "nmae" is 1 from "name" and 2 from "mac"), if it is near: at most 2
+// edits, 1 for keys of 3 letters or fewer. A tie goes to the key of the
+// length nearest key's, then alphabetically.
+func closest(key string, fields map[string]reflect.Type) (string, int) {
+	best, bestD := "", maxEdits(key)+1
 	for _, k := range sortedKeys(fields) {
-		if d := editDistance(key, k); d < bestD {
+		d := editDistance(key, k)
+		if d < bestD || (d == bestD && best != "" && absDiff(len(k), len(key)) < absDiff(len(best), len(key))) {
 			best, bestD = k, d
 		}
 	}
-	return best
+	return best, bestD
 }
 
+// maxEdits is how far a misspelling may be from the key it means.
+func maxEdits(key string) int {
+	if len(key) <= 3 {
+		return 1
+	}
+	return 2
+}
+
+func absDiff(a, b int) int {
+	if a < b {
+		return b - a
+	}
+	return a - b
+}
+
+// elsewhere finds key under other parents in the whole key set (pool: at
+// the top level means dhcp.pool): the dotted paths whose last part is
+// nearest to key by edit distance (at most maxEdits; four at most,
+// shortest first), and that distance; nil when none is near.
+func elsewhere(key, path string) ([]string, int) {
+	var best []string
+	bestD := maxEdits(key) + 1
+	for _, k := range allKeys() {
+		parent := strings.TrimSuffix(k, "."+lastKey(k))
+		if parent == k {
+			parent = ""
+		}
+		if parent == sliceFree(path) {
+			continue // a sibling: closest has looked at those
+		}
+		switch d := editDistance(key, lastKey(k)); {
+		case d < bestD:
+			best, bestD = []string{k}, d
+		case d == bestD:
+			best = append(best, k)
+		}
+	}
+	sort.SliceStable(best, func(i, j int) bool { return len(best[i]) < len(best[j]) })
+	if len(best) > 4 {
+		best = best[:4]
+	}
+	return best, bestD
+}
+
+// sliceFree writes a key path as allKeys does: hosts[2].name is hosts[].name.
+func sliceFree(path string) string { return listIndex.ReplaceAllString(path, "[]") }
+
+var listIndex = regexp.MustCompile(`\[\d+\]`)
+
+// lastKey is the last part of a dotted key path.
+func lastKey(k string) string {
+	if i := strings.LastIndexByte(k, '.'); i >= 0 {
+		return k[i+1:]
+	}
+	return k
+}
+
+// allKeys lists every key of the config, dotted (a list's entries as
+// hosts[].name), sorted.
+func allKeys() []string {
+	var out []string
+	var walk func(t reflect.Type, path string)
+	walk = func(t reflect.Type, path string) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+			if t.Kind() == reflect.Slice {
+				path += "[]"
+			}
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || isScalarType(t) {
+			return
+		}
+		for name, ft := range yamlFields(t) {
+			k := join(path, name)
+			out = append(out, k)
+			walk(ft, k)
+		}
+	}
+	walk(reflect.TypeOf(Config{}), "")
+	sort.Strings(out)
+	return out
+}
+
+// editDistance is the optimal string alignment distance of a and b:
+// insertions, deletions, substitutions and swaps of two neighbouring
+// letters, each one edit.
 func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
 	}
 	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
 		for j := 1; j <= len(b); j++ {
 			cost := 1
 			if a[i-1] == b[j-1] {
 				cost = 0
 			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
 		}
-		prev = cur
 	}
-	return prev[len(b)]
+	return d[len(a)][len(b)]
 }
 
 // decodeError turns yaml.v3's type errors ("line 3: cannot unmarshal !!str

@@ -22,12 +22,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -245,22 +247,35 @@ func (s *Server) listen(ctx context.Context, iface string) error {
 	cfg := s.cfg
 	c, err := listenSock(ctx, iface, cfg.Port, sockRcvBuf)
 	if err != nil {
-		hint := "another DHCP server running? stop it, use --dhcp proxy, or --dhcp off"
-		if cfg.Mode == configs.ModeProxy {
-			hint = "another DHCP or proxyDHCP server (dnsmasq?) on this interface? stop it, or use --dhcp off"
-		}
-		return fmt.Errorf("dhcp: listening on port %d: %w (%s)", cfg.Port, err, hint)
+		return fmt.Errorf("dhcp: listening on port %d: %w (%s)", cfg.Port, err, listenHint(err, cfg.Mode))
 	}
 	s.conns = append(s.conns, c)
 	if cfg.Mode == configs.ModeProxy {
 		p, err := listenSock(ctx, iface, cfg.ProxyPort, sockRcvBuf)
 		if err != nil {
-			return fmt.Errorf("dhcp: listening on PXE port %d: %w (stop what holds it or use --dhcp off)", cfg.ProxyPort, err)
+			return fmt.Errorf("dhcp: listening on PXE port %d: %w (%s)", cfg.ProxyPort, err, listenHint(err, cfg.Mode))
 		}
 		s.proxy = p
 		s.conns = append(s.conns, p)
 	}
 	return nil
+}
+
+// listenHint says what to do about a DHCP socket that could not be bound:
+// a refusal for want of privilege (EACCES, EPERM) needs root or the
+// capabilities, a port in use (EADDRINUSE) another server stopped; only
+// that one guesses at dnsmasq.
+func listenHint(err error, mode string) string {
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return "needs root, or CAP_NET_BIND_SERVICE for a port below 1024 and CAP_NET_RAW for SO_BINDTODEVICE; or use --dhcp off"
+	case errors.Is(err, syscall.EADDRINUSE) && mode == configs.ModeProxy:
+		return "another DHCP or proxyDHCP server (dnsmasq?) holds the port on this host: stop it, or use --dhcp off"
+	case errors.Is(err, syscall.EADDRINUSE):
+		return "another DHCP server holds the port on this host: stop it, use --dhcp proxy, or --dhcp off"
+	default:
+		return "use --dhcp off to serve without DHCP"
+	}
 }
 
 // Stats returns the packet counters.

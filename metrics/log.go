@@ -2,20 +2,105 @@ package metrics
 
 import (
 	"context"
+	"encoding"
+	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
+	"sort"
+	"strings"
 
 	"github.com/pxeperf/pxeperf/event"
 )
 
 // NewLogger returns serve's logger: format "json" writes one JSON object
-// per line (slog.JSONHandler), anything else logfmt-style text.
+// per line (slog.JSONHandler), anything else logfmt-style text with maps,
+// lists and structs written as PlainAttr writes them.
 func NewLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	opt := &slog.HandlerOptions{Level: level}
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opt))
 	}
+	opt.ReplaceAttr = PlainAttr
 	return slog.New(slog.NewTextHandler(w, opt))
+}
+
+// PlainAttr is a text handler's ReplaceAttr that writes no Go syntax: a
+// map as its pairs sorted by key (refused="dup=2,rate=1", not
+// refused=map[dup:2 rate:1]), a list as its items joined by commas, a
+// struct as field=value pairs; an empty map or list is left out (no
+// refused=map[]). Values that format themselves (errors, Stringers,
+// TextMarshalers) pass as they are.
+func PlainAttr(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() != slog.KindAny {
+		return a
+	}
+	v := a.Value.Any()
+	switch v.(type) {
+	case error, fmt.Stringer, encoding.TextMarshaler, []byte:
+		return a
+	}
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer || rv.Kind() == reflect.Interface {
+		if rv.IsNil() {
+			return a
+		}
+		rv = rv.Elem()
+	}
+	switch rv.Kind() {
+	case reflect.Map, reflect.Slice, reflect.Array:
+		if rv.Len() == 0 {
+			return slog.Attr{}
+		}
+	case reflect.Struct:
+	default:
+		return a
+	}
+	return slog.String(a.Key, plainText(rv))
+}
+
+// plainText writes v as PlainAttr does, nested values too.
+func plainText(v reflect.Value) string {
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return ""
+		}
+		v = v.Elem()
+	}
+	if v.CanInterface() {
+		switch x := v.Interface().(type) {
+		case error:
+			return x.Error()
+		case fmt.Stringer:
+			return x.String()
+		case encoding.TextMarshaler:
+			if b, err := x.MarshalText(); err == nil {
+				return string(b)
+			}
+		}
+	}
+	var parts []string
+	switch v.Kind() {
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			parts = append(parts, plainText(k)+"="+plainText(v.MapIndex(k)))
+		}
+		sort.Strings(parts)
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < v.Len(); i++ {
+			parts = append(parts, plainText(v.Index(i)))
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			if f := t.Field(i); f.IsExported() {
+				parts = append(parts, strings.ToLower(f.Name)+"="+plainText(v.Field(i)))
+			}
+		}
+	default:
+		return fmt.Sprint(v.Interface())
+	}
+	return strings.Join(parts, ",")
 }
 
 // Log is an event.Sink writing one line per fetch (msg "fetch") and per

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/bench"
+	"github.com/pxeperf/pxeperf/metrics"
 	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
@@ -111,7 +112,7 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 		return fmt.Errorf("bench builds network namespaces and needs root: run it with sudo")
 	}
 	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: metrics.PlainAttr}))
 
 	st, by, err := openBenchStore(cmd, f)
 	if err != nil {

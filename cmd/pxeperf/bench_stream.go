@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/bench"
+	"github.com/pxeperf/pxeperf/metrics"
 	"github.com/pxeperf/pxeperf/report"
 	"github.com/spf13/cobra"
 )
@@ -99,7 +100,7 @@ func runRemoteBench(cmd *cobra.Command, f *benchFlags, spec bench.Spec, format r
 		return err
 	}
 	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: metrics.PlainAttr}))
 	st, by, err := openBenchStore(cmd, f)
 	if err != nil {
 		return err

@@ -99,3 +99,31 @@ func TestBrokenTemplateFailsEarly(t *testing.T) {
 		t.Errorf("serve with a broken iPXE script: %v", err)
 	}
 }
+
+// TestConfigCheckUncommonArchs: config check details every architecture
+// without a boot file, but warns only about the common ones and those the
+// config names; the rest (ia32, arm32, RISC-V, ...) are "no boot file".
+func TestConfigCheckUncommonArchs(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "images")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(cfg, []byte("root: "+root+"\ndhcp:\n  boot_files:\n    efi-riscv64: riscv/snp.efi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCmd(t, "config", "check", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# no boot file: dhcp.boot_files.efi-ia32: ipxe-i386.efi", "# no boot file: dhcp.boot_files.rpiboot",
+		"# WARNING dhcp.boot_files.efi-riscv64: riscv/snp.efi"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config check lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "WARNING dhcp.boot_files.efi-ia32") {
+		t.Errorf("config check warns about an architecture nobody asked for:\n%s", out)
+	}
+}

@@ -26,21 +26,22 @@ func TestExitCodes(t *testing.T) {
 		code int
 		want string // in stdout+stderr
 	}{
-		"version flag":        {[]string{"--version"}, 0, "pxeperf "},
-		"version command":     {[]string{"version"}, 0, "pxeperf "},
-		"help":                {[]string{"--help"}, 0, "Exit status"},
-		"no command":          {nil, 0, "Available Commands"},
-		"unknown command":     {[]string{"sevre"}, 2, `unknown command "sevre"`},
-		"unknown subcommand":  {[]string{"config", "chek"}, 2, "check, default, example"},
-		"unknown flag":        {[]string{"serve", "--bogus"}, 2, "unknown flag: --bogus"},
-		"bad number":          {[]string{"bench", "--repeat", "abc"}, 2, `--repeat "abc": want a whole number`},
-		"missing argument":    {[]string{"config", "check"}, 2, "accepts 1 arg"},
-		"extra argument":      {[]string{"serve", "now"}, 2, "unknown command"},
-		"config example":      {[]string{"config", "example"}, 2, "lab-proxy"},
-		"repeat zero":         {[]string{"bench", "--repeat", "0"}, 2, "at least one fetch"},
-		"pool in proxy mode":  {[]string{"serve", "--pool", "10.0.0.1-10.0.0.9", "--data", dir}, 2, "--pool is for --dhcp full"},
-		"report on no store":  {[]string{"report", "--data", filepath.Join(dir, "none")}, 1, "run pxeperf serve"},
-		"config check broken": {[]string{"config", "check", filepath.Join(dir, "missing.yaml")}, 1, "reading config"},
+		"version flag":            {[]string{"--version"}, 0, "pxeperf "},
+		"version command":         {[]string{"version"}, 0, "pxeperf "},
+		"help":                    {[]string{"--help"}, 0, "Exit status"},
+		"no command":              {nil, 0, "Available Commands"},
+		"unknown command":         {[]string{"sevre"}, 2, `unknown command "sevre"`},
+		"unknown subcommand":      {[]string{"config", "chek"}, 2, "check, default, example"},
+		"unknown flag":            {[]string{"serve", "--bogus"}, 2, "unknown flag: --bogus"},
+		"bad number":              {[]string{"bench", "--repeat", "abc"}, 2, `--repeat "abc": want a whole number`},
+		"missing argument":        {[]string{"config", "check"}, 2, "accepts 1 arg"},
+		"extra argument":          {[]string{"serve", "now"}, 2, "unknown command"},
+		"config example":          {[]string{"config", "example"}, 2, "lab-proxy"},
+		"repeat zero":             {[]string{"bench", "--repeat", "0"}, 2, "at least one fetch"},
+		"pool in proxy mode":      {[]string{"serve", "--pool", "10.0.0.1-10.0.0.9", "--data", dir}, 2, "--pool is for --dhcp full"},
+		"report on no store":      {[]string{"report", "--data", filepath.Join(dir, "none")}, 1, "run pxeperf serve"},
+		"config check missing":    {[]string{"config", "check", filepath.Join(dir, "missing.yaml")}, 2, "reading config"},
+		"config check unreadable": {[]string{"config", "check", dir}, 1, "reading config"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -229,7 +230,7 @@ func TestServeRefusesSettings(t *testing.T) {
 		code int
 	}{
 		"pool outside the subnet": {[]string{"--dhcp", "full", "--pool", "10.9.0.100-10.9.0.200", "--root", filepath.Join(dir, "i")},
-			[]string{"10.9.0.100-10.9.0.200", "outside lo's subnet 127.0.0.0/8", "--pool 127.0.0.100-127.0.0.200"}, 1},
+			[]string{"10.9.0.100-10.9.0.200", "outside lo's subnet 127.0.0.0/8", "--pool 127.0.0.100-127.0.0.200"}, 2},
 		"addr not on the interface": {[]string{"--dhcp", "off", "--addr", "10.9.9.9", "--root", filepath.Join(dir, "i")},
 			[]string{"10.9.9.9 is not an address of lo", "127.0.0.1/8", "ip addr add 10.9.9.9/24 dev lo"}, 1},
 		"pool in proxy mode": {[]string{"--pool", "127.0.0.100-127.0.0.200", "--root", filepath.Join(dir, "i")},

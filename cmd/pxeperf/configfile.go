@@ -30,7 +30,7 @@ func addConfigFlag(cmd *cobra.Command, p *string) {
 // but does not load is an error, never silently skipped.
 func loadConfig(path string) (*configs.Config, error) {
 	if path != "" {
-		return configs.Load(path)
+		return loadFile(path)
 	}
 	for _, p := range configSearch {
 		st, err := os.Stat(p)
@@ -43,9 +43,30 @@ func loadConfig(path string) (*configs.Config, error) {
 		if st.IsDir() {
 			return nil, fmt.Errorf("config %s is a folder; remove it or pass --config FILE", p)
 		}
-		return configs.Load(p)
+		return loadFile(p)
 	}
 	return configs.Default(), nil
+}
+
+// loadFile is configs.Load with its errors sorted for the exit status: a
+// file that does not exist or does not parse or validate is a wrong
+// command line or config (2: a restart cannot fix it); a file that exists
+// but cannot be read is a failure (1).
+func loadFile(path string) (*configs.Config, error) {
+	c, err := configs.Load(path)
+	return c, configError(err)
+}
+
+// configError marks err as a usage error (exit status 2) when it is about
+// the config itself: a missing file, YAML that does not parse, a key or
+// value that is wrong (configs.Error, configs.Errors).
+func configError(err error) error {
+	var ce *configs.Error
+	var ces configs.Errors
+	if err != nil && (errors.As(err, &ce) || errors.As(err, &ces) || errors.Is(err, fs.ErrNotExist)) {
+		return usageError(err)
+	}
+	return err
 }
 
 // configName names where the settings came from, for messages.

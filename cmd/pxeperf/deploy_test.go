@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -284,7 +285,7 @@ func TestSystemdUnit(t *testing.T) {
 	if keys["ExecReload"] == "" || !strings.Contains(readme, "contrib/systemd/pxeperf.service") {
 		t.Error("the unit has no ExecReload, or the README does not show it")
 	}
-	if keys["RestartPreventExitStatus"] != "2" {
+	if keys["RestartPreventExitStatus"] != strconv.Itoa(exitUsage) {
 		t.Error("a usage error (exit 2) would be restarted forever")
 	}
 }

@@ -10,8 +10,11 @@ import (
 )
 
 // Exit codes: 0 done, 1 the work failed (a port is busy, a file is
-// unreadable), 2 the command line is wrong (an unknown flag or command, a
-// bad value, a missing argument): fix the command and run it again.
+// unreadable, an interface or a privilege is missing: it may work later),
+// 2 the command line or config is wrong (an unknown flag or command, a
+// bad value, a missing argument, a YAML typo, a setting that does not
+// validate): fix it and run it again; restarting cannot help, so the
+// systemd unit has RestartPreventExitStatus=2.
 const (
 	exitRuntime = 1
 	exitUsage   = 2

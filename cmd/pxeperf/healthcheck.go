@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"time"
 
@@ -44,6 +45,9 @@ are served but the record store fails, lags or the disk is full: printed), 1: no
 					host = "127.0.0.1"
 				}
 				url = "http://" + net.JoinHostPort(host, port) + "/healthz"
+			}
+			if u, err := neturl.Parse(url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return usageErrorf("--url %q: want an http:// or https:// URL, e.g. --url http://127.0.0.1/healthz", url)
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()

@@ -59,6 +59,14 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 	bin := nstest.Binary(t)
 	p := nstest.NewPair(t, nstest.Options{})
+	// The quick start names the lab network's interface (--iface NAME):
+	// the pair's server end is given that name in its namespace.
+	if m := regexp.MustCompile(`pxeperf serve\b.*--iface[ =](\S+)`).FindStringSubmatch(cmds[serveAt]); m != nil {
+		nstest.Run(t, p.Server, "ip", "link", "set", "dev", p.ServerIf, "down")
+		nstest.Run(t, p.Server, "ip", "link", "set", "dev", p.ServerIf, "name", m[1])
+		nstest.Run(t, p.Server, "ip", "link", "set", "dev", m[1], "up")
+		p.ServerIf = m[1]
+	}
 	home := t.TempDir()
 	env := append(os.Environ(), "HOME="+home, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -59,6 +58,9 @@ type serveEnv struct {
 	// records is the record sink, nil when nothing is recorded; both
 	// /healthz report its health.
 	records *record.Sink
+	// dhcpHeld: DHCP stays off although dhcp.mode is on, because no
+	// interface was named and the mode was not chosen (see pickFor).
+	dhcpHeld bool
 }
 
 // service is a started server: New* has bound its sockets; Serve returns nil
@@ -75,10 +77,17 @@ func newServeCmd() *cobra.Command {
 		Long: `Serve DHCP, TFTP and HTTP boot on one interface.
 
 With no config file (--config, ./pxeperf.yaml or /etc/pxeperf/pxeperf.yaml)
-pxeperf runs the embedded default: proxyDHCP (answers only PXE and HTTP-boot
-clients, never hands out addresses), TFTP on :69 and HTTP on :80 serving
-./images (created with a sample iPXE script when missing), and the record API
-(/api/) on the admin listener 127.0.0.1:9069, away from the boards.
+pxeperf runs the embedded default: TFTP on :69 and HTTP on :80 serving
+./images (created with a sample iPXE script when missing), the record API
+(/api/) on the admin listener 127.0.0.1:9069, away from the boards, and
+proxyDHCP (answers only PXE and HTTP-boot clients, never hands out
+addresses) once an interface is named: --iface NAME. Without one, serve
+picks the first up interface with IPv4 (on a workstation the uplink) and
+answers no DHCP there unless --dhcp (dhcp.mode) chooses a mode.
+
+Without root, serve needs CAP_NET_BIND_SERVICE (ports below 1024) and,
+on some kernels, CAP_NET_RAW (DHCP bound to the interface); lacking them
+it stops before creating anything and says which.
 
 Signals: SIGINT and SIGTERM stop serving (running HTTP downloads get
 http.shutdown_grace to finish). SIGHUP reloads hosts[] and templates.* from
@@ -139,6 +148,15 @@ func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error)
 		return nil, err
 	}
 	set := cmd.Flags().Changed
+	// Flags choose as the file does (see configs.Config.IsSet).
+	for flag, key := range map[string]string{"iface": "interface", "addr": "address", "dhcp": "dhcp.mode"} {
+		if set(flag) {
+			if cfg.Set == nil {
+				cfg.Set = map[string]bool{}
+			}
+			cfg.Set[key] = true
+		}
+	}
 	if set("iface") {
 		cfg.Interface = f.iface
 	}
@@ -221,7 +239,7 @@ func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error)
 		}
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("invalid settings (flags over %s):\n%w", configName(cfg), err)
+		return nil, usageErrorf("invalid settings (flags over %s):\n%w", configName(cfg), err)
 	}
 	return cfg, nil
 }
@@ -257,10 +275,21 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 	if err := checkNetSettings(cfg, ni); err != nil {
 		return err
 	}
+	pick := pickFor(cfg, ni)
 	root, err := folderFor("root", "--root", cfg.Root)
 	if err != nil {
 		return err
 	}
+	// Nothing is created before the settings and the privileges are
+	// known to be good: a run without root fails here, leaving no
+	// ./images or ./pxeperf-data behind.
+	if _, err := folderFor("data", "--data", cfg.Data); err != nil {
+		return err
+	}
+	if err := checkPrivileges(cfg, pick.dhcpOn(cfg), ni.Iface.Name); err != nil {
+		return err
+	}
+	pick.log(logger, cfg, ni)
 	data, err := ensureFolder("data", "--data", cfg.Data, logger)
 	if err != nil {
 		return err
@@ -315,15 +344,16 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 		return err
 	}
 	env := &serveEnv{
-		cfg:    cfg,
-		net:    ni,
-		logger: logger,
-		sink:   sink,
-		hosts:  table,
-		images: store,
-		boot:   boot,
-		live:   live,
-		built:  map[string]service{},
+		cfg:      cfg,
+		net:      ni,
+		logger:   logger,
+		sink:     sink,
+		hosts:    table,
+		images:   store,
+		boot:     boot,
+		live:     live,
+		built:    map[string]service{},
+		dhcpHeld: pick.held,
 	}
 	env.records = records
 	var services []namedService
@@ -351,7 +381,11 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 		releaseAll(services)
 		return errors.New("nothing to serve: DHCP, TFTP, HTTP and the bench and iperf servers are all off")
 	}
-	logger.Info("pxeperf serving", "iface", ni.Iface.Name, "addr", ni.Addr, "dhcp", cfg.DHCP.Mode,
+	dhcpMode := cfg.DHCP.Mode
+	if pick.held {
+		dhcpMode = "off (no interface named)"
+	}
+	logger.Info("pxeperf serving", "iface", ni.Iface.Name, "addr", ni.Addr, "dhcp", dhcpMode,
 		"root", cfg.Root, "data", data, "config", configName(cfg), "version", versionString())
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"strings"
 
 	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/configs"
@@ -24,17 +25,38 @@ func newBootSource(cfg *configs.Config, addr netip.Addr, store *images.Store, ta
 	src, err := bootcfg.New(bootcfg.Options{Config: cfg, Images: store, Hosts: table, Server: addr,
 		HTTPBase: base, Logger: logger})
 	if err != nil {
-		return nil, fmt.Errorf("boot config templates:\n%w", err)
+		return nil, usageErrorf("boot config templates:\n%w", err)
 	}
+	var absent []string
 	for _, r := range src.CheckBootFiles(cfg) {
-		if r.Missing() {
+		switch {
+		case !r.Missing():
+		case mustBoot(cfg, r.Key):
 			logger.Warn("boot file missing: " + r.Warning(cfg.Root))
+		default:
+			absent = append(absent, r.Key)
 		}
+	}
+	if len(absent) > 0 {
+		logger.Info("no boot file for some architectures: their boards get no boot offer "+
+			"(pxeperf config check names the file and the fix for each)", "archs", strings.Join(absent, ","))
 	}
 	for _, line := range bootSummary(cfg, src) {
 		logger.Info(line)
 	}
 	return src, nil
+}
+
+// commonBoot are the boot-file keys most boards use: a missing one is
+// warned about at start. Other architectures' (ia32, arm32, arm64,
+// riscv, loongarch64, rpiboot) files are absent from most labs, and
+// named together in one INFO line.
+var commonBoot = map[string]bool{"bios": true, "efi-x64": true, configs.BootUBoot: true, configs.BootDefault: true}
+
+// mustBoot reports whether a missing boot file for key is a warning:
+// the architecture is a common one, or the config file names its file.
+func mustBoot(cfg *configs.Config, key string) bool {
+	return commonBoot[key] || cfg.IsSet("dhcp.boot_files."+key)
 }
 
 // bootSummary says which boot configs are served from the root and which

@@ -15,8 +15,9 @@ import (
 )
 
 // checkNetSettings refuses a full-mode pool outside the interface's subnet:
-// the clients it hands out would be unable to reach pxeperf. (--addr not
-// on the interface is refused by netif.Resolve.)
+// the clients it hands out would be unable to reach pxeperf; a wrong
+// setting (exit status 2). (--addr not on the interface is refused by
+// netif.Resolve: an address or interface that may yet come up, status 1.)
 func checkNetSettings(cfg *configs.Config, ni *netif.Info) error {
 	pool := cfg.DHCP.Pool
 	if cfg.DHCP.Mode != configs.ModeFull || !pool.IsValid() {
@@ -30,7 +31,7 @@ func checkNetSettings(cfg *configs.Config, ni *netif.Info) error {
 	if subnet.Contains(pool.First) && subnet.Contains(pool.Last) {
 		return nil
 	}
-	return fmt.Errorf("dhcp.pool %s (--pool) is outside %s's subnet %s, so its clients could not reach "+
+	return usageErrorf("dhcp.pool %s (--pool) is outside %s's subnet %s, so its clients could not reach "+
 		"pxeperf at %s; use addresses inside it, e.g. --pool %s", pool, ni.Iface.Name, subnet, ni.Addr, poolIn(subnet, ni.Addr))
 }
 

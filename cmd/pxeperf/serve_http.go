@@ -21,7 +21,7 @@ func newHTTPService(env *serveEnv) (service, error) {
 	// The script URL handed out may carry a query (?mac=...); route by path.
 	scriptPath, _, _ := strings.Cut(env.cfg.DHCP.IPXEScript, "?")
 	if err := httpboot.CheckScripts(env.cfg, env.images); err != nil {
-		return nil, err
+		return nil, usageError(err) // a template that does not parse: the config is wrong
 	}
 	opt := httpboot.Options{
 		HTTP:       env.cfg.HTTP,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"slices"
 	"sort"
@@ -51,6 +52,9 @@ func newAdminClient(f *adminFlags) (*adminClient, *configs.Config, error) {
 	}
 	addr, tf := cfg.Admin.Listen, cfg.Admin.TokenFile
 	if f.addr != "" {
+		if _, _, err := net.SplitHostPort(f.addr); err != nil && f.addr != configs.AdminOff {
+			return nil, nil, usageErrorf("--admin-addr %q: want HOST:PORT, e.g. --admin-addr 127.0.0.1:9069", f.addr)
+		}
 		addr = f.addr
 	}
 	if f.tokenFile != "" {
