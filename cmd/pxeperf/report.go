@@ -215,7 +215,7 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 			}
 		}
 		if f.compare != "" {
-			if t, err = report.Compare(f.compare, recs); err != nil {
+			if t, err = report.CompareWith(f.compare, recs, opt); err != nil {
 				return fmt.Errorf("--compare: %w", err)
 			}
 			break
