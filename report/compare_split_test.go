@@ -5,46 +5,11 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pxeperf/pxeperf/internal/golden"
-	"github.com/pxeperf/pxeperf/record"
 )
-
-// compareLab is issue 28's lab plus what the study grids measure: bench
-// TCP streams both ways over the testbed's veth and through a 1gbit tbf,
-// beside the board's iperf3 -R over its own veth, and bench HTTP fetches
-// at gPXE's 4096-byte window over both links.
-func compareLab() []record.Record {
-	recs := issue28()
-	add := func(r record.Record) {
-		r.ID = int64(len(recs) + 1)
-		r.Time = t0.Add(time.Duration(r.ID) * time.Minute)
-		r.Outcome, r.Bytes, r.Size, r.ClientIP, r.Iface, r.LinkMbps, r.LinkDriver = "ok", 1<<30, 1<<30, "10.99.0.2", "pxl-client", 10000, "veth"
-		if r.MTU == 0 {
-			r.MTU = 1500
-		}
-		r.Duration = time.Duration(float64(r.Bytes*8) / (r.Mbps * 1e6) * float64(time.Second))
-		recs = append(recs, r)
-	}
-	for _, m := range []float64{11800, 12200} {
-		add(record.Record{Source: "bench", Proto: "tcp", Direction: "rx", File: "stream", Mbps: m})
-	}
-	add(record.Record{Source: "bench", Proto: "tcp", Direction: "rx", File: "stream", Mbps: 941, RateLimit: 1e9})
-	add(record.Record{Source: "bench", Proto: "tcp", Direction: "tx", File: "stream", Mbps: 940, RateLimit: 1e9})
-	add(record.Record{Source: "bench", Proto: "tcp", Direction: "rx", File: "stream", Mbps: 94.1, RateLimit: 100e6})
-	for _, c := range []struct {
-		rate int64
-		off  string
-		mbps float64
-	}{{0, "on", 1510}, {0, "off", 1490}, {1e9, "on", 136}, {1e9, "off", 131}} {
-		add(record.Record{Source: "bench", Proto: "http", Direction: "rx", File: "bench.img", Mbps: c.mbps, RateLimit: c.rate,
-			WndRequested: 4096, Labels: map[string]string{"rx_offload": c.off}})
-	}
-	return recs
-}
 
 // TestCompareSplitGolden: every study's comparison of compareLab in every
 // format; a published row gets a measured row per source and link.
