@@ -169,8 +169,10 @@ func TestSummary(t *testing.T) {
 	}
 	tab := Summary(results, Fit{RTT: 20 * time.Microsecond})
 	want := [][]string{
-		{"1500", "100mbit", "on", "4K", "8192", "2896", "3", "93.0", "90.0-96.0", "20", "95.6", "0"},
-		{"1500", "100mbit", "off", "64K", "131072", "108000", "1", "95.0", "95.0-95.0", "20", "95.6", "1"},
+		// MTU, Rate (text; CSV's Mbit/s and name), RX csum, Window asked (text; CSV's bytes, auto),
+		// SO_RCVBUF, Window seen, n, Mbit/s, min-max (text; CSV's min, max), MinRTT, Model, Failed.
+		{"1500", "100mbit", "100", "100mbit", "on", "4K", "4096", "", "8192", "2896", "3", "93.0", "90.0-96.0", "90.0", "96.0", "20", "95.6", "0"},
+		{"1500", "100mbit", "100", "100mbit", "off", "64K", "65536", "", "131072", "108000", "1", "95.0", "95.0-95.0", "95.0", "95.0", "20", "95.6", "1"},
 	}
 	if len(tab.Rows) != len(want) {
 		t.Fatalf("rows %q", tab.Rows)

@@ -111,20 +111,30 @@ func estimate(pts []Point, done int, elapsed time.Duration) time.Duration {
 
 // SummaryRow is one point over its repeats; rows keep the sweep's order.
 type SummaryRow struct {
-	MTU       int     `json:"mtu"`
-	Rate      string  `json:"rate"`
-	Delay     string  `json:"delay,omitempty"` // one way, each way (--delay)
-	RxOffload string  `json:"rx_offload"`      // active, as read back
-	Window    string  `json:"window_requested"`
-	Rcvbuf    int     `json:"rcvbuf"`          // SO_RCVBUF read back
-	Observed  uint32  `json:"window_observed"` // median WndMax the server saw
-	N         int     `json:"n"`
-	Median    float64 `json:"median_mbps"`
-	Min       float64 `json:"min_mbps"`
-	Max       float64 `json:"max_mbps"`
-	MinRTT    float64 `json:"min_rtt_us"` // median over the repeats
-	Model     float64 `json:"model_mbps"` // min(observed/RTT, rate x goodput) at the fitted RTT
-	Failed    int     `json:"failed"`
+	MTU int `json:"mtu"`
+	// Rate is the tbf rate as --rate names it (1gbit, none); RateMbps the
+	// same in Mbit/s (0: none).
+	Rate     string  `json:"rate_name"`
+	RateMbps float64 `json:"rate_mbps,omitempty"`
+	// Delay is one way, each way (--delay) as named (100us); DelayUs the
+	// same in microseconds.
+	Delay     string  `json:"delay_name,omitempty"`
+	DelayUs   float64 `json:"delay_us,omitempty"`
+	RxOffload string  `json:"rx_offload"` // active, as read back
+	// Window is the window asked as named (64K, auto); WindowBytes the
+	// same in bytes, 0 with WindowAuto (not set: autotuned).
+	Window      string  `json:"window_name"`
+	WindowBytes int     `json:"window_requested"`
+	WindowAuto  bool    `json:"window_auto,omitempty"`
+	Rcvbuf      int     `json:"rcvbuf"`          // SO_RCVBUF read back
+	Observed    uint32  `json:"window_observed"` // median WndMax the server saw
+	N           int     `json:"n"`
+	Median      float64 `json:"median_mbps"`
+	Min         float64 `json:"min_mbps"`
+	Max         float64 `json:"max_mbps"`
+	MinRTT      float64 `json:"min_rtt_us"` // median over the repeats
+	Model       float64 `json:"model_mbps"` // min(observed/RTT, rate x goodput) at the fitted RTT
+	Failed      int     `json:"failed"`
 	// Behind netlab's delay line: the largest p99 of the delay it added
 	// per frame over the repeats, and how many repeats it fell behind in
 	// (their RTT was the host's: DelayLineNotes).
@@ -151,6 +161,29 @@ func byPoint[G any](results []Result, start func(Result) *G, add func(*G, Result
 	return out
 }
 
+// rateColumns are a bench table's Rate: text names it (1gbit, none), CSV
+// gives Mbit/s (empty: no tbf) and the name beside it.
+var rateColumns = []report.Column{{Name: "Rate", Key: "rate_name", TextOnly: true}, {Name: "Rate Mbit/s", Key: "rate_mbps", CSVOnly: true},
+	{Name: "Rate name", Key: "rate_name", Left: true, CSVOnly: true}}
+
+func rateCells(name string, mbps float64) []string {
+	n := ""
+	if mbps > 0 {
+		n = strconv.FormatFloat(mbps, 'f', -1, 64)
+	}
+	return []string{name, n, name}
+}
+
+// spreadColumns are the min-max over repeats: one "a-b" cell in text,
+// two numbers in CSV.
+var spreadColumns = []report.Column{{Name: "min-max", Key: "spread_mbps", TextOnly: true},
+	{Name: "min", Key: "min_mbps", CSVOnly: true}, {Name: "max", Key: "max_mbps", CSVOnly: true}}
+
+func spreadCells(lo, hi float64) []string {
+	f1 := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+	return []string{f1(lo) + "-" + f1(hi), f1(lo), f1(hi)}
+}
+
 // Summary is the sweep's own table: every point with the median and
 // spread (min-max) over its repeats, the requested, read-back and observed
 // windows, and the model at the fitted RTT.
@@ -162,10 +195,11 @@ func Summary(results []Result, fit Fit) report.Table {
 		rtt  []float64
 	}
 	groups := byPoint(results, func(r Result) *group {
-		g := &group{row: SummaryRow{MTU: r.Point.MTU, Rate: FormatRate(r.Point.Rate), Window: FormatWindow(r.Point.Window),
+		g := &group{row: SummaryRow{MTU: r.Point.MTU, Rate: FormatRate(r.Point.Rate), RateMbps: float64(r.Point.Rate) / 1e6,
+			Window: FormatWindow(r.Point.Window), WindowBytes: r.Point.Window, WindowAuto: r.Point.Window == WindowAuto,
 			RxOffload: string(r.Record.RxCsum)}}
 		if r.Point.Delay > 0 {
-			g.row.Delay = FormatDelay(r.Point.Delay)
+			g.row.Delay, g.row.DelayUs = FormatDelay(r.Point.Delay), float64(r.Point.Delay)/float64(time.Microsecond)
 		}
 		return g
 	}, func(g *group, r Result) {
@@ -189,11 +223,12 @@ func Summary(results []Result, fit Fit) report.Table {
 	t := report.Table{
 		Name:  "bench-summary",
 		Title: "Sweep by point (median and min-max over repeats)",
-		Columns: []report.Column{{Name: "MTU", Key: "mtu"}, {Name: "Rate", Key: "rate"}, {Name: "RX csum", Key: "rx_offload"},
-			{Name: "Window asked", Key: "window_requested"}, {Name: "SO_RCVBUF", Key: "rcvbuf"},
-			{Name: "Window seen", Key: "window_observed"}, {Name: "n", Key: "n"}, {Name: "Mbit/s", Key: "median_mbps"},
-			{Name: "min-max", Key: "spread_mbps"}, {Name: "MinRTT us", Key: "min_rtt_us"}, {Name: "Model", Key: "model_mbps"},
-			{Name: "Failed", Key: "failed"}},
+		Columns: append(append([]report.Column{{Name: "MTU", Key: "mtu"}}, rateColumns...), report.Column{Name: "RX csum", Key: "rx_offload"},
+			report.Column{Name: "Window asked", Key: "window_name", TextOnly: true}, report.Column{Name: "Window asked", Key: "window_requested", CSVOnly: true},
+			report.Column{Name: "Window auto", Key: "window_auto", Left: true, CSVOnly: true}, report.Column{Name: "SO_RCVBUF", Key: "rcvbuf"},
+			report.Column{Name: "Window seen", Key: "window_observed"}, report.Column{Name: "n", Key: "n"}, report.Column{Name: "Mbit/s", Key: "median_mbps"},
+			spreadColumns[0], spreadColumns[1], spreadColumns[2], report.Column{Name: "MinRTT us", Key: "min_rtt_us"}, report.Column{Name: "Model", Key: "model_mbps"},
+			report.Column{Name: "Failed", Key: "failed"}),
 		Empty: "No fetches ran.",
 		Notes: []string{
 			"Window asked: the SO_RCVBUF the client set before connect (auto: not set, autotuned); SO_RCVBUF: read back (the kernel doubles it); Window seen: the largest window the server saw the client advertise (TCP_INFO).",
@@ -211,7 +246,7 @@ func Summary(results []Result, fit Fit) report.Table {
 		if len(g.rtt) > 0 {
 			row.MinRTT = report.Median(g.rtt)
 		}
-		if rate, _ := ParseRate(row.Rate); row.Observed > 0 && fit.RTT > 0 && rate > 0 {
+		if rate := row.RateMbps * 1e6; row.Observed > 0 && fit.RTT > 0 && rate > 0 {
 			row.Model = ModelMbps(row.Observed, fit.RTT, int64(rate), row.MTU)
 		}
 		rows = append(rows, row)
@@ -219,7 +254,8 @@ func Summary(results []Result, fit Fit) report.Table {
 	f1 := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 	delayed := slices.ContainsFunc(rows, func(r SummaryRow) bool { return r.Delay != "" })
 	if delayed {
-		t.Columns = slices.Insert(t.Columns, 2, report.Column{Name: "Delay", Key: "delay"})
+		t.Columns = slices.Insert(t.Columns, 4, report.Column{Name: "Delay", Key: "delay_name", TextOnly: true},
+			report.Column{Name: "Delay us", Key: "delay_us", CSVOnly: true})
 		t.Notes = append(t.Notes, "Delay: one way, added each way (netem where the kernel has it, else netlab's delay line: label delay_via), so the RTT is twice it plus the veth and forwarding time.")
 	}
 	line := slices.ContainsFunc(rows, func(r SummaryRow) bool { return r.LineP99 > 0 })
@@ -228,24 +264,29 @@ func Summary(results []Result, fit Fit) report.Table {
 		t.Notes = append(t.Notes, "Line p99 us: the 99th percentile of the delay netlab's delay line added per frame (kernel receive to sent on; the largest over the repeats); Line behind: repeats in which it fell behind (more than 1% of the frames held past the asked delay + max(50 us, half of it)).")
 	}
 	for _, r := range rows {
-		cells := []string{strconv.Itoa(r.MTU), r.Rate, r.RxOffload, r.Window, strconv.Itoa(r.Rcvbuf), "", strconv.Itoa(r.N), "", "", "", "", strconv.Itoa(r.Failed)}
+		win, auto := strconv.Itoa(r.WindowBytes), ""
+		if r.WindowAuto {
+			win, auto = "", "auto"
+		}
+		cells := append(append([]string{strconv.Itoa(r.MTU)}, rateCells(r.Rate, r.RateMbps)...), r.RxOffload, r.Window, win, auto,
+			strconv.Itoa(r.Rcvbuf), "", strconv.Itoa(r.N), "", "", "", "", "", "", strconv.Itoa(r.Failed))
 		if r.N > 0 {
-			cells[5] = strconv.FormatUint(uint64(r.Observed), 10)
-			cells[7] = f1(r.Median)
-			cells[8] = f1(r.Min) + "-" + f1(r.Max)
+			cells[9] = strconv.FormatUint(uint64(r.Observed), 10)
+			cells[11] = f1(r.Median)
+			copy(cells[12:15], spreadCells(r.Min, r.Max))
 		}
 		if r.MinRTT > 0 {
-			cells[9] = strconv.FormatFloat(r.MinRTT, 'f', 0, 64)
+			cells[15] = strconv.FormatFloat(r.MinRTT, 'f', 0, 64)
 		}
 		if r.Model > 0 && !math.IsInf(r.Model, 0) {
-			cells[10] = f1(r.Model)
+			cells[16] = f1(r.Model)
 		}
 		if delayed {
-			d := r.Delay
+			d, us := r.Delay, strconv.FormatFloat(r.DelayUs, 'f', -1, 64)
 			if d == "" {
-				d = "none"
+				d, us = "none", "0"
 			}
-			cells = slices.Insert(cells, 2, d)
+			cells = slices.Insert(cells, 4, d, us)
 		}
 		if line {
 			cells = append(cells, "", strconv.Itoa(r.LineBehind))

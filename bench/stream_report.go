@@ -13,16 +13,23 @@ type StreamRow struct {
 	Proto     string  `json:"proto"`
 	Direction string  `json:"direction"`
 	MTU       int     `json:"mtu"`
-	Rate      string  `json:"rate"`
-	Setting   string  `json:"setting"` // window=... (TCP) or udp_rate=... (UDP)
-	N         int     `json:"n"`
-	Median    float64 `json:"median_mbps"`
-	Min       float64 `json:"min_mbps"`
-	Max       float64 `json:"max_mbps"`
-	Retr      float64 `json:"retransmits_median"`
-	LostPct   float64 `json:"udp_lost_pct_median"`
-	JitterMs  float64 `json:"jitter_ms_median"`
-	Failed    int     `json:"failed"`
+	Rate      string  `json:"rate_name"`           // tbf, as --rate names it (1gbit, none)
+	RateMbps  float64 `json:"rate_mbps,omitempty"` // the same in Mbit/s
+	Setting   string  `json:"setting"`             // window=... (TCP) or udp_rate=... (UDP)
+	// Window is the TCP window set in bytes (0 and WindowAuto: autotuned);
+	// UDPRateMbps the UDP rate asked (0 with UDPLine: at line rate).
+	Window      int     `json:"window,omitempty"`
+	WindowAuto  bool    `json:"window_auto,omitempty"`
+	UDPRateMbps float64 `json:"udp_rate_mbps,omitempty"`
+	UDPLine     bool    `json:"udp_line_rate,omitempty"`
+	N           int     `json:"n"`
+	Median      float64 `json:"median_mbps"`
+	Min         float64 `json:"min_mbps"`
+	Max         float64 `json:"max_mbps"`
+	Retr        float64 `json:"retransmits_median"`
+	LostPct     float64 `json:"udp_lost_pct_median"`
+	JitterMs    float64 `json:"jitter_ms_median"`
+	Failed      int     `json:"failed"`
 }
 
 // StreamSummary is the stream sweep by point: receiver Mbit/s median and
@@ -34,11 +41,15 @@ func StreamSummary(results []Result) report.Table {
 	}
 	groups := byPoint(results, func(r Result) *group {
 		p := r.Point
-		set := "window=" + FormatWindow(p.Window)
+		row := StreamRow{Proto: p.Proto, Direction: p.Direction, MTU: p.MTU, Rate: FormatRate(p.Rate), RateMbps: float64(p.Rate) / 1e6,
+			Setting: "window=" + FormatWindow(p.Window), Window: p.Window, WindowAuto: p.Window == WindowAuto}
 		if p.Proto == ProtoUDP {
-			set = "udp_rate=" + FormatUDPRate(p.UDPRate)
+			row.Setting, row.Window, row.WindowAuto = "udp_rate="+FormatUDPRate(p.UDPRate), 0, false
+			if row.UDPLine = p.UDPRate == UDPRateLine; !row.UDPLine {
+				row.UDPRateMbps = float64(p.UDPRate) / 1e6
+			}
 		}
-		return &group{row: StreamRow{Proto: p.Proto, Direction: p.Direction, MTU: p.MTU, Rate: FormatRate(p.Rate), Setting: set}}
+		return &group{row: row}
 	}, func(g *group, r Result) {
 		if r.Record.Outcome != event.OutcomeOK {
 			g.row.Failed++
@@ -53,11 +64,13 @@ func StreamSummary(results []Result) report.Table {
 	t := report.Table{
 		Name:  "bench-streams",
 		Title: "Streams by point (receiver Mbit/s, median and min-max over repeats)",
-		Columns: []report.Column{{Name: "Proto", Key: "proto", Left: true}, {Name: "Dir", Key: "direction", Left: true},
-			{Name: "MTU", Key: "mtu"}, {Name: "Rate", Key: "rate"}, {Name: "Setting", Key: "setting", Left: true},
-			{Name: "n", Key: "n"}, {Name: "Mbit/s", Key: "median_mbps"}, {Name: "min-max", Key: "spread_mbps"},
-			{Name: "Retr", Key: "retransmits_median"}, {Name: "Lost %", Key: "udp_lost_pct_median"},
-			{Name: "Jitter ms", Key: "jitter_ms_median"}, {Name: "Failed", Key: "failed"}},
+		Columns: append(append(append([]report.Column{{Name: "Proto", Key: "proto", Left: true}, {Name: "Dir", Key: "direction", Left: true},
+			{Name: "MTU", Key: "mtu"}}, rateColumns...), report.Column{Name: "Setting", Key: "setting", Left: true},
+			report.Column{Name: "Window", Key: "window", CSVOnly: true}, report.Column{Name: "Window auto", Key: "window_auto", Left: true, CSVOnly: true},
+			report.Column{Name: "UDP rate Mbit/s", Key: "udp_rate_mbps", CSVOnly: true}, report.Column{Name: "UDP line rate", Key: "udp_line_rate", Left: true, CSVOnly: true},
+			report.Column{Name: "n", Key: "n"}, report.Column{Name: "Mbit/s", Key: "median_mbps"}), append(spreadColumns,
+			report.Column{Name: "Retr", Key: "retransmits_median"}, report.Column{Name: "Lost %", Key: "udp_lost_pct_median"},
+			report.Column{Name: "Jitter ms", Key: "jitter_ms_median"}, report.Column{Name: "Failed", Key: "failed"})...),
 		Empty: "No runs.",
 		Notes: []string{
 			"Dir as seen from the board: tx = the client sends, rx = the server sends. Rate: tbf on both veth ends. UDP loss and jitter at the receiver, as iperf3 defines them.",
@@ -68,22 +81,36 @@ func StreamSummary(results []Result) report.Table {
 	for _, g := range groups {
 		row := g.row
 		row.N = len(g.mbps)
-		cells := []string{row.Proto, row.Direction, strconv.Itoa(row.MTU), row.Rate, row.Setting, strconv.Itoa(row.N), "", "", "", "", "", strconv.Itoa(row.Failed)}
+		win, auto, udp, line := "", "", "", ""
+		switch {
+		case row.Proto == ProtoUDP && row.UDPLine:
+			line = "line"
+		case row.Proto == ProtoUDP:
+			udp = strconv.FormatFloat(row.UDPRateMbps, 'f', -1, 64)
+		case row.WindowAuto:
+			auto = "auto"
+		default:
+			win = strconv.Itoa(row.Window)
+		}
+		cells := append(append([]string{row.Proto, row.Direction, strconv.Itoa(row.MTU)}, rateCells(row.Rate, row.RateMbps)...),
+			row.Setting, win, auto, udp, line, strconv.Itoa(row.N), "", "", "", "", "", "", "", strconv.Itoa(row.Failed))
+		const med = 12 // cells[med]: the median, then min-max, min, max, Retr, Lost %, Jitter
 		if row.N > 0 {
 			row.Median, row.Min, row.Max = report.Median(g.mbps), slices.Min(g.mbps), slices.Max(g.mbps)
-			cells[6], cells[7] = f1(row.Median), f1(row.Min)+"-"+f1(row.Max)
+			cells[med] = f1(row.Median)
+			copy(cells[med+1:med+4], spreadCells(row.Min, row.Max))
 			if row.Proto == ProtoTCP {
 				row.Retr = report.Median(g.retr)
-				cells[8] = strconv.FormatFloat(row.Retr, 'f', 0, 64)
+				cells[med+4] = strconv.FormatFloat(row.Retr, 'f', 0, 64)
 			}
 		}
 		if len(g.lost) > 0 {
 			row.LostPct = report.Median(g.lost)
-			cells[9] = strconv.FormatFloat(row.LostPct, 'f', 2, 64)
+			cells[med+5] = strconv.FormatFloat(row.LostPct, 'f', 2, 64)
 		}
 		if len(g.j) > 0 {
 			row.JitterMs = report.Median(g.j)
-			cells[10] = strconv.FormatFloat(row.JitterMs, 'f', 3, 64)
+			cells[med+6] = strconv.FormatFloat(row.JitterMs, 'f', 3, 64)
 		}
 		rows = append(rows, row)
 		t.Rows = append(t.Rows, cells)
@@ -94,15 +121,15 @@ func StreamSummary(results []Result) report.Table {
 
 // CrossCheckPair is one run next to iperf3's at the same point.
 type CrossCheckPair struct {
-	Point     string  `json:"point"`
-	Rep       int     `json:"rep"`
-	Ours      float64 `json:"pxeperf_mbps"`
-	Iperf     float64 `json:"iperf3_mbps"`
-	DevPct    float64 `json:"deviation_pct"`
-	Flagged   bool    `json:"over_bound"`
-	OursLost  string  `json:"pxeperf_udp_lost_pct,omitempty"`
-	IperfLost string  `json:"iperf3_udp_lost_pct,omitempty"`
-	Err       string  `json:"err,omitempty"`
+	Point     string   `json:"point"`
+	Rep       int      `json:"rep"`
+	Ours      float64  `json:"pxeperf_mbps"`
+	Iperf     float64  `json:"iperf3_mbps"`
+	DevPct    float64  `json:"deviation_pct"`
+	Flagged   bool     `json:"over_bound"`
+	OursLost  *float64 `json:"pxeperf_udp_lost_pct,omitempty"` // UDP only
+	IperfLost *float64 `json:"iperf3_udp_lost_pct,omitempty"`
+	Err       string   `json:"err,omitempty"`
 }
 
 // CrossCheck pairs every run with iperf3's figure from --cross-check and
@@ -114,8 +141,9 @@ func CrossCheck(results []Result) (report.Table, int, int) {
 		Title: "Cross-check against iperf3 (receiver Mbit/s, same testbed and settings, run back to back)",
 		Columns: []report.Column{{Name: "Point", Key: "point", Left: true}, {Name: "Rep", Key: "rep"},
 			{Name: "pxeperf", Key: "pxeperf_mbps"}, {Name: "iperf3", Key: "iperf3_mbps"}, {Name: "Dev %", Key: "deviation_pct"},
-			{Name: "", Key: "over_bound", Left: true}, {Name: "Lost % ours", Key: "pxeperf_udp_lost_pct"},
-			{Name: "Lost % iperf3", Key: "iperf3_udp_lost_pct"}},
+			{Name: "", Key: "mark", Left: true, TextOnly: true}, {Name: "Over bound", Key: "over_bound", Left: true, CSVOnly: true},
+			{Name: "iperf3 error", Key: "err", Left: true, CSVOnly: true},
+			{Name: "Lost % ours", Key: "pxeperf_udp_lost_pct"}, {Name: "Lost % iperf3", Key: "iperf3_udp_lost_pct"}},
 		Empty: "No cross-checked runs.",
 	}
 	pairs := []CrossCheckPair{}
@@ -127,9 +155,11 @@ func CrossCheck(results []Result) (report.Table, int, int) {
 		if pair.Iperf == 0 && pair.Err == "" {
 			continue
 		}
+		lost := []string{"", ""}
 		if rec.Proto == ProtoUDP {
-			pair.OursLost = strconv.FormatFloat(rec.UDPLostPct, 'f', 3, 64)
-			pair.IperfLost = strconv.FormatFloat(rec.Iperf3LostPct, 'f', 3, 64)
+			ours, theirs := rec.UDPLostPct, rec.Iperf3LostPct
+			pair.OursLost, pair.IperfLost = &ours, &theirs
+			lost = []string{strconv.FormatFloat(ours, 'f', 3, 64), strconv.FormatFloat(theirs, 'f', 3, 64)}
 		}
 		mark := ""
 		if pair.Err != "" {
@@ -140,7 +170,8 @@ func CrossCheck(results []Result) (report.Table, int, int) {
 		}
 		pairs = append(pairs, pair)
 		t.Rows = append(t.Rows, []string{pair.Point, strconv.Itoa(pair.Rep), strconv.FormatFloat(pair.Ours, 'f', 1, 64),
-			strconv.FormatFloat(pair.Iperf, 'f', 1, 64), strconv.FormatFloat(pair.DevPct, 'f', 1, 64), mark, pair.OursLost, pair.IperfLost})
+			strconv.FormatFloat(pair.Iperf, 'f', 1, 64), strconv.FormatFloat(pair.DevPct, 'f', 1, 64), mark, strconv.FormatBool(pair.Flagged),
+			pair.Err, lost[0], lost[1]})
 	}
 	t.Data = pairs
 	t.Notes = []string{"Dev %: |pxeperf - iperf3| / iperf3 of the receivers' bitrates; runs over 5% are marked. iperf3 runs with the same -w (both ends), -b, -l, -t and -R."}

@@ -249,9 +249,10 @@ func ParseCounts(s string, lo, hi int) ([]int, error) {
 // TFTPSummaryRow is one TFTP point over its repeats.
 type TFTPSummaryRow struct {
 	MTU        int     `json:"mtu"`
-	Rate       string  `json:"rate"`
-	BlkSize    int     `json:"blksize"`    // asked
-	WindowSize int     `json:"windowsize"` // asked
+	Rate       string  `json:"rate_name"`           // tbf, as --rate names it (1gbit, none)
+	RateMbps   float64 `json:"rate_mbps,omitempty"` // the same in Mbit/s
+	BlkSize    int     `json:"blksize"`             // asked
+	WindowSize int     `json:"windowsize"`          // asked
 	N          int     `json:"n"`
 	Median     float64 `json:"median_mbps"`
 	Min        float64 `json:"min_mbps"`
@@ -273,7 +274,7 @@ func TFTPSummary(results []Result) report.Table {
 		cpu  []float64
 	}
 	groups := byPoint(results, func(r Result) *group {
-		return &group{row: TFTPSummaryRow{MTU: r.Point.MTU, Rate: FormatRate(r.Point.Rate), BlkSize: r.Point.BlkSize, WindowSize: r.Point.WindowSize}}
+		return &group{row: TFTPSummaryRow{MTU: r.Point.MTU, Rate: FormatRate(r.Point.Rate), RateMbps: float64(r.Point.Rate) / 1e6, BlkSize: r.Point.BlkSize, WindowSize: r.Point.WindowSize}}
 	}, func(g *group, r Result) {
 		rec := r.Record
 		g.row.Datagrams += rec.Datagrams
@@ -290,11 +291,11 @@ func TFTPSummary(results []Result) report.Table {
 	t := report.Table{
 		Name:  "bench-tftp-summary",
 		Title: "TFTP sweep by point (median and min-max over repeats)",
-		Columns: []report.Column{{Name: "MTU", Key: "mtu"}, {Name: "Rate", Key: "rate"}, {Name: "blksize", Key: "blksize"},
-			{Name: "windowsize", Key: "windowsize"}, {Name: "n", Key: "n"}, {Name: "Mbit/s", Key: "median_mbps"},
-			{Name: "min-max", Key: "spread_mbps"}, {Name: "Datagrams", Key: "datagrams"}, {Name: "Resent", Key: "retransmits"},
-			{Name: "Timeouts", Key: "timeouts"}, {Name: "Early ACKs", Key: "client_early_acks"},
-			{Name: "CPU ms", Key: "cpu_ms_median"}, {Name: "Failed", Key: "failed"}},
+		Columns: append(append(append([]report.Column{{Name: "MTU", Key: "mtu"}}, rateColumns...), report.Column{Name: "blksize", Key: "blksize"},
+			report.Column{Name: "windowsize", Key: "windowsize"}, report.Column{Name: "n", Key: "n"}, report.Column{Name: "Mbit/s", Key: "median_mbps"}),
+			append(spreadColumns, report.Column{Name: "Datagrams", Key: "datagrams"}, report.Column{Name: "Resent", Key: "retransmits"},
+				report.Column{Name: "Timeouts", Key: "timeouts"}, report.Column{Name: "Early ACKs", Key: "client_early_acks"},
+				report.Column{Name: "CPU ms", Key: "cpu_ms_median"}, report.Column{Name: "Failed", Key: "failed"})...),
 		Empty: "No fetches ran.",
 		Notes: []string{
 			"Datagrams and Resent: DATA packets the server sent and sent again; Timeouts: the server's and the client's; Early ACKs: the client's at a gap (RFC 7440). Summed over the repeats.",
@@ -306,16 +307,18 @@ func TFTPSummary(results []Result) report.Table {
 	for _, g := range groups {
 		row := g.row
 		row.N = len(g.mbps)
-		cells := []string{strconv.Itoa(row.MTU), row.Rate, strconv.Itoa(row.BlkSize), strconv.Itoa(row.WindowSize), strconv.Itoa(row.N),
-			"", "", strconv.FormatInt(row.Datagrams, 10), strconv.FormatInt(row.Resent, 10), strconv.FormatInt(row.Timeouts, 10),
-			strconv.FormatInt(row.EarlyACKs, 10), "", strconv.Itoa(row.Failed)}
+		cells := append(append([]string{strconv.Itoa(row.MTU)}, rateCells(row.Rate, row.RateMbps)...), strconv.Itoa(row.BlkSize),
+			strconv.Itoa(row.WindowSize), strconv.Itoa(row.N), "", "", "", "", strconv.FormatInt(row.Datagrams, 10),
+			strconv.FormatInt(row.Resent, 10), strconv.FormatInt(row.Timeouts, 10), strconv.FormatInt(row.EarlyACKs, 10), "",
+			strconv.Itoa(row.Failed))
 		if row.N > 0 {
 			row.Median, row.Min, row.Max = report.Median(g.mbps), slices.Min(g.mbps), slices.Max(g.mbps)
-			cells[5], cells[6] = f1(row.Median), f1(row.Min)+"-"+f1(row.Max)
+			cells[7] = f1(row.Median)
+			copy(cells[8:11], spreadCells(row.Min, row.Max))
 		}
 		if len(g.cpu) > 0 {
 			row.CPUms = report.Median(g.cpu)
-			cells[11] = strconv.FormatFloat(row.CPUms, 'f', 0, 64)
+			cells[15] = strconv.FormatFloat(row.CPUms, 'f', 0, 64)
 		}
 		rows = append(rows, row)
 		t.Rows = append(t.Rows, cells)

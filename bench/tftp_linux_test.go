@@ -118,7 +118,7 @@ func TestRunTFTPSweep(t *testing.T) {
 		t.Errorf("tftp table:\n%s", csvOut.String())
 	}
 	sum := TFTPSummary(results)
-	if len(sum.Rows) != 2 || sum.Rows[0][3] != "1" || sum.Rows[1][3] != "16" || sum.Rows[0][12] != "0" {
+	if len(sum.Rows) != 2 || sum.Rows[0][5] != "1" || sum.Rows[1][5] != "16" || sum.Rows[0][16] != "0" {
 		t.Errorf("summary rows %v", sum.Rows)
 	}
 }

@@ -50,10 +50,10 @@ func TestThroughputCountsImages(t *testing.T) {
 		t.Errorf("window-offload notes do not say what was left out: %q", wo.Notes)
 	}
 	cl := clients(recs, mergeAll)
-	if got := cl.Rows[0][7]; got != "9000.0" {
+	if got := cl.Rows[0][8]; got != "9000.0" {
 		t.Errorf("clients median %s, want 9000.0 (images only)", got)
 	}
-	if got := cl.Rows[0][3]; got != "7" {
+	if got := cl.Rows[0][4]; got != "7" {
 		t.Errorf("clients fetches %s, want 7 (every kind)", got)
 	}
 	// --kind config: the scripts' own row.

@@ -17,12 +17,13 @@ type ServerRow struct {
 	Server string `json:"server"`
 	Site   string `json:"site,omitempty"`
 	Setup
-	Clients int `json:"clients"`
+	Proto   string `json:"proto"` // tftp, http, tcp, udp: one row each (protoOf)
+	Clients int    `json:"clients"`
 	Counts
 }
 
 // Servers is one row per server and site (server.name, server.site: the
-// lab segments of a store many pxeperf servers share) and Setup. Fetches
+// lab segments of a store many pxeperf servers share), Setup and protocol. Fetches
 // (all outcomes), failed ones, probes, distinct clients, the last fetch,
 // median and best Mbit/s over completed fetches and their count; ordered
 // by site, then server.
@@ -30,21 +31,21 @@ func Servers(recs []record.Record) Table { return servers(recs, Options{}) }
 
 func servers(recs []record.Record, o Options) Table {
 	type key struct {
-		server, site string
-		st           Setup
+		server, site, proto string
+		st                  Setup
 	}
 	sp := newSplitter(o)
 	rows := map[key]*ServerRow{}
 	speeds := map[key][]float64{}
 	clients := map[key]map[string]bool{}
 	for _, r := range recs {
-		k := key{r.Server, r.Site, sp.of(&r)}
+		k := key{r.Server, r.Site, protoOf(&r), sp.of(&r)}
 		if k.server == "" {
 			k.server = "unknown"
 		}
 		row := rows[k]
 		if row == nil {
-			row = &ServerRow{Server: k.server, Site: k.site, Setup: k.st}
+			row = &ServerRow{Server: k.server, Site: k.site, Setup: k.st, Proto: k.proto}
 			rows[k], clients[k] = row, map[string]bool{}
 		}
 		row.add(&r)
@@ -64,13 +65,13 @@ func servers(recs []record.Record, o Options) Table {
 		out = append(out, *row)
 	}
 	slices.SortFunc(out, func(a, b ServerRow) int {
-		return cmp.Or(cmp.Compare(a.Site, b.Site), cmp.Compare(a.Server, b.Server), compareSetups(a.Setup, b.Setup))
+		return cmp.Or(cmp.Compare(a.Site, b.Site), cmp.Compare(a.Server, b.Server), compareSetups(a.Setup, b.Setup), cmp.Compare(a.Proto, b.Proto))
 	})
 	t := Table{
 		Name:  TableServers,
-		Title: "Fetches per server and site (median and best Mbit/s over n completed fetches)",
+		Title: "Fetches per server, site and protocol (median and best Mbit/s over n completed fetches)",
 		Columns: append(append([]Column{{Name: "Site", Key: "site", Left: true}, {Name: "Server", Key: "server", Left: true}}, sp.columns()...),
-			Column{Name: "Fetches", Key: "fetches"}, Column{Name: "Failed", Key: "failed"}, Column{Name: "Probes", Key: "probes"},
+			Column{Name: "Proto", Key: "proto", Left: true}, Column{Name: "Fetches", Key: "fetches"}, Column{Name: "Failed", Key: "failed"}, Column{Name: "Probes", Key: "probes"},
 			Column{Name: "Clients", Key: "clients"},
 			Column{Name: "Last (UTC)", Key: "last_utc", Left: true}, Column{Name: "Median Mbit/s", Key: "median_mbps"},
 			Column{Name: "Best Mbit/s", Key: "best_mbps"}, Column{Name: "n", Key: "count"}),
@@ -80,7 +81,7 @@ func servers(recs []record.Record, o Options) Table {
 	probes := false
 	for _, r := range out {
 		counts, speeds := r.cells()
-		cells := append(append([]string{r.Site, r.Server}, sp.cells(r.Setup)...), counts...)
+		cells := append(append(append([]string{r.Site, r.Server}, sp.cells(r.Setup)...), r.Proto), counts...)
 		t.Rows = append(t.Rows, append(append(cells, strconv.Itoa(r.Clients)), speeds...))
 		probes = probes || r.Probes > 0
 	}

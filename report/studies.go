@@ -28,7 +28,10 @@ type Study struct {
 	Preset string // the bench preset that runs its grid
 	// Conditions are the study's, as published, for the notes.
 	Conditions string
-	compare    func(Study, [][]string, []record.Record) Table
+	compare    func(Study, [][]string, []record.Record, splitter) Table
+	// axes are the split keys its rows already fix (xilinx matches the
+	// MTU, linkspeed the rate): no column of their own.
+	axes []string
 }
 
 // Studies lists the published studies by key.
@@ -40,11 +43,11 @@ var Studies = []Study{
 	{Key: "xilinx", File: "xilinx-iperf-direction-mtu.csv", Preset: "xilinx",
 		Title:      "Xilinx Treck demo: iperf Mbit/s by protocol, direction and MTU (12 board sections), published vs measured",
 		Conditions: "Published: Treck TCP/IP demo on ML605/SP605/ML507 against a Windows XP or Fedora PC, iperf 1.7.0/2.0.4, 1 Gbit/s; durations not given. Published cells are the median and range over the sections that print a figure.",
-		compare:    compareXilinx},
+		compare:    compareXilinx, axes: []string{SplitMTU}},
 	{Key: "linkspeed", File: "critical-link-linkspeed.csv", Preset: "linkspeed",
 		Title:      "Critical Link MitySOM-5CSx: Mbit/s by link speed, protocol and direction, published vs measured",
 		Conditions: "Published: iperf 3 and iperf 2.0.4 summaries, stmmac RGMII port, 1 Gbit/s full duplex, 100 and 10 Mbit/s through a hub at half duplex; OUT = the board sends (tx).",
-		compare:    compareLinkSpeed},
+		compare:    compareLinkSpeed, axes: []string{SplitSpeed}},
 	{Key: "netperf-2008", File: "netperf-tcp-stream.csv", Preset: "netperf",
 		Title:      "MicroBlaze uClinux: netperf TCP_STREAM Mbit/s (board sends), published vs measured",
 		Conditions: "Published: netperf -l 60 (8192-byte receive, 16384-byte send sockets) from a 96 MHz MicroBlaze, xilinx_emac on OPB, no checksum offload; link speed and MTU not stated.",
@@ -77,15 +80,26 @@ func StudyCSV(file string) ([][]string, error) {
 // measured records (bench records of its preset's grid, or served fetches
 // that match), with the conditions of each.
 func Compare(key string, recs []record.Record) (Table, error) {
+	return CompareWith(key, recs, Options{})
+}
+
+// CompareWith is Compare with o's Merge: a published row gets one row per
+// Setup of the measured records that match it (source, iface, MTU, link,
+// like the other tables), so no measured cell mixes served fetches, the
+// bench and iperf, or two links; a published row nothing matches keeps
+// one row with empty measured cells.
+func CompareWith(key string, recs []record.Record, o Options) (Table, error) {
 	for _, s := range Studies {
 		if s.Key == key {
 			rows, err := StudyCSV(s.File)
 			if err != nil {
 				return Table{}, fmt.Errorf("study %s: %w", key, err)
 			}
-			t := s.compare(s, rows, recs)
+			sp := newSplitter(o, s.axes...)
+			t := s.compare(s, rows, recs, sp)
 			t.Name, t.Title = "compare-"+s.Key, s.Title
 			t.Notes = append([]string{s.Conditions, measuredConditions(recs)}, t.Notes...)
+			addSplitNote(&t, sp, slices.ContainsFunc(recs, measured))
 			t.Notes = append(t.Notes, fmt.Sprintf("Run the grid with: pxeperf bench --preset %s; select a run with --label bench_run=ID.", s.Preset))
 			return t, nil
 		}
@@ -177,16 +191,21 @@ func ratioCell(meas []float64, pub string) string {
 
 // GPXERow is one window of the gPXE comparison.
 type GPXERow struct {
-	Window       int     `json:"window"`
-	AsPrinted    string  `json:"window_as_printed"`
-	PublishedOff string  `json:"published_off_mbps"`
-	PublishedOn  string  `json:"published_on_mbps"`
-	MeasuredOff  float64 `json:"measured_off_mbps,omitempty"`
-	MeasuredOn   float64 `json:"measured_on_mbps,omitempty"`
-	NOff, NOn    int
+	Window       int    `json:"window"`
+	AsPrinted    string `json:"window_as_printed"`
+	PublishedOff string `json:"-"` // as published; "" where the source has no figure
+	PublishedOn  string `json:"-"`
+	// The published figures as numbers (null where the source has none).
+	PubOff *float64 `json:"published_off_mbps"`
+	PubOn  *float64 `json:"published_on_mbps"`
+	Setup
+	MeasuredOff float64 `json:"measured_off_mbps,omitempty"`
+	MeasuredOn  float64 `json:"measured_on_mbps,omitempty"`
+	NOff        int     `json:"n_off"`
+	NOn         int     `json:"n_on"`
 }
 
-func compareGPXE(_ Study, rows [][]string, recs []record.Record) Table {
+func compareGPXE(_ Study, rows [][]string, recs []record.Record, sp splitter) Table {
 	typo := map[string]int{"6114": 6144, "14436": 14336}
 	var out []GPXERow
 	idx := map[int]int{}
@@ -207,47 +226,86 @@ func compareGPXE(_ Study, rows [][]string, recs []record.Record) Table {
 			out[i].PublishedOff = r["mbit_s"]
 		}
 	}
-	meas := map[int]map[record.Offload][]float64{}
+	type key struct {
+		w  int
+		st Setup
+	}
+	meas := map[key]map[record.Offload][]float64{}
+	setups := map[int][]Setup{}
 	for _, r := range recs {
 		if !measured(r) || r.Proto != "http" || r.WndRequested == 0 {
 			continue
 		}
-		w := int(r.WndRequested)
-		if meas[w] == nil {
-			meas[w] = map[record.Offload][]float64{}
+		k := key{int(r.WndRequested), sp.of(&r)}
+		if meas[k] == nil {
+			meas[k] = map[record.Offload][]float64{}
+			setups[k.w] = append(setups[k.w], k.st)
 		}
 		o := RxOffload(r)
-		meas[w][o] = append(meas[w][o], r.Mbps)
+		meas[k][o] = append(meas[k][o], r.Mbps)
 	}
 	t := Table{
-		Columns: []Column{{Name: "Window", Key: "window_text", TextOnly: true}, {Name: "Window", Key: "window", CSVOnly: true},
-			{Name: "As printed", Key: "window_as_printed", CSVOnly: true, Left: true},
-			{Name: "Published off", Key: "published_off_mbps"}, {Name: "Measured off", Key: "measured_off_mbps"},
-			{Name: "n", Key: "n_off"}, {Name: "off %", Key: "off_ratio", Unit: "%"},
-			{Name: "Published on", Key: "published_on_mbps"}, {Name: "Measured on", Key: "measured_on_mbps"}, {Name: "n", Key: "n_on"}, {Name: "on %", Key: "on_ratio", Unit: "%"}},
+		Columns: append(append([]Column{{Name: "Window", Key: "window_text", TextOnly: true}, {Name: "Window", Key: "window", CSVOnly: true},
+			{Name: "As printed", Key: "window_as_printed", CSVOnly: true, Left: true}}, sp.columns()...),
+			Column{Name: "Published off", Key: "published_off_mbps"}, Column{Name: "Measured off", Key: "measured_off_mbps"},
+			Column{Name: "n", Key: "n_off"}, Column{Name: "off %", Key: "off_ratio", Unit: "%"},
+			Column{Name: "Published on", Key: "published_on_mbps"}, Column{Name: "Measured on", Key: "measured_on_mbps"}, Column{Name: "n", Key: "n_on"}, Column{Name: "on %", Key: "on_ratio", Unit: "%"}),
 		Notes: []string{"Window: gPXE's TCP_MAX_WINDOW_SIZE, measured as the client's SO_RCVBUF asked (the bench's --window); the two misprinted windows (6114, 14436) are shown as the 1024-byte steps they stand in. Published cells empty in the source stay empty. %: measured median / published.",
 			"The published RTT is not stated: its 4096-byte row (136 Mbit/s) implies about 240 us per window; compare a run with --delay near half that."},
 	}
-	for i := range out {
-		r := &out[i]
-		m := meas[r.Window]
-		off, on := m[record.OffloadOff], m[record.OffloadOn]
-		if len(off) > 0 {
-			r.MeasuredOff = Median(off)
+	var data []GPXERow
+	for _, pub := range out {
+		sts := setups[pub.Window]
+		slices.SortFunc(sts, compareSetups)
+		if len(sts) == 0 {
+			sts = []Setup{{}} // published only
 		}
-		if len(on) > 0 {
-			r.MeasuredOn = Median(on)
+		for _, st := range sts {
+			r := pub
+			r.Setup = st
+			r.PubOff, r.PubOn = pubNumber(r.PublishedOff), pubNumber(r.PublishedOn)
+			m := meas[key{r.Window, st}]
+			off, on := m[record.OffloadOff], m[record.OffloadOn]
+			if len(off) > 0 {
+				r.MeasuredOff = Median(off)
+			}
+			if len(on) > 0 {
+				r.MeasuredOn = Median(on)
+			}
+			r.NOff, r.NOn = len(off), len(on)
+			wname := strconv.Itoa(r.Window)
+			if r.AsPrinted != wname {
+				wname += " (" + r.AsPrinted + ")"
+			}
+			cells := append([]string{wname, strconv.Itoa(r.Window), r.AsPrinted}, setupCells(sp, st, m != nil)...)
+			t.Rows = append(t.Rows, append(cells, r.PublishedOff, medianCell(off), countCell(len(off)), ratioCell(off, r.PublishedOff),
+				r.PublishedOn, medianCell(on), countCell(len(on)), ratioCell(on, r.PublishedOn)))
+			data = append(data, r)
 		}
-		r.NOff, r.NOn = len(off), len(on)
-		wname := strconv.Itoa(r.Window)
-		if r.AsPrinted != wname {
-			wname += " (" + r.AsPrinted + ")"
-		}
-		t.Rows = append(t.Rows, []string{wname, strconv.Itoa(r.Window), r.AsPrinted, r.PublishedOff, medianCell(off), countCell(len(off)), ratioCell(off, r.PublishedOff),
-			r.PublishedOn, medianCell(on), countCell(len(on)), ratioCell(on, r.PublishedOn)})
 	}
-	t.Data = out
+	t.Data = data
 	return t
+}
+
+// setupCells are st's cells, or empty ones for a published row nothing
+// measured matches.
+func setupCells(sp splitter, st Setup, matched bool) []string {
+	c := sp.cells(st)
+	if !matched {
+		for i := range c {
+			c[i] = ""
+		}
+	}
+	return c
+}
+
+// pubNumber is a published figure as a JSON number, nil when there is none.
+func pubNumber(s string) *float64 {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return nil
+	}
+	return &v
 }
 
 func countCell(n int) string {
@@ -260,13 +318,15 @@ func countCell(n int) string {
 // StreamCompareRow is one published figure of a stream study beside the
 // measured median of the matching records.
 type StreamCompareRow struct {
-	Setting   string  `json:"setting"`
-	Published string  `json:"published_mbps"`
-	Range     string  `json:"published_range,omitempty"`
-	Min       float64 `json:"published_min_mbps,omitempty"` // the range's ends
-	Max       float64 `json:"published_max_mbps,omitempty"`
-	Measured  float64 `json:"measured_mbps,omitempty"`
-	N         int     `json:"n"`
+	Setting string `json:"setting"`
+	Setup
+	Published string   `json:"-"`              // as printed
+	PubMbps   *float64 `json:"published_mbps"` // the same, a number (null when none)
+	Range     string   `json:"published_range,omitempty"`
+	Min       float64  `json:"published_min_mbps,omitempty"` // the range's ends
+	Max       float64  `json:"published_max_mbps,omitempty"`
+	Measured  float64  `json:"measured_mbps,omitempty"`
+	N         int      `json:"n"`
 }
 
 // streamMatch selects measured records of a stream study's row.
@@ -280,45 +340,65 @@ type streamMatch struct {
 	as        string // published figure, when one
 }
 
-func streamTable(matches []streamMatch, recs []record.Record) Table {
-	t := Table{Columns: []Column{{Name: "Setting", Key: "setting", Left: true}, {Name: "Published", Key: "published_mbps"},
-		{Name: "range", Key: "published_range", TextOnly: true}, {Name: "min", Key: "published_min_mbps", CSVOnly: true},
-		{Name: "max", Key: "published_max_mbps", CSVOnly: true},
-		{Name: "Measured", Key: "measured_mbps"}, {Name: "n", Key: "n"}, {Name: "%", Key: "ratio", Unit: "%"}}}
+func streamTable(matches []streamMatch, recs []record.Record, sp splitter) Table {
+	t := Table{Columns: append(append([]Column{{Name: "Setting", Key: "setting", Left: true}}, sp.columns()...),
+		Column{Name: "Published", Key: "published_mbps"},
+		Column{Name: "range", Key: "published_range", TextOnly: true}, Column{Name: "min", Key: "published_min_mbps", CSVOnly: true},
+		Column{Name: "max", Key: "published_max_mbps", CSVOnly: true},
+		Column{Name: "Measured", Key: "measured_mbps"}, Column{Name: "n", Key: "n"}, Column{Name: "%", Key: "ratio", Unit: "%"})}
 	var data []StreamCompareRow
 	for _, m := range matches {
-		var xs []float64
+		bySetup := map[Setup][]float64{}
+		var sts []Setup
 		for _, r := range recs {
 			if !measured(r) || r.Proto != m.proto || r.Direction != m.direction || (m.mtu != 0 && r.MTU != m.mtu) || (m.rate != 0 && r.RateLimit != m.rate) {
 				continue
 			}
-			xs = append(xs, r.Mbps)
-		}
-		row := StreamCompareRow{Setting: m.setting, N: len(xs)}
-		pub := m.as
-		if len(m.published) > 0 {
-			pub = mbps(Median(m.published))
-			if len(m.published) > 1 {
-				row.Min, row.Max = slices.Min(m.published), slices.Max(m.published)
-				row.Range = mbps(row.Min) + "-" + mbps(row.Max)
+			st := sp.of(&r)
+			if _, ok := bySetup[st]; !ok {
+				sts = append(sts, st)
 			}
+			bySetup[st] = append(bySetup[st], r.Mbps)
 		}
-		row.Published = pub
-		if len(xs) > 0 {
-			row.Measured = Median(xs)
+		slices.SortFunc(sts, compareSetups)
+		if len(sts) == 0 {
+			sts = []Setup{{}} // published only
 		}
-		data = append(data, row)
-		lo, hi := "", ""
-		if row.Range != "" {
-			lo, hi = mbps(row.Min), mbps(row.Max)
+		for _, st := range sts {
+			row, cells := streamRow(m, st, bySetup[st], sp)
+			data = append(data, row)
+			t.Rows = append(t.Rows, cells)
 		}
-		t.Rows = append(t.Rows, []string{m.setting, pub, row.Range, lo, hi, medianCell(xs), countCell(len(xs)), ratioCell(xs, pub)})
 	}
 	t.Data = data
 	return t
 }
 
-func compareXilinx(_ Study, rows [][]string, recs []record.Record) Table {
+// streamRow is m's published figure beside the median of xs, the measured
+// records of one Setup.
+func streamRow(m streamMatch, st Setup, xs []float64, sp splitter) (StreamCompareRow, []string) {
+	row := StreamCompareRow{Setting: m.setting, Setup: st, N: len(xs)}
+	pub := m.as
+	if len(m.published) > 0 {
+		pub = mbps(Median(m.published))
+		if len(m.published) > 1 {
+			row.Min, row.Max = slices.Min(m.published), slices.Max(m.published)
+			row.Range = mbps(row.Min) + "-" + mbps(row.Max)
+		}
+	}
+	row.Published, row.PubMbps = pub, pubNumber(pub)
+	if len(xs) > 0 {
+		row.Measured = Median(xs)
+	}
+	lo, hi := "", ""
+	if row.Range != "" {
+		lo, hi = mbps(row.Min), mbps(row.Max)
+	}
+	cells := append(append([]string{m.setting}, setupCells(sp, st, len(xs) > 0)...), pub, row.Range, lo, hi, medianCell(xs), countCell(len(xs)), ratioCell(xs, pub))
+	return row, cells
+}
+
+func compareXilinx(_ Study, rows [][]string, recs []record.Record, sp splitter) Table {
 	type k struct {
 		proto, dir string
 		mtu        int
@@ -341,12 +421,12 @@ func compareXilinx(_ Study, rows [][]string, recs []record.Record) Table {
 		ms = append(ms, streamMatch{setting: fmt.Sprintf("%s %s MTU %d", strings.ToUpper(key.proto), key.dir, key.mtu),
 			proto: key.proto, direction: key.dir, mtu: key.mtu, published: pub[key]})
 	}
-	t := streamTable(ms, recs)
+	t := streamTable(ms, recs, sp)
 	t.Notes = append(t.Notes, "Published: simple and advanced TCP client rows both count as TCP tx; the SDK 12.3-14.5 UDP cells are TBD in the source.")
 	return t
 }
 
-func compareLinkSpeed(_ Study, rows [][]string, recs []record.Record) Table {
+func compareLinkSpeed(_ Study, rows [][]string, recs []record.Record, sp splitter) Table {
 	var ms []streamMatch
 	for _, r := range byHeader(rows) {
 		if r["line_kind"] != "summary" {
@@ -360,10 +440,10 @@ func compareLinkSpeed(_ Study, rows [][]string, recs []record.Record) Table {
 		ms = append(ms, streamMatch{setting: fmt.Sprintf("%s %s %s (%s)", LinkName(link*1e6), r["protocol"], dir, r["tool"]),
 			proto: strings.ToLower(r["protocol"]), direction: dir, rate: link * 1e6, as: r["mbit_s"]})
 	}
-	return streamTable(ms, recs)
+	return streamTable(ms, recs, sp)
 }
 
-func compareNetperf(_ Study, rows [][]string, recs []record.Record) Table {
+func compareNetperf(_ Study, rows [][]string, recs []record.Record, sp splitter) Table {
 	var ms []streamMatch
 	for _, r := range byHeader(rows) {
 		if r["field"] != "Throughput" || r["mbit_s"] == "" {
@@ -371,10 +451,10 @@ func compareNetperf(_ Study, rows [][]string, recs []record.Record) Table {
 		}
 		ms = append(ms, streamMatch{setting: "TCP tx, " + r["run"], proto: "tcp", direction: "tx", as: r["mbit_s"]})
 	}
-	return streamTable(ms, recs)
+	return streamTable(ms, recs, sp)
 }
 
-func compareZynq(_ Study, rows [][]string, recs []record.Record) Table {
+func compareZynq(_ Study, rows [][]string, recs []record.Record, sp splitter) Table {
 	var ms []streamMatch
 	for _, r := range byHeader(rows) {
 		if r["line_kind"] != "receiver" {
@@ -386,5 +466,5 @@ func compareZynq(_ Study, rows [][]string, recs []record.Record) Table {
 		}
 		ms = append(ms, streamMatch{setting: fmt.Sprintf("TCP %s (%s, receiver)", dir, r["command"]), proto: "tcp", direction: dir, as: r["mbit_s"]})
 	}
-	return streamTable(ms, recs)
+	return streamTable(ms, recs, sp)
 }

@@ -17,7 +17,7 @@ func TestCompareGPXE(t *testing.T) {
 		{Proto: "http", Outcome: "ok", Bytes: 1 << 25, Mbps: 250, WndRequested: 6144, MTU: 1500, RateLimit: 1e9, Labels: map[string]string{"rx_offload": "on", "delay": "100us"}},
 		{Proto: "tcp", Outcome: "ok", Bytes: 1 << 25, Mbps: 900, MTU: 1500, Direction: "tx"}, // not a fetch of the grid
 	}
-	tb, err := Compare("gpxe-2010", recs)
+	tb, err := CompareWith("gpxe-2010", recs, mergeAll)
 	if err != nil {
 		t.Fatal(err)
 	}

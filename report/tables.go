@@ -439,6 +439,9 @@ type ClientRow struct {
 	Host   string `json:"host,omitempty"`
 	IP     string `json:"ip,omitempty"` // the last one seen
 	Setup
+	// Proto is the protocol of the row's fetches (tftp, http, tcp, udp):
+	// a board's TFTP and HTTP fetches are two rows, no median mixes them.
+	Proto string `json:"proto"`
 	Counts
 }
 
@@ -491,7 +494,7 @@ func (c *Counts) cells() (counts, speeds []string) {
 		[]string{c.Last.Format("2006-01-02 15:04:05"), med, best, n}
 }
 
-// Clients is one row per client (by MAC, else IP) and Setup: fetches
+// Clients is one row per client (by MAC, else IP), Setup and protocol: fetches
 // (all outcomes), failed ones, the probes a loader expected to miss (not
 // failures), the last fetch, median and best Mbit/s over completed
 // fetches and their count. Newest client first.
@@ -499,8 +502,8 @@ func Clients(recs []record.Record) Table { return clients(recs, Options{}) }
 
 func clients(recs []record.Record, o Options) Table {
 	type key struct {
-		client string
-		st     Setup
+		client, proto string
+		st            Setup
 	}
 	byKey := map[key]*ClientRow{}
 	speeds := map[key][]float64{}
@@ -515,10 +518,10 @@ func clients(recs []record.Record, o Options) Table {
 		if id == "" {
 			id = "unknown"
 		}
-		k := key{id, sp.of(&r)}
+		k := key{id, protoOf(&r), sp.of(&r)}
 		c := byKey[k]
 		if c == nil {
-			c = &ClientRow{Client: id, Setup: k.st}
+			c = &ClientRow{Client: id, Setup: k.st, Proto: k.proto}
 			byKey[k] = c
 		}
 		if c.add(&r) {
@@ -548,14 +551,14 @@ func clients(recs []record.Record, o Options) Table {
 		if c := b.Last.Compare(a.Last); c != 0 {
 			return c
 		}
-		return cmp.Or(cmp.Compare(a.Client, b.Client), compareSetups(a.Setup, b.Setup))
+		return cmp.Or(cmp.Compare(a.Client, b.Client), compareSetups(a.Setup, b.Setup), cmp.Compare(a.Proto, b.Proto))
 	})
 	t := Table{
 		Name:  TableClients,
-		Title: "Fetches per client (fetches of every kind; median and best Mbit/s over n completed " + strings.Join(cnt.kinds, " and ") + " fetches)",
+		Title: "Fetches per client and protocol (fetches of every kind; median and best Mbit/s over n completed " + strings.Join(cnt.kinds, " and ") + " fetches)",
 		Columns: append(append([]Column{{Name: "Client", Key: "client", Left: true}, {Name: "Host", Key: "host", Left: true},
 			{Name: "IP", Key: "ip", Left: true}}, sp.columns()...),
-			Column{Name: "Fetches", Key: "fetches"}, Column{Name: "Failed", Key: "failed"}, Column{Name: "Probes", Key: "probes"},
+			Column{Name: "Proto", Key: "proto", Left: true}, Column{Name: "Fetches", Key: "fetches"}, Column{Name: "Failed", Key: "failed"}, Column{Name: "Probes", Key: "probes"},
 			Column{Name: "Last (UTC)", Key: "last_utc", Left: true}, Column{Name: "Median Mbit/s", Key: "median_mbps"},
 			Column{Name: "Best Mbit/s", Key: "best_mbps"}, Column{Name: "n", Key: "count"}),
 		Data:  rows,
@@ -564,7 +567,7 @@ func clients(recs []record.Record, o Options) Table {
 	probes := false
 	for _, c := range rows {
 		counts, speeds := c.cells()
-		cells := append(append([]string{c.Client, c.Host, c.IP}, sp.cells(c.Setup)...), counts...)
+		cells := append(append(append([]string{c.Client, c.Host, c.IP}, sp.cells(c.Setup)...), c.Proto), counts...)
 		t.Rows = append(t.Rows, append(cells, speeds...))
 		probes = probes || c.Probes > 0
 	}
@@ -574,6 +577,15 @@ func clients(recs []record.Record, o Options) Table {
 	addSplitNote(&t, sp, len(rows) > 0)
 	cnt.addNote(&t)
 	return t
+}
+
+// protoOf is the protocol a clients or servers row keeps apart: tftp,
+// http, tcp, udp ("unknown" when none was recorded).
+func protoOf(r *record.Record) string {
+	if r.Proto == "" {
+		return "unknown"
+	}
+	return strings.ToLower(r.Proto)
 }
 
 // probesNote explains the Probes column.

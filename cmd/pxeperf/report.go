@@ -60,8 +60,10 @@ boot binaries); --kind chooses others, --min-size leaves small files out.
 A row never mixes sources (serve: served boot fetches, bench, iperf3, iperf2)
 or links (interface, MTU, link speed: the bench's tbf rate, a NIC's speed, or
 "speed unknown (veth)" for a virtual NIC, whose speed is nominal): each gets
-rows of its own, every cell with its count n. --merge lets rows share them:
---merge iface, --merge source,mtu, --merge link (iface, mtu and speed), --merge all.
+rows of its own, every cell with its count n (--compare's measured cells too).
+--merge lets rows share them: --merge iface, --merge source,mtu, --merge link
+(iface, mtu and speed), --merge all. The clients and servers tables also keep
+protocols apart (a row per tftp, http, tcp, udp).
 
 A board's RX checksum offload is invisible to the server: give it as the label
 rx_offload=on|off on the host entry or the script URL.`,
@@ -215,7 +217,7 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 			}
 		}
 		if f.compare != "" {
-			if t, err = report.Compare(f.compare, recs); err != nil {
+			if t, err = report.CompareWith(f.compare, recs, opt); err != nil {
 				return fmt.Errorf("--compare: %w", err)
 			}
 			break
