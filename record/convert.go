@@ -78,6 +78,11 @@ func FromFetch(f *event.Fetch, c Conditions) (Record, []Interval) {
 		r.RwndLimited, r.SndbufLimited = t.RWndLimited, t.SndBufLimited
 		r.MSS, r.PMTU = t.MSS, t.PMTU
 	}
+	if t := f.Test; t != nil && !t.ClientReported && f.TCP == nil && f.Proto == event.ProtoTCP && f.Direction == "tx" {
+		// The board sent and its results never came: the server, the
+		// receiver, cannot know the sender's retransmits.
+		r.Retransmits = RetransmitsUnknown
+	}
 	if t := f.TFTP; t != nil {
 		r.BlkSize, r.WindowSize, r.TSize = t.BlockSize, t.WindowSize, t.TSize
 		r.Datagrams, r.Retransmits, r.Timeouts = t.Datagrams, t.Retransmits, t.Timeouts
