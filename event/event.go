@@ -171,6 +171,12 @@ type TCPInfo struct {
 	SndBufLimited time.Duration
 }
 
+// Measured says the figures were read from the kernel (a connection's RTT
+// is never 0). False: only Retransmits is known, the board's own count
+// relayed in iperf3's result exchange when the board sent; logs leave the
+// rest out rather than print 0s the server cannot know.
+func (t *TCPInfo) Measured() bool { return t.RTT > 0 }
+
 // Lease is a DHCP binding handed out (or renewed) in full mode, or a PXE
 // client answered in proxy mode (Addr then invalid).
 type Lease struct {
@@ -243,8 +249,10 @@ func (l Log) Fetch(f *Fetch) {
 				"losses", t.LossEvents, "tftp_rtt", t.RTT)
 		}
 	}
-	if t := f.TCP; t != nil {
+	if t := f.TCP; t != nil && t.Measured() {
 		attrs = append(attrs, "rtt", t.RTT, "retrans", t.Retransmits, "max_wnd", t.MaxSndWnd)
+	} else if t != nil {
+		attrs = append(attrs, "retrans", t.Retransmits) // the board's relayed count alone
 	}
 	l.Logger.Info("fetch", attrs...)
 }

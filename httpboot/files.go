@@ -419,3 +419,7 @@ func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter 
 type writerOnly struct{ io.Writer }
 
 var errDeadline = errors.New("write deadline passed")
+
+// errUnacked is a fetch's error when its body was all handed to the kernel
+// but the client did not acknowledge it (monitor.settle gave up).
+var errUnacked = errors.New("the client did not acknowledge the whole body")

@@ -51,7 +51,10 @@ type monitor struct {
 	startAcked uint64
 	haveStart  bool
 	moved      time.Time // when progress was last seen
-	deadline   time.Time // the write deadline set on conn
+	// settled says settle ran: the record waits for the client's
+	// acknowledgement, so bytes it did not acknowledge are not counted.
+	settled  bool
+	deadline time.Time // the write deadline set on conn
 
 	// The rate floor (http.min_rate_kib over min_rate_window): at each
 	// floorAt the bytes moved since floorBytes must be at least
@@ -295,30 +298,44 @@ func (m *monitor) closeInterval(sm measure.TCPInfo, at time.Duration, bytes uint
 
 // finish stops sampling, reads TCP_INFO a last time, closes the last
 // (usually shorter) interval and clears the write deadline (the connection
-// may carry the next keep-alive request). The intervals' bytes add up to the
-// bytes written plus pending (bytes still to be written): the last interval
-// gets what the earlier ones' acked bytes leave over, since the tail is
-// still in flight when the handler returns, and the header's bytes, which
-// acked counts too, come off the first ones.
-func (m *monitor) finish(pending int64) (*event.TCPInfo, []event.Interval) {
+// may carry the next keep-alive request). It returns the fetch's bytes:
+// the body bytes written plus pending (bytes still to be written), or,
+// when the body's writes failed (the client went away, or stalled) or
+// settle gave up before the client acknowledged the queue, the body bytes
+// the client acknowledged: written less what the socket still holds
+// unacknowledged (SIOCOUTQ: write_seq - snd_una, readable after a reset
+// too). Counting writes there recorded a 24 s aborted download at the
+// 29.9 MB handed to a 16 MiB send buffer where curl had 13.05 MB. A
+// fetch that wrote its whole body and was not settled (under bigBody)
+// keeps the written count: its tail is in flight, not lost. The
+// intervals' bytes add up to the returned bytes: the last interval gets
+// what the earlier ones' acked bytes leave over, and the header's bytes,
+// which acked counts too, come off the first ones.
+func (m *monitor) finish(pending int64) (*event.TCPInfo, []event.Interval, int64) {
 	m.smp.remove(m)
 	m.disarm()
 	at := time.Since(m.start)
+	bytes := m.w.n.Load() + pending
+	if m.w.err != nil || m.settled {
+		if q := m.probe.Outq(); q > 0 {
+			bytes = max(m.w.n.Load()-int64(q), 0)
+		}
+	}
 	sm, ok := m.probe.Read()
 	if !ok {
-		return nil, eventIntervals(m.intervals)
+		return nil, eventIntervals(m.intervals), bytes
 	}
 	m.maxWnd = max(m.maxWnd, sm.SndWnd)
 	m.addWnd(sm.SndWnd)
 	if m.haveBase {
-		m.closeInterval(sm, at, uint64(fitIntervals(m.intervals, m.w.n.Load()+pending)))
+		m.closeInterval(sm, at, uint64(fitIntervals(m.intervals, bytes)))
 	}
 	return &event.TCPInfo{
 		RTT: sm.RTT, MinRTT: sm.MinRTT, RTTVar: sm.RTTVar, Retransmits: sm.Retransmits,
 		MaxSndWnd: m.maxWnd, MedSndWnd: measure.Median(m.wnds), SndWnd: sm.SndWnd,
 		SndCwnd: sm.SndCwnd, MSS: sm.MSS, PMTU: sm.PMTU, DeliveryRate: sm.DeliveryRate,
 		RWndLimited: sm.RWndLimited, SndBufLimited: sm.SndBufLimited,
-	}, eventIntervals(m.intervals)
+	}, eventIntervals(m.intervals), bytes
 }
 
 // eventIntervals are a fetch's intervals as its event keeps them.
@@ -370,6 +387,7 @@ func (m *monitor) settle(sent int64) {
 	if q <= 0 || sent < bigBody {
 		return
 	}
+	m.settled = true
 	stall := m.stall
 	if stall <= 0 {
 		stall = time.Minute

@@ -261,9 +261,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// emit finishes the record with pending bytes still to be written.
 	emit := func(pending int64) {
 		emitted = true
-		rec.TCP, rec.Intervals = mon.finish(pending)
+		rec.TCP, rec.Intervals, rec.Bytes = mon.finish(pending)
 		rec.Duration = time.Since(start)
-		rec.Bytes = cw.n.Load() + pending
+		if rec.Bytes < cw.n.Load()+pending && cw.err == nil {
+			// settle gave up with the queue unacknowledged: the client
+			// stopped taking it in (or went away) before the last byte.
+			cw.err = errUnacked
+		}
 		s.outcome(rec, cw, r, expect)
 		if mon.slow.Load() && rec.Outcome != event.OutcomeOK {
 			h := s.opt.HTTP

@@ -141,7 +141,9 @@ func (l Log) Fetch(f *event.Fetch) {
 			slog.Bool("tsize", t.TSize), slog.Int64("datagrams", t.Datagrams),
 			slog.Int64("retransmits", t.Retransmits), slog.Int64("timeouts", t.Timeouts))
 	}
-	if t := f.TCP; t != nil {
+	if t := f.TCP; t != nil && !t.Measured() {
+		a = append(a, slog.Int64("retransmits", int64(t.Retransmits))) // the board's relayed count alone
+	} else if t != nil {
 		a = append(a, slog.Int64("wnd_max", int64(t.MaxSndWnd)), slog.Int64("wnd_median", int64(t.MedSndWnd)),
 			slog.Int64("rtt_ns", int64(t.RTT)), slog.Int64("min_rtt_ns", int64(t.MinRTT)),
 			slog.Int64("retransmits", int64(t.Retransmits)), slog.Uint64("delivery_rate", t.DeliveryRate),

@@ -2,11 +2,9 @@ package record
 
 import (
 	"maps"
-	"net"
 
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
-	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/netstate"
 )
 
@@ -22,12 +20,9 @@ type Conditions struct {
 	Iface string
 	// Net is that interface as read (MTU, speed, offloads); nil: unknown.
 	Net *netstate.State
-	// MAC is the client's when the fetch has none (found by its address);
-	// Arch, Host and Labels what the host table says of it (the host
-	// entry's labels: the fetch's own, e.g. ?label., win over them).
-	MAC        net.HardwareAddr
-	Arch, Host string
-	Labels     map[string]string
+	// Arch is the client's architecture as DHCP saw it. Its MAC, host
+	// name and host entry labels are on the fetch (hosts.Table.Stamp).
+	Arch string
 }
 
 // FromFetch converts one fetch event into its record and interval samples:
@@ -48,18 +43,11 @@ func FromFetch(f *event.Fetch, c Conditions) (Record, []Interval) {
 	if a := f.Client.Addr(); a.IsValid() {
 		r.ClientIP = a.Unmap().String()
 	}
-	if r.Host == "" {
-		r.Host = c.Host
-	}
 	if mac := f.MAC; mac != nil {
 		r.ClientMAC = mac.String()
-	} else if c.MAC != nil {
-		r.ClientMAC = c.MAC.String()
 	}
-	if len(f.Labels)+len(c.Labels) > 0 {
-		r.Labels = make(map[string]string, len(f.Labels)+len(c.Labels))
-		maps.Copy(r.Labels, c.Labels)
-		maps.Copy(r.Labels, f.Labels)
+	if len(f.Labels) > 0 {
+		r.Labels = maps.Clone(f.Labels)
 	}
 	if u := f.UDP; u != nil {
 		r.JitterMs, r.UDPLost, r.UDPPackets, r.UDPLostPct = u.JitterMs, u.Lost, u.Packets, u.LostPct()
@@ -77,6 +65,11 @@ func FromFetch(f *event.Fetch, c Conditions) (Record, []Interval) {
 		r.DeliveryRate = t.DeliveryRate
 		r.RwndLimited, r.SndbufLimited = t.RWndLimited, t.SndBufLimited
 		r.MSS, r.PMTU = t.MSS, t.PMTU
+	}
+	if t := f.Test; t != nil && !t.ClientReported && f.TCP == nil && f.Proto == event.ProtoTCP && f.Direction == "tx" {
+		// The board sent and its results never came: the server, the
+		// receiver, cannot know the sender's retransmits.
+		r.Retransmits = RetransmitsUnknown
 	}
 	if t := f.TFTP; t != nil {
 		r.BlkSize, r.WindowSize, r.TSize = t.BlockSize, t.WindowSize, t.TSize
@@ -118,24 +111,12 @@ func FromFetch(f *event.Fetch, c Conditions) (Record, []Interval) {
 // serving interface's state.
 func (s *Sink) convert(f *event.Fetch) (*Record, []Interval) {
 	c := Conditions{Source: s.opt.Source, Kernel: s.opt.Kernel, Iface: s.opt.Interface}
-	if s.opt.Hosts != nil {
-		var hc hosts.Client
-		var ok bool
-		if f.MAC != nil {
-			hc, ok = s.opt.Hosts.ByMAC(f.MAC)
-		} else if a := f.Client.Addr(); a.IsValid() {
-			hc, ok = s.opt.Hosts.ByAddr(a.Unmap())
-			c.MAC = hc.MAC
-		}
-		if ok {
-			if a, known := configs.ArchByCode(hc.Arch); known {
-				c.Arch = a.Name
-			}
-			if hc.Host != nil {
-				// By MAC or only by address (iperf3 and iperf 2 tests know
-				// no MAC): the host entry's name and labels either way.
-				c.Host, c.Labels = hc.Host.Name, hc.Host.Labels
-			}
+	// The host entry's MAC, name and labels are on the event already
+	// (serve stamps every event before any sink: hosts.Stamping); the
+	// table adds the architecture DHCP saw.
+	if hc, ok := s.opt.Hosts.Of(f.MAC, f.Client.Addr()); ok {
+		if a, known := configs.ArchByCode(hc.Arch); known {
+			c.Arch = a.Name
 		}
 	}
 	iface := s.opt.Addrs.Iface(f.Local)

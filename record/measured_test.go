@@ -179,15 +179,16 @@ func TestMigrateMeasuredLabels(t *testing.T) {
 }
 
 // TestFromFetchMeasured: a perfsrv event's measured figures land in the
-// record's fields, and the host entry's labels (Conditions.Labels, found
-// by address for an iperf test) join the fetch's own, which win.
+// record's fields, and its labels and host (the host entry's, stamped on
+// the event: hosts.Table.Stamp) are the record's.
 func TestFromFetchMeasured(t *testing.T) {
 	f := &event.Fetch{Start: time.Unix(5, 0), Proto: event.ProtoUDP, Source: "iperf3", Direction: "rx", Bytes: 900,
-		Duration: time.Second, Outcome: event.OutcomeOK, Labels: map[string]string{"streams": "1", "board": "from-query"},
+		Duration: time.Second, Outcome: event.OutcomeOK, Host: "b1-host",
+		Labels: map[string]string{"streams": "1", "board": "from-query", "rack": "3"},
 		UDP: &event.UDPInfo{JitterMs: 0.5, Lost: 25, Packets: 1000},
 		Test: &event.TestInfo{ServerBytes: 1000, ServerDuration: 1001 * time.Millisecond, ClientClock: true,
 			ClientReported: true, ClientBytes: 900, ClientMbps: 7.2}}
-	r, _ := FromFetch(f, Conditions{Host: "b1-host", Labels: map[string]string{"board": "b1", "rack": "3"}})
+	r, _ := FromFetch(f, Conditions{})
 	want := map[string]string{"streams": "1", "board": "from-query", "rack": "3"}
 	if d := cmp.Diff(want, r.Labels); d != "" {
 		t.Errorf("labels (-want +got):\n%s", d)

@@ -57,7 +57,7 @@ type Record struct {
 	WndRequested  uint32        `json:"wnd_requested,omitempty"` // bench: SO_RCVBUF asked for
 	RTT           time.Duration `json:"rtt_ns,omitempty"`
 	MinRTT        time.Duration `json:"min_rtt_ns,omitempty"`
-	Retransmits   int64         `json:"retransmits"`             // TCP segments or TFTP blocks sent again
+	Retransmits   int64         `json:"retransmits"`             // TCP segments or TFTP blocks sent again; RetransmitsUnknown: not known
 	DeliveryRate  uint64        `json:"delivery_rate,omitempty"` // bytes/s
 	RwndLimited   time.Duration `json:"rwnd_limited_ns,omitempty"`
 	SndbufLimited time.Duration `json:"sndbuf_limited_ns,omitempty"`
@@ -145,6 +145,11 @@ type Record struct {
 	Iperf3LostPct float64 `json:"iperf3_udp_lost_pct,omitempty"`
 	Iperf3Err     string  `json:"iperf3_err,omitempty"`
 }
+
+// RetransmitsUnknown is a record's Retransmits when the sender's count
+// never reached pxeperf: an iperf3 test the board sent (the server
+// received) that ended without the board's results. 0 would say "none".
+const RetransmitsUnknown = -1
 
 // Interval is one sampling period of a record (iperf3's interval line).
 type Interval struct {

@@ -315,6 +315,7 @@ func TestSinkConvert(t *testing.T) {
 	defer s.Close(context.Background())
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
+			tbl.Stamp(&tt.f) // what serve does before any sink (hosts.Stamping)
 			got, ivs := s.convert(&tt.f)
 			if d := cmp.Diff(tt.want, *got); d != "" {
 				t.Errorf("record (-want +got):\n%s", d)

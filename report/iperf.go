@@ -163,7 +163,8 @@ func Intervals(r record.Record, ivs []record.Interval) Table {
 	end := secs(r.Duration)
 	sent, bitrate := unit(float64(r.Bytes), true), unit(rate(r.Bytes, r.Duration), false)
 	retr := fmt.Sprintf("%3d", r.Retransmits)
-	if serverReceived(r) && r.Source == "iperf2" {
+	if r.Retransmits < 0 || serverReceived(r) && r.Source == "iperf2" {
+		// iperf3: the board's results never came (record.RetransmitsUnknown).
 		retr = "  -" // iperf 2 has no result exchange: the board's count never reaches the server
 	}
 	fmt.Fprintf(&b, iperfSender, r.ID, 0.0, end, sent, bitrate, retr)

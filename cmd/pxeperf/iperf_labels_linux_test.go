@@ -79,6 +79,40 @@ func TestIperfHostLabels(t *testing.T) {
 	if want := "iperf2 tcp tx,iperf2 udp tx,iperf3 tcp tx,iperf3 udp rx"; strings.Join(got, ",") != want {
 		t.Fatalf("report --label board=b1 lists %v, want %s\n%s", got, want, rep)
 	}
+	// The dashboard's recent fetches (fed by the events, not the store)
+	// name the same host, MAC and labels as the records: serve stamps the
+	// host entry on each event before any sink (hosts.Stamping).
+	body, err := (&nstest.Served{NS: p.Server, Admin: "127.0.0.1:9069"}).Get("/api/recent")
+	if err != nil {
+		t.Fatalf("/api/recent: %v\n%s", err, body)
+	}
+	var recent struct {
+		Fetches []struct {
+			File      string            `json:"file"`
+			Host      string            `json:"host"`
+			ClientMAC string            `json:"client_mac"`
+			Labels    map[string]string `json:"labels"`
+		} `json:"fetches"`
+	}
+	if err := json.Unmarshal([]byte(body), &recent); err != nil {
+		t.Fatalf("/api/recent: %v\n%s", err, body)
+	}
+	seen := 0
+	for _, f := range recent.Fetches {
+		for _, r := range tab.Rows {
+			if r.File != f.File {
+				continue
+			}
+			seen++
+			if f.Host != r.Host || f.ClientMAC != r.ClientMAC || fmt.Sprint(f.Labels) != fmt.Sprint(r.Labels) {
+				t.Errorf("dashboard %q: host %q MAC %q labels %v; its record: host %q MAC %q labels %v",
+					f.File, f.Host, f.ClientMAC, f.Labels, r.Host, r.ClientMAC, r.Labels)
+			}
+		}
+	}
+	if seen != len(tab.Rows) {
+		t.Errorf("the dashboard lists %d of the %d iperf records:\n%s", seen, len(tab.Rows), body)
+	}
 
 	// iperf3 -u -R: the board received, its own loss and jitter are the
 	// record's (from the result exchange: its streams' packets, which its

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/record"
 )
 
 // TestIperf3BoardSendReport: Debian's iperf3 client sends (no -R) to the
@@ -84,5 +85,77 @@ func TestIperf3BoardSendReport(t *testing.T) {
 	np := report("--netperf", fmt.Sprint(r.ID))
 	if want := "STREAM TEST from " + r.ClientIP + " to pxeperf"; !strings.Contains(np, want) {
 		t.Errorf("report --netperf of a board-send test: want %q\n%s", want, np)
+	}
+}
+
+// TestIperf3BoardSendUnknownRetransmits: a board-send iperf3 test (no -R)
+// whose board never sends its results (the real client killed mid-test)
+// has no known retransmit count: the server received, and a receiver's
+// TCP_INFO holds none of the sender's. Its record says so
+// (record.RetransmitsUnknown), `report --intervals` prints "-" in the
+// sender summary, not 0, and serve's log line leaves retrans, rtt and
+// max_wnd out. A test that ended with the board's results logs the
+// board's retrans and still no rtt=0s or max_wnd=0 (figures of the
+// sender's socket the server cannot read).
+func TestIperf3BoardSendUnknownRetransmits(t *testing.T) {
+	p := nstest.NewPair(t, nstest.Options{})
+	tbf(t, p)
+	data, log := iperfServe(t, p, "")
+	var sent struct {
+		Retransmits int64 `json:"retransmits"`
+	}
+	_ = json.Unmarshal(iperf3(t, p.Client, "-c", p.ServerIP.String(), "-t", "2").End["sum_sent"], &sent)
+	c := nstest.Start(t, p.Client, "iperf3", "-c", p.ServerIP.String(), "-t", "30", "-i", "1", "--forceflush")
+	if !nstest.WaitFor(20*time.Second, func() bool { return strings.Count(c.Out.String(), "bits/sec") >= 2 }) {
+		t.Fatalf("iperf3 printed no intervals:\n%s", c.Out.String())
+	}
+	c.Kill() // SIGKILL: no TEST_END, no results
+	recs := iperfRecords(t, data, 2)
+	done, killed := recs[0], recs[1]
+	t.Logf("completed: retransmits %d (client's sum_sent %d), outcome %s; killed: retransmits %d, outcome %s %q",
+		done.Retransmits, sent.Retransmits, done.Outcome, killed.Retransmits, killed.Outcome, killed.Err)
+	if done.Retransmits != sent.Retransmits {
+		t.Errorf("completed test: record retransmits %d, the client's own %d", done.Retransmits, sent.Retransmits)
+	}
+	if killed.Retransmits >= 0 {
+		t.Errorf("killed test: record retransmits %d; the board's count never came (want unknown, %d)", killed.Retransmits, record.RetransmitsUnknown)
+	}
+	b, err := exec.Command(nstest.Binary(t), "report", "--data", data, "--intervals", fmt.Sprint(killed.ID)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("report: %v\n%s", err, b)
+	}
+	t.Logf("report --intervals %d:\n%s", killed.ID, b)
+	sender := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); strings.HasSuffix(line, "sender") {
+			sender = true
+			if len(f) < 2 || f[len(f)-2] != "-" {
+				t.Errorf("sender line %q: want Retr - (unknown, not 0)", line)
+			}
+		}
+	}
+	if !sender {
+		t.Errorf("report --intervals printed no sender summary")
+	}
+	var lines []string
+	for _, line := range strings.Split(log.String(), "\n") {
+		if strings.Contains(line, "msg=fetch") && strings.Contains(line, "proto=tcp") {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) != 2 {
+		t.Fatalf("serve logged %d tcp fetch lines, want 2:\n%s", len(lines), log.String())
+	}
+	t.Logf("serve's log:\n%s\n%s", lines[0], lines[1])
+	for i, line := range lines {
+		if strings.Contains(line, "rtt=0s") || strings.Contains(line, "max_wnd=0") {
+			t.Errorf("log line %d prints figures the receiving server cannot know: %s", i, line)
+		}
+	}
+	if want := fmt.Sprintf("retrans=%d", sent.Retransmits); !strings.Contains(lines[0], want) {
+		t.Errorf("completed test's log line lacks the board's %s: %s", want, lines[0])
+	}
+	if strings.Contains(lines[1], "retrans=") {
+		t.Errorf("killed test's log line prints a retransmit count nobody told the server: %s", lines[1])
 	}
 }

@@ -339,6 +339,10 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 		// as possible after its last byte, before the log line is written.
 		sink = event.Multi{rec.sink, sink}
 	}
+	// Every event learns its host entry (MAC, name, labels) once, here,
+	// before any sink: the record, the dashboard's recent fetches, the
+	// metrics and the log line agree (iperf tests know only an address).
+	sink = hosts.Stamping{Table: table, Next: sink}
 	boot, err := newBootSource(cfg, ni.Addr, store, table, logger)
 	if err != nil {
 		return err

@@ -1,0 +1,68 @@
+package hosts
+
+import (
+	"maps"
+	"net"
+	"net/netip"
+
+	"github.com/pxeperf/pxeperf/event"
+)
+
+// Of finds a fetch's client: by MAC when the fetch knows it, else by its
+// address (a DHCP sighting, or a host entry's fixed address:). iperf3 and
+// iperf 2 tests know only the address.
+func (t *Table) Of(mac net.HardwareAddr, addr netip.Addr) (Client, bool) {
+	if t == nil {
+		return Client{}, false
+	}
+	if mac != nil {
+		return t.ByMAC(mac)
+	}
+	if addr.IsValid() {
+		return t.ByAddr(addr.Unmap())
+	}
+	return Client{}, false
+}
+
+// Stamp puts what the table knows of f's client on f: the MAC when f has
+// none, the host entry's name when f has no host, and the entry's labels
+// under f's own (a fetch's ?label. wins). It is the one place a fetch
+// learns its host entry: serve stamps every event before any sink
+// (Stamping), so the record, the dashboard's recent fetches, the metrics
+// and the log line carry the same host and labels. Stamping twice changes
+// nothing.
+func (t *Table) Stamp(f *event.Fetch) (Client, bool) {
+	c, ok := t.Of(f.MAC, f.Client.Addr())
+	if !ok {
+		return c, false
+	}
+	if f.MAC == nil && c.MAC != nil {
+		f.MAC = c.MAC
+	}
+	if h := c.Host; h != nil {
+		if f.Host == "" {
+			f.Host = h.Name
+		}
+		if len(h.Labels) > 0 {
+			l := make(map[string]string, len(h.Labels)+len(f.Labels))
+			maps.Copy(l, h.Labels)
+			maps.Copy(l, f.Labels)
+			f.Labels = l
+		}
+	}
+	return c, true
+}
+
+// Stamping is a sink that stamps each fetch (Table.Stamp) before it hands
+// it to Next.
+type Stamping struct {
+	Table *Table
+	Next  event.Sink
+}
+
+func (s Stamping) Fetch(f *event.Fetch) {
+	s.Table.Stamp(f)
+	s.Next.Fetch(f)
+}
+
+func (s Stamping) Lease(l *event.Lease) { s.Next.Lease(l) }
