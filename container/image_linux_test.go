@@ -48,10 +48,14 @@ func buildImage(t *testing.T) string {
 	if runtime.GOARCH != "amd64" {
 		t.Skipf("the README's build line is written for amd64 hosts (this is %s)", runtime.GOARCH)
 	}
-	sh(t, root, `CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags "-s -w" -o dist/pxeperf-linux-amd64 ./cmd/pxeperf`, 3*time.Minute)
-	sh(t, root, `contrib/container/local-base.sh | podman import - localhost/pxeperf-builder`, time.Minute)
-	sh(t, root, `podman build --format docker --build-arg BUILDER=localhost/pxeperf-builder --build-arg PREBUILT=dist \
-  --build-arg VERSION=test --build-arg REVISION=$(git rev-parse HEAD 2>/dev/null || echo unknown) -t pxeperf .`, 3*time.Minute)
+	// The README's build block, line by line, as written there.
+	block := readmeBlock(t, root, "podman import")
+	if len(block) != 3 {
+		t.Fatalf("README's build block has %d commands, want 3 (go build, local-base.sh | podman import, podman build): %q", len(block), block)
+	}
+	for _, line := range block {
+		sh(t, root, line, 3*time.Minute)
+	}
 	return root
 }
 
@@ -135,14 +139,27 @@ func TestImageBootsClient(t *testing.T) {
 		}
 		_ = exec.Command("podman", "rm", "-f", "-t", "2", name).Run()
 	})
-	capArgs := ""
-	for _, c := range caps {
-		capArgs += " --cap-add " + c
+	// The README's run block: its podman run with this test's folders,
+	// interface and pool, inside the test namespace with the workarounds
+	// the README names.
+	run := readmeBlock(t, root, "podman run -d")
+	if len(run) != 3 || !strings.HasPrefix(run[1], "podman exec pxeperf pxeperf report") || run[2] != "podman healthcheck run pxeperf" {
+		t.Fatalf("README's run block %q: want podman run, podman exec ... report, podman healthcheck run", run)
 	}
-	sh(t, root, fmt.Sprintf(`nsenter --net=/run/netns/%s podman run -d --name %s --runtime runc --ulimit nofile=20000:20000 --ulimit nproc=4096:4096 \
-  --network host%s -v %s:/images -v %s:/data \
-  pxeperf serve --root /images --data /data --iface %s --dhcp full --pool %s`,
-		p.Server, name, capArgs, images, data, p.ServerIf, pool), time.Minute)
+	for _, c := range caps {
+		if !strings.Contains(run[0], "--cap-add "+c) {
+			t.Errorf("README's podman run lacks --cap-add %s", c)
+		}
+	}
+	line := strings.NewReplacer(
+		"podman run -d --name pxeperf ", fmt.Sprintf("nsenter --net=/run/netns/%s podman run -d --name %s --runtime runc --ulimit nofile=20000:20000 --ulimit nproc=4096:4096 ", p.Server, name),
+		"/srv/pxeperf/images:", images+":", "/var/lib/pxeperf:", data+":",
+		"--iface eth0", fmt.Sprintf("--iface %s --dhcp full --pool %s", p.ServerIf, pool),
+	).Replace(run[0])
+	if line == run[0] || !strings.Contains(line, p.ServerIf) || !strings.Contains(line, images) {
+		t.Fatalf("README's podman run %q is not of the form this test adapts", run[0])
+	}
+	sh(t, root, line, time.Minute)
 	if !nstest.WaitFor(20*time.Second, func() bool {
 		out, _ := exec.Command("podman", "logs", name).CombinedOutput()
 		return strings.Contains(string(out), "pxeperf serving")
@@ -203,20 +220,20 @@ echo "$ip $siaddr $boot_file" > `+filepath.Join(dir, "lease")+"\n"), 0o755); err
 	}
 	var report string
 	if !nstest.WaitFor(10*time.Second, func() bool {
-		out, err := in("exec", name, "pxeperf", "report", "--data", "/data", "--table", "fetches").CombinedOutput()
+		out, err := in(append(strings.Fields(strings.Replace(strings.TrimPrefix(run[1], "podman "), "pxeperf", name, 1)), "--table", "fetches")...).CombinedOutput()
 		report = string(out)
 		return err == nil && strings.Contains(report, "vmlinuz") && strings.Contains(report, bootFile)
 	}) {
 		t.Errorf("podman exec %s pxeperf report --data /data --table fetches does not show both fetches:\n%s", name, report)
 	}
 	t.Logf("podman exec pxeperf report --table fetches:\n%s", report)
-	out, err := in("exec", name, "pxeperf", "report", "--data", "/data").CombinedOutput()
+	out, err := in(strings.Fields(strings.Replace(strings.TrimPrefix(run[1], "podman "), "pxeperf", name, 1))...).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), clientIP) {
 		t.Errorf("podman exec %s pxeperf report --data /data: %v, does not name the client %s:\n%s", name, err, clientIP, out)
 	}
 	t.Logf("podman exec pxeperf report:\n%s", out)
 
-	out, err = in("healthcheck", "run", name).CombinedOutput()
+	out, err = in(strings.Fields(strings.Replace(strings.TrimPrefix(run[2], "podman "), "pxeperf", name, 1))...).CombinedOutput()
 	status, _ := exec.Command("podman", "inspect", "--format", "{{.State.Health.Status}}", name).Output()
 	if err != nil || strings.TrimSpace(string(status)) != "healthy" {
 		hc, _ := in("exec", name, "pxeperf", "healthcheck").CombinedOutput()
@@ -235,6 +252,54 @@ echo "$ip $siaddr $boot_file" > `+filepath.Join(dir, "lease")+"\n"), 0o755); err
 	} else {
 		t.Logf("podman top:\n%s", ps)
 	}
+}
+
+// readmeBlock returns the commands of the code block in README.md's "In a
+// container" section that contains want, continuation lines joined.
+func readmeBlock(t *testing.T, root, want string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(b), "\n## In a container\n")
+	if !ok {
+		t.Fatal(`README.md has no "## In a container" section`)
+	}
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	var blocks [][]string
+	var cur []string
+	cont := false
+	for _, l := range strings.Split(sec, "\n") {
+		code, isCode := strings.CutPrefix(l, "    ")
+		if !isCode {
+			if len(cur) > 0 {
+				blocks = append(blocks, cur)
+			}
+			cur, cont = nil, false
+			continue
+		}
+		code = strings.TrimSpace(code)
+		if cont {
+			cur[len(cur)-1] += " " + code
+		} else {
+			cur = append(cur, code)
+		}
+		cont = strings.HasSuffix(code, "\\")
+		if cont {
+			cur[len(cur)-1] = strings.TrimSpace(strings.TrimSuffix(cur[len(cur)-1], "\\"))
+		}
+	}
+	if len(cur) > 0 {
+		blocks = append(blocks, cur)
+	}
+	for _, bl := range blocks {
+		if strings.Contains(strings.Join(bl, "\n"), want) {
+			return bl
+		}
+	}
+	t.Fatalf("README's In a container section has no code block with %q", want)
+	return nil
 }
 
 // sharedDir is a temporary folder the container's user can reach (t.TempDir
