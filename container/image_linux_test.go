@@ -36,11 +36,18 @@ func sh(t *testing.T, dir, line string, timeout time.Duration) string {
 	return string(out)
 }
 
+// built is the repository root once buildImage has built the image in this
+// test process (the tests share one build).
+var built string
+
 // buildImage runs the README's "without Docker Hub" build: the binary on the
 // host into dist/, the builder base from the host, podman build. Returns the
 // repository root.
 func buildImage(t *testing.T) string {
 	t.Helper()
+	if built != "" {
+		return built
+	}
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +63,7 @@ func buildImage(t *testing.T) string {
 	for _, line := range block {
 		sh(t, root, line, 3*time.Minute)
 	}
+	built = root
 	return root
 }
 
@@ -131,42 +139,7 @@ func TestImageBootsClient(t *testing.T) {
 	}
 	b := p.Prefix.Addr().As4()
 	pool := fmt.Sprintf("%d.%d.%d.100-%d.%d.%d.120", b[0], b[1], b[2], b[0], b[1], b[2])
-	name := fmt.Sprintf("pxeperf-test-%d", os.Getpid())
-	t.Cleanup(func() {
-		if t.Failed() {
-			out, _ := exec.Command("podman", "logs", name).CombinedOutput()
-			t.Logf("podman logs %s:\n%s", name, nstest.Tail(string(out), 40))
-		}
-		_ = exec.Command("podman", "rm", "-f", "-t", "2", name).Run()
-	})
-	// The README's run block: its podman run with this test's folders,
-	// interface and pool, inside the test namespace with the workarounds
-	// the README names.
-	run := readmeBlock(t, root, "podman run -d")
-	if len(run) != 3 || !strings.HasPrefix(run[1], "podman exec pxeperf pxeperf report") || run[2] != "podman healthcheck run pxeperf" {
-		t.Fatalf("README's run block %q: want podman run, podman exec ... report, podman healthcheck run", run)
-	}
-	for _, c := range caps {
-		if !strings.Contains(run[0], "--cap-add "+c) {
-			t.Errorf("README's podman run lacks --cap-add %s", c)
-		}
-	}
-	line := strings.NewReplacer(
-		"podman run -d --name pxeperf ", fmt.Sprintf("nsenter --net=/run/netns/%s podman run -d --name %s --runtime runc --ulimit nofile=20000:20000 --ulimit nproc=4096:4096 ", p.Server, name),
-		"/srv/pxeperf/images:", images+":", "/var/lib/pxeperf:", data+":",
-		"--iface eth0", fmt.Sprintf("--iface %s --dhcp full --pool %s", p.ServerIf, pool),
-	).Replace(run[0])
-	if line == run[0] || !strings.Contains(line, p.ServerIf) || !strings.Contains(line, images) {
-		t.Fatalf("README's podman run %q is not of the form this test adapts", run[0])
-	}
-	sh(t, root, line, time.Minute)
-	if !nstest.WaitFor(20*time.Second, func() bool {
-		out, _ := exec.Command("podman", "logs", name).CombinedOutput()
-		return strings.Contains(string(out), "pxeperf serving")
-	}) {
-		t.Fatal("the container's pxeperf serve did not start within 20 s")
-	}
-
+	name, in, run := startContainer(t, root, p, images, data, pool, caps, "")
 	// The client: a DHCP lease (udhcpc sets the address), then the boot
 	// file the lease names by TFTP and the image by HTTP.
 	dir := t.TempDir()
@@ -212,12 +185,6 @@ echo "$ip $siaddr $boot_file" > `+filepath.Join(dir, "lease")+"\n"), 0o755); err
 		t.Errorf("HTTP vmlinuz: curl got %s bytes, or the content differs", curl)
 	}
 
-	// The records, read inside the container. podman exec (and podman
-	// healthcheck run) of a --network host container runs in the caller's
-	// network namespace: enter the test's, as the README's host would be.
-	in := func(args ...string) *exec.Cmd {
-		return exec.Command("nsenter", append([]string{"--net=/run/netns/" + p.Server, "podman"}, args...)...)
-	}
 	var report string
 	if !nstest.WaitFor(10*time.Second, func() bool {
 		out, err := in(append(strings.Fields(strings.Replace(strings.TrimPrefix(run[1], "podman "), "pxeperf", name, 1)), "--table", "fetches")...).CombinedOutput()
@@ -252,6 +219,57 @@ echo "$ip $siaddr $boot_file" > `+filepath.Join(dir, "lease")+"\n"), 0o755); err
 	} else {
 		t.Logf("podman top:\n%s", ps)
 	}
+}
+
+// startContainer runs the README's podman run line in p.Server, adapted:
+// the test's folders, interface and pool, extraMount ("A:B -v ": volumes put
+// before the data volume), the three workarounds. It returns the container's
+// name, a podman command inside p.Server, and the README's run block.
+func startContainer(t *testing.T, root string, p *nstest.Pair, images, data, pool string, caps []string, extraMount string) (name string, in func(args ...string) *exec.Cmd, run []string) {
+	t.Helper()
+	name = fmt.Sprintf("pxeperf-test-%d-%s", os.Getpid(), p.ServerIf)
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := exec.Command("podman", "logs", name).CombinedOutput()
+			t.Logf("podman logs %s:\n%s", name, nstest.Tail(string(out), 40))
+		}
+		_ = exec.Command("podman", "rm", "-f", "-t", "2", name).Run()
+	})
+	// The README's run block: its podman run with this test's folders,
+	// interface and pool, inside the test namespace with the workarounds
+	// the README names.
+	run = readmeBlock(t, root, "podman run -d")
+	if len(run) != 3 || !strings.HasPrefix(run[1], "podman exec pxeperf pxeperf report") || run[2] != "podman healthcheck run pxeperf" {
+		t.Fatalf("README's run block %q: want podman run, podman exec ... report, podman healthcheck run", run)
+	}
+	for _, c := range caps {
+		if !strings.Contains(run[0], "--cap-add "+c) {
+			t.Errorf("README's podman run lacks --cap-add %s", c)
+		}
+	}
+	line := strings.NewReplacer(
+		"podman run -d --name pxeperf ", fmt.Sprintf("nsenter --net=/run/netns/%s podman run -d --name %s --runtime runc --ulimit nofile=20000:20000 --ulimit nproc=4096:4096 ", p.Server, name),
+		"/srv/pxeperf/images:", images+":", "/var/lib/pxeperf:", extraMount+data+":",
+		"--iface eth0", fmt.Sprintf("--iface %s --dhcp full --pool %s", p.ServerIf, pool),
+	).Replace(run[0])
+	if line == run[0] || !strings.Contains(line, p.ServerIf) || !strings.Contains(line, images) {
+		t.Fatalf("README's podman run %q is not of the form this test adapts", run[0])
+	}
+	sh(t, root, line, time.Minute)
+	if !nstest.WaitFor(20*time.Second, func() bool {
+		out, _ := exec.Command("podman", "logs", name).CombinedOutput()
+		return strings.Contains(string(out), "pxeperf serving")
+	}) {
+		t.Fatal("the container's pxeperf serve did not start within 20 s")
+	}
+
+	// podman exec (and podman
+	// healthcheck run) of a --network host container runs in the caller's
+	// network namespace: enter the test's, as the README's host would be.
+	in = func(args ...string) *exec.Cmd {
+		return exec.Command("nsenter", append([]string{"--net=/run/netns/" + p.Server, "podman"}, args...)...)
+	}
+	return name, in, run
 }
 
 // readmeBlock returns the commands of the code block in README.md's "In a
