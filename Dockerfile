@@ -43,14 +43,14 @@ ARG PREBUILT=
 ARG VERSION=
 WORKDIR /src
 COPY . .
+RUN if [ -n "$PREBUILT" ]; then cp "$PREBUILT/pxeperf-$TARGETOS-$TARGETARCH" /pxeperf; \
+    else CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath \
+      -ldflags "-s -w${VERSION:+ -X main.version=$VERSION}" -o /pxeperf ./cmd/pxeperf; fi
+# The final stage's tree in /out: the binary, Debian's ipxe files (installed
+# here unless the builder has them), CA certificates, the users, the volumes.
 RUN set -e; \
     mkdir -p /out/usr/local/bin /out/usr/lib/ipxe /out/etc/ssl/certs /out/images /out/data /out/tmp; \
-    if [ -n "$PREBUILT" ]; then \
-      cp "$PREBUILT/pxeperf-$TARGETOS-$TARGETARCH" /out/usr/local/bin/pxeperf; \
-    else \
-      CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath \
-        -ldflags "-s -w${VERSION:+ -X main.version=$VERSION}" -o /out/usr/local/bin/pxeperf ./cmd/pxeperf; \
-    fi; \
+    cp /pxeperf /out/usr/local/bin/pxeperf; \
     if [ ! -e /usr/lib/ipxe/undionly.kpxe ] || [ ! -e /etc/ssl/certs/ca-certificates.crt ]; then \
       apt-get update && apt-get install -y --no-install-recommends ipxe ca-certificates && rm -rf /var/lib/apt/lists/*; \
     fi; \
