@@ -1,0 +1,105 @@
+package container
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pxeperf/pxeperf/internal/nstest"
+)
+
+// guestOK is what the guest's exit image writes to QEMU's isa-debug-exit
+// port: QEMU then exits with status guestOK<<1|1 (as e2e's guests).
+const (
+	guestOK   = 0x2a
+	guestFail = 0x11
+	guestMAC  = "52:54:00:e2:c0:01"
+)
+
+// exitImage is a PXE image (real mode x86) writing v to port 0xf4 and
+// halting.
+func exitImage(v byte) []byte { return []byte{0xb0, v, 0xe6, 0xf4, 0xfa, 0xf4, 0xeb, 0xfd} }
+
+// TestImageBootsQEMUGuest boots a QEMU SeaBIOS guest, its e1000 iPXE ROM
+// (Debian's ipxe-qemu), from the image run as the README runs it with a
+// config mounted at /etc/pxeperf/pxeperf.yaml: DHCP from the container, the
+// host entry's iPXE script over HTTP, a 16 MiB image fetched by the guest,
+// then an exit image that ends QEMU with guestOK. pxeperf report in the
+// container shows the guest's fetch of the whole image.
+func TestImageBootsQEMUGuest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a QEMU guest takes about a minute; skipped with -short")
+	}
+	nstest.RequireRoot(t)
+	nstest.RequireTool(t, "podman", "runc", "nsenter", "qemu-system-x86_64", "go")
+	if _, err := os.Stat("/usr/lib/ipxe/qemu/efi-e1000.rom"); err != nil {
+		t.Skip("needs Debian's ipxe-qemu (the e1000 iPXE ROM): apt-get install ipxe-qemu")
+	}
+	root := buildImage(t)
+	caps := imageCaps(t, root)
+	p, _, tap := nstest.GuestLAN(t)
+	images, data, etc := sharedDir(t, 0o755), sharedDir(t, 0o755), sharedDir(t, 0o755)
+	if err := os.Chown(data, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"exit-ok.0": exitImage(guestOK), "exit-fail.0": exitImage(guestFail)} {
+		if err := os.WriteFile(filepath.Join(images, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nstest.RandomFile(t, filepath.Join(images, "img16"), 16<<20, 7)
+	if err := os.Chmod(filepath.Join(images, "img16"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `hosts:
+  - mac: ` + guestMAC + `
+    name: container-guest
+    script: |
+      #!ipxe
+      echo pxeperf-container: ${net0/mac} ${net0/ip}
+      imgfetch {{.ImageURL}}/img16 || goto fail
+      echo PXEPERF-IMGFETCH-OK
+      chain {{.ImageURL}}/exit-ok.0
+      :fail
+      chain {{.ImageURL}}/exit-fail.0
+`
+	if err := os.WriteFile(filepath.Join(etc, "pxeperf.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := p.Prefix.Addr().As4()
+	pool := fmt.Sprintf("%d.%d.%d.100-%d.%d.%d.120", b[0], b[1], b[2], b[0], b[1], b[2])
+	name, in, run := startContainer(t, root, p, images, data, pool, caps, etc+":/etc/pxeperf:ro -v ")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := nstest.Command(ctx, p.Client, "qemu-system-x86_64", "-accel", "tcg", "-m", "256", "-nographic", "-no-reboot", "-boot", "n",
+		"-netdev", "tap,id=n0,ifname="+tap+",script=no,downscript=no",
+		"-device", "isa-debug-exit,iobase=0xf4,iosize=0x04",
+		"-device", "e1000,netdev=n0,mac="+guestMAC)
+	var serial nstest.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &serial, &serial
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	err := cmd.Run()
+	status := cmd.ProcessState.ExitCode()
+	console := nstest.CleanConsole(serial.String())
+	t.Logf("QEMU exit status %d after %s", status, time.Since(start).Round(time.Second))
+	if status != guestOK<<1|1 {
+		t.Fatalf("guest did not report success (QEMU status %d, want %d; %d = fetch failed; err %v)\nguest console (tail):\n%s",
+			status, guestOK<<1|1, guestFail<<1|1, err, nstest.Tail(console, 30))
+	}
+	if !strings.Contains(console, "PXEPERF-IMGFETCH-OK") {
+		t.Errorf("guest console lacks the imgfetch marker:\n%s", nstest.Tail(console, 20))
+	}
+	args := strings.Fields(strings.Replace(strings.TrimPrefix(run[1], "podman "), "pxeperf", name, 1))
+	out, err := in(append(args, "--table", "fetches")...).CombinedOutput()
+	t.Logf("podman exec pxeperf report --table fetches:\n%s", out)
+	if err != nil || !regexp.MustCompile(`(?m)^.*`+guestMAC+`.*http\s+img16\s+image\s+16777216\s.*ok\s*$`).Match(out) {
+		t.Errorf("report: %v; no complete HTTP fetch of img16 (16777216 bytes) by %s", err, guestMAC)
+	}
+}
