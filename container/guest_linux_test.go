@@ -13,17 +13,9 @@ import (
 	"github.com/pxeperf/pxeperf/internal/nstest"
 )
 
-// guestOK is what the guest's exit image writes to QEMU's isa-debug-exit
-// port: QEMU then exits with status guestOK<<1|1 (as e2e's guests).
-const (
-	guestOK   = 0x2a
-	guestFail = 0x11
-	guestMAC  = "52:54:00:e2:c0:01"
-)
-
-// exitImage is a PXE image (real mode x86) writing v to port 0xf4 and
-// halting.
-func exitImage(v byte) []byte { return []byte{0xb0, v, 0xe6, 0xf4, 0xfa, 0xf4, 0xeb, 0xfd} }
+// guestMAC is the QEMU guest's; it reports its verdict through
+// isa-debug-exit (nstest.GuestOK, as e2e's guests).
+const guestMAC = "52:54:00:e2:c0:01"
 
 // TestImageBootsQEMUGuest boots a QEMU SeaBIOS guest, its e1000 iPXE ROM
 // (Debian's ipxe-qemu), from the image run as the README runs it with a
@@ -47,7 +39,7 @@ func TestImageBootsQEMUGuest(t *testing.T) {
 	if err := os.Chown(data, uid, uid); err != nil {
 		t.Fatal(err)
 	}
-	for name, b := range map[string][]byte{"exit-ok.0": exitImage(guestOK), "exit-fail.0": exitImage(guestFail)} {
+	for name, b := range map[string][]byte{"exit-ok.0": nstest.ExitCode(nstest.GuestOK), "exit-fail.0": nstest.ExitCode(nstest.GuestFail)} {
 		if err := os.WriteFile(filepath.Join(images, name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -77,21 +69,12 @@ func TestImageBootsQEMUGuest(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := nstest.Command(ctx, p.Client, "qemu-system-x86_64", "-accel", "tcg", "-m", "256", "-nographic", "-no-reboot", "-boot", "n",
-		"-netdev", "tap,id=n0,ifname="+tap+",script=no,downscript=no",
-		"-device", "isa-debug-exit,iobase=0xf4,iosize=0x04",
-		"-device", "e1000,netdev=n0,mac="+guestMAC)
-	var serial nstest.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &serial, &serial
-	cmd.WaitDelay = 5 * time.Second
-	start := time.Now()
-	err := cmd.Run()
-	status := cmd.ProcessState.ExitCode()
-	console := nstest.CleanConsole(serial.String())
-	t.Logf("QEMU exit status %d after %s", status, time.Since(start).Round(time.Second))
-	if status != guestOK<<1|1 {
+	status, console, took, err := nstest.X86Guest{NS: p.Client, Tap: tap, Memory: "256",
+		Args: []string{"-device", "e1000,netdev=n0,mac=" + guestMAC}}.Run(ctx)
+	t.Logf("QEMU exit status %d after %s", status, took.Round(time.Second))
+	if status != nstest.QEMUStatus(nstest.GuestOK) {
 		t.Fatalf("guest did not report success (QEMU status %d, want %d; %d = fetch failed; err %v)\nguest console (tail):\n%s",
-			status, guestOK<<1|1, guestFail<<1|1, err, nstest.Tail(console, 30))
+			status, nstest.QEMUStatus(nstest.GuestOK), nstest.QEMUStatus(nstest.GuestFail), err, nstest.Tail(console, 30))
 	}
 	if !strings.Contains(console, "PXEPERF-IMGFETCH-OK") {
 		t.Errorf("guest console lacks the imgfetch marker:\n%s", nstest.Tail(console, 20))

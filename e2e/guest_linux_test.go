@@ -16,18 +16,16 @@ import (
 	"golang.org/x/net/ipv6"
 )
 
-// Exit codes a guest reports through QEMU's isa-debug-exit device: writing V
-// to port 0xf4 makes QEMU exit with status V<<1|1.
+// The exit codes a guest reports through QEMU's isa-debug-exit device
+// (nstest.GuestOK, GuestFail).
 const (
-	guestOK   = 0x2a // QEMU exit status 85
-	guestFail = 0x11 // QEMU exit status 35
+	guestOK   = nstest.GuestOK
+	guestFail = nstest.GuestFail
 )
 
-func qemuStatus(v byte) int { return int(v)<<1 | 1 }
+func qemuStatus(v byte) int { return nstest.QEMUStatus(v) }
 
-// exitCode is x86 code that writes v to port 0xf4 and halts; the same bytes
-// run in real mode (PXE image) and long mode (EFI application).
-func exitCode(v byte) []byte { return []byte{0xb0, v, 0xe6, 0xf4, 0xfa, 0xf4, 0xeb, 0xfd} }
+func exitCode(v byte) []byte { return nstest.ExitCode(v) }
 
 // pxeExitImage is a raw PXE image (loaded at 0:7c00, run in real mode).
 func pxeExitImage(v byte) []byte { return exitCode(v) }

@@ -147,19 +147,8 @@ hosts:
 	defer cancel()
 	sendRouterAdverts(t, ctx, p.Server, p.ServerIf)
 
-	args := []string{"-accel", "tcg", "-m", fw.memory, "-nographic", "-no-reboot", "-boot", "n",
-		"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no",
-		"-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"}
-	args = append(args, fw.args(dir)...)
-	cmd := nstest.Command(ctx, p.Client, "qemu-system-x86_64", args...)
-	var serial nstest.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &serial, &serial
-	cmd.WaitDelay = 5 * time.Second
-	start := time.Now()
-	err := cmd.Run()
-	status := cmd.ProcessState.ExitCode()
-	console := nstest.CleanConsole(serial.String())
-	t.Logf("%s (%s DHCP): QEMU exit status %d after %s", fw.name, mode, status, time.Since(start).Round(time.Second))
+	status, console, took, err := nstest.X86Guest{NS: p.Client, Tap: tap, Memory: fw.memory, Args: fw.args(dir)}.Run(ctx)
+	t.Logf("%s (%s DHCP): QEMU exit status %d after %s", fw.name, mode, status, took.Round(time.Second))
 	if status != qemuStatus(guestOK) {
 		t.Fatalf("%s: guest did not report success (QEMU status %d, want %d; %d = fetch failed; err %v)\nguest console (tail):\n%s\npxeperf log (tail):\n%s",
 			fw.name, status, qemuStatus(guestOK), qemuStatus(guestFail), err, nstest.Tail(console, 40), nstest.Tail(srv.Out.String(), 40))
