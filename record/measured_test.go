@@ -185,7 +185,7 @@ func TestFromFetchMeasured(t *testing.T) {
 	f := &event.Fetch{Start: time.Unix(5, 0), Proto: event.ProtoUDP, Source: "iperf3", Direction: "rx", Bytes: 900,
 		Duration: time.Second, Outcome: event.OutcomeOK, Host: "b1-host",
 		Labels: map[string]string{"streams": "1", "board": "from-query", "rack": "3"},
-		UDP: &event.UDPInfo{JitterMs: 0.5, Lost: 25, Packets: 1000},
+		UDP:    &event.UDPInfo{JitterMs: 0.5, Lost: 25, Packets: 1000},
 		Test: &event.TestInfo{ServerBytes: 1000, ServerDuration: 1001 * time.Millisecond, ClientClock: true,
 			ClientReported: true, ClientBytes: 900, ClientMbps: 7.2}}
 	r, _ := FromFetch(f, Conditions{})
