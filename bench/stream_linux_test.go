@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
-	"github.com/pxeperf/pxeperf/internal/servetest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
 	"github.com/pxeperf/pxeperf/stream"

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/golden"
-	"github.com/pxeperf/pxeperf/internal/tablecheck"
+	"github.com/pxeperf/pxeperf/internal/testkit/golden"
+	"github.com/pxeperf/pxeperf/internal/testkit/tablecheck"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
 )

@@ -8,7 +8,7 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/golden"
+	"github.com/pxeperf/pxeperf/internal/testkit/golden"
 )
 
 var sampleHosts = map[string]Data{

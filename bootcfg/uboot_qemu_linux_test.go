@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/uboot"
+	"github.com/pxeperf/pxeperf/internal/testkit/uboot"
 )
 
 // TestUBootQEMU sources the built-in script in Debian 12's U-Boot 2023.01
-// (u-boot-qemu, internal/uboot's arm64 board) under QEMU, with QEMU's user
+// (u-boot-qemu, internal/testkit/uboot's arm64 board) under QEMU, with QEMU's user
 // network serving DHCP and TFTP, so distro boot's bootcmd_dhcp fetches
 // boot.scr.uimg as on a board. It checks what U-Boot itself does with the
 // script: the quoting of bootargs, the ADDR:SIZE initrd, the fall-through

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // uid is the image's non-root user (Dockerfile: USER 10001:10001).

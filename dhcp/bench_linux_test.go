@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 var perfRateRE = regexp.MustCompile(`(?m)^Rate: ([0-9.]+)`)

@@ -18,8 +18,8 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/hosts"
-	"github.com/pxeperf/pxeperf/internal/nstest"
-	"github.com/pxeperf/pxeperf/internal/servetest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
 )
 
 // poolFor returns "PREFIX.first-PREFIX.last" in the pair's /24.

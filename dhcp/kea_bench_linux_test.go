@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
-	"github.com/pxeperf/pxeperf/internal/peerbench"
+	"github.com/pxeperf/pxeperf/bench/peers"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // TestVersusKea runs pxeperf (full mode, the real binary, every lease
@@ -39,11 +39,11 @@ func TestVersusKea(t *testing.T) {
 		t.Skip("benchmark: set PXEPERF_BENCH=1 to run pxeperf and kea side by side")
 	}
 	nstest.RequireRoot(t)
-	rates := peerbench.EnvInts(t, "PXEPERF_BENCH_RATES", "1000 2000 3000 4000 5000 6000 8000 12000")
-	rounds := peerbench.EnvInt("PXEPERF_BENCH_ROUNDS", 3)
-	period := peerbench.EnvInt("PXEPERF_BENCH_PERIOD", 6)
+	rates := peers.EnvInts(t, "PXEPERF_BENCH_RATES", "1000 2000 3000 4000 5000 6000 8000 12000")
+	rounds := peers.EnvInt("PXEPERF_BENCH_ROUNDS", 3)
+	period := peers.EnvInt("PXEPERF_BENCH_PERIOD", 6)
 	p := nstest.NewPair(t, nstest.Options{})
-	lab := peerbench.NewDHCPLab(t, p, nstest.Binary(t), JournalName, rates, period)
+	lab := peers.NewDHCPLab(t, p, nstest.Binary(t), JournalName, rates, period)
 
 	names := []string{"pxeperf", "kea", "kea-mt"}
 	if before := os.Getenv("PXEPERF_BENCH_BEFORE"); before != "" {
@@ -52,7 +52,7 @@ func TestVersusKea(t *testing.T) {
 	if only := os.Getenv("PXEPERF_BENCH_SERVERS"); only != "" {
 		names = strings.Fields(only) // for profiling one of them
 	}
-	results := map[string][]peerbench.DHCPResult{}
+	results := map[string][]peers.DHCPResult{}
 	for round := range rounds {
 		order := names
 		if round%2 == 1 {
@@ -67,5 +67,5 @@ func TestVersusKea(t *testing.T) {
 	}
 	fmt.Printf("pxeperf vs kea-dhcp4 %s (memfile; kea-mt: multi-threading, 2 threads), perfdhcp -R 1000, "+
 		"%d rounds alternating, %ds per run; medians; X/kea = median of same-round ratios\n%s",
-		peerbench.KeaVersion(), rounds, period, peerbench.DHCPTable(results, names, rates))
+		peers.KeaVersion(), rounds, period, peers.DHCPTable(results, names, rates))
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // ARM64 UEFI guests: AAVMF (EDK2's ArmVirtQemu, Debian's qemu-efi-aarch64)

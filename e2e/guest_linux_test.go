@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv6"
 )

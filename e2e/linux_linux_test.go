@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // A real Linux guest: SeaBIOS + iPXE boots Debian's kernel with a busybox

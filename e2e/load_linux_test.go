@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 	"github.com/pxeperf/pxeperf/tftp"
 )
 

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 const (

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
-	"github.com/pxeperf/pxeperf/internal/uboot"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/uboot"
 )
 
 // ubootPeerRounds compares pxeperf's lock-step TFTP (blksize 1468, no

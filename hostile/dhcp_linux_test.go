@@ -17,7 +17,7 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"golang.org/x/sys/unix"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // DHCP's attacks (issue 27, rows 2 and 8): replies aimed at on-link

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // The HTTP boot port's rows of issue 27 (9, 10, 13, 14, 15): what one

@@ -5,7 +5,7 @@ package hostile
 import (
 	"testing"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // lab is a namespace pair with the real binary serving in its server side.

@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // The soak (issue 27's acceptance): one serve with every service on, every

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // Issue 27's TFTP rows against the real binary: forged RRQs from on-link

@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pxeperf/pxeperf/bench/peers"
 	"github.com/pxeperf/pxeperf/images"
-	"github.com/pxeperf/pxeperf/internal/nstest"
-	"github.com/pxeperf/pxeperf/internal/peerbench"
-	"github.com/pxeperf/pxeperf/internal/servetest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,7 +43,7 @@ func BenchmarkServe(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/clients=%d", s.name, clients), func(b *testing.B) {
 				b.SetBytes(size * int64(clients))
 				for range b.N {
-					if err := peerbench.FetchConcurrent(client, s.url+"/bench.img", size, clients); err != nil {
+					if err := peers.FetchConcurrent(client, s.url+"/bench.img", size, clients); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -74,7 +74,7 @@ func TestBenchTable(t *testing.T) {
 		for _, clients := range []int{1, 32} {
 			for _, s := range servers {
 				start := time.Now()
-				if err := peerbench.FetchConcurrent(client, s.url+"/bench.img", size, clients); err != nil {
+				if err := peers.FetchConcurrent(client, s.url+"/bench.img", size, clients); err != nil {
 					t.Fatal(err)
 				}
 				k := key{s.name, clients}
@@ -117,7 +117,7 @@ func benchSetup(tb testing.TB) ([]benchServer, *http.Client, int64) {
 	if err := os.Chmod(root, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	peerbench.WriteFile(tb, filepath.Join(root, "bench.img"), size)
+	peers.WriteFile(tb, filepath.Join(root, "bench.img"), size)
 
 	// Where servers listen and how clients dial.
 	serverNS, host := "", "127.0.0.1"
@@ -188,7 +188,7 @@ func benchNginx(b testing.TB, root, host, ns string) string {
 		ln.Close()
 	}
 	dir := b.TempDir()
-	conf := peerbench.WriteNginxConf(b, dir, root, net.JoinHostPort(host, strconv.Itoa(port)))
+	conf := peers.WriteNginxConf(b, dir, root, net.JoinHostPort(host, strconv.Itoa(port)))
 	args := []string{"-p", dir, "-c", conf, "-g", "daemon off;"}
 	cmd := exec.Command("nginx", args...)
 	if ns != "" {

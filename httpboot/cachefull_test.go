@@ -11,7 +11,7 @@ import (
 
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/images"
-	"github.com/pxeperf/pxeperf/internal/servetest"
+	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
 )
 
 // TestCacheFullIs503: an image that exists but does not fit in the unpack

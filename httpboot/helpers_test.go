@@ -17,7 +17,7 @@ import (
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/images"
-	"github.com/pxeperf/pxeperf/internal/servetest"
+	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
 )
 
 // testEnv is a Server on 127.0.0.1:0 serving a temp root.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // TestIPXERealClient boots QEMU's iPXE ROM in the client namespace (QEMU

@@ -17,9 +17,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/pxeperf/pxeperf/bench/peers"
 	"github.com/pxeperf/pxeperf/images"
-	"github.com/pxeperf/pxeperf/internal/nstest"
-	"github.com/pxeperf/pxeperf/internal/peerbench"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,11 +52,11 @@ func TestBenchPeers(t *testing.T) {
 	}
 	nstest.RequireRoot(t)
 	nstest.RequireTool(t, "nginx", "tc")
-	rounds := peerbench.EnvInt("PXEPERF_BENCH_ROUNDS", 3)
-	mb1, mb32 := peerbench.EnvInt("PXEPERF_BENCH_MB", 512), peerbench.EnvInt("PXEPERF_BENCH_MB32", 32)
+	rounds := peers.EnvInt("PXEPERF_BENCH_ROUNDS", 3)
+	mb1, mb32 := peers.EnvInt("PXEPERF_BENCH_MB", 512), peers.EnvInt("PXEPERF_BENCH_MB32", 32)
 
 	p := nstest.NewPair(t, nstest.Options{})
-	lab := peerbench.NewHTTPLab(t, p, nstest.Binary(t), mb1, mb32)
+	lab := peers.NewHTTPLab(t, p, nstest.Binary(t), mb1, mb32)
 	profDir := os.Getenv("PXEPERF_BENCH_PROFILE")
 	helper := func(name, kind string) {
 		prof := ""
@@ -67,7 +67,7 @@ func TestBenchPeers(t *testing.T) {
 			}
 		}
 		addr := lab.NextAddr()
-		lab.Add(t, peerbench.StartHelper(t, p.Server, name, "TestBenchHelper", kind, addr, lab.Root,
+		lab.Add(t, peers.StartHelper(t, p.Server, name, "TestBenchHelper", kind, addr, lab.Root,
 			"PXEPERF_BENCH_HELPER_PROFILE", prof), addr)
 	}
 	helper("go-FileServer", "fileserver")
@@ -89,20 +89,20 @@ func TestBenchPeers(t *testing.T) {
 					"syscalls:sys_enter_sendfile64,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_futex," +
 					"syscalls:sys_enter_getsockopt,syscalls:sys_enter_nanosleep,context-switches"}
 			}
-			pr := nstest.Start(t, "", "perf", append(args, "-p", peerbench.GroupPIDs(s.Proc.Cmd.Process.Pid))...)
+			pr := nstest.Start(t, "", "perf", append(args, "-p", peers.GroupPIDs(s.Proc.Cmd.Process.Pid))...)
 			t.Cleanup(func() { _ = pr.Signal(unix.SIGINT); _ = pr.Cmd.Wait() })
 		}
 	}
 
-	var cases []peerbench.HTTPCase
+	var cases []peers.HTTPCase
 	want := os.Getenv("PXEPERF_BENCH_CASES")
-	for _, c := range []peerbench.HTTPCase{{Link: "veth", Streams: 1}, {Link: "veth", Streams: 32}, {Link: "tbf", Streams: 1}, {Link: "tbf", Streams: 32}} {
+	for _, c := range []peers.HTTPCase{{Link: "veth", Streams: 1}, {Link: "veth", Streams: 32}, {Link: "tbf", Streams: 1}, {Link: "tbf", Streams: 32}} {
 		if want == "" || slices.Contains(strings.Split(want, ","), c.String()) {
 			cases = append(cases, c)
 		}
 	}
 	type key struct {
-		c      peerbench.HTTPCase
+		c      peers.HTTPCase
 		server string
 	}
 	cpu, gbps := map[key][]float64{}, map[key][]float64{}
@@ -133,8 +133,8 @@ func TestBenchPeers(t *testing.T) {
 				runs[i] = strconv.FormatFloat(v, 'f', 3, 64)
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%.3f\t%.2f\t%s\t\n", c.Link, c.Streams, s.Name,
-				peerbench.Median(gbps[k]), peerbench.Median(cpu[k]),
-				peerbench.Median(peerbench.Ratios(cpu[k], cpu[key{c, "nginx"}])), strings.Join(runs, " "))
+				peers.Median(gbps[k]), peers.Median(cpu[k]),
+				peers.Median(peers.Ratios(cpu[k], cpu[key{c, "nginx"}])), strings.Join(runs, " "))
 		}
 	}
 	tw.Flush()
@@ -168,7 +168,7 @@ func TestBenchHelper(t *testing.T) {
 	}
 	switch kind {
 	case "fileserver":
-		if err := peerbench.ServeFileServer(ctx, addr, root); err != nil {
+		if err := peers.ServeFileServer(ctx, addr, root); err != nil {
 			t.Fatal(err)
 		}
 	case "pxeperf", "pxeperf-nosample", "pxeperf-nostall":

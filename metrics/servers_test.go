@@ -24,7 +24,7 @@ import (
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/httpboot"
 	"github.com/pxeperf/pxeperf/images"
-	"github.com/pxeperf/pxeperf/internal/servetest"
+	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
 	"github.com/pxeperf/pxeperf/tftp"
 )
 

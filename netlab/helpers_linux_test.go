@@ -11,7 +11,7 @@ import (
 )
 
 // requireRoot skips a test that needs root (namespaces) and iproute2. The
-// netlab tests keep their own helpers: internal/nstest builds on netlab.
+// netlab tests keep their own helpers: internal/testkit/nstest builds on netlab.
 func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {

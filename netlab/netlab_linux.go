@@ -448,7 +448,7 @@ func (t *Testbed) Run(s Side, fn func() error) error {
 
 // RunIn runs fn on an OS thread inside the named namespace (under
 // /run/netns), as Run does for a testbed's side: the one way pxeperf enters
-// a namespace from Go (internal/nstest uses it too).
+// a namespace from Go (internal/testkit/nstest uses it too).
 func RunIn(name string, fn func() error) error {
 	return runIn(filepath.Join(netnsDir, name), fn)
 }

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/event"
-	"github.com/pxeperf/pxeperf/internal/servetest"
+	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
 )
 
 // startIperf3 runs a server on loopback port 0 with a recorder sink.

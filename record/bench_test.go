@@ -21,7 +21,7 @@ import (
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/httpboot"
 	"github.com/pxeperf/pxeperf/images"
-	"github.com/pxeperf/pxeperf/internal/servetest"
+	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
 	"github.com/pxeperf/pxeperf/netstate"
 	"github.com/pxeperf/pxeperf/record"
 )

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pxeperf/pxeperf/event"
-	"github.com/pxeperf/pxeperf/internal/pgtest"
+	"github.com/pxeperf/pxeperf/internal/testkit/pgtest"
 )
 
 // oldMeasured are records as pxeperf wrote them before schema 7: the

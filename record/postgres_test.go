@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pxeperf/pxeperf/event"
-	"github.com/pxeperf/pxeperf/internal/pgtest"
+	"github.com/pxeperf/pxeperf/internal/testkit/pgtest"
 )
 
 // backends opens one empty store per backend: SQLite in a temp folder and

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/pxeperf/pxeperf/internal/golden"
+	"github.com/pxeperf/pxeperf/internal/testkit/golden"
 )
 
 // TestCompareSplitGolden: every study's comparison of compareLab in every

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/golden"
+	"github.com/pxeperf/pxeperf/internal/testkit/golden"
 	"github.com/pxeperf/pxeperf/record"
 )
 

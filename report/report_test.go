@@ -17,7 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/pxeperf/pxeperf/internal/golden"
+	"github.com/pxeperf/pxeperf/internal/testkit/golden"
 	"github.com/pxeperf/pxeperf/record"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pxeperf/pxeperf/bootcfg"
-	"github.com/pxeperf/pxeperf/internal/golden"
+	"github.com/pxeperf/pxeperf/internal/testkit/golden"
 	"github.com/pxeperf/pxeperf/record"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/servetest"
+	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
 )
 
 // startServer runs a Server on addr for the test's lifetime.

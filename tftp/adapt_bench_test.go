@@ -13,8 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
-	"github.com/pxeperf/pxeperf/internal/peerbench"
+	"github.com/pxeperf/pxeperf/bench/peers"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // TestBenchAdaptive is issue 16's table: pxeperf against atftpd, same run,
@@ -44,7 +44,7 @@ func TestBenchAdaptive(t *testing.T) {
 	}
 	nstest.RequireTool(t, "atftp", "tc", "nft")
 	atftpd := requireAtftpd(t)
-	runs := peerbench.EnvInt("PXEPERF_BENCH_RUNS", 1)
+	runs := peers.EnvInt("PXEPERF_BENCH_RUNS", 1)
 	peer := os.Getenv("PXEPERF_BENCH_PEER")
 	servers := []string{"pxeperf", "atftpd"}
 	if peer != "" {
@@ -57,7 +57,7 @@ func TestBenchAdaptive(t *testing.T) {
 		cases := os.Getenv("PXEPERF_BENCH_CASES")
 		return cases == "" || slices.Contains(strings.Split(cases, ","), name)
 	}
-	limit := time.Duration(peerbench.EnvInt("PXEPERF_BENCH_CAP", 30)) * time.Second
+	limit := time.Duration(peers.EnvInt("PXEPERF_BENCH_CAP", 30)) * time.Second
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "case\tloss %%\tblksize\twindowsize\tpxeperf Mbit/s\tatftpd Mbit/s\tratio\tpeer Mbit/s\tpxeperf eff. window min/med/max\tlosses\tresent\ttimeouts\t\n")

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // TestWindowOverflowsClientBuffer is issue 16's first case: atftp fetches

@@ -13,8 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
-	"github.com/pxeperf/pxeperf/internal/peerbench"
+	"github.com/pxeperf/pxeperf/bench/peers"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // TestBenchThroughput compares pxeperf's TFTP server with tftp-hpa's
@@ -31,8 +31,8 @@ func TestBenchThroughput(t *testing.T) {
 		t.Skip("benchmark: set PXEPERF_BENCH=1 to run")
 	}
 	nstest.RequireTool(t, "atftp", "in.tftpd", "tc")
-	mb := peerbench.EnvInt("PXEPERF_BENCH_MB", 64)
-	runs := peerbench.EnvInt("PXEPERF_BENCH_RUNS", 3)
+	mb := peers.EnvInt("PXEPERF_BENCH_MB", 64)
+	runs := peers.EnvInt("PXEPERF_BENCH_RUNS", 3)
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "link\tserver\tblksize\tMiB/s (median)\tMbit/s\tall runs (s)\t\n")
@@ -137,12 +137,12 @@ func waitTFTP(t *testing.T, p *nstest.Pair, ip, port, what string) {
 	}
 }
 
-// requireAtftpd finds atftpd (see peerbench.AtftpdPath) or skips the test.
+// requireAtftpd finds atftpd (see peers.AtftpdPath) or skips the test.
 func requireAtftpd(t *testing.T) string {
 	t.Helper()
-	atftpd := peerbench.AtftpdPath()
+	atftpd := peers.AtftpdPath()
 	if atftpd == "" {
-		t.Skip(peerbench.AtftpdHint)
+		t.Skip(peers.AtftpdHint)
 	}
 	return atftpd
 }
@@ -165,8 +165,8 @@ func TestBenchWindowsize(t *testing.T) {
 	}
 	nstest.RequireTool(t, "atftp", "tc")
 	atftpd := requireAtftpd(t)
-	mb := peerbench.EnvInt("PXEPERF_BENCH_MB", 64)
-	runs := peerbench.EnvInt("PXEPERF_BENCH_RUNS", 3)
+	mb := peers.EnvInt("PXEPERF_BENCH_MB", 64)
+	runs := peers.EnvInt("PXEPERF_BENCH_RUNS", 3)
 	p := nstest.NewPair(t, nstest.Options{})
 	link := "veth + tbf 1gbit"
 	if os.Getenv("PXEPERF_BENCH_LINK") == "veth" {
@@ -199,7 +199,7 @@ func TestBenchWindowsize(t *testing.T) {
 		waitTFTP(t, p, ip, srv.port, srv.name)
 	}
 	blks := []int{512, 1468}
-	wins := peerbench.EnvInts(t, "PXEPERF_BENCH_WINDOWS", "1 4 8 16 32 64")
+	wins := peers.EnvInts(t, "PXEPERF_BENCH_WINDOWS", "1 4 8 16 32 64")
 	out := filepath.Join(t.TempDir(), "img.bin")
 	secs := map[string][]float64{}
 	cpu := map[string][]float64{} // server CPU seconds per fetch
@@ -207,7 +207,7 @@ func TestBenchWindowsize(t *testing.T) {
 	for run := range runs {
 		for _, blk := range blks {
 			for _, win := range wins {
-				for _, srv := range peerbench.Rotate(servers, run) {
+				for _, srv := range peers.Rotate(servers, run) {
 					args := []string{"--option", fmt.Sprintf("blksize %d", blk), "--option", fmt.Sprintf("windowsize %d", win),
 						"--option", "tsize 0", "-g", "-r", "img.bin", "-l", out, ip, srv.port}
 					os.Remove(out)
@@ -255,7 +255,7 @@ func TestBenchWindowsize(t *testing.T) {
 // cpuSeconds is the user+system CPU time a server process used so far
 // (exited threads included), from /proc/PID/stat.
 func cpuSeconds(t *testing.T, p *nstest.Proc) float64 {
-	u, s, err := peerbench.ProcCPU(p.Cmd.Process.Pid)
+	u, s, err := peers.ProcCPU(p.Cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/images"
-	"github.com/pxeperf/pxeperf/internal/servetest"
+	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
 )
 
 // TestGeneratedConfigOverTFTP: the pxelinux.cfg chain U-Boot's `pxe get`

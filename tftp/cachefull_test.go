@@ -11,7 +11,7 @@ import (
 	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/images"
-	"github.com/pxeperf/pxeperf/internal/servetest"
+	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
 )
 
 // gzipFile writes NAME.gz holding n bytes into root.

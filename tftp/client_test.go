@@ -18,7 +18,7 @@ import (
 	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/images"
-	"github.com/pxeperf/pxeperf/internal/servetest"
+	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
 	"github.com/pxeperf/pxeperf/tftp"
 )
 

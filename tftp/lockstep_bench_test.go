@@ -13,8 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
-	"github.com/pxeperf/pxeperf/internal/peerbench"
+	"github.com/pxeperf/pxeperf/bench/peers"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // TestBenchLockstep is the lock-step (RFC 1350 + blksize/tsize, no
@@ -46,9 +46,9 @@ func TestBenchLockstep(t *testing.T) {
 	}
 	nstest.RequireTool(t, "atftp", "curl", "tftp", "in.tftpd", "tc")
 	atftpd := requireAtftpd(t)
-	mb := peerbench.EnvInt("PXEPERF_BENCH_MB", 64)
-	runs := peerbench.EnvInt("PXEPERF_BENCH_RUNS", 3)
-	mtu := peerbench.EnvInt("PXEPERF_BENCH_MTU", 1500)
+	mb := peers.EnvInt("PXEPERF_BENCH_MB", 64)
+	runs := peers.EnvInt("PXEPERF_BENCH_RUNS", 3)
+	mtu := peers.EnvInt("PXEPERF_BENCH_MTU", 1500)
 	only := func(env, name string) bool {
 		v := os.Getenv(env)
 		return v == "" || slices.Contains(strings.Split(v, ","), name)
@@ -143,7 +143,7 @@ func TestBenchLockstep(t *testing.T) {
 			for _, c := range clients {
 				// The order rotates from round to round, so no server
 				// always follows the same one (page cache, CPU state).
-				for _, srv := range peerbench.Rotate(servers, r) {
+				for _, srv := range peers.Rotate(servers, r) {
 					name, args := c.args(ip, srv.port, out)
 					os.Remove(out)
 					meter := startCPUMeter(t, srv.proc)

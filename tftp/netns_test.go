@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // nsServer is `pxeperf serve` (the real binary) running TFTP only in the

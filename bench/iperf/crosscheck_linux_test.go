@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
-	"github.com/pxeperf/pxeperf/internal/servetest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
 	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/stream"
 )

@@ -16,8 +16,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/dhcp"
-	"github.com/pxeperf/pxeperf/internal/nstest"
-	"github.com/pxeperf/pxeperf/internal/peerbench"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // TestPeers (PXEPERF_BENCH=1, with -v) is issue 12's table, measured in one
@@ -43,8 +42,8 @@ import (
 //	PXEPERF_BENCH_LOG=debug  pxeperf's --log-level in every lab (warn)
 //
 // The TFTP rows measure the server code on the branch as it is and need
-// atftpd (see peerbench.AtftpdPath). The U-Boot rows (Debian's qemu_arm64
-// U-Boot under QEMU TCG, internal/uboot, lock-step 1468x1 and windowed
+// atftpd (see AtftpdPath). The U-Boot rows (Debian's qemu_arm64
+// U-Boot under QEMU TCG, internal/testkit/uboot, lock-step 1468x1 and windowed
 // 1468x16 in the same boot, 64 MiB, 16 MiB quick) run only when asked:
 // PXEPERF_BENCH_UBOOT=1, or "uboot" in PXEPERF_BENCH_ONLY; its QEMU runs
 // only during its own turn of each round. Their Mbit/s is timed on the wire (RRQ to the last ACK, captured on the
@@ -57,8 +56,8 @@ func TestPeers(t *testing.T) {
 		t.Skip("peers table: set PXEPERF_BENCH=1 (and -v) to run; PXEPERF_BENCH_QUICK=1 for the ~10 minute version")
 	}
 	nstest.RequireRoot(t)
-	quick := peerbench.Quick()
-	rounds := peerbench.EnvInt("PXEPERF_BENCH_ROUNDS", 3)
+	quick := Quick()
+	rounds := EnvInt("PXEPERF_BENCH_ROUNDS", 3)
 	only := os.Getenv("PXEPERF_BENCH_ONLY")
 	want := func(part string) bool {
 		if part == "uboot" && os.Getenv("PXEPERF_BENCH_UBOOT") == "1" {
@@ -74,8 +73,8 @@ func TestPeers(t *testing.T) {
 			nstest.RequireTool(t, tools...)
 		}
 	}
-	if (want("tftp") || want("uboot")) && peerbench.AtftpdPath() == "" {
-		t.Skip(peerbench.AtftpdHint)
+	if (want("tftp") || want("uboot")) && AtftpdPath() == "" {
+		t.Skip(AtftpdHint)
 	}
 	mbHTTP, mbHTTP32, mbTFTP, mbUBoot := 1024, 128, 128, 64
 	rates, period := "500 1000 2000 3000 4000 5000 6000 8000 12000", 6
@@ -96,10 +95,10 @@ func TestPeers(t *testing.T) {
 	started := time.Now()
 
 	// HTTP: pxeperf, nginx, Go's FileServer on one pair.
-	var httpLab *peerbench.HTTPLab
-	httpCases := []peerbench.HTTPCase{{Link: "tbf", Streams: 1}, {Link: "tbf", Streams: 32}, {Link: "veth", Streams: 1}, {Link: "veth", Streams: 32}}
+	var httpLab *HTTPLab
+	httpCases := []HTTPCase{{Link: "tbf", Streams: 1}, {Link: "tbf", Streams: 32}, {Link: "veth", Streams: 1}, {Link: "veth", Streams: 32}}
 	if only := os.Getenv("PXEPERF_BENCH_HTTP"); only != "" {
-		httpCases = slices.DeleteFunc(httpCases, func(c peerbench.HTTPCase) bool {
+		httpCases = slices.DeleteFunc(httpCases, func(c HTTPCase) bool {
 			return !slices.Contains(strings.Split(only, ","), c.String())
 		})
 		if len(httpCases) == 0 {
@@ -107,9 +106,9 @@ func TestPeers(t *testing.T) {
 		}
 	}
 	if want("http") {
-		httpLab = peerbench.NewHTTPLab(t, nstest.NewPair(t, nstest.Options{}), bin, mbHTTP, mbHTTP32)
+		httpLab = NewHTTPLab(t, nstest.NewPair(t, nstest.Options{}), bin, mbHTTP, mbHTTP32)
 		addr := httpLab.NextAddr()
-		httpLab.Add(t, peerbench.StartHelper(t, httpLab.Pair.Server, "FileServer", "TestPeersHelper", "fileserver", addr, httpLab.Root), addr)
+		httpLab.Add(t, StartHelper(t, httpLab.Pair.Server, "FileServer", "TestPeersHelper", "fileserver", addr, httpLab.Root), addr)
 		if alt := os.Getenv("PXEPERF_BENCH_ALTBIN"); alt != "" {
 			httpLab.AddPxeperf(t, "pxeperf-alt", alt)
 		}
@@ -118,17 +117,17 @@ func TestPeers(t *testing.T) {
 	// TFTP: pxeperf, atftpd, in.tftpd on another.
 	type tftpCase struct {
 		name    string
-		get     peerbench.TFTPGet
+		get     TFTPGet
 		mtu     int
 		shaped  bool
 		servers []string
 	}
 	tftpCases := []tftpCase{
-		{"lock-step 512 curl veth", peerbench.TFTPGet{Client: "curl", Blksize: 512}, 1500, false, []string{"pxeperf", "atftpd", "in.tftpd"}},
-		{"lock-step 512 tftp-hpa veth", peerbench.TFTPGet{Client: "tftp-hpa", Blksize: 512}, 1500, false, []string{"pxeperf", "atftpd", "in.tftpd"}},
-		{"lock-step 1468 curl veth", peerbench.TFTPGet{Client: "curl", Blksize: 1468}, 1500, false, []string{"pxeperf", "atftpd", "in.tftpd"}},
-		{"lock-step 8192 curl MTU 9000", peerbench.TFTPGet{Client: "curl", Blksize: 8192}, 9000, false, []string{"pxeperf", "atftpd", "in.tftpd"}},
-		{"windowed 1468x16 atftp tbf", peerbench.TFTPGet{Client: "atftp", Blksize: 1468, Windows: 16}, 1500, true, []string{"pxeperf", "atftpd"}},
+		{"lock-step 512 curl veth", TFTPGet{Client: "curl", Blksize: 512}, 1500, false, []string{"pxeperf", "atftpd", "in.tftpd"}},
+		{"lock-step 512 tftp-hpa veth", TFTPGet{Client: "tftp-hpa", Blksize: 512}, 1500, false, []string{"pxeperf", "atftpd", "in.tftpd"}},
+		{"lock-step 1468 curl veth", TFTPGet{Client: "curl", Blksize: 1468}, 1500, false, []string{"pxeperf", "atftpd", "in.tftpd"}},
+		{"lock-step 8192 curl MTU 9000", TFTPGet{Client: "curl", Blksize: 8192}, 9000, false, []string{"pxeperf", "atftpd", "in.tftpd"}},
+		{"windowed 1468x16 atftp tbf", TFTPGet{Client: "atftp", Blksize: 1468, Windows: 16}, 1500, true, []string{"pxeperf", "atftpd"}},
 	}
 	if only := os.Getenv("PXEPERF_BENCH_TFTP"); only != "" {
 		tftpCases = slices.DeleteFunc(tftpCases, func(c tftpCase) bool {
@@ -141,7 +140,7 @@ func TestPeers(t *testing.T) {
 	// One pair per MTU, made with it (pxeperf reads an interface's MTU
 	// once), each with its own three servers serving one root.
 	tftpPairs := map[int]*nstest.Pair{}
-	tftpServers := map[int]map[string]*peerbench.TFTPServer{}
+	tftpServers := map[int]map[string]*TFTPServer{}
 	tftpSize := int64(mbTFTP) << 20
 	if want("tftp") {
 		root := t.TempDir()
@@ -154,12 +153,12 @@ func TestPeers(t *testing.T) {
 				continue
 			}
 			p := nstest.NewPair(t, nstest.Options{MTU: c.mtu})
-			tftpPairs[c.mtu], tftpServers[c.mtu] = p, map[string]*peerbench.TFTPServer{}
+			tftpPairs[c.mtu], tftpServers[c.mtu] = p, map[string]*TFTPServer{}
 			for kind, port := range map[string]string{"pxeperf": "69", "atftpd": "1069", "in.tftpd": "2069"} {
-				tftpServers[c.mtu][kind] = peerbench.StartTFTP(t, p, kind, bin, root, port, "")
+				tftpServers[c.mtu][kind] = StartTFTP(t, p, kind, bin, root, port, "")
 			}
 			if alt := os.Getenv("PXEPERF_BENCH_ALTBIN"); alt != "" {
-				s := peerbench.StartTFTP(t, p, "pxeperf", alt, root, "3069", "")
+				s := StartTFTP(t, p, "pxeperf", alt, root, "3069", "")
 				s.Name = "pxeperf-alt"
 				tftpServers[c.mtu][s.Name] = s
 			}
@@ -167,38 +166,38 @@ func TestPeers(t *testing.T) {
 	}
 
 	// DHCP: a pair of its own, servers started fresh for each sweep.
-	var dhcpLab *peerbench.DHCPLab
+	var dhcpLab *DHCPLab
 	dhcpNames := []string{"pxeperf", "kea", "kea-mt"}
 	if want("dhcp") {
-		dhcpLab = peerbench.NewDHCPLab(t, nstest.NewPair(t, nstest.Options{}), bin, dhcp.JournalName,
-			peerbench.EnvInts(t, "PXEPERF_BENCH_RATES", rates), peerbench.EnvInt("PXEPERF_BENCH_PERIOD", period))
+		dhcpLab = NewDHCPLab(t, nstest.NewPair(t, nstest.Options{}), bin, dhcp.JournalName,
+			EnvInts(t, "PXEPERF_BENCH_RATES", rates), EnvInt("PXEPERF_BENCH_PERIOD", period))
 	}
 
 	// U-Boot: a guest LAN of its own, the servers on port 69 of three
 	// addresses; the board boots afresh for each round and fetches
 	// lock-step, then windowed (in.tftpd has no windowsize).
-	var ubootLab *peerbench.UBootLab
+	var ubootLab *UBootLab
 	ubootRows := []struct {
 		name string
-		pass peerbench.UBootPass
+		pass UBootPass
 	}{
-		{"lock-step under U-Boot arm64 1468x1", peerbench.UBootPass{Windowsize: 1, Servers: []string{"pxeperf", "atftpd", "in.tftpd"}}},
-		{"windowed under U-Boot arm64 1468x16", peerbench.UBootPass{Windowsize: 16, Servers: []string{"pxeperf", "atftpd"}}},
+		{"lock-step under U-Boot arm64 1468x1", UBootPass{Windowsize: 1, Servers: []string{"pxeperf", "atftpd", "in.tftpd"}}},
+		{"windowed under U-Boot arm64 1468x16", UBootPass{Windowsize: 16, Servers: []string{"pxeperf", "atftpd"}}},
 	}
 	if want("uboot") {
-		ubootLab = peerbench.NewUBootLab(t, bin, "arm64", ubootRows[0].pass.Servers, mbUBoot, 1468)
+		ubootLab = NewUBootLab(t, bin, "arm64", ubootRows[0].pass.Servers, mbUBoot, 1468)
 	}
 
 	// Every figure per round, keyed "row/server/what".
 	fig := map[string][]float64{}
 	put := func(k string, v float64) { fig[k] = append(fig[k], v) }
-	dhcpRes := map[string][]peerbench.DHCPResult{}
+	dhcpRes := map[string][]DHCPResult{}
 	for round := range rounds {
 		if httpLab != nil {
 			for _, c := range httpCases {
 				runs := httpLab.Round(t, c, round)
 				var line []string
-				for _, s := range peerbench.Rotate(httpLab.Servers, round) {
+				for _, s := range Rotate(httpLab.Servers, round) {
 					r := runs[s.Name]
 					put("http/"+c.String()+"/"+s.Name+"/cpu", r.CPUPerGiB)
 					put("http/"+c.String()+"/"+s.Name+"/gbps", r.Gbps)
@@ -214,25 +213,25 @@ func TestPeers(t *testing.T) {
 				break
 			}
 			if c.shaped {
-				peerbench.ShapeBoth(t, p, true)
+				ShapeBoth(t, p, true)
 			}
 			names := c.servers
 			if tftpServers[c.mtu]["pxeperf-alt"] != nil {
 				names = append(slices.Clip(names), "pxeperf-alt")
 			}
-			for _, name := range peerbench.Rotate(names, round) {
-				r := peerbench.FetchTFTP(t, p, tftpServers[c.mtu][name], c.get, "img.bin", tftpSize)
+			for _, name := range Rotate(names, round) {
+				r := FetchTFTP(t, p, tftpServers[c.mtu][name], c.get, "img.bin", tftpSize)
 				put("tftp/"+c.name+"/"+name+"/mbps", r.Mbps)
 				put("tftp/"+c.name+"/"+name+"/cpu", r.CPUPerGiB)
 			}
 			if c.shaped {
-				peerbench.ShapeBoth(t, p, false)
+				ShapeBoth(t, p, false)
 			}
 		}
 		if ubootLab != nil {
-			var passes []peerbench.UBootPass
+			var passes []UBootPass
 			for _, r := range ubootRows {
-				passes = append(passes, peerbench.UBootPass{Windowsize: r.pass.Windowsize, Servers: peerbench.Rotate(r.pass.Servers, round)})
+				passes = append(passes, UBootPass{Windowsize: r.pass.Windowsize, Servers: Rotate(r.pass.Servers, round)})
 			}
 			for i, runs := range ubootLab.Round(t, passes...) {
 				var line []string
@@ -253,7 +252,7 @@ func TestPeers(t *testing.T) {
 			}
 		}
 		if dhcpLab != nil {
-			for _, name := range peerbench.Rotate(dhcpNames, round) {
+			for _, name := range Rotate(dhcpNames, round) {
 				s := dhcpLab.Start(t, name)
 				dhcpRes[name] = append(dhcpRes[name], dhcpLab.Sweep(t, s, round+1, ""))
 				s.Proc.Kill()
@@ -263,8 +262,8 @@ func TestPeers(t *testing.T) {
 	}
 
 	// The table: one line per job, pxeperf, its peers, the ratio and its target.
-	med := func(k string) float64 { return peerbench.Median(fig[k]) }
-	ratio := func(a, b string) float64 { return peerbench.Median(peerbench.Ratios(fig[a], fig[b])) }
+	med := func(k string) float64 { return Median(fig[k]) }
+	ratio := func(a, b string) float64 { return Median(Ratios(fig[a], fig[b])) }
 	// better is the peer with the higher median; bestRatios is pxeperf
 	// over it, round by round. The better peer is picked over the whole
 	// run, not round by round: the larger of two noisy draws beats a third
@@ -287,7 +286,7 @@ func TestPeers(t *testing.T) {
 		return f[len(f)-2]
 	}
 	bestRatios := func(a string, peers ...string) []float64 {
-		return peerbench.Ratios(fig[a], fig[better(peers...)])
+		return Ratios(fig[a], fig[better(peers...)])
 	}
 	// spread is the range of same-round ratios.
 	spread := func(r []float64) string {
@@ -298,7 +297,7 @@ func TestPeers(t *testing.T) {
 	}
 	// ratioBest is their median; ahead says in how many rounds pxeperf
 	// was at least as fast, and the range of the ratios.
-	ratioBest := func(a string, peers ...string) float64 { return peerbench.Median(bestRatios(a, peers...)) }
+	ratioBest := func(a string, peers ...string) float64 { return Median(bestRatios(a, peers...)) }
 	ahead := func(a string, peers ...string) string {
 		r := bestRatios(a, peers...)
 		if len(r) == 0 {
@@ -316,13 +315,13 @@ func TestPeers(t *testing.T) {
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "job\tpxeperf\tpeers\tratio\ttarget\tmet\n")
 	// row prints one job; rs are its same-round ratios (their median is
-	// the ratio), judged by peerbench.Verdict.
+	// the ratio), judged by Verdict.
 	row := func(job, ours, peers string, rs []float64, atMost bool, target float64, ratioText string) {
 		cmp := ">="
 		if atMost {
 			cmp = "<="
 		}
-		met := peerbench.Verdict(rs, target, atMost)
+		met := Verdict(rs, target, atMost)
 		if len(rs) == 0 { // no round where the peer had a figure to divide by
 			ratioText = "n/a (the peer has 0 in every round)"
 		}
@@ -334,8 +333,8 @@ func TestPeers(t *testing.T) {
 				continue
 			}
 			k := func(s string) string { return "http/" + c.String() + "/" + s + "/cpu" }
-			rs := peerbench.Ratios(fig[k("pxeperf")], fig[k("nginx")])
-			r := peerbench.Median(rs)
+			rs := Ratios(fig[k("pxeperf")], fig[k("nginx")])
+			r := Median(rs)
 			row(fmt.Sprintf("HTTP %d stream(s) over 1 Gbit/s tbf: server CPU s/GiB", c.Streams),
 				fmt.Sprintf("%.3f", med(k("pxeperf"))),
 				fmt.Sprintf("nginx %.3f; FileServer %.3f", med(k("nginx")), med(k("FileServer"))),
@@ -347,8 +346,8 @@ func TestPeers(t *testing.T) {
 				continue
 			}
 			k := func(s, w string) string { return "http/" + c.String() + "/" + s + "/" + w }
-			rs := peerbench.Ratios(fig[k("pxeperf", "gbps")], fig[k("nginx", "gbps")])
-			r := peerbench.Median(rs)
+			rs := Ratios(fig[k("pxeperf", "gbps")], fig[k("nginx", "gbps")])
+			r := Median(rs)
 			row(fmt.Sprintf("HTTP unshaped veth, %d stream(s): Gbit/s; CPU s/GiB", c.Streams),
 				fmt.Sprintf("%.2f; %.3f", med(k("pxeperf", "gbps")), med(k("pxeperf", "cpu"))),
 				fmt.Sprintf("nginx %.2f; %.3f (FileServer %.2f; %.3f)", med(k("nginx", "gbps")), med(k("nginx", "cpu")),
@@ -366,7 +365,7 @@ func TestPeers(t *testing.T) {
 				peerKeys = append(peerKeys, k(s, "mbps"))
 			}
 			rs := bestRatios(k("pxeperf", "mbps"), peerKeys...)
-			r := peerbench.Median(rs)
+			r := Median(rs)
 			row("TFTP "+c.name+": Mbit/s; CPU s/GiB",
 				fmt.Sprintf("%.0f; %.1f", med(k("pxeperf", "mbps")), med(k("pxeperf", "cpu"))), strings.Join(peers, " / "),
 				rs, false, 1.0, fmt.Sprintf("%.2fx %s's Mbit/s (the better)%s; CPU %.2fx %s", r, serverOf(better(peerKeys...)), ahead(k("pxeperf", "mbps"), peerKeys...),
@@ -390,7 +389,7 @@ func TestPeers(t *testing.T) {
 			peers = append(peers, fmt.Sprintf("%s %.0f (%.0f); %.1f", s, med(k(s, "mbps")), med(k(s, "ubootmbps")), med(k(s, "cpu"))))
 		}
 		rs := bestRatios(k("pxeperf", "mbps"), keys("mbps")...)
-		r := peerbench.Median(rs)
+		r := Median(rs)
 		ru := ratioBest(k("pxeperf", "ubootmbps"), keys("ubootmbps")...)
 		rw := ratioBest(k("pxeperf", "wallmbps"), keys("wallmbps")...)
 		row("TFTP "+u.name+": Mbit/s RRQ to last ACK on the wire (U-Boot's own rate); CPU s/GiB",
@@ -403,39 +402,39 @@ func TestPeers(t *testing.T) {
 				ratio(k("pxeperf", "cpu"), k("atftpd", "cpu"))))
 	}
 	if dhcpLab != nil {
-		get := func(name string, f func(peerbench.DHCPResult) float64) []float64 {
+		get := func(name string, f func(DHCPResult) float64) []float64 {
 			var v []float64
 			for _, r := range dhcpRes[name] {
 				v = append(v, f(r))
 			}
 			return v
 		}
-		dhcpRow := func(job, format string, f func(peerbench.DHCPResult) float64, atMost bool, target float64) {
+		dhcpRow := func(job, format string, f func(DHCPResult) float64, atMost bool, target float64) {
 			p, k, m := get("pxeperf", f), get("kea", f), get("kea-mt", f)
-			rs := peerbench.Ratios(p, k)
-			r := peerbench.Median(rs)
-			row(job, fmt.Sprintf(format, peerbench.Median(p)),
-				fmt.Sprintf("kea "+format+"; kea-mt "+format, peerbench.Median(k), peerbench.Median(m)),
-				rs, atMost, target, fmt.Sprintf("%.2fx kea, %.2fx kea-mt", r, peerbench.Median(peerbench.Ratios(p, m))))
+			rs := Ratios(p, k)
+			r := Median(rs)
+			row(job, fmt.Sprintf(format, Median(p)),
+				fmt.Sprintf("kea "+format+"; kea-mt "+format, Median(k), Median(m)),
+				rs, atMost, target, fmt.Sprintf("%.2fx kea, %.2fx kea-mt", r, Median(Ratios(p, m))))
 		}
 		dhcpRow("DHCP perfdhcp 1000 clients: highest offered rate < 1% loss (/s)", "%.0f",
-			func(r peerbench.DHCPResult) float64 { return float64(r.MaxOK) }, false, 1.0)
+			func(r DHCPResult) float64 { return float64(r.MaxOK) }, false, 1.0)
 		dhcpRow("DHCP peak completed exchanges/s (any loss)", "%.0f",
-			func(r peerbench.DHCPResult) float64 { return r.Peak }, false, 1.0)
+			func(r DHCPResult) float64 { return r.Peak }, false, 1.0)
 		dhcpRow("DHCP server CPU per exchange at 1000/s (us)", "%.0f",
-			func(r peerbench.DHCPResult) float64 { return r.CPUus }, true, 1.5)
-		writes := func(r peerbench.DHCPResult) float64 { return r.Sys["write"] + r.Sys["pwrite64"] + r.Sys["writev"] }
-		w := peerbench.Median(get("pxeperf", writes))
+			func(r DHCPResult) float64 { return r.CPUus }, true, 1.5)
+		writes := func(r DHCPResult) float64 { return r.Sys["write"] + r.Sys["pwrite64"] + r.Sys["writev"] }
+		w := Median(get("pxeperf", writes))
 		met := "yes"
 		if w > 2 {
 			met = "NO"
 		}
 		sys := func(name string) string {
 			return fmt.Sprintf("fsync %.2f, writes %.2f, sendmsg %.2f, total %.1f",
-				peerbench.Median(get(name, func(r peerbench.DHCPResult) float64 { return r.Sys["fsync"] + r.Sys["fdatasync"] })),
-				peerbench.Median(get(name, writes)),
-				peerbench.Median(get(name, func(r peerbench.DHCPResult) float64 { return r.Sys["sendmsg"] + r.Sys["sendto"] })),
-				peerbench.Median(get(name, func(r peerbench.DHCPResult) float64 { return r.Sys["total"] })))
+				Median(get(name, func(r DHCPResult) float64 { return r.Sys["fsync"] + r.Sys["fdatasync"] })),
+				Median(get(name, writes)),
+				Median(get(name, func(r DHCPResult) float64 { return r.Sys["sendmsg"] + r.Sys["sendto"] })),
+				Median(get(name, func(r DHCPResult) float64 { return r.Sys["total"] })))
 		}
 		fmt.Fprintf(tw, "DHCP syscalls per ACK (strace -c -f, 100/s)\t%s\tkea %s; kea-mt %s\t-\twrites <= 2\t%s\n",
 			sys("pxeperf"), sys("kea"), sys("kea-mt"), met)
@@ -469,8 +468,8 @@ func TestPeers(t *testing.T) {
 		}
 	}
 	if dhcpLab != nil {
-		fmt.Printf("\nDHCP detail, %s, perfdhcp -R 1000, %ds per run:\n%s", peerbench.KeaVersion(), dhcpLab.Period,
-			peerbench.DHCPTable(dhcpRes, dhcpNames, dhcpLab.Rates))
+		fmt.Printf("\nDHCP detail, %s, perfdhcp -R 1000, %ds per run:\n%s", KeaVersion(), dhcpLab.Period,
+			DHCPTable(dhcpRes, dhcpNames, dhcpLab.Rates))
 	}
 }
 
@@ -478,12 +477,12 @@ func TestPeers(t *testing.T) {
 // (this test binary started again with PXEPERF_BENCH_HELPER=fileserver), so
 // its CPU is its own. It serves until SIGTERM.
 func TestPeersHelper(t *testing.T) {
-	if os.Getenv(peerbench.HelperEnv) != "fileserver" {
+	if os.Getenv(HelperEnv) != "fileserver" {
 		t.Skip("server process of TestPeers")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := peerbench.ServeFileServer(ctx, os.Getenv(peerbench.HelperAddr), os.Getenv(peerbench.HelperRoot)); err != nil {
+	if err := ServeFileServer(ctx, os.Getenv(HelperAddr), os.Getenv(HelperRoot)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // The bench runs on a netlab testbed (network namespaces: Linux only).

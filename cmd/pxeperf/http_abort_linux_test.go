@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 	"github.com/pxeperf/pxeperf/record"
 )
 

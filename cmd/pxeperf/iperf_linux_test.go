@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/bench"
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 	"github.com/pxeperf/pxeperf/record"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 	"github.com/pxeperf/pxeperf/record"
 )
 

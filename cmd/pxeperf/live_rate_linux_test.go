@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // Issue 28 row 4: the live rate of a download (the dashboard's "Mbit/s

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pxeperf/pxeperf/internal/tablecheck"
+	"github.com/pxeperf/pxeperf/internal/testkit/tablecheck"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
 	"github.com/pxeperf/pxeperf/report/reporttest"

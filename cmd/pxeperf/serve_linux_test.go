@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // TestServeEmbeddedDefault runs a bare `pxeperf serve` (no flags, no config)

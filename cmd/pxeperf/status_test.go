@@ -17,7 +17,7 @@ import (
 	"github.com/pxeperf/pxeperf/admin"
 	"github.com/pxeperf/pxeperf/dashboard"
 	"github.com/pxeperf/pxeperf/event"
-	"github.com/pxeperf/pxeperf/internal/servetest"
+	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
 	"github.com/pxeperf/pxeperf/tftp"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/pxeperf/pxeperf/api"
-	"github.com/pxeperf/pxeperf/internal/golden"
-	"github.com/pxeperf/pxeperf/internal/pgtest"
+	"github.com/pxeperf/pxeperf/internal/testkit/golden"
+	"github.com/pxeperf/pxeperf/internal/testkit/pgtest"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
 )

@@ -1,6 +1,6 @@
 //go:build linux
 
-package peerbench
+package peers
 
 import (
 	"fmt"
@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
-	"github.com/pxeperf/pxeperf/internal/uboot"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/uboot"
 )
 
-// UBootLab is a U-Boot board under QEMU (TCG; internal/uboot) fetching one
+// UBootLab is a U-Boot board under QEMU (TCG; internal/testkit/uboot) fetching one
 // file by lock-step TFTP from pxeperf and its peers. Debian's U-Boot builds
 // have no tftpdstp, so every server listens on port 69 of an address of its
 // own on the server's veth, and U-Boot fetches with `tftpboot ADDR IP:FILE`.
@@ -52,7 +52,7 @@ func NewUBootLab(t testing.TB, bin, board string, servers []string, mb, blksize 
 	t.Helper()
 	b, ok := uboot.BoardNamed(board)
 	if !ok {
-		t.Fatalf("peerbench: no U-Boot board %q (want one of arm64, arm, x86_64, riscv64)", board)
+		t.Fatalf("peers: no U-Boot board %q (want one of arm64, arm, x86_64, riscv64)", board)
 	}
 	b.Require(t)
 	p, br, tap := nstest.GuestLAN(t)
@@ -80,7 +80,7 @@ func NewUBootLab(t testing.TB, bin, board string, servers []string, mb, blksize 
 	for _, name := range servers {
 		n, ok := ubootHosts[name]
 		if !ok {
-			t.Fatalf("peerbench: no U-Boot row server %q (want pxeperf, atftpd or in.tftpd)", name)
+			t.Fatalf("peers: no U-Boot row server %q (want pxeperf, atftpd or in.tftpd)", name)
 		}
 		ip := host(n)
 		if ip != p.ServerIP.String() {

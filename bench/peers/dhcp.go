@@ -1,6 +1,6 @@
 //go:build linux
 
-package peerbench
+package peers
 
 import (
 	"bufio"
@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // DHCPLab runs DHCP servers one at a time against Kea's perfdhcp with 1000
@@ -104,7 +104,7 @@ func (l *DHCPLab) Start(t testing.TB, name string) *Server {
 		}
 		return s
 	}
-	t.Fatalf("peerbench: no DHCP server %q (want pxeperf, kea, kea-mt or before=BINARY)", name)
+	t.Fatalf("peers: no DHCP server %q (want pxeperf, kea, kea-mt or before=BINARY)", name)
 	return nil
 }
 

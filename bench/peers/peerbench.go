@@ -1,16 +1,6 @@
 //go:build linux
 
-// Package peerbench is the machinery the side-by-side benchmarks share:
-// peers a lab would pick instead of pxeperf (nginx, Go's http.FileServer,
-// atftpd, tftp-hpa's in.tftpd, kea-dhcp4 with one thread or several), each
-// started in a test namespace (internal/nstest) under a CPU meter of its
-// own, the clients that load them (Go HTTP, curl, atftp, U-Boot under
-// QEMU through internal/uboot, perfdhcp), strace counts, medians and
-// ratios. httpboot's TestBenchPeers, dhcp's TestVersusKea, tftp's
-// TestBenchWindowsize and bench/peers's TestPeers (the whole table of issue
-// 12 in one alternating run) use it; it holds no protocol code and imports
-// none of pxeperf's protocol packages.
-package peerbench
+package peers
 
 import (
 	"fmt"
@@ -24,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // Server is one server process under test with its CPU meter.
@@ -117,7 +107,7 @@ func (m *Meter) Seconds(t testing.TB) float64 {
 	if m.dir != "" {
 		s, err := m.read()
 		if err != nil {
-			t.Fatalf("peerbench: CPU of %s: %v", m.dir, err)
+			t.Fatalf("peers: CPU of %s: %v", m.dir, err)
 		}
 		return s
 	}

@@ -6,7 +6,7 @@
 // what each build sends in DHCP), a Console that types one command at a
 // time and waits for the prompt, and the tftpboot and crc32 steps with
 // their checks. e2e's TestUBoot (boots, configs, crafted kernels),
-// internal/peerbench's U-Boot lab (the lock-step row of bench/peers
+// bench/peers's U-Boot lab (the lock-step row of bench/peers
 // TestPeers) and bootcfg's TestUBootQEMU (the built-in boot script in
 // U-Boot's own hands) share it.
 package uboot

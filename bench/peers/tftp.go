@@ -1,6 +1,6 @@
 //go:build linux
 
-package peerbench
+package peers
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // AtftpdPath finds atftpd, which is not installed with the other tools
@@ -78,7 +78,7 @@ func StartTFTPAt(t testing.TB, p *nstest.Pair, ip, kind, bin, root, port, yaml s
 	case "in.tftpd":
 		s = Start(t, p.Server, kind, "in.tftpd", "-L", "-s", root, "-a", ip+":"+port)
 	default:
-		t.Fatalf("peerbench: no TFTP server %q (want pxeperf, atftpd or in.tftpd)", kind)
+		t.Fatalf("peers: no TFTP server %q (want pxeperf, atftpd or in.tftpd)", kind)
 	}
 	// Ready when it answers a missing-file request.
 	if !nstest.WaitFor(20*time.Second, func() bool {
@@ -127,13 +127,13 @@ func FetchTFTP(t testing.TB, p *nstest.Pair, s *TFTPServer, g TFTPGet, file stri
 		args = append(args, "-g", "-r", file, "-l", out, ip, s.Port)
 	case "tftp-hpa":
 		if g.Blksize != 512 || g.Windows > 1 {
-			t.Fatalf("peerbench: tftp-hpa sends no options, so it fetches at blksize 512 in lock-step only (asked for %dx%d): "+
+			t.Fatalf("peers: tftp-hpa sends no options, so it fetches at blksize 512 in lock-step only (asked for %dx%d): "+
 				"use Blksize 512 and Windows 0, or curl or atftp for other sizes", g.Blksize, g.Windows)
 		}
 		prog = "tftp"
 		args = []string{"-m", "binary", ip, s.Port, "-c", "get", file, out}
 	default:
-		t.Fatalf("peerbench: no TFTP client %q (want curl, atftp or tftp-hpa)", g.Client)
+		t.Fatalf("peers: no TFTP client %q (want curl, atftp or tftp-hpa)", g.Client)
 	}
 	cpu0 := s.CPU(t)
 	start := time.Now()

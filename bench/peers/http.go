@@ -1,6 +1,6 @@
 //go:build linux
 
-package peerbench
+package peers
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // HTTPCase is one HTTP measurement: a link ("veth" unshaped, or "tbf", a

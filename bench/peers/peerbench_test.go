@@ -1,6 +1,6 @@
 //go:build linux
 
-package peerbench
+package peers
 
 import (
 	"math"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // perfdhcp 2.2's summary, cut to what ParsePerfdhcp reads.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pxeperf/pxeperf/internal/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // Prompt is U-Boot's hush prompt (CONFIG_SYS_PROMPT "=> ").
