@@ -162,7 +162,7 @@ func TestClientsKeepAddressAcrossKill(t *testing.T) {
 }
 
 // startInProcess runs a Server inside the server namespace of p.
-func startInProcess(t *testing.T, p *nstest.Pair, mode string, mut func(*configs.Config)) *Server {
+func startInProcess(t testing.TB, p *nstest.Pair, mode string, mut func(*configs.Config)) *Server {
 	t.Helper()
 	cfg := configs.Default()
 	cfg.DHCP.Mode = mode
@@ -185,7 +185,7 @@ func startInProcess(t *testing.T, p *nstest.Pair, mode string, mut func(*configs
 }
 
 // clientConn opens a UDP socket inside the client namespace.
-func clientConn(t *testing.T, p *nstest.Pair, port int) *net.UDPConn {
+func clientConn(t testing.TB, p *nstest.Pair, port int) *net.UDPConn {
 	t.Helper()
 	var c *net.UDPConn
 	if err := nstest.Do(p.Client, func() error {
