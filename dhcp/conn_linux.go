@@ -150,14 +150,13 @@ func (io *sockIO) read(wait bool) (pkt []byte, src netip.AddrPort, ok, closed bo
 	} else {
 		n, src, err = io.c.TryRecvFrom(io.buf)
 	}
-	var errno syscall.Errno
-	switch {
-	case err == nil:
+	if err == nil {
 		return io.buf[:n], src, true, false
-	case !errors.As(err, &errno):
-		return nil, netip.AddrPort{}, false, true // closed
 	}
-	return nil, netip.AddrPort{}, false, false // none queued, or an ICMP error queued by an earlier send, say
+	if _, failed := err.(syscall.Errno); failed {
+		return nil, netip.AddrPort{}, false, false // none queued, or an ICMP error queued by an earlier send, say
+	}
+	return nil, netip.AddrPort{}, false, true // closed (a read's error is its bare Errno)
 }
 
 // outqEvery: while the send queue was under half its unicast share at the
