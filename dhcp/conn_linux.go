@@ -7,36 +7,27 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
 
+	"github.com/pxeperf/pxeperf/internal/threadsock"
 	"golang.org/x/sys/unix"
 )
 
 // sock is a DHCP socket read by one goroutine on an OS thread of its own
-// (serveSock), in blocking recvfrom(2) calls, outside Go's poller.
-//
-// Through the poller each datagram cost an epoll wake-up, a read that
-// failed (EAGAIN) for the worker that took over the socket's read lock,
-// a futex wake-up of another thread for it, and a wake-up of the runtime's
-// sysmon, which then polls every 20 µs while any goroutine is in a system
-// call: about 30 system calls per exchange against kea's 11, and on a host
-// where each switch of threads is dear (a paravirtualised guest) 2.4x
-// kea's CPU per exchange at 1000/s. A blocked read is woken by the kernel
-// on the thread that then answers, as kea's is.
+// (serveSock), in blocking recvfrom(2) calls outside Go's poller (a
+// threadsock.Sock): a blocked read is woken by the kernel on the thread
+// that then answers, as kea's is, where the poller adds wake-ups and
+// hand-offs between threads per datagram (see DESIGN.md#the-socket-thread).
 //
 // Every reply leaves without waiting (MSG_DONTWAIT): what the kernel will
 // not take is dropped and counted, and the reader goes on (see mayUnicast
 // for the replies that would wait for ARP).
 type sock struct {
-	f      *os.File
-	rc     syscall.RawConn
-	closed atomic.Bool // set before Close shuts the socket down under a read
+	*threadsock.Sock
 	// unicastQueue is how many bytes of the send buffer unicast replies
 	// may hold before each must show its destination resolved (a quarter
 	// of SO_SNDBUF), so broadcasts always find room.
@@ -82,9 +73,9 @@ func listenSock(_ context.Context, ifname string, port, rcvbuf int) (*sock, erro
 }
 
 func listenUDP(ifname string, port, rcvbuf int) (*sock, error) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	fd, err := threadsock.UDP4()
 	if err != nil {
-		return nil, fmt.Errorf("socket: %w", err)
+		return nil, err
 	}
 	err = setSockOpts(fd, ifname)
 	if err == nil {
@@ -106,30 +97,12 @@ func listenUDP(ifname string, port, rcvbuf int) (*sock, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	// Blocking: os.NewFile leaves it out of the poller.
-	f := os.NewFile(uintptr(fd), fmt.Sprintf("dhcp :%d", port))
-	rc, err := f.SyscallConn()
+	ts, err := threadsock.New(fd, fmt.Sprintf("dhcp :%d", port))
 	if err != nil {
-		f.Close()
 		return nil, err
 	}
-	return &sock{f: f, rc: rc, unicastQueue: sndbuf / 4}, nil
+	return &sock{Sock: ts, unicastQueue: sndbuf / 4}, nil
 }
-
-// Close ends the reads: shutdown(2) wakes a blocked recvfrom with 0 bytes
-// (on an unbound-peer UDP socket it also returns ENOTCONN, and wakes the
-// reader all the same), and the descriptor is closed once the read has let
-// go of it.
-func (c *sock) Close() error {
-	c.closed.Store(true)
-	_ = c.rc.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_RD) })
-	return c.f.Close()
-}
-
-// yieldEvery is how often the socket's goroutine passes through Go's
-// scheduler while busy, so sysmon does not take it for one that hogs its
-// P (see tftp's threadLink, which does the same).
-const yieldEvery = 8 * time.Millisecond
 
 // maxBatch and maxBatchReads bound a batch: while ACKs wait for their
 // leases, serveSock reads on without blocking until the socket is empty,
@@ -140,42 +113,22 @@ const (
 	maxBatchReads = 256
 )
 
-// sockIO is serveSock's state: the system calls as closures built once
-// (one built per call would be allocated per datagram), their arguments
-// and results.
+// sockIO is serveSock's state: the read buffer, the send queue's last
+// reading and the destinations that may wait for ARP.
 type sockIO struct {
 	c         *sock
 	buf       []byte
-	n         int
-	flags     int
-	from      unix.RawSockaddrInet4
-	fromLen   uint32
-	to        unix.RawSockaddrInet4
-	out       []byte
-	errno     syscall.Errno
 	queued    int // SIOCOUTQ: bytes the send buffer held at the last reading
 	sinceOutq int // unicasts since that reading
 	// unproven: the destinations sent a reply that may wait for ARP.
 	unproven *unproven
-	recv     func(fd uintptr)
-	send     func(fd uintptr)
-	outq     func(fd uintptr)
-	yielded  time.Time
+	// outq reads SIOCOUTQ into queued, as a closure built once (one built
+	// per call would be allocated per reading).
+	outq func(fd uintptr)
 }
 
 func newSockIO(c *sock) *sockIO {
 	io := &sockIO{c: c, buf: make([]byte, 1500), unproven: newUnproven(maxUnproven)}
-	io.recv = func(fd uintptr) {
-		io.fromLen = uint32(unsafe.Sizeof(io.from))
-		n, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&io.buf[0])), uintptr(len(io.buf)),
-			uintptr(io.flags), uintptr(unsafe.Pointer(&io.from)), uintptr(unsafe.Pointer(&io.fromLen)))
-		io.n, io.errno = int(n), e
-	}
-	io.send = func(fd uintptr) {
-		_, _, e := unix.Syscall6(unix.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&io.out[0])), uintptr(len(io.out)),
-			unix.MSG_DONTWAIT, uintptr(unsafe.Pointer(&io.to)), unsafe.Sizeof(io.to))
-		io.errno = e
-	}
 	io.outq = func(fd uintptr) {
 		var n int32
 		_, _, e := unix.Syscall(unix.SYS_IOCTL, fd, unix.SIOCOUTQ, uintptr(unsafe.Pointer(&n)))
@@ -190,57 +143,20 @@ func newSockIO(c *sock) *sockIO {
 // read reads one datagram into buf; wait false returns ok false at once
 // when none is queued. closed is true once Close has run.
 func (io *sockIO) read(wait bool) (pkt []byte, src netip.AddrPort, ok, closed bool) {
-	for {
-		if now := time.Now(); now.Sub(io.yielded) > yieldEvery {
-			runtime.Gosched()
-			io.yielded = now
-		}
-		io.flags = 0
-		if !wait {
-			io.flags = unix.MSG_DONTWAIT
-		}
-		if err := io.c.rc.Control(io.recv); err != nil {
-			return nil, netip.AddrPort{}, false, true
-		}
-		if io.c.closed.Load() {
-			return nil, netip.AddrPort{}, false, true
-		}
-		switch io.errno {
-		case 0:
-			p := (*[2]byte)(unsafe.Pointer(&io.from.Port)) // network order
-			port := uint16(p[0])<<8 | uint16(p[1])
-			return io.buf[:io.n], netip.AddrPortFrom(netip.AddrFrom4(io.from.Addr), port), true, false
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			if !wait {
-				return nil, netip.AddrPort{}, false, false
-			}
-			continue
-		}
-		return nil, netip.AddrPort{}, false, false // an ICMP error queued by an earlier send, say
+	var n int
+	var err error
+	if wait {
+		n, src, err = io.c.RecvFrom(io.buf, time.Time{})
+	} else {
+		n, src, err = io.c.TryRecvFrom(io.buf)
 	}
-}
-
-// write sends b to dst.
-func (io *sockIO) write(b []byte, dst netip.AddrPort) error {
-	io.out = b
-	defer func() { io.out = nil }()
-	io.to = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: dst.Addr().As4()}
-	p := (*[2]byte)(unsafe.Pointer(&io.to.Port)) // network order
-	p[0], p[1] = byte(dst.Port()>>8), byte(dst.Port())
-	for {
-		if err := io.c.rc.Control(io.send); err != nil {
-			return err
-		}
-		if io.errno != unix.EINTR {
-			break
-		}
+	if err == nil {
+		return io.buf[:n], src, true, false
 	}
-	if io.errno != 0 {
-		return io.errno
+	if _, failed := err.(syscall.Errno); failed {
+		return nil, netip.AddrPort{}, false, false // none queued, or an ICMP error queued by an earlier send, say
 	}
-	return nil
+	return nil, netip.AddrPort{}, false, true // closed (a read's error is its bare Errno)
 }
 
 // outqEvery: while the send queue was under half its unicast share at the
@@ -257,7 +173,7 @@ func (io *sockIO) unicastBusy() bool {
 		return false
 	}
 	io.sinceOutq = 0
-	if io.c.rc.Control(io.outq) != nil {
+	if io.c.Control(io.outq) != nil {
 		return false
 	}
 	return io.queued > io.c.unicastQueue
@@ -351,7 +267,7 @@ func (s *Server) send(io *sockIO, out []byte, dst netip.AddrPort) {
 	if !s.mayUnicast(io, dst) {
 		return
 	}
-	err := io.write(out, dst)
+	err := io.c.TrySendTo(out, dst)
 	switch {
 	case err == nil:
 	case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS):

@@ -20,8 +20,14 @@ import (
 // openAt opens the lease journal in dir for a fresh store, as a restart does.
 func openAt(t *testing.T, dir string, log *slog.Logger) *leaseStore {
 	t.Helper()
-	s := testStore(t, "10.0.0.10-10.0.0.20")
-	j, err := openJournal(dir, s, true, log)
+	return withJournal(t, dir, testStore(t, "10.0.0.10-10.0.0.20"), true, log)
+}
+
+// withJournal gives s the lease journal in dir (fsynced unless noSync),
+// closed when the test ends, and returns s.
+func withJournal(t *testing.T, dir string, s *leaseStore, noSync bool, log *slog.Logger) *leaseStore {
+	t.Helper()
+	j, err := openJournal(dir, s, noSync, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,7 +162,7 @@ func TestClientsKeepAddressAcrossKill(t *testing.T) {
 }
 
 // startInProcess runs a Server inside the server namespace of p.
-func startInProcess(t *testing.T, p *nstest.Pair, mode string, mut func(*configs.Config)) *Server {
+func startInProcess(t testing.TB, p *nstest.Pair, mode string, mut func(*configs.Config)) *Server {
 	t.Helper()
 	cfg := configs.Default()
 	cfg.DHCP.Mode = mode
@@ -184,8 +184,33 @@ func startInProcess(t *testing.T, p *nstest.Pair, mode string, mut func(*configs
 	return s
 }
 
+// broadcast67 is where a client without an address sends its requests.
+var broadcast67 = netip.MustParseAddrPort("255.255.255.255:67")
+
+// startFullMode runs a full-mode Server in a new pair, its pool .50 to
+// .last of the pair's /24, and opens the client's socket on port 68.
+func startFullMode(t testing.TB, last int) (*nstest.Pair, *Server, *net.UDPConn) {
+	t.Helper()
+	p := nstest.NewPair(t, nstest.Options{NoClientIP: true})
+	s := startInProcess(t, p, configs.ModeFull, func(c *configs.Config) {
+		c.DHCP.Pool, _ = configs.ParsePool(poolFor(p, 50, last))
+	})
+	return p, s, clientConn(t, p, ClientPort)
+}
+
+// mustOffer4 broadcasts disc and returns the OFFER, or fails the test with
+// the server's counts.
+func mustOffer4(t *testing.T, s *Server, c *net.UDPConn, disc *dhcpv4.DHCPv4) *dhcpv4.DHCPv4 {
+	t.Helper()
+	offer := exchange(t, c, disc, broadcast67)
+	if offer == nil {
+		t.Fatalf("%v: no OFFER; stats %+v", disc.ClientHWAddr, s.Stats())
+	}
+	return offer
+}
+
 // clientConn opens a UDP socket inside the client namespace.
-func clientConn(t *testing.T, p *nstest.Pair, port int) *net.UDPConn {
+func clientConn(t testing.TB, p *nstest.Pair, port int) *net.UDPConn {
 	t.Helper()
 	var c *net.UDPConn
 	if err := nstest.Do(p.Client, func() error {
@@ -283,19 +308,12 @@ func TestProxyModeRealClients(t *testing.T) {
 // TestFullModePXEClientInProcess: a crafted iPXE DISCOVER/REQUEST over real
 // sockets gets the script URL and option 175.
 func TestFullModePXEClientInProcess(t *testing.T) {
-	p := nstest.NewPair(t, nstest.Options{NoClientIP: true})
-	s := startInProcess(t, p, configs.ModeFull, func(c *configs.Config) {
-		c.DHCP.Pool, _ = configs.ParsePool(poolFor(p, 50, 60))
-	})
-	c := clientConn(t, p, ClientPort)
+	p, s, c := startFullMode(t, 60)
 	hw, _ := net.ParseMAC("02:00:00:cc:00:01")
 	disc, _ := dhcpv4.NewDiscovery(hw, pxeVendor, biosArch, ipxeUC)
-	offer := exchange(t, c, disc, netip.MustParseAddrPort("255.255.255.255:67"))
-	if offer == nil {
-		t.Fatalf("no OFFER; stats %+v", s.Stats())
-	}
+	offer := mustOffer4(t, s, c, disc)
 	req, _ := dhcpv4.NewRequestFromOffer(offer, pxeVendor, biosArch, ipxeUC)
-	ack := exchange(t, c, req, netip.MustParseAddrPort("255.255.255.255:67"))
+	ack := exchange(t, c, req, broadcast67)
 	if ack == nil || ack.MessageType() != dhcpv4.MessageTypeAck {
 		t.Fatalf("no ACK: %v", ack)
 	}
@@ -315,22 +333,13 @@ func TestFullModePXEClientInProcess(t *testing.T) {
 // under way share the next one (serveSock's batch): 1 + 15 REQUESTs, two
 // flushes, 16 ACKs.
 func TestSockBatchesAcksAfterFsync(t *testing.T) {
-	p := nstest.NewPair(t, nstest.Options{NoClientIP: true})
-	s := startInProcess(t, p, configs.ModeFull, func(c *configs.Config) {
-		c.DHCP.Pool, _ = configs.ParsePool(poolFor(p, 50, 80))
-	})
-	c := clientConn(t, p, ClientPort)
-	bcast := netip.MustParseAddrPort("255.255.255.255:67")
+	_, s, c := startFullMode(t, 80)
 	const n = 16
 	var reqs []*dhcpv4.DHCPv4
 	for i := range n {
 		hw := net.HardwareAddr{2, 0, 0, 0xbb, 0, byte(i + 1)}
 		disc, _ := dhcpv4.NewDiscovery(hw)
-		offer := exchange(t, c, disc, bcast)
-		if offer == nil {
-			t.Fatalf("client %d: no OFFER; stats %+v", i, s.Stats())
-		}
-		req, _ := dhcpv4.NewRequestFromOffer(offer)
+		req, _ := dhcpv4.NewRequestFromOffer(mustOffer4(t, s, c, disc))
 		reqs = append(reqs, req)
 	}
 
@@ -350,7 +359,7 @@ func TestSockBatchesAcksAfterFsync(t *testing.T) {
 	flushes0 := s.Stats().JournalFlushes
 
 	send := func(r *dhcpv4.DHCPv4) {
-		if _, err := c.WriteToUDPAddrPort(r.ToBytes(), bcast); err != nil {
+		if _, err := c.WriteToUDPAddrPort(r.ToBytes(), broadcast67); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -400,4 +409,51 @@ func TestSockBatchesAcksAfterFsync(t *testing.T) {
 	if l := s.Leases(); len(l) != n {
 		t.Errorf("%d leases, want %d", len(l), n)
 	}
+}
+
+// BenchmarkSockExchange is DHCP exchanges through the server's socket
+// thread (serveSock) over a veth pair: "offer" a DISCOVER answered at once,
+// "dora" a DISCOVER and a REQUEST whose ACK waits for its journal write
+// (without fsync: the socket path, not the disk). One client, one exchange
+// at a time, so ns/op is the round trip.
+//
+//	go test -run '^$' -bench SockExchange ./dhcp/
+func BenchmarkSockExchange(b *testing.B) {
+	nstest.RequireRoot(b)
+	_, s, c := startFullMode(b, 80)
+	s.leases.j.noSync = true
+	hw := net.HardwareAddr{2, 0, 0, 0xbe, 0, 1}
+	disc, _ := dhcpv4.NewDiscovery(hw)
+	buf := make([]byte, 1500)
+	// ask sends req and waits for the reply with its transaction ID.
+	ask := func(req []byte, xid dhcpv4.TransactionID) *dhcpv4.DHCPv4 {
+		if _, err := c.WriteToUDPAddrPort(req, broadcast67); err != nil {
+			b.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		for {
+			n, _, err := c.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				b.Fatalf("no reply: %v; stats %+v", err, s.Stats())
+			}
+			if r, err := dhcpv4.FromBytes(buf[:n]); err == nil && r.OpCode == dhcpv4.OpcodeBootReply && r.TransactionID == xid {
+				return r
+			}
+		}
+	}
+	offer := ask(disc.ToBytes(), disc.TransactionID)
+	req, _ := dhcpv4.NewRequestFromOffer(offer)
+	b.Run("offer", func(b *testing.B) {
+		for b.Loop() {
+			ask(disc.ToBytes(), disc.TransactionID)
+		}
+	})
+	b.Run("dora", func(b *testing.B) {
+		for b.Loop() {
+			ask(disc.ToBytes(), disc.TransactionID)
+			if r := ask(req.ToBytes(), req.TransactionID); r.MessageType() != dhcpv4.MessageTypeAck {
+				b.Fatalf("reply %v, want ACK", r.MessageType())
+			}
+		}
+	})
 }

@@ -180,16 +180,7 @@ func TestReleaseAndDecline(t *testing.T) {
 func TestJournalReload(t *testing.T) {
 	dir := t.TempDir()
 	log := slog.New(slog.DiscardHandler)
-	open := func() *leaseStore {
-		s := testStore(t, "10.0.0.10-10.0.0.20")
-		j, err := openJournal(dir, s, false, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.j = j
-		t.Cleanup(func() { j.close() })
-		return s
-	}
+	open := func() *leaseStore { return withJournal(t, dir, testStore(t, "10.0.0.10-10.0.0.20"), false, log) }
 	s := open()
 	for i := byte(1); i <= 4; i++ {
 		mustBind(t, s, mac(i), mustOffer(t, s, mac(i), t0), t0)
@@ -242,16 +233,7 @@ func sortLeases(in []Lease) []string {
 
 func TestJournalCompactsWhileServing(t *testing.T) {
 	dir := t.TempDir()
-	open := func() *leaseStore {
-		s := testStore(t, "10.0.0.10-10.0.0.20")
-		j, err := openJournal(dir, s, true, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.j = j
-		t.Cleanup(func() { j.close() })
-		return s
-	}
+	open := func() *leaseStore { return openAt(t, dir, slog.New(slog.DiscardHandler)) }
 	s := open()
 	a1, a2 := mustOffer(t, s, mac(1), t0), mustOffer(t, s, mac(2), t0)
 	renewals := 3 * compactAt(2)
@@ -281,14 +263,7 @@ func TestJournalConcurrentBinds(t *testing.T) {
 	dir := t.TempDir()
 	p, _ := configs.ParsePool("10.0.0.10-10.0.0.200")
 	open := func() *leaseStore {
-		s := newLeaseStore(p, addr("10.0.0.1"), time.Hour, nil)
-		j, err := openJournal(dir, s, false, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.j = j
-		t.Cleanup(func() { j.close() })
-		return s
+		return withJournal(t, dir, newLeaseStore(p, addr("10.0.0.1"), time.Hour, nil), false, slog.New(slog.DiscardHandler))
 	}
 	s := open()
 	done := make(chan error, 16)

@@ -522,113 +522,175 @@ func hostName(h *configs.Host) string {
 	return h.Name
 }
 
-// handleFull serves full mode.
+// handleFull serves full mode: DISCOVER (offerFull), REQUEST
+// (requestFull), RELEASE, DECLINE and INFORM, each a step of its own.
 // It builds the reply in r and reports whether there is one. An ACK also
 // fills ack: it may leave only once settle says its lease is durable.
 func (s *Server) handleFull(req *msg, r *reply, ack *ackAfter, now time.Time) (bool, netip.AddrPort) {
 	c := classify(req)
-	host := s.host(c.MAC)
-	log := clientLog{s.log, c.MAC, req.xid}
+	f := &fullRequest{req: req, r: r, c: c, host: s.host(c.MAC), log: clientLog{s.log, c.MAC, req.xid}, now: now}
 	switch req.mt {
 	case dhcpv4.MessageTypeDiscover:
-		had := s.leases.Known(c.MAC)
-		if host == nil && !had && !s.newClients.allow(s.relayKey(req), now) {
-			s.refuse.Refuse(reasonNewClients, c.MAC.String(), "relay", s.relayKey(req), "per_second", s.newClients.rate,
-				"fix", "raise dhcp.new_clients_per_second, or find what floods DISCOVERs")
-			return false, netip.AddrPort{}
-		}
-		addr, err := s.leases.Offer(c.MAC, req.requestedIP(), now, host != nil)
-		switch {
-		case errors.Is(err, ErrTooManyOffers):
-			s.refuse.Refuse(reasonMaxOffers, c.MAC.String(), "max_offers", s.leases.maxOffers,
-				"fix", "raise dhcp.max_offers, or find what floods DISCOVERs")
-			return false, netip.AddrPort{}
-		case errors.Is(err, ErrPoolExhausted):
-			s.stats.errors.Add(1)
-			s.refuse.Refuse(reasonPoolExhausted, c.MAC.String(), "err", err)
-			return false, netip.AddrPort{}
-		case err != nil:
-			s.stats.errors.Add(1)
-			log.Warn("dhcp: no address to offer", "err", err)
-			return false, netip.AddrPort{}
-		}
-		s.start(r, req, dhcpv4.MessageTypeOffer)
-		r.yiaddr = addr
-		s.network(r)
-		s.leaseTimes(r, s.cfg.LeaseTime)
-		s.addBoot(r, req, c, host, false)
-		s.stats.offers.Add(1)
-		if host != nil || had {
-			// New clients are remembered once ACKed: a DISCOVER flood must
-			// not grow the hosts table.
-			s.hosts.Observe(hosts.Client{MAC: c.MAC, Arch: c.Arch, IPXE: c.IPXE, Host: host})
-		}
-		log.Debug("dhcp: offer", "ip", addr, "arch", c.Arch, "ipxe", c.IPXE)
-		return true, s.dest(req, r, false)
-
+		return s.offerFull(f)
 	case dhcpv4.MessageTypeRequest:
-		sid := req.serverID()
-		if sid.IsValid() && sid != s.addr {
-			s.leases.DropOffer(c.MAC) // the client took another server's offer
-			s.stats.ignored.Add(1)
-			return false, netip.AddrPort{}
-		}
-		want := req.requestedIP()
-		if !want.IsValid() {
-			want = req.ciaddr
-		}
-		if !set(want) {
-			s.stats.malformed.Add(1)
-			log.Debug("dhcp: REQUEST names no address")
-			return false, netip.AddrPort{}
-		}
-		if !sid.IsValid() && host == nil && !s.leases.Known(c.MAC) && !s.unknownRequest(req, c, want, now) {
-			return false, netip.AddrPort{}
-		}
-		expiry, gen, err := s.leases.bind(c.MAC, want, sid.IsValid(), now)
-		if errors.Is(err, errNotYours) {
-			s.start(r, req, dhcpv4.MessageTypeNak)
-			r.setString(optMessage, "address not available")
-			s.stats.naks.Add(1)
-			// Debug: forged REQUESTs would write a line each; NAKs are
-			// counted (dhcp_packets_total{outcome="nak"}).
-			log.Debug("dhcp: nak", "ip", want)
-			return true, s.dest(req, r, true)
-		}
-		s.start(r, req, dhcpv4.MessageTypeAck)
-		r.yiaddr = want
-		r.ciaddr = req.ciaddr
-		s.network(r)
-		s.leaseTimes(r, expiry.Sub(now))
-		b := s.addBoot(r, req, c, host, false)
-		*ack = ackAfter{pending: true, gen: gen, c: c, host: host, addr: want, expiry: expiry, file: b.File, now: now, xid: req.xid}
-		return true, s.dest(req, r, false)
-
+		return s.requestFull(f, ack)
 	case dhcpv4.MessageTypeRelease:
-		ok, err := s.leases.Release(c.MAC, req.ciaddr, now)
-		s.count(err, &s.stats.releases, ok)
-		log.Debug("dhcp: release", "ip", req.ciaddr, "known", ok, "err", err)
-		return false, netip.AddrPort{}
-
+		s.releaseFull(f)
 	case dhcpv4.MessageTypeDecline:
-		addr := req.requestedIP()
-		ok, err := s.leases.Decline(c.MAC, addr, now)
-		s.count(err, &s.stats.declines, ok)
-		if ok { // one that names no binding of its own changes nothing: no line per forged DECLINE
-			log.Warn("dhcp: client declined its address (in use by someone else?)", "ip", addr)
-		}
-		return false, netip.AddrPort{}
-
+		s.declineFull(f)
 	case dhcpv4.MessageTypeInform:
-		s.start(r, req, dhcpv4.MessageTypeAck)
-		r.ciaddr = req.ciaddr
-		s.network(r)
-		s.addBoot(r, req, c, host, false)
-		s.stats.informs.Add(1)
-		return true, s.dest(req, r, false)
+		return s.informFull(f)
+	default:
+		s.stats.ignored.Add(1)
 	}
-	s.stats.ignored.Add(1)
 	return false, netip.AddrPort{}
+}
+
+// fullRequest is the request handleFull's steps serve: the client it
+// classified, its host entry (nil: none) and the reply under way.
+type fullRequest struct {
+	req  *msg
+	r    *reply
+	c    client
+	host *configs.Host
+	log  clientLog
+	now  time.Time
+}
+
+// offerFull answers a DISCOVER with an OFFER of the address offerAddr
+// picks.
+func (s *Server) offerFull(f *fullRequest) (bool, netip.AddrPort) {
+	req, r, c, host := f.req, f.r, f.c, f.host
+	had := s.leases.Known(c.MAC)
+	addr, ok := s.offerAddr(f, had)
+	if !ok {
+		return false, netip.AddrPort{}
+	}
+	s.start(r, req, dhcpv4.MessageTypeOffer)
+	r.yiaddr = addr
+	s.network(r)
+	s.leaseTimes(r, s.cfg.LeaseTime)
+	s.addBoot(r, req, c, host, false)
+	s.stats.offers.Add(1)
+	if host != nil || had {
+		// New clients are remembered once ACKed: a DISCOVER flood must
+		// not grow the hosts table.
+		s.hosts.Observe(hosts.Client{MAC: c.MAC, Arch: c.Arch, IPXE: c.IPXE, Host: host})
+	}
+	f.log.Debug("dhcp: offer", "ip", addr, "arch", c.Arch, "ipxe", c.IPXE)
+	return true, s.dest(req, r, false)
+}
+
+// offerAddr picks the address to offer, unless the client is new (had:
+// it has a lease) beyond the new-client budget or the pool or the offers
+// held are exhausted: each refusal is counted.
+func (s *Server) offerAddr(f *fullRequest, had bool) (netip.Addr, bool) {
+	req, mac := f.req, f.c.MAC
+	if f.host == nil && !had && !s.newClients.allow(s.relayKey(req), f.now) {
+		s.refuse.Refuse(reasonNewClients, mac.String(), "relay", s.relayKey(req), "per_second", s.newClients.rate,
+			"fix", "raise dhcp.new_clients_per_second, or find what floods DISCOVERs")
+		return netip.Addr{}, false
+	}
+	addr, err := s.leases.Offer(mac, req.requestedIP(), f.now, f.host != nil)
+	switch {
+	case errors.Is(err, ErrTooManyOffers):
+		s.refuse.Refuse(reasonMaxOffers, mac.String(), "max_offers", s.leases.maxOffers,
+			"fix", "raise dhcp.max_offers, or find what floods DISCOVERs")
+		return netip.Addr{}, false
+	case errors.Is(err, ErrPoolExhausted):
+		s.stats.errors.Add(1)
+		s.refuse.Refuse(reasonPoolExhausted, mac.String(), "err", err)
+		return netip.Addr{}, false
+	case err != nil:
+		s.stats.errors.Add(1)
+		f.log.Warn("dhcp: no address to offer", "err", err)
+		return netip.Addr{}, false
+	}
+	return addr, true
+}
+
+// requestFull answers a REQUEST for the address requestedAddr names: an
+// ACK whose lease is bound (it leaves once durable, see ack), or a NAK when
+// the address is another's.
+func (s *Server) requestFull(f *fullRequest, ack *ackAfter) (bool, netip.AddrPort) {
+	req, r, c, host, now := f.req, f.r, f.c, f.host, f.now
+	want, ok := s.requestedAddr(f)
+	if !ok {
+		return false, netip.AddrPort{}
+	}
+	expiry, gen, err := s.leases.bind(c.MAC, want, req.serverID().IsValid(), now)
+	if errors.Is(err, errNotYours) {
+		s.start(r, req, dhcpv4.MessageTypeNak)
+		r.setString(optMessage, "address not available")
+		s.stats.naks.Add(1)
+		// Debug: forged REQUESTs would write a line each; NAKs are
+		// counted (dhcp_packets_total{outcome="nak"}).
+		f.log.Debug("dhcp: nak", "ip", want)
+		return true, s.dest(req, r, true)
+	}
+	s.start(r, req, dhcpv4.MessageTypeAck)
+	r.yiaddr = want
+	r.ciaddr = req.ciaddr
+	s.network(r)
+	s.leaseTimes(r, expiry.Sub(now))
+	b := s.addBoot(r, req, c, host, false)
+	*ack = ackAfter{pending: true, gen: gen, c: c, host: host, addr: want, expiry: expiry, file: b.File, now: now, xid: req.xid}
+	return true, s.dest(req, r, false)
+}
+
+// requestedAddr is the address a REQUEST asks for (option 50, else
+// ciaddr), unless it took another server's offer, names none, or comes
+// from an unknown client unknownRequest turns away.
+func (s *Server) requestedAddr(f *fullRequest) (netip.Addr, bool) {
+	req, mac := f.req, f.c.MAC
+	sid := req.serverID()
+	if sid.IsValid() && sid != s.addr {
+		s.leases.DropOffer(mac) // the client took another server's offer
+		s.stats.ignored.Add(1)
+		return netip.Addr{}, false
+	}
+	want := req.requestedIP()
+	if !want.IsValid() {
+		want = req.ciaddr
+	}
+	if !set(want) {
+		s.stats.malformed.Add(1)
+		f.log.Debug("dhcp: REQUEST names no address")
+		return netip.Addr{}, false
+	}
+	if !sid.IsValid() && f.host == nil && !s.leases.Known(mac) && !s.unknownRequest(req, f.c, want, f.now) {
+		return netip.Addr{}, false
+	}
+	return want, true
+}
+
+// releaseFull frees the client's lease (RELEASE: no reply).
+func (s *Server) releaseFull(f *fullRequest) {
+	ok, err := s.leases.Release(f.c.MAC, f.req.ciaddr, f.now)
+	s.count(err, &s.stats.releases, ok)
+	f.log.Debug("dhcp: release", "ip", f.req.ciaddr, "known", ok, "err", err)
+}
+
+// declineFull takes an address the client found in use out of the pool
+// (DECLINE: no reply).
+func (s *Server) declineFull(f *fullRequest) {
+	addr := f.req.requestedIP()
+	ok, err := s.leases.Decline(f.c.MAC, addr, f.now)
+	s.count(err, &s.stats.declines, ok)
+	if ok { // one that names no binding of its own changes nothing: no line per forged DECLINE
+		f.log.Warn("dhcp: client declined its address (in use by someone else?)", "ip", addr)
+	}
+}
+
+// informFull answers an INFORM with the network and boot options, no
+// address.
+func (s *Server) informFull(f *fullRequest) (bool, netip.AddrPort) {
+	s.start(f.r, f.req, dhcpv4.MessageTypeAck)
+	f.r.ciaddr = f.req.ciaddr
+	s.network(f.r)
+	s.addBoot(f.r, f.req, f.c, f.host, false)
+	s.stats.informs.Add(1)
+	return true, s.dest(f.req, f.r, false)
 }
 
 // unknownRequest decides a REQUEST without server identifier from a

@@ -234,232 +234,303 @@ func Get(ctx context.Context, conn *net.UDPConn, server netip.AddrPort, file str
 	if err := opt.validate(); err != nil {
 		return st, fmt.Errorf("tftp: %w", err)
 	}
-	log := opt.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	timeout := opt.Timeout
-	if timeout == 0 {
-		timeout = ClientTimeout
-	}
-	retries := opt.Retries
-	if retries == 0 {
-		retries = ClientRetries
-	}
-	var opts []string
-	if opt.BlkSize > 0 {
-		opts = append(opts, "blksize", strconv.Itoa(opt.BlkSize))
-	}
-	if opt.WindowSize > 0 {
-		opts = append(opts, "windowsize", strconv.Itoa(opt.WindowSize))
-	}
-	if !opt.NoTSize {
-		opts = append(opts, "tsize", "0")
-	}
-	if s := timeout / time.Second; timeout%time.Second == 0 && s >= 1 && s <= 255 && opt.Timeout != 0 {
-		opts = append(opts, "timeout", strconv.Itoa(int(s)))
-	}
-	rrq := appendRRQ(nil, file, opts...)
-
+	c := newFetch(ctx, conn, server, file, w, opt, &st)
 	// Ctrl-C or a deadline ends a blocked read at once.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
 	defer stop()
-
-	c := &fetch{conn: conn, st: &st, log: log, dupACK: opt.DupACK, staleACK: opt.StaleACK, prevACK: -1}
 	st.Start = time.Now()
-	if _, err := conn.WriteToUDPAddrPort(rrq, server); err != nil {
+	if _, err := conn.WriteToUDPAddrPort(c.rrq, server); err != nil {
 		return st, fmt.Errorf("tftp: sending the request to %s: %w", server, err)
 	}
-
-	var (
-		peer     netip.AddrPort // the server's transfer ID, once known
-		next     = int64(1)     // sequence number of the block awaited (not wrapped)
-		inWindow int            // in-order blocks since the last ACK
-		lastACK  = int64(-1)    // sequence number last acknowledged; -1: none yet
-		nacked   = int64(-1)    // the block an early ACK already asked for
-		reACKed  bool           // the last ACK was resent for a duplicate
-		misses   int            // timeouts in a row
-		buf      = make([]byte, 65536+4)
-	)
-	rd := &faultReader{conn: conn, fault: opt.Fault, next: &next}
-	sendACK := func(seq int64) error {
-		lastACK, inWindow, reACKed = seq, 0, false
-		return c.ack(peer, seq)
-	}
-	stopped := func() error {
-		if peer.IsValid() { // tell the server, so it ends the transfer now
-			_, _ = conn.WriteToUDPAddrPort(appendError(nil, 0, "transfer cancelled"), peer)
-		}
-		return fmt.Errorf("tftp: %s stopped at block %d: %w", file, next, context.Cause(ctx))
-	}
 	for {
-		_ = conn.SetReadDeadline(time.Now().Add(timeout))
-		// After setting the deadline: had ctx ended before, the deadline
-		// AfterFunc set was just overwritten.
-		if ctx.Err() != nil {
-			return st, stopped()
-		}
-		n, from, err := rd.read(buf)
-		if err != nil {
-			if ctx.Err() != nil {
-				return st, stopped()
-			}
-			if !errors.Is(err, os.ErrDeadlineExceeded) {
-				return st, fmt.Errorf("tftp: reading: %w", err)
-			}
-			st.Timeouts++
-			misses++
-			if misses > retries {
-				if peer.IsValid() {
-					_, _ = conn.WriteToUDPAddrPort(appendError(nil, 0, "timed out"), peer)
-				}
-				return st, fmt.Errorf("%w: %d timeouts of %v in a row awaiting block %d of %s", ErrTimeout, misses-1, timeout, next, file)
-			}
-			if !peer.IsValid() {
-				if _, err := conn.WriteToUDPAddrPort(rrq, server); err != nil {
-					return st, fmt.Errorf("tftp: sending the request again: %w", err)
-				}
-				continue
-			}
-			if opt.RecountAfterTimeout {
-				inWindow = 0
-			}
-			if err := c.ack(peer, lastACK); err != nil {
-				return st, err
-			}
-			continue
-		}
-		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
-		if !peer.IsValid() {
-			if server.Addr().IsValid() && !server.Addr().IsUnspecified() && from.Addr() != server.Addr().Unmap() {
-				c.stranger(from)
-				continue
-			}
-		} else if from != peer {
-			c.stranger(from)
-			continue
-		}
-		p, err := parseServerPacket(buf[:n])
-		if err != nil {
-			st.Malformed++
-			log.Debug("tftp client: dropped a packet", "from", from, "err", err)
-			continue
-		}
-		switch p.op {
-		case opERROR:
-			return st, &ServerError{Code: p.code, Msg: p.msg}
-		case opOACK:
-			if peer.IsValid() {
-				// A second OACK: our ACK 0 was lost, acknowledge again.
-				if lastACK == 0 {
-					misses = 0
-					if err := c.ack(peer, 0); err != nil {
-						return st, err
-					}
-				}
-				continue
-			}
-			peer = from
-			misses = 0
-			if err := c.takeOptions(p.opts, opt); err != nil {
-				_, _ = conn.WriteToUDPAddrPort(appendError(nil, 8, err.Error()), peer)
-				return st, err
-			}
-			if err := sendACK(0); err != nil {
-				return st, err
-			}
-			continue
-		}
-		// DATA.
-		if !peer.IsValid() {
-			peer = from // no OACK: the server ignored the options
-		}
-		misses = 0
-		st.Datagrams++
-		switch d := int16(p.block - uint16(next)); {
-		case d < 0:
-			st.Duplicates++
-			if !reACKed && lastACK >= 0 && !opt.QuietDuplicates {
-				reACKed = true
-				if err := c.ack(peer, lastACK); err != nil {
-					return st, err
-				}
-			}
-			continue
-		case d > 0:
-			st.OutOfOrder++
-			if nacked != next {
-				nacked = next
-				st.EarlyACKs++
-				if err := sendACK(next - 1); err != nil {
-					return st, err
-				}
-			}
-			continue
-		}
-		if len(p.payload) > st.BlkSize {
-			st.Malformed++
-			log.Debug("tftp client: dropped an oversized block", "block", p.block, "bytes", len(p.payload), "blksize", st.BlkSize)
-			continue
-		}
-		if _, err := w.Write(p.payload); err != nil {
-			_, _ = conn.WriteToUDPAddrPort(appendError(nil, 0, "write failed"), peer)
-			return st, fmt.Errorf("tftp: writing block %d: %w", next, err)
-		}
-		st.Bytes += int64(len(p.payload))
-		st.Blocks++
-		inWindow++
-		last := len(p.payload) < st.BlkSize
-		if last || inWindow >= st.WindowSize {
-			if err := sendACK(next); err != nil {
-				return st, err
-			}
-		}
-		next++
-		if last {
-			st.Duration = time.Since(st.Start)
-			if st.TSize >= 0 && st.Bytes != st.TSize {
-				return st, fmt.Errorf("tftp: %s: got %d bytes, the server announced tsize %d", file, st.Bytes, st.TSize)
-			}
-			return st, nil
+		if done, err := c.receive(); done || err != nil {
+			return st, err
 		}
 	}
 }
 
-// fetch holds what the helpers of Get share.
+// fetch is one Get: the request, then a receive loop whose steps are a
+// timeout (onTimeout), the OACK (onOACK) and each DATA (onData), which
+// acknowledges each window (ackWindow) and ends on the last block
+// (finish).
 type fetch struct {
-	conn *net.UDPConn
-	st   *ClientStats
-	log  *slog.Logger
-	out  []byte
+	ctx    context.Context
+	conn   *net.UDPConn
+	server netip.AddrPort
+	file   string
+	w      io.Writer
+	opt    ClientOptions
+	st     *ClientStats
+	log    *slog.Logger
 
-	dupACK, staleACK bool  // fault hooks
-	prevACK          int64 // the ACK before the last, for staleACK
+	timeout time.Duration // the wait for each packet
+	retries int           // timeouts in a row that end the fetch
+	rrq     []byte        // the request, sent again after a timeout until the server answers
+	rd      *faultReader
+	buf     []byte // the datagram read
+	out     []byte // the ACK sent
+
+	peer     netip.AddrPort // the server's transfer ID, once known
+	next     int64          // sequence number of the block awaited (not wrapped)
+	inWindow int            // in-order blocks since the last ACK
+	lastACK  int64          // sequence number last acknowledged; -1: none yet
+	nacked   int64          // the block an early ACK already asked for
+	reACKed  bool           // the last ACK was resent for a duplicate
+	misses   int            // timeouts in a row
+	prevACK  int64          // the ACK before the last, for ClientOptions.StaleACK
 }
 
-func (c *fetch) ack(peer netip.AddrPort, seq int64) error {
-	send := func(seq int64) error {
-		c.out = appendACK(c.out[:0], uint16(seq))
-		c.st.ACKs++
-		if _, err := c.conn.WriteToUDPAddrPort(c.out, peer); err != nil {
-			return fmt.Errorf("tftp: sending ACK %d: %w", seq, err)
+// newFetch fills opt's defaults and builds the request with its options.
+func newFetch(ctx context.Context, conn *net.UDPConn, server netip.AddrPort, file string, w io.Writer, opt ClientOptions, st *ClientStats) *fetch {
+	c := &fetch{ctx: ctx, conn: conn, server: server, file: file, w: w, opt: opt, st: st, log: opt.Logger,
+		timeout: opt.Timeout, retries: opt.Retries, buf: make([]byte, 65536+4),
+		next: 1, lastACK: -1, nacked: -1, prevACK: -1}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.timeout == 0 {
+		c.timeout = ClientTimeout
+	}
+	if c.retries == 0 {
+		c.retries = ClientRetries
+	}
+	c.rrq = appendRRQ(nil, file, c.requestOptions()...)
+	c.rd = &faultReader{conn: conn, fault: opt.Fault, next: &c.next}
+	return c
+}
+
+// requestOptions are the options the request asks for: blksize and
+// windowsize when set, tsize unless NoTSize, timeout when Timeout is a
+// whole number of seconds the option can carry.
+func (c *fetch) requestOptions() []string {
+	var opts []string
+	if c.opt.BlkSize > 0 {
+		opts = append(opts, "blksize", strconv.Itoa(c.opt.BlkSize))
+	}
+	if c.opt.WindowSize > 0 {
+		opts = append(opts, "windowsize", strconv.Itoa(c.opt.WindowSize))
+	}
+	if !c.opt.NoTSize {
+		opts = append(opts, "tsize", "0")
+	}
+	if s := c.timeout / time.Second; c.timeout%time.Second == 0 && s >= 1 && s <= 255 && c.opt.Timeout != 0 {
+		opts = append(opts, "timeout", strconv.Itoa(int(s)))
+	}
+	return opts
+}
+
+// receive waits for the next packet from the server and takes it: done is
+// true once the file is complete.
+func (c *fetch) receive() (done bool, err error) {
+	_ = c.conn.SetReadDeadline(time.Now().Add(c.timeout))
+	// After setting the deadline: had ctx ended before, the deadline
+	// AfterFunc set was just overwritten.
+	if c.ctx.Err() != nil {
+		return false, c.stopped()
+	}
+	n, from, err := c.rd.read(c.buf)
+	if err != nil {
+		return false, c.onTimeout(err)
+	}
+	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+	if !c.fromServer(from) {
+		c.stranger(from)
+		return false, nil
+	}
+	p, err := parseServerPacket(c.buf[:n])
+	if err != nil {
+		c.st.Malformed++
+		c.log.Debug("tftp client: dropped a packet", "from", from, "err", err)
+		return false, nil
+	}
+	switch p.op {
+	case opERROR:
+		return false, &ServerError{Code: p.code, Msg: p.msg}
+	case opOACK:
+		return false, c.onOACK(p, from)
+	}
+	return c.onData(p, from)
+}
+
+// fromServer reports whether from may send this fetch packets: before the
+// server answered, any port of the server's address (any address when
+// server names none); afterwards only its transfer ID.
+func (c *fetch) fromServer(from netip.AddrPort) bool {
+	if c.peer.IsValid() {
+		return from == c.peer
+	}
+	a := c.server.Addr()
+	return !a.IsValid() || a.IsUnspecified() || from.Addr() == a.Unmap()
+}
+
+// onTimeout takes a failed read: ctx ended, a read error, or a timeout,
+// after which the request (before the server answered) or the last ACK is
+// sent again, up to retries in a row.
+func (c *fetch) onTimeout(err error) error {
+	if c.ctx.Err() != nil {
+		return c.stopped()
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("tftp: reading: %w", err)
+	}
+	c.st.Timeouts++
+	c.misses++
+	if c.misses > c.retries {
+		if c.peer.IsValid() {
+			_, _ = c.conn.WriteToUDPAddrPort(appendError(nil, 0, "timed out"), c.peer)
+		}
+		return fmt.Errorf("%w: %d timeouts of %v in a row awaiting block %d of %s", ErrTimeout, c.misses-1, c.timeout, c.next, c.file)
+	}
+	if !c.peer.IsValid() {
+		if _, err := c.conn.WriteToUDPAddrPort(c.rrq, c.server); err != nil {
+			return fmt.Errorf("tftp: sending the request again: %w", err)
 		}
 		return nil
 	}
-	if err := send(seq); err != nil {
+	if c.opt.RecountAfterTimeout {
+		c.inWindow = 0
+	}
+	return c.ack(c.lastACK)
+}
+
+// stopped ends a fetch whose ctx ended, telling the server.
+func (c *fetch) stopped() error {
+	if c.peer.IsValid() { // tell the server, so it ends the transfer now
+		_, _ = c.conn.WriteToUDPAddrPort(appendError(nil, 0, "transfer cancelled"), c.peer)
+	}
+	return fmt.Errorf("tftp: %s stopped at block %d: %w", c.file, c.next, context.Cause(c.ctx))
+}
+
+// onOACK takes the server's first OACK (its options, then ACK 0); a second
+// one means ACK 0 was lost, and draws it again.
+func (c *fetch) onOACK(p packet, from netip.AddrPort) error {
+	if c.peer.IsValid() {
+		if c.lastACK == 0 {
+			c.misses = 0
+			return c.ack(0)
+		}
+		return nil
+	}
+	c.peer = from
+	c.misses = 0
+	if err := c.takeOptions(p.opts, c.opt); err != nil {
+		_, _ = c.conn.WriteToUDPAddrPort(appendError(nil, 8, err.Error()), c.peer)
 		return err
 	}
-	if c.dupACK {
-		if err := send(seq); err != nil {
+	return c.sendACK(0)
+}
+
+// onData takes a DATA packet: a duplicate or a block ahead of the one
+// awaited draws at most one ACK; the block awaited is written, and the
+// window's last block or the file's is acknowledged.
+func (c *fetch) onData(p packet, from netip.AddrPort) (done bool, err error) {
+	if !c.peer.IsValid() {
+		c.peer = from // no OACK: the server ignored the options
+	}
+	c.misses = 0
+	c.st.Datagrams++
+	switch d := int16(p.block - uint16(c.next)); {
+	case d < 0:
+		return false, c.onDuplicate()
+	case d > 0:
+		return false, c.onGap()
+	}
+	if len(p.payload) > c.st.BlkSize {
+		c.st.Malformed++
+		c.log.Debug("tftp client: dropped an oversized block", "block", p.block, "bytes", len(p.payload), "blksize", c.st.BlkSize)
+		return false, nil
+	}
+	if _, err := c.w.Write(p.payload); err != nil {
+		_, _ = c.conn.WriteToUDPAddrPort(appendError(nil, 0, "write failed"), c.peer)
+		return false, fmt.Errorf("tftp: writing block %d: %w", c.next, err)
+	}
+	c.st.Bytes += int64(len(p.payload))
+	c.st.Blocks++
+	last := len(p.payload) < c.st.BlkSize
+	if err := c.ackWindow(last); err != nil {
+		return false, err
+	}
+	c.next++
+	if last {
+		return true, c.finish()
+	}
+	return false, nil
+}
+
+// onDuplicate sends the last ACK again, once, in case it was lost (unless
+// QuietDuplicates).
+func (c *fetch) onDuplicate() error {
+	c.st.Duplicates++
+	if c.reACKed || c.lastACK < 0 || c.opt.QuietDuplicates {
+		return nil
+	}
+	c.reACKed = true
+	return c.ack(c.lastACK)
+}
+
+// onGap acknowledges the last in-order block at once, once per gap, so the
+// server restarts at the lost block (RFC 7440 section 4).
+func (c *fetch) onGap() error {
+	c.st.OutOfOrder++
+	if c.nacked == c.next {
+		return nil
+	}
+	c.nacked = c.next
+	c.st.EarlyACKs++
+	return c.sendACK(c.next - 1)
+}
+
+// ackWindow counts the block just written into the window and
+// acknowledges it when it ends the window or the file.
+func (c *fetch) ackWindow(last bool) error {
+	c.inWindow++
+	if last || c.inWindow >= c.st.WindowSize {
+		return c.sendACK(c.next)
+	}
+	return nil
+}
+
+// finish times the fetch and checks the size against the tsize announced.
+func (c *fetch) finish() error {
+	c.st.Duration = time.Since(c.st.Start)
+	if c.st.TSize >= 0 && c.st.Bytes != c.st.TSize {
+		return fmt.Errorf("tftp: %s: got %d bytes, the server announced tsize %d", c.file, c.st.Bytes, c.st.TSize)
+	}
+	return nil
+}
+
+// sendACK acknowledges seq as the new last ACK, which starts a window.
+func (c *fetch) sendACK(seq int64) error {
+	c.lastACK, c.inWindow, c.reACKed = seq, 0, false
+	return c.ack(seq)
+}
+
+// ack sends ACK seq to the server (again, when seq is the last ACK), twice
+// with DupACK, followed by the ACK before it with StaleACK.
+func (c *fetch) ack(seq int64) error {
+	if err := c.sendOneACK(seq); err != nil {
+		return err
+	}
+	if c.opt.DupACK {
+		if err := c.sendOneACK(seq); err != nil {
 			return err
 		}
 	}
-	if c.staleACK && c.prevACK >= 0 && c.prevACK != seq {
-		if err := send(c.prevACK); err != nil {
+	if c.opt.StaleACK && c.prevACK >= 0 && c.prevACK != seq {
+		if err := c.sendOneACK(c.prevACK); err != nil {
 			return err
 		}
 	}
 	c.prevACK = seq
+	return nil
+}
+
+func (c *fetch) sendOneACK(seq int64) error {
+	c.out = appendACK(c.out[:0], uint16(seq))
+	c.st.ACKs++
+	if _, err := c.conn.WriteToUDPAddrPort(c.out, c.peer); err != nil {
+		return fmt.Errorf("tftp: sending ACK %d: %w", seq, err)
+	}
 	return nil
 }
 
