@@ -13,8 +13,8 @@ import (
 // Single-port mode answers from the well-known port, so anyone who can
 // forge a client's address can also forge its ACKs: the transfer socket's
 // port is no secret. A plain RFC 7440 sender then sends a whole window
-// (64 blocks) for each blind ACK, to a victim who never asked (about
-// 3000x the attacker's bytes at blksize 1468).
+// (64 blocks) for each blind ACK, to a victim who never asked: thousands
+// of times the attacker's bytes (tftp/DESIGN.md#a-hostile-lab-network-issue-9).
 //
 // A TFTP ACK carries nothing but a block number, so the only thing a blind
 // sender cannot know is what the server chose to send. The proof uses

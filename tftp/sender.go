@@ -464,7 +464,7 @@ func (s *sender) credit(acked int64) {
 // each would resend that whole round, whose duplicates draw more such
 // ACKs, a loop a single spurious timeout could start. So after such a
 // round a repeat is not answered until the timer fires (a timeout re-arms
-// it). See DESIGN.md#duplicates-draw-acks.
+// it); see tftp/DESIGN.md#adaptive-windows-and-timer-issue-16.
 func (s *sender) next(acked int64) {
 	s.base, s.attempt = acked+1, 0
 	s.repeatOK = s.size > 1 && s.flight.sends <= 1

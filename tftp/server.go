@@ -110,7 +110,8 @@ type Config struct {
 	// SinglePortBudget is how many bytes (headers included) one client
 	// address may be sent per minute, in SinglePort mode, by windowed
 	// transfers that have not yet proved the client reads them (see
-	// proof.go). Default 4 MiB; a proof costs about 90 KiB at blksize 1468.
+	// proof.go). Default 4 MiB, many proofs' worth
+	// (tftp/DESIGN.md#a-hostile-lab-network-issue-9).
 	SinglePortBudget int64
 
 	// OpenIn, when set, runs fn, which opens one transfer's socket, where
@@ -134,9 +135,10 @@ type Config struct {
 
 	// TransferThreads is how many transfers, lock-step or windowed, at
 	// once wait for their ACKs in a blocking read on an OS thread of their
-	// own (Linux; thread_linux.go), which is what makes them faster than
-	// atftpd. Further ones wait in Go's poller, so a thousand slow clients
-	// cost no more than 16 threads. Default 16; negative: none.
+	// own (Linux; thread_linux.go), which shortens each ACK's turnaround
+	// (tftp/DESIGN.md#lockstep-threads). Further ones wait in Go's poller,
+	// so a thousand slow clients cost no more than 16 threads. Default 16;
+	// negative: none.
 	TransferThreads int
 }
 
@@ -607,10 +609,10 @@ func (s *Server) hearLocked(peer netip.AddrPort, e *entry) {
 // unheardPerClient is how many transfers of one client address may wait
 // for their first acknowledgement at once: a 16th of
 // MaxTransfersPerClient, at least 4 (a board asks for one file at a
-// time). A request forged from an address that never answers costs a
-// transfer (a file and a socket opened, a reply and its resend, 2 s),
-// and 5,000 a second from 200 such addresses kept every slot and both
-// CPUs busy; beyond this share they are dropped at the door.
+// time). A request forged from an address that never answers holds a
+// transfer (a file and a socket opened, a reply and its resend, 2 s), and
+// a flood of them kept every slot busy; beyond this share they are
+// dropped at the door (tftp/DESIGN.md#a-hostile-lab-network-round-two-issue-27).
 func (s *Server) unheardPerClient() int { return max(s.cfg.MaxTransfersPerClient/16, 4) }
 
 // ended frees e's slot once its goroutine is done.
@@ -629,24 +631,24 @@ func (s *Server) ended(peer netip.AddrPort, e *entry) {
 
 // preemptAfter is how long a transfer runs from its first reply before
 // MinRate may judge it: a client answers its first reply within a round
-// trip (a few ms on a LAN, up to 20 for U-Boot under QEMU), and a request
+// trip (a few ms on a LAN, longer for U-Boot under QEMU), and a request
 // forged from an address that never answers has shown it by then.
 const preemptAfter = 100 * time.Millisecond
 
 // maxEnding bounds the preempted transfers still ending (their sockets
 // closing): each lets one new transfer run over MaxTransfers until then.
 // A preempted transfer ends as soon as its goroutine runs, but a flood
-// keeps the CPUs busy: 5,000 forged requests a second kept 64 ending and
-// 3978 requests were dropped as busy.
+// keeps the CPUs busy, and a lower bound left new requests dropped as busy
+// (tftp/DESIGN.md#a-hostile-lab-network-round-two-issue-27).
 const maxEnding = 256
 
 // preempt ends the running transfer with the lowest rate under MinRate
 // (the oldest of equals) once it has run preemptAfter, so that a new
 // request can have its slot, and reports whether there was one. A slot is
 // for a client that moves: transfers forged from addresses that never
-// answer get no ACK at all, and real clients that acknowledged once a
-// second from 18 addresses held every slot for up to 30 minutes
-// (tftp.max_transfer_time) while a board waited. s.mu is held.
+// answer get no ACK at all, and slow real clients could hold every slot
+// until tftp.max_transfer_time while a board waited
+// (tftp/DESIGN.md#a-hostile-lab-network-round-two-issue-27). s.mu is held.
 func (s *Server) preempt(now time.Time) bool {
 	if s.cfg.MinRate < 0 || s.ending >= maxEnding {
 		return false
@@ -891,7 +893,8 @@ func (a *answer) finish(t *transfer, err error) {
 // client's budget of error records and the total (ErrorRecordsPerMinute,
 // 16 times that in all); one that does not is counted and logged once per
 // client a minute. Forged requests from any address are answered, but
-// they put 25,161 records in the store for 25k RRQs before.
+// without this budget each put a record in the store
+// (tftp/DESIGN.md#a-hostile-lab-network-round-two-issue-27).
 func (s *Server) recordError(f *event.Fetch) bool {
 	if s.errRecords.spend(f.Client.Addr(), 1) && s.allErrRecords.spend(netip.Addr{}, 1) {
 		return true
@@ -927,8 +930,8 @@ func (s *Server) openIn(fn func() error) error {
 // between it is a second unconnected socket on that port, the newest,
 // which Linux prefers: a request another client sent then lands on it.
 // Read there as the transfer's own client's new request, it sent that
-// client the other one's file (TestSinglePort, 1 in about 900 runs under
-// load; TestSinglePortRequestInBindWindow makes it happen every time).
+// client the other one's file (TestSinglePortRequestInBindWindow makes it
+// happen every time; tftp/DESIGN.md#bind-window).
 // After the connect only the client's own datagrams arrive, so what is
 // queued now is all there is to pass on (its resent request is a
 // duplicate there).
@@ -983,7 +986,7 @@ func (s *Server) newLink(base, ctx context.Context, peer netip.AddrPort, local n
 		}
 	}
 	stop := context.AfterFunc(ctx, func() { uc.Close() })
-	// A window leaves in one sendmmsg call: at 64 blocks that saved a
-	// quarter of the server's CPU time against a write per block.
+	// A window leaves in one sendmmsg call, much cheaper than a write per
+	// block (tftp/DESIGN.md#sendmmsg).
 	return &connLink{conn: uc, pc: ipv4.NewPacketConn(uc), stop: stop}, nil
 }
