@@ -46,9 +46,8 @@ import (
 const (
 	// defaultMinRTO is the retransmit timer's floor: several scheduler
 	// ticks of a loaded host, so a client that is merely descheduled is not
-	// sent duplicates. A veth round trip is well under 1 ms, but on a
-	// loaded 2-core host a 5 ms floor fired on clean links (same run: up to
-	// 10 spurious timeouts per 64 MiB; at 30 ms none).
+	// sent duplicates; a lower floor fired on clean links. See
+	// tftp/DESIGN.md#rto-floor.
 	defaultMinRTO = 30 * time.Millisecond
 	// defaultMinPTO is the tail-loss probe timer's floor: a probe is one
 	// packet, so it may fire sooner than a resend of the round.
@@ -80,8 +79,8 @@ type congestion struct {
 	stuck float64
 	// hits counts tail losses in a row at (or just past) the remembered
 	// window: each halves the creep, so a fixed limit (a client's socket
-	// buffer) is probed less and less often (8192 x 16 at MTU 9000: a
-	// loss every 64 rounds at 1/64, each a timeout).
+	// buffer) is probed less and less often, each probe costing a timeout
+	// (tftp/DESIGN.md#remembered-limit).
 	hits int
 	// tails counts the lost tails in a row (no round acknowledged in
 	// full between them).
@@ -127,12 +126,11 @@ func (c *congestion) rto() time.Duration {
 
 // pto is the timer of a round whose timeout sends a tail-loss probe: two
 // round trips (RFC 8985's PTO), or the RTO's variance term when that is
-// larger (U-Boot under QEMU answers a round in 1 to 20 ms: at 2·SRTT the
-// probes fired every few rounds and drove the window to 1), at least
-// defaultMinPTO. A spurious probe costs one packet and one round at a
-// smaller window; each tail lost to a full client buffer costs this long
-// (8192 x 16 at MTU 9000: 4 a transfer, at the RTO's 30 ms floor 120 ms of
-// about 400).
+// larger (clients whose round trips vary, as U-Boot's under QEMU do, drew
+// spurious probes at two round trips), at least defaultMinPTO. A spurious
+// probe costs one packet and one round at a smaller window; each tail lost
+// to a full client buffer costs this long, which is why it is not the RTO.
+// See tftp/DESIGN.md#probe-timer.
 func (c *congestion) pto() time.Duration {
 	if c.srtt == 0 {
 		return c.rto()
@@ -143,9 +141,9 @@ func (c *congestion) pto() time.Duration {
 
 // prompt reports whether a probe answered after d found the client
 // running: within two round trips (at least 1 ms). A tail lost to a full
-// buffer is answered at once (0.1-0.6 ms on veth); a client that was
-// descheduled answers its round late (2-16 ms seen on a loaded host), and
-// taking that for a loss shrank the window round after round.
+// buffer is answered at once; a client that was descheduled answers its
+// round late, and taking that for a loss would shrink the window round
+// after round (tftp/DESIGN.md#probe-timer).
 func (c *congestion) prompt(d time.Duration) bool {
 	return d <= max(2*c.srtt, time.Millisecond)
 }
@@ -210,19 +208,18 @@ func (c *congestion) lost(tail bool, delivered int) {
 	if !tail {
 		// The client saw a gap and said where it is: one block lost at
 		// random (a LAN's loss is rarely congestion). The next round
-		// starts there, at the same window; shrinking here halved the
-		// speed at 0.5% loss (same run, windowsize 16) and made shorter
-		// rounds whose gap block can be lost in turn.
+		// starts there, at the same window: shrinking here slowed random
+		// loss down and made shorter rounds whose gap block can be lost
+		// in turn (tftp/DESIGN.md#lost-tails).
 		return
 	}
 	// One lost tail alone is most often the round's last packet lost at
-	// random, or a client that was away (a loaded host deschedules it for
-	// milliseconds; U-Boot under QEMU answers a round in 1 to 20 ms): the
-	// window is kept. A client's full buffer loses the tail of every
-	// round that size, so a second in a row is a limit; below a limit
-	// already found (a size that fitted), the third. Taking each lost
-	// tail for a limit walked the window down to 1 block at 5% loss and
-	// for U-Boot (27 Mbit/s where main ran 112).
+	// random, or a client that was away (descheduled on a loaded host, or
+	// U-Boot under QEMU, whose round trips vary): the window is kept. A
+	// client's full buffer loses the tail of every round that size, so a
+	// second in a row is a limit; below a limit already found (a size that
+	// fitted), the third. Taking each lost tail for a limit walked the
+	// window down to 1 block (tftp/DESIGN.md#lost-tails).
 	w := c.window()
 	need := 2
 	if c.stuck > 0 && float64(w) < c.stuck {
@@ -246,10 +243,11 @@ func (c *congestion) lost(tail bool, delivered int) {
 
 // seed takes a first round trip measured outside the windows (the OACK
 // to its ACK), so the first round's timer is not the negotiated timeout:
-// a first window that overflows the client's buffer cost a whole second.
-// The OACK's round trip includes the client's start (77 ms seen on a
-// loaded host), so it counts for at most the RTO floor; a first probe sent
-// too soon costs one packet, and the rounds' own samples take over.
+// a first window that overflows the client's buffer would wait all of it.
+// The OACK's round trip includes the client's start, which can be long on
+// a loaded host, so it counts for at most the RTO floor; a first probe
+// sent too soon is one packet, and the rounds' own samples take over
+// (tftp/DESIGN.md#oack-seed).
 func (c *congestion) seed(r time.Duration) {
 	if c.srtt == 0 && r > 0 {
 		c.sample(min(r, c.floor))

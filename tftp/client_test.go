@@ -15,10 +15,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/images"
-	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
 	"github.com/pxeperf/pxeperf/tftp"
 )
 
@@ -29,28 +27,12 @@ type server struct {
 	rec  *event.Recorder
 }
 
+// startServer starts the server as the package's internal tests do
+// (tftp.StartServer).
 func startServer(t testing.TB, cfg tftp.Config) *server {
 	t.Helper()
-	root := t.TempDir()
-	store, err := images.Open(root, t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	rec := &event.Recorder{}
-	cfg.Listen, cfg.Files, cfg.Sink = "127.0.0.1:0", bootcfg.RootOnly(store), rec
-	if cfg.MTU == 0 {
-		cfg.MTU = 1500
-	}
-	if cfg.MaxWindowSize == 0 {
-		cfg.MaxWindowSize = 64
-	}
-	s, err := tftp.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	servetest.Run(t, "tftp", 40*time.Second, s.Serve)
-	return &server{addr: s.Addr(), root: root, rec: rec}
+	addr, root, rec := tftp.StartServer(t, cfg)
+	return &server{addr: addr, root: root, rec: rec}
 }
 
 // file generates an image of n bytes in the root and returns its content.
@@ -76,14 +58,10 @@ func (s *server) fetchEvent(t *testing.T, n int) event.Fetch {
 	return fs[n-1]
 }
 
+// udp is a UDP socket on 127.0.0.1, closed when the test ends.
 func udp(t testing.TB) *net.UDPConn {
 	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return tftp.LoopbackConn(t)
 }
 
 func ctxT(t *testing.T) context.Context {

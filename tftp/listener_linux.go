@@ -18,8 +18,8 @@ import (
 // neighbour queue (3 s by default) charged to the socket that sent it, so a
 // flood of forged requests fills a shared socket's buffer: sent from the
 // listener, every later reply, a real board's too, waited behind them
-// (~90 a second drained; 89,839 goroutines and a board unanswered for over
-// 10 s). In the default mode the ERROR comes from a new port, as a
+// (tftp/DESIGN.md#a-hostile-lab-network-round-two-issue-27). In the
+// default mode the ERROR comes from a new port, as a
 // transfer's first reply does (a new TID, RFC 1350; in.tftpd and atftpd
 // answer refusals so too); in single-port mode from the listening port, on
 // a socket connected to the client like a transfer's, which hands on what
@@ -68,10 +68,10 @@ func (s *Server) sendRefusal(base context.Context, b []byte, peer netip.AddrPort
 	return serr
 }
 
-// listenerRcvbuf is the listening socket's receive buffer: 30,000 forged
-// RRQs in 3 s overflowed the default 208 KiB 267 times while the process
-// was busy, and a real board's RRQ lost there waits for its client's
-// resend (seconds). 4 MiB holds about half a second of such a flood.
+// listenerRcvbuf is the listening socket's receive buffer: a flood of
+// forged RRQs overflowed the default while the process was busy, and a
+// real board's RRQ lost there waits for its client's resend (seconds)
+// (tftp/DESIGN.md#a-hostile-lab-network-round-two-issue-27).
 const listenerRcvbuf = 4 << 20
 
 // growRcvbuf sets the listening socket's receive buffer to

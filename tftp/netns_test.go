@@ -4,10 +4,12 @@ package tftp
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -24,10 +26,12 @@ type nsServer struct {
 	root string
 	proc *nstest.Proc
 	addr string // ServerIP
+	data string // its --data directory (the record store)
 }
 
 // startNSServer builds and starts the binary; extraYAML (may be "") is
-// written as its config file.
+// written as its config file, with $CLIENT_IP standing for the client's
+// address.
 func startNSServer(t *testing.T, extraYAML string) *nsServer {
 	t.Helper()
 	return startNSServerOn(t, nstest.Options{}, extraYAML)
@@ -45,7 +49,8 @@ func startNSServerOn(t *testing.T, opt nstest.Options, extraYAML string) *nsServ
 		"--iface", p.ServerIf, "--log-level", "debug"}
 	if extraYAML != "" {
 		cfg := filepath.Join(data, "pxeperf.yaml")
-		if err := os.WriteFile(cfg, []byte(extraYAML), 0o644); err != nil {
+		yaml := strings.ReplaceAll(extraYAML, "$CLIENT_IP", p.ClientIP.String())
+		if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		args = append(args, "--config", cfg)
@@ -54,7 +59,7 @@ func startNSServerOn(t *testing.T, opt nstest.Options, extraYAML string) *nsServ
 	if !nstest.WaitFor(20*time.Second, func() bool { return strings.Contains(proc.Out.String(), "tftp listening") }) {
 		t.Fatalf("pxeperf serve did not start:\n%s", proc.Out.String())
 	}
-	return &nsServer{pair: p, root: root, proc: proc, addr: p.ServerIP.String()}
+	return &nsServer{pair: p, root: root, proc: proc, addr: p.ServerIP.String(), data: data}
 }
 
 // fetchLine waits for the server's log line for the next fetch of file:
@@ -150,6 +155,38 @@ func TestRealClientsFetch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRealClientHostLabels: a board's TFTP fetch is recorded and logged
+// with its host entry's name and labels (serve stamps every event before
+// its sinks, hosts.Stamping), found by the entry's address.
+func TestRealClientHostLabels(t *testing.T) {
+	nstest.RequireTool(t, "tftp")
+	s := startNSServer(t, "hosts:\n  - mac: \"52:54:00:30:00:01\"\n    name: b30-host\n    address: $CLIENT_IP\n    labels: {board: b30}\n")
+	nstest.RandomFile(t, filepath.Join(s.root, "l.bin"), 100_000, 30)
+	local := filepath.Join(t.TempDir(), "l.bin")
+	line, _ := s.get(t, []string{"tftp", "-m", "binary", s.addr, "-c", "get", "l.bin", local}, "l.bin", local)
+	if !strings.Contains(line, "host=b30-host") {
+		t.Errorf("fetch line %q; want host=b30-host", line)
+	}
+	type row struct {
+		Proto  string            `json:"proto"`
+		File   string            `json:"file"`
+		Host   string            `json:"host"`
+		Labels map[string]string `json:"labels"`
+	}
+	var tab struct {
+		Rows []row `json:"rows"`
+	}
+	nstest.WaitFor(10*time.Second, func() bool { // the record is journaled before the line is logged
+		out, err := exec.Command(nstest.Binary(t), "report", "--data", s.data, "--table", "fetches",
+			"--label", "board=b30", "--format", "json").Output()
+		return err == nil && json.Unmarshal(out, &tab) == nil && len(tab.Rows) > 0
+	})
+	if len(tab.Rows) != 1 || tab.Rows[0].Proto != "tftp" || tab.Rows[0].File != "l.bin" || tab.Rows[0].Host != "b30-host" ||
+		tab.Rows[0].Labels["board"] != "b30" {
+		t.Errorf("records labelled board=b30: %+v; want the one TFTP fetch of l.bin by b30-host", tab.Rows)
 	}
 }
 

@@ -2,6 +2,7 @@ package tftp
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/netip"
@@ -12,8 +13,8 @@ import (
 // Single-port mode answers from the well-known port, so anyone who can
 // forge a client's address can also forge its ACKs: the transfer socket's
 // port is no secret. A plain RFC 7440 sender then sends a whole window
-// (64 blocks) for each blind ACK, to a victim who never asked (about
-// 3000x the attacker's bytes at blksize 1468).
+// (64 blocks) for each blind ACK, to a victim who never asked: thousands
+// of times the attacker's bytes (tftp/DESIGN.md#a-hostile-lab-network-issue-9).
 //
 // A TFTP ACK carries nothing but a block number, so the only thing a blind
 // sender cannot know is what the server chose to send. The proof uses
@@ -84,6 +85,22 @@ func (p *proof) hit() {
 
 // miss records a lower ACK: the client lost a block, or guessed.
 func (p *proof) miss() { p.level, p.bits = 0, 0 }
+
+// judge takes the ACK of block acked after a round that sent end in
+// order, with every block up to sentMax sent before: an ACK above both was
+// never sent in order and can only be forged (errUnproven); one of end is
+// a hit, any other a miss.
+func (p *proof) judge(acked, end, sentMax int64) error {
+	switch {
+	case acked > end && acked > sentMax:
+		return fmt.Errorf("%w: block %d", errUnproven, uint16(acked))
+	case acked == end:
+		p.hit()
+	default:
+		p.miss()
+	}
+	return nil
+}
 
 // budget bounds the bytes each client address is sent unproved per period.
 type budget struct {

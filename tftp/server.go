@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"net"
 	"net/netip"
 	"sync"
@@ -111,7 +110,8 @@ type Config struct {
 	// SinglePortBudget is how many bytes (headers included) one client
 	// address may be sent per minute, in SinglePort mode, by windowed
 	// transfers that have not yet proved the client reads them (see
-	// proof.go). Default 4 MiB; a proof costs about 90 KiB at blksize 1468.
+	// proof.go). Default 4 MiB, many proofs' worth
+	// (tftp/DESIGN.md#a-hostile-lab-network-issue-9).
 	SinglePortBudget int64
 
 	// OpenIn, when set, runs fn, which opens one transfer's socket, where
@@ -135,9 +135,10 @@ type Config struct {
 
 	// TransferThreads is how many transfers, lock-step or windowed, at
 	// once wait for their ACKs in a blocking read on an OS thread of their
-	// own (Linux; thread_linux.go), which is what makes them faster than
-	// atftpd. Further ones wait in Go's poller, so a thousand slow clients
-	// cost no more than 16 threads. Default 16; negative: none.
+	// own (Linux; thread_linux.go), which shortens each ACK's turnaround
+	// (tftp/DESIGN.md#lockstep-threads). Further ones wait in Go's poller,
+	// so a thousand slow clients cost no more than 16 threads. Default 16;
+	// negative: none.
 	TransferThreads int
 }
 
@@ -237,8 +238,45 @@ type Server struct {
 
 // New checks cfg and binds the listening socket, so a busy port fails here.
 func New(cfg Config) (*Server, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	conn, pc, err := listen(cfg.Listen, cfg.SinglePort)
+	if err != nil {
+		return nil, err
+	}
+	log = log.With("service", "tftp")
+	s := &Server{
+		cfg:      cfg,
+		maxBlk:   blockLimit(cfg.MTU, cfg.MaxBlockSize),
+		conn:     conn,
+		pc:       pc,
+		log:      log,
+		active:   make(map[netip.AddrPort]*entry),
+		byClient: make(map[netip.Addr]int),
+		unheard:  make(map[netip.Addr]int),
+		refused:  refuse.New(log, 0),
+		// A fixed window per client, as the single-port budget: a flood
+		// of forged addresses cannot grow the table past its cap, and
+		// the total holds however many addresses it forges.
+		errRecords:    newBudget(int64(cfg.ErrorRecordsPerMinute), time.Minute),
+		allErrRecords: newBudget(allErrorRecords*int64(cfg.ErrorRecordsPerMinute), time.Minute),
+	}
+	if cfg.SinglePort {
+		s.budget = newBudget(cfg.SinglePortBudget, time.Minute)
+	}
+	return s, nil
+}
+
+// check puts the documented defaults in cfg's unset fields and reports the
+// first field out of range, and how to fix it.
+func (cfg *Config) check() error {
 	if cfg.Files == nil {
-		return nil, errors.New("tftp: no Files to serve (pass the images store)")
+		return errors.New("tftp: no Files to serve (pass the images store)")
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = time.Second
@@ -274,26 +312,28 @@ func New(cfg Config) (*Server, error) {
 		cfg.TransferThreads = defaultTransferThreads
 	}
 	if cfg.MaxBlockSize != 0 && (cfg.MaxBlockSize < minBlockSize || cfg.MaxBlockSize > maxBlockSize) {
-		return nil, fmt.Errorf("tftp: max block size %d is outside %d..%d (RFC 2348); use 0 for the MTU's limit",
+		return fmt.Errorf("tftp: max block size %d is outside %d..%d (RFC 2348); use 0 for the MTU's limit",
 			cfg.MaxBlockSize, minBlockSize, maxBlockSize)
 	}
 	if cfg.MaxWindowSize == 0 {
 		cfg.MaxWindowSize = defaultMaxWindow
 	}
 	if cfg.MaxWindowSize < 1 || cfg.MaxWindowSize > 65535 {
-		return nil, fmt.Errorf("tftp: max window size %d is outside 1..65535 (RFC 7440); 64 is a good cap",
+		return fmt.Errorf("tftp: max window size %d is outside 1..65535 (RFC 7440); 64 is a good cap",
 			cfg.MaxWindowSize)
 	}
 	if cfg.Sink == nil {
 		cfg.Sink = event.Discard{}
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	pconn, err := (&net.ListenConfig{}).ListenPacket(context.Background(), "udp4", cfg.Listen)
+	return nil
+}
+
+// listen binds the listening socket on addr, with a large receive buffer
+// and IP_PKTINFO; with singlePort, transfer sockets may then share its port.
+func listen(addr string, singlePort bool) (*net.UDPConn, *ipv4.PacketConn, error) {
+	pconn, err := (&net.ListenConfig{}).ListenPacket(context.Background(), "udp4", addr)
 	if err != nil {
-		return nil, fmt.Errorf("tftp: listening on %s: %w (is another TFTP server running? stop it or set tftp.listen / --tftp-addr)", cfg.Listen, err)
+		return nil, nil, fmt.Errorf("tftp: listening on %s: %w (is another TFTP server running? stop it or set tftp.listen / --tftp-addr)", addr, err)
 	}
 	conn := pconn.(*net.UDPConn)
 	if rc, err := conn.SyscallConn(); err == nil {
@@ -304,9 +344,9 @@ func New(cfg Config) (*Server, error) {
 	// so replies leave from it on a multi-homed host.
 	if err := pc.SetControlMessage(ipv4.FlagDst|ipv4.FlagInterface, true); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("tftp: enabling IP_PKTINFO on %s: %w", cfg.Listen, err)
+		return nil, nil, fmt.Errorf("tftp: enabling IP_PKTINFO on %s: %w", addr, err)
 	}
-	if cfg.SinglePort {
+	if singlePort {
 		// Set only after the bind, so the bind above still fails on a busy
 		// port; transfer sockets then share the port (see shareAddr).
 		rc, err := conn.SyscallConn()
@@ -315,30 +355,10 @@ func New(cfg Config) (*Server, error) {
 		}
 		if err != nil {
 			conn.Close()
-			return nil, fmt.Errorf("tftp: single-port mode on %s: %w", cfg.Listen, err)
+			return nil, nil, fmt.Errorf("tftp: single-port mode on %s: %w", addr, err)
 		}
 	}
-	log = log.With("service", "tftp")
-	s := &Server{
-		cfg:      cfg,
-		maxBlk:   blockLimit(cfg.MTU, cfg.MaxBlockSize),
-		conn:     conn,
-		pc:       pc,
-		log:      log,
-		active:   make(map[netip.AddrPort]*entry),
-		byClient: make(map[netip.Addr]int),
-		unheard:  make(map[netip.Addr]int),
-		refused:  refuse.New(log, 0),
-		// A fixed window per client, as the single-port budget: a flood
-		// of forged addresses cannot grow the table past its cap, and
-		// the total holds however many addresses it forges.
-		errRecords:    newBudget(int64(cfg.ErrorRecordsPerMinute), time.Minute),
-		allErrRecords: newBudget(allErrorRecords*int64(cfg.ErrorRecordsPerMinute), time.Minute),
-	}
-	if cfg.SinglePort {
-		s.budget = newBudget(cfg.SinglePortBudget, time.Minute)
-	}
-	return s, nil
+	return conn, pc, nil
 }
 
 // blockLimit is the largest blksize for an MTU and an optional cap.
@@ -589,10 +609,10 @@ func (s *Server) hearLocked(peer netip.AddrPort, e *entry) {
 // unheardPerClient is how many transfers of one client address may wait
 // for their first acknowledgement at once: a 16th of
 // MaxTransfersPerClient, at least 4 (a board asks for one file at a
-// time). A request forged from an address that never answers costs a
-// transfer (a file and a socket opened, a reply and its resend, 2 s),
-// and 5,000 a second from 200 such addresses kept every slot and both
-// CPUs busy; beyond this share they are dropped at the door.
+// time). A request forged from an address that never answers holds a
+// transfer (a file and a socket opened, a reply and its resend, 2 s), and
+// a flood of them kept every slot busy; beyond this share they are
+// dropped at the door (tftp/DESIGN.md#a-hostile-lab-network-round-two-issue-27).
 func (s *Server) unheardPerClient() int { return max(s.cfg.MaxTransfersPerClient/16, 4) }
 
 // ended frees e's slot once its goroutine is done.
@@ -611,24 +631,24 @@ func (s *Server) ended(peer netip.AddrPort, e *entry) {
 
 // preemptAfter is how long a transfer runs from its first reply before
 // MinRate may judge it: a client answers its first reply within a round
-// trip (a few ms on a LAN, up to 20 for U-Boot under QEMU), and a request
+// trip (a few ms on a LAN, longer for U-Boot under QEMU), and a request
 // forged from an address that never answers has shown it by then.
 const preemptAfter = 100 * time.Millisecond
 
 // maxEnding bounds the preempted transfers still ending (their sockets
 // closing): each lets one new transfer run over MaxTransfers until then.
 // A preempted transfer ends as soon as its goroutine runs, but a flood
-// keeps the CPUs busy: 5,000 forged requests a second kept 64 ending and
-// 3978 requests were dropped as busy.
+// keeps the CPUs busy, and a lower bound left new requests dropped as busy
+// (tftp/DESIGN.md#a-hostile-lab-network-round-two-issue-27).
 const maxEnding = 256
 
 // preempt ends the running transfer with the lowest rate under MinRate
 // (the oldest of equals) once it has run preemptAfter, so that a new
 // request can have its slot, and reports whether there was one. A slot is
 // for a client that moves: transfers forged from addresses that never
-// answer get no ACK at all, and real clients that acknowledged once a
-// second from 18 addresses held every slot for up to 30 minutes
-// (tftp.max_transfer_time) while a board waited. s.mu is held.
+// answer get no ACK at all, and slow real clients could hold every slot
+// until tftp.max_transfer_time while a board waited
+// (tftp/DESIGN.md#a-hostile-lab-network-round-two-issue-27). s.mu is held.
 func (s *Server) preempt(now time.Time) bool {
 	if s.cfg.MinRate < 0 || s.ending >= maxEnding {
 		return false
@@ -673,6 +693,40 @@ func (s *Server) preempt(now time.Time) bool {
 // replaced, preempted or runs out of time), base the server's; e is its
 // entry, where its progress is kept.
 func (s *Server) handle(base, ctx context.Context, req request, peer netip.AddrPort, local netip.Addr, release func(), e *entry) {
+	a := &answer{s: s, base: base, ctx: ctx, req: req, peer: peer, local: local, release: release, e: e}
+	a.f = s.newFetch(req, peer, local)
+	defer a.report()
+	if a.refuseRequest() {
+		return
+	}
+	file := a.open()
+	if file == nil {
+		return
+	}
+	defer file.Close()
+	a.describe(file)
+	a.transfer(file, a.negotiate(file.Size))
+}
+
+// answer is one request being answered (Server.handle): what it came
+// with, and its event.
+type answer struct {
+	s         *Server
+	base, ctx context.Context
+	req       request
+	peer      netip.AddrPort
+	local     netip.Addr
+	release   func()
+	e         *entry
+	f         *event.Fetch
+}
+
+// newFetch is the event of a request, before anything was sent. The host
+// entry is stamped on it now (hosts.Table.Stamp, the rule's one home), so
+// the live view names the board while the transfer runs; serve stamps
+// every event again before its sinks (hosts.Stamping), which changes
+// nothing here.
+func (s *Server) newFetch(req request, peer netip.AddrPort, local netip.Addr) *event.Fetch {
 	f := &event.Fetch{
 		Start:     time.Now(),
 		Proto:     event.ProtoTFTP,
@@ -684,106 +738,148 @@ func (s *Server) handle(base, ctx context.Context, req request, peer netip.AddrP
 		TFTP:      &event.TFTPInfo{BlockSize: defaultBlockSize, WindowSize: 1, Timeout: s.cfg.Timeout},
 	}
 	_, f.TFTP.TSize = req.opt("tsize")
-	s.label(f)
-	defer func() {
-		if f.Duration == 0 {
-			f.Duration = time.Since(f.Start)
-		}
-		if f.Outcome != event.OutcomeOK && !s.recordError(f) {
-			return
-		}
-		s.cfg.Sink.Fetch(f)
-	}()
+	s.cfg.Hosts.Stamp(f)
+	return f
+}
 
-	refuse := func(outcome string, code uint16, msg string, err error) {
-		f.Outcome, f.Err = outcome, err.Error()
-		release()
-		if serr := s.sendRefusal(base, appendError(nil, code, msg), peer, local); serr != nil {
-			s.unsent.Add(1)
-			s.log.Debug("dropped a TFTP error the kernel would not take", "client", peer, "err", serr)
-		}
+// report hands the event to the sink: every completed fetch, and those
+// that did not complete within the error records' budget.
+func (a *answer) report() {
+	f := a.f
+	if f.Duration == 0 {
+		f.Duration = time.Since(f.Start)
 	}
-	if req.op == opWRQ {
-		refuse(event.OutcomeDenied, errAccess, "Access violation: pxeperf is read-only",
-			errors.New("write request refused"))
+	if f.Outcome != event.OutcomeOK && !a.s.recordError(f) {
 		return
 	}
-	if req.mode != "octet" && req.mode != "netascii" {
-		refuse(event.OutcomeError, errIllegalOp, "Illegal TFTP operation: unsupported mode "+req.mode,
-			fmt.Errorf("unsupported mode %q", req.mode))
-		return
+	a.s.cfg.Sink.Fetch(f)
+}
+
+// refuse ends the request with an ERROR packet (code, msg) and puts
+// outcome and err on its event. The client may send its next request at
+// once.
+func (a *answer) refuse(outcome string, code uint16, msg string, err error) {
+	a.f.Outcome, a.f.Err = outcome, err.Error()
+	a.release()
+	if serr := a.s.sendRefusal(a.base, appendError(nil, code, msg), a.peer, a.local); serr != nil {
+		a.s.unsent.Add(1)
+		a.s.log.Debug("dropped a TFTP error the kernel would not take", "client", a.peer, "err", serr)
 	}
-	file, err := s.cfg.Files.Open(req.file, bootcfg.Peer{Client: peer.Addr(), Local: local})
+}
+
+// refuseRequest refuses what the server does not do, writes and modes
+// other than octet and netascii, and reports whether it did.
+func (a *answer) refuseRequest() bool {
 	switch {
+	case a.req.op == opWRQ:
+		a.refuse(event.OutcomeDenied, errAccess, "Access violation: pxeperf is read-only",
+			errors.New("write request refused"))
+	case a.req.mode != "octet" && a.req.mode != "netascii":
+		a.refuse(event.OutcomeError, errIllegalOp, "Illegal TFTP operation: unsupported mode "+a.req.mode,
+			fmt.Errorf("unsupported mode %q", a.req.mode))
+	default:
+		return false
+	}
+	return true
+}
+
+// open opens the file asked for; when it cannot, it refuses the request
+// with the error code that says why and returns nil.
+func (a *answer) open() *bootcfg.Content {
+	file, err := a.s.cfg.Files.Open(a.req.file, bootcfg.Peer{Client: a.peer.Addr(), Local: a.local})
+	switch {
+	case err == nil:
+		return file
 	case errors.Is(err, images.ErrOutsideRoot) || errors.Is(err, fs.ErrPermission):
-		refuse(event.OutcomeDenied, errAccess, "Access violation", err)
-		return
+		a.refuse(event.OutcomeDenied, errAccess, "Access violation", err)
 	case errors.Is(err, fs.ErrNotExist):
-		refuse(event.OutcomeNotFound, errNotFound, "File not found", err)
-		return
+		a.refuse(event.OutcomeNotFound, errNotFound, "File not found", err)
 	case errors.Is(err, images.ErrCacheFull) || errors.Is(err, images.ErrLowSpace):
 		// The image exists but cannot be unpacked now (the store logged
 		// why): say so in RFC 1350's words, so the board retries later.
-		refuse(event.OutcomeError, errDiskFull, "Disk full or allocation exceeded: image cache full, retry later", err)
-		return
-	case err != nil:
-		refuse(event.OutcomeError, errNotDefined, "Cannot read the file", err)
-		return
+		a.refuse(event.OutcomeError, errDiskFull, "Disk full or allocation exceeded: image cache full, retry later", err)
+	default:
+		a.refuse(event.OutcomeError, errNotDefined, "Cannot read the file", err)
 	}
-	defer file.Close()
-	size := file.Size
-	f.Size = size
-	if file.Generated() {
-		f.Kind = event.KindConfig
-		if f.MAC == nil && file.MAC != nil {
-			f.MAC = file.MAC
-		}
-		if f.Host == "" && file.Host != nil {
-			f.Host = file.Host.Name
-		}
-	}
+	return nil
+}
 
-	neg := negotiate(&req, limits{maxBlock: s.maxBlk, maxWindow: s.cfg.MaxWindowSize, maxTimeout: s.cfg.MaxClientTimeout}, size)
+// describe puts the file's size on the event and, for a loader config
+// generated for the client, its kind and the host it was made for.
+func (a *answer) describe(file *bootcfg.Content) {
+	f := a.f
+	f.Size = file.Size
+	if !file.Generated() {
+		return
+	}
+	f.Kind = event.KindConfig
+	if f.MAC == nil && file.MAC != nil {
+		f.MAC = file.MAC
+	}
+	if f.Host == "" && file.Host != nil {
+		f.Host = file.Host.Name
+	}
+}
+
+// negotiate settles the options the server acknowledges for a file of
+// size bytes, and puts them on the event.
+func (a *answer) negotiate(size int64) negotiated {
+	cfg := &a.s.cfg
+	neg := negotiate(&a.req, limits{maxBlock: a.s.maxBlk, maxWindow: cfg.MaxWindowSize, maxTimeout: cfg.MaxClientTimeout}, size)
 	if neg.timeoutRefused != "" {
-		s.refused.Refuse(RefuseClientTimeout, peer.Addr().String(), "timeout", neg.timeoutRefused,
-			"max", s.cfg.MaxClientTimeout, "fix", "raise tftp.max_client_timeout")
+		a.s.refused.Refuse(RefuseClientTimeout, a.peer.Addr().String(), "timeout", neg.timeoutRefused,
+			"max", cfg.MaxClientTimeout, "fix", "raise tftp.max_client_timeout")
 	}
 	if neg.timeout == 0 {
-		neg.timeout = s.cfg.Timeout
+		neg.timeout = cfg.Timeout
 	}
-	f.TFTP.BlockSize, f.TFTP.WindowSize, f.TFTP.Timeout = neg.blockSize, neg.windowSize, neg.timeout
-	l, err := s.newLink(base, ctx, peer, local)
+	a.f.TFTP.BlockSize, a.f.TFTP.WindowSize, a.f.TFTP.Timeout = neg.blockSize, neg.windowSize, neg.timeout
+	return neg
+}
+
+// transfer sends file on a socket of its own, connected to the client,
+// and puts how it went on the event (finish).
+func (a *answer) transfer(file *bootcfg.Content, neg negotiated) {
+	s, f, e := a.s, a.f, a.e
+	l, err := s.newLink(a.base, a.ctx, a.peer, a.local)
 	if err != nil {
-		refuse(event.OutcomeError, errNotDefined, "Server error", err)
-		s.log.Warn("opening a TFTP transfer socket", "client", peer, "file", req.file, "err", err)
+		a.refuse(event.OutcomeError, errNotDefined, "Server error", err)
+		s.log.Warn("opening a TFTP transfer socket", "client", a.peer, "file", a.req.file, "err", err)
 		return
 	}
 	t := &transfer{link: l, timeout: neg.timeout, minRTO: s.cfg.minRTO, retries: s.cfg.Retries, info: f.TFTP, req: e.req,
-		progress: &e.acked, onHeard: func() { s.heard(peer, e) }}
+		progress: &e.acked, onHeard: func() { s.heard(a.peer, e) }}
 	e.begun.Store(time.Now().UnixNano())
 	t.live = s.cfg.Active.Begin(f)
 	defer t.live.End()
 	if s.budget != nil && neg.windowSize > 2 {
-		t.proof = newProof(neg.windowSize, func(n int64) bool { return s.budget.spend(peer.Addr(), n) })
+		t.proof = newProof(neg.windowSize, func(n int64) bool { return s.budget.spend(a.peer.Addr(), n) })
 	}
-	err = t.run(req.mode, file, neg)
+	err = t.run(a.req.mode, file, neg)
 	f.Duration = time.Since(f.Start)
 	l.close()
-	release()
-	if err != nil && ctx.Err() != nil {
+	a.release()
+	if err != nil && a.ctx.Err() != nil {
 		// The socket was closed under the transfer: say why.
-		err = fmt.Errorf("%w (%v)", context.Cause(ctx), err)
+		err = fmt.Errorf("%w (%v)", context.Cause(a.ctx), err)
 	}
+	a.finish(t, err)
+}
+
+// finish logs a transfer the server's limits ended, starts the client's
+// new request if that is what ended it, and puts the outcome on the event.
+func (a *answer) finish(t *transfer, err error) {
+	s, f := a.s, a.f
 	switch {
 	case errors.Is(err, errTransferTime):
-		s.refused.Refuse(RefuseTransferTime, peer.Addr().String(), "file", req.file,
+		s.refused.Refuse(RefuseTransferTime, a.peer.Addr().String(), "file", a.req.file,
 			"max", s.cfg.MaxTransferTime, "fix", "raise tftp.max_transfer_time for very large images")
 	case errors.Is(err, errUnproven), errors.Is(err, errBudget):
-		s.refused.Refuse(RefuseUnproven, peer.Addr().String(), "file", req.file, "err", err,
+		s.refused.Refuse(RefuseUnproven, a.peer.Addr().String(), "file", a.req.file, "err", err,
 			"fix", "turn tftp.single_port off, or raise tftp.single_port_budget_kib")
 	}
 	if nr, ok := errors.AsType[*newRequestError](err); ok {
-		s.dispatch(base, nr.pkt, peer, local)
+		s.dispatch(a.base, nr.pkt, a.peer, a.local)
 	}
 	f.Bytes = t.acked
 	f.Outcome = outcomeOf(err)
@@ -793,27 +889,12 @@ func (s *Server) handle(base, ctx context.Context, req request, peer netip.AddrP
 	s.stray.Add(t.stray)
 }
 
-// label puts the client's MAC, host name and labels on f.
-func (s *Server) label(f *event.Fetch) {
-	if s.cfg.Hosts == nil {
-		return
-	}
-	c, ok := s.cfg.Hosts.ByAddr(f.Client.Addr())
-	if !ok {
-		return
-	}
-	f.MAC = c.MAC
-	if c.Host != nil {
-		f.Host = c.Host.Name
-		f.Labels = maps.Clone(c.Host.Labels)
-	}
-}
-
 // recordError reports whether f, a fetch that did not complete, fits its
 // client's budget of error records and the total (ErrorRecordsPerMinute,
 // 16 times that in all); one that does not is counted and logged once per
 // client a minute. Forged requests from any address are answered, but
-// they put 25,161 records in the store for 25k RRQs before.
+// without this budget each put a record in the store
+// (tftp/DESIGN.md#a-hostile-lab-network-round-two-issue-27).
 func (s *Server) recordError(f *event.Fetch) bool {
 	if s.errRecords.spend(f.Client.Addr(), 1) && s.allErrRecords.spend(netip.Addr{}, 1) {
 		return true
@@ -849,8 +930,8 @@ func (s *Server) openIn(fn func() error) error {
 // between it is a second unconnected socket on that port, the newest,
 // which Linux prefers: a request another client sent then lands on it.
 // Read there as the transfer's own client's new request, it sent that
-// client the other one's file (TestSinglePort, 1 in about 900 runs under
-// load; TestSinglePortRequestInBindWindow makes it happen every time).
+// client the other one's file (TestSinglePortRequestInBindWindow makes it
+// happen every time; tftp/DESIGN.md#bind-window).
 // After the connect only the client's own datagrams arrive, so what is
 // queued now is all there is to pass on (its resent request is a
 // duplicate there).
@@ -905,7 +986,7 @@ func (s *Server) newLink(base, ctx context.Context, peer netip.AddrPort, local n
 		}
 	}
 	stop := context.AfterFunc(ctx, func() { uc.Close() })
-	// A window leaves in one sendmmsg call: at 64 blocks that saved a
-	// quarter of the server's CPU time against a write per block.
+	// A window leaves in one sendmmsg call, much cheaper than a write per
+	// block (tftp/DESIGN.md#sendmmsg).
 	return &connLink{conn: uc, pc: ipv4.NewPacketConn(uc), stop: stop}, nil
 }
