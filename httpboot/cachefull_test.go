@@ -1,48 +1,19 @@
 package httpboot
 
 import (
-	"bytes"
-	"compress/gzip"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/pxeperf/pxeperf/event"
-	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/testkit/imagetest"
 	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
 )
 
 // TestCacheFullIs503: an image that exists but does not fit in the unpack
 // cache gets 503 with Retry-After, not a 500 and a warning per request.
 func TestCacheFullIs503(t *testing.T) {
-	root := t.TempDir()
-	for _, name := range []string{"kernel.img", "initrd.img"} {
-		var b bytes.Buffer
-		zw := gzip.NewWriter(&b)
-		if _, err := zw.Write(bytes.Repeat([]byte("pxeperf "), 1<<17)); err != nil {
-			t.Fatal(err)
-		}
-		if err := zw.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, name+".gz"), b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	store, err := images.Open(root, t.TempDir(), nil, images.WithCacheLimits(1<<20+1<<19, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	// kernel.img fills most of the cache and a client has it open: nothing
-	// can be evicted for initrd.img.
-	held, _, err := store.Open("kernel.img")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { held.Close() })
+	store := imagetest.FullCache(t)
 	rec := &event.Recorder{}
 	s, err := New(Options{HTTP: defaultHTTP(), Images: store, Sink: rec})
 	if err != nil {
