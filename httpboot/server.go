@@ -30,6 +30,7 @@ import (
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/httpserve"
 	"github.com/pxeperf/pxeperf/internal/refuse"
 )
 
@@ -199,27 +200,19 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // returns nil when ctx ends.
 func (s *Server) Serve(ctx context.Context) error {
 	s.opt.Logger.Info("http boot serving", "addr", s.ln.Addr().String(), "script", s.opt.ScriptPath)
-	errc := make(chan error, 1)
-	go func() { errc <- s.srv.Serve(s.ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("http boot: %w", err)
-	case <-ctx.Done():
-	}
-	// A fresh context: ctx is already cancelled, and running image downloads
-	// deserve their grace period.
 	grace := s.opt.HTTP.ShutdownGrace
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	if n := s.active.Load(); n > 0 {
-		s.opt.Logger.Info("http boot stopping: letting downloads finish", "active", n, "grace", grace)
-	}
-	if err := s.srv.Shutdown(sctx); err != nil {
-		s.opt.Logger.Warn("http boot: downloads still running after the shutdown grace; closing them",
-			"active", s.active.Load(), "grace", grace, "err", err)
-		_ = s.srv.Close()
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err := httpserve.Serve(ctx, s.srv, s.ln, grace, httpserve.Hooks{
+		Stopping: func() {
+			if n := s.active.Load(); n > 0 {
+				s.opt.Logger.Info("http boot stopping: letting downloads finish", "active", n, "grace", grace)
+			}
+		},
+		Late: func(err error) {
+			s.opt.Logger.Warn("http boot: downloads still running after the shutdown grace; closing them",
+				"active", s.active.Load(), "grace", grace, "err", err)
+		},
+	})
+	if err != nil {
 		return fmt.Errorf("http boot: %w", err)
 	}
 	return nil
