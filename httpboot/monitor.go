@@ -92,9 +92,10 @@ func sampleEvery(stall, period time.Duration) time.Duration {
 
 // sampler ticks every active monitor of a Server from one goroutine, which
 // runs only while there are monitors. One goroutine and one timer for all
-// fetches instead of one each: at 32 concurrent downloads the per-fetch
-// tickers woke the process 320 times a second, each a scheduler round
-// trip, where one sweep of 32 getsockopt calls costs a few microseconds.
+// fetches instead of one each: per-fetch tickers wake the process once per
+// fetch and tick, each a scheduler round trip, where one sweep of every
+// fetch's getsockopt costs a few microseconds (see
+// httpboot/DESIGN.md#measuring).
 type sampler struct {
 	every time.Duration
 
