@@ -366,8 +366,6 @@ func (c *sendfileConn) fileCopyOf(r io.Reader) (fc *fileCopy, ok bool) {
 	lr, limited := r.(*io.LimitedReader)
 	if limited {
 		src, remain = lr.R, lr.N
-	} else {
-		lr = nil
 	}
 	f, ok := src.(*os.File)
 	if !ok || remain <= 0 {
