@@ -14,7 +14,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -26,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pxeperf/pxeperf/internal/httpserve"
 	"github.com/pxeperf/pxeperf/internal/refuse"
 )
 
@@ -159,19 +159,7 @@ func (s *Server) Refused() *refuse.Log { return s.opt.Refused }
 // ShutdownGrace. It returns nil when ctx ends.
 func (s *Server) Serve(ctx context.Context) error {
 	s.opt.Logger.Info("admin listener serving", "addr", s.ln.Addr().String(), "token", s.opt.Token != "")
-	errc := make(chan error, 1)
-	go func() { errc <- s.srv.Serve(s.ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("admin: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), s.opt.ShutdownGrace)
-	defer cancel()
-	if err := s.srv.Shutdown(sctx); err != nil {
-		_ = s.srv.Close()
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := httpserve.Serve(ctx, s.srv, s.ln, s.opt.ShutdownGrace, httpserve.Hooks{}); err != nil {
 		return fmt.Errorf("admin: %w", err)
 	}
 	return nil

@@ -174,8 +174,8 @@ func (h *Handler) fetches(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
-	// limit=0 used to mean every record, built in memory at once: now a
-	// whole page, and the rest by cursor.
+	// limit=0 (or one past MaxPage) is a whole page, and the rest comes by
+	// cursor: no answer holds every record in memory at once.
 	if f.Limit <= 0 || f.Limit > h.lim.MaxPage {
 		f.Limit = h.lim.MaxPage
 	}
@@ -246,26 +246,29 @@ func (h *Handler) id(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	return id, true
 }
 
-func (h *Handler) fetch(w http.ResponseWriter, r *http.Request) {
-	id, ok := h.id(w, r)
-	if !ok {
-		return
+// named is the record the request names by id, with its id; ok is false
+// when there is none to answer with, and the error is answered already.
+func (h *Handler) named(w http.ResponseWriter, r *http.Request) (id int64, rec record.Record, ok bool) {
+	if id, ok = h.id(w, r); !ok {
+		return 0, rec, false
 	}
 	rec, err := h.src.Get(r.Context(), id)
 	if err != nil {
 		h.sourceError(w, r, err)
-		return
+		return 0, rec, false
 	}
-	h.json(w, r, rec)
+	return id, rec, true
+}
+
+func (h *Handler) fetch(w http.ResponseWriter, r *http.Request) {
+	if _, rec, ok := h.named(w, r); ok {
+		h.json(w, r, rec)
+	}
 }
 
 func (h *Handler) intervals(w http.ResponseWriter, r *http.Request) {
-	id, ok := h.id(w, r)
+	id, _, ok := h.named(w, r)
 	if !ok {
-		return
-	}
-	if _, err := h.src.Get(r.Context(), id); err != nil {
-		h.sourceError(w, r, err)
 		return
 	}
 	ivs, err := h.src.Intervals(r.Context(), id)
@@ -284,13 +287,8 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request) {
 	var t report.Table
 	switch name {
 	case "intervals", "netperf":
-		id, ok := h.id(w, r)
+		id, rec, ok := h.named(w, r)
 		if !ok {
-			return
-		}
-		rec, err := h.src.Get(r.Context(), id)
-		if err != nil {
-			h.sourceError(w, r, err)
 			return
 		}
 		if name == "netperf" {

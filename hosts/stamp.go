@@ -43,14 +43,22 @@ func (t *Table) Stamp(f *event.Fetch) (Client, bool) {
 		if f.Host == "" {
 			f.Host = h.Name
 		}
-		if len(h.Labels) > 0 {
-			l := make(map[string]string, len(h.Labels)+len(f.Labels))
-			maps.Copy(l, h.Labels)
-			maps.Copy(l, f.Labels)
-			f.Labels = l
-		}
+		f.Labels = c.Labels(f.Labels)
 	}
 	return c, true
+}
+
+// Labels are the client's host entry labels with own over them (own
+// wins): what Stamp puts on a fetch, and what an iPXE script sees as
+// .Labels. A new map when the entry has labels, else own itself.
+func (c Client) Labels(own map[string]string) map[string]string {
+	if c.Host == nil || len(c.Host.Labels) == 0 {
+		return own
+	}
+	l := make(map[string]string, len(c.Host.Labels)+len(own))
+	maps.Copy(l, c.Host.Labels)
+	maps.Copy(l, own)
+	return l
 }
 
 // Stamping is a sink that stamps each fetch (Table.Stamp) before it hands

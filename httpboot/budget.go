@@ -202,9 +202,11 @@ func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
 // reclaim makes room for a new connection from a over http.max_conns by
 // taking the keep-alive connection that has been idle longest (between
 // requests) off the count, as nginx reuses idle keep-alive connections
-// when it runs out: 2048 idle keep-alives otherwise kept every real client
-// at 503 for the idle timeout (60 s). A connection that has not sent its
-// first request yet is not taken (read_header_timeout bounds it). It
+// when it runs out: idle keep-alives at the cap would otherwise keep every
+// real client at 503 for the idle timeout (see
+// httpboot/DESIGN.md#idle-keep-alives-at-the-cap-and-trickles). A
+// connection that has not sent its first request yet is not taken
+// (read_header_timeout bounds it). It
 // returns that connection for the caller to close (closeReclaimed) once
 // l.mu is let go; nil when a is not over the global cap or no connection
 // is idle. l.mu is held.

@@ -80,6 +80,34 @@ func TestLabelsFollowTheBoard(t *testing.T) {
 	}
 }
 
+// TestRecordLabelsOneHome: the server's own record of a fetch carries
+// the request's ?label. parameters alone, and the host entry's labels
+// reach it only through hosts.Stamping (serve's wiring, which the other
+// tests use): the entry's labels have one home. The script still sees
+// both as .Labels.
+func TestRecordLabelsOneHome(t *testing.T) {
+	mac := mustMAC("52:54:00:00:00:0e")
+	lo := netip.MustParseAddr("127.0.0.1")
+	host := configs.Host{MAC: mac, Name: "board-e", Address: configs.Addr{Addr: lo}, Labels: map[string]string{"rack": "r5", "run": "entry"}}
+	h := defaultHTTP()
+	h.Script = configs.Template{Text: "#!ipxe\necho {{range $k, $v := .Labels}}{{$k}}={{$v}};{{end}}\n"}
+	for _, unstamped := range []bool{true, false} {
+		e := newTestEnv(t, envOpts{http: h, hosts: []configs.Host{host}, unstamped: unstamped})
+		_, body, _ := getText(t, e.url+"/boot.ipxe?label.run=7")
+		if want := "rack=r5;run=7;"; !strings.Contains(body, want) {
+			t.Errorf("unstamped %v: script %q lacks .Labels %s", unstamped, body, want)
+		}
+		want := map[string]string{"rack": "r5", "run": "7"}
+		if unstamped {
+			want = map[string]string{"run": "7"}
+		}
+		f := e.waitFetches(t, 1)[0]
+		if d := cmp.Diff(want, f.Labels); d != "" || f.Host != "board-e" {
+			t.Errorf("unstamped %v: host %q, labels (-want +got):\n%s", unstamped, f.Host, d)
+		}
+	}
+}
+
 func TestUncarry(t *testing.T) {
 	tok, ok := carryQuery("52:54:00:00:00:01", url.Values{"label.a": {"1"}, "other": {"x"}})
 	if !ok {

@@ -18,7 +18,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/pxeperf/pxeperf/bootcfg"
-	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/images"
@@ -192,37 +191,26 @@ func (s *Server) newFetch(r *http.Request, start time.Time) (*event.Fetch, hosts
 			rec.Host = c.Host.Name
 		}
 	}
-	lb, err := s.labels(c.Host, q)
+	lb, err := s.queryLabels(q)
 	if err != nil && refused == nil {
 		s.refused.Refuse(refuseLabels, src.String(), "err", err.Error())
 		refused = &refusal{http.StatusBadRequest, event.OutcomeError, err.Error()}
 	}
-	rec.Labels = lb
-	if refused != nil {
-		rec.Labels = labelsOf(c.Host)
+	if refused == nil {
+		rec.Labels = lb
 	}
 	return rec, c, refused
 }
 
-// labelsOf copies a host entry's labels; nil when there are none.
-func labelsOf(h *configs.Host) map[string]string {
-	if h == nil || len(h.Labels) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(h.Labels))
-	for k, v := range h.Labels {
-		out[k] = v
-	}
-	return out
-}
-
-// labels merges the host entry's labels with ?label.KEY=VALUE parameters
-// (the query wins). nil when there are none. The query's labels are
-// bounded (http.max_labels, max_label_key, max_label_value): keys are
-// letters, digits and . _ : -, values printable UTF-8; past a bound the
-// request is refused rather than recorded with some labels missing.
-func (s *Server) labels(h *configs.Host, q map[string][]string) (map[string]string, error) {
-	out := labelsOf(h)
+// queryLabels are the request's ?label.KEY=VALUE parameters; nil when
+// there are none. A record carries them alone: the host entry's labels
+// go under them on every event before any sink (hosts.Stamping, as serve
+// wires it). They are bounded (http.max_labels, max_label_key,
+// max_label_value): keys are letters, digits and . _ : -, values
+// printable UTF-8; past a bound the request is refused rather than
+// recorded with some labels missing.
+func (s *Server) queryLabels(q map[string][]string) (map[string]string, error) {
+	var out map[string]string
 	n := 0
 	for k, vs := range q {
 		key, ok := strings.CutPrefix(k, "label.")
@@ -355,17 +343,13 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // what nginx's tcp_nopush does): TCP sends only full packets until the
 // cork comes off, which pushes the rest. Go sets TCP_NODELAY on every
 // connection, so uncorked, the header (net/http writes it just before the
-// body) and the end of each sendfile call each left as a partial packet
-// of their own. One stream over an unshaped veth, 3 x 512 MiB, left in
-// 39.5-44.5k GSO packets with 22-26k ACKs back, against 30.1-30.9k and
-// 18-21k corked (nginx: 30.3-30.9k and 19-21k); TestPeers (A/B against
-// the uncorked build, 31 rounds, 1 GiB) measured 1.07x the Gbit/s at 0.96x
-// the CPU per GiB, and 1.01x at 32 streams. The cork
-// comes off before beforeLast: the client takes in the body while the
-// record is made, and a body the record waits for (monitor.settle) has
-// its tail on the wire to be acknowledged. A small body is not corked: a
-// 4 KiB file, corked, came in two packets instead of three, but its p50
-// fetch time (keep-alive, over veth) rose from 251-286 to 294-343 us.
+// body) and the end of each sendfile call each leave as a partial packet
+// of their own: more packets, more ACKs and more CPU per GiB (see
+// httpboot/DESIGN.md#cork). The cork comes off before beforeLast: the
+// client takes in the body while the record is made, and a body the
+// record waits for (monitor.settle) has its tail on the wire to be
+// acknowledged. A small body is not corked: it saves a packet but waits
+// longer for its fetch.
 func (c *countingWriter) ReadFrom(src io.Reader) (int64, error) {
 	lr, ok := src.(*io.LimitedReader)
 	if !ok || lr.N > corkAbove {

@@ -7,7 +7,8 @@ import (
 
 // Compile-time guards for the optional interfaces that carry behaviour:
 // countingWriter must keep io.ReaderFrom (or every image body loses
-// sendfile, 35-40 % of the throughput) and Unwrap (so
+// sendfile and much of its throughput, see
+// httpboot/DESIGN.md#the-sendfile-path) and Unwrap (so
 // http.ResponseController reaches the connection for deadlines).
 var (
 	_ http.ResponseWriter                       = (*countingWriter)(nil)

@@ -39,6 +39,9 @@ type envOpts struct {
 	before func(*Server)
 	// generate serves loader configs generated from hosts (bootcfg).
 	generate bool
+	// unstamped hands the server's own events to the recorder, without
+	// hosts.Stamping before it.
+	unstamped bool
 }
 
 func defaultHTTP() configs.HTTP {
@@ -89,7 +92,13 @@ func newTestEnv(t testing.TB, o envOpts) *testEnv {
 			t.Fatal(err)
 		}
 	}
-	s, err := New(Options{HTTP: ht, Images: store, Files: files, Hosts: tbl, Sink: rec, Logger: logger, Interface: "lo"})
+	// The sink as serve wires it: every event learns its host entry's
+	// name and labels (hosts.Stamping) before any sink sees it.
+	var sink event.Sink = hosts.Stamping{Table: tbl, Next: rec}
+	if o.unstamped {
+		sink = rec
+	}
+	s, err := New(Options{HTTP: ht, Images: store, Files: files, Hosts: tbl, Sink: sink, Logger: logger, Interface: "lo"})
 	if err != nil {
 		t.Fatal(err)
 	}

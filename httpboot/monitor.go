@@ -92,9 +92,10 @@ func sampleEvery(stall, period time.Duration) time.Duration {
 
 // sampler ticks every active monitor of a Server from one goroutine, which
 // runs only while there are monitors. One goroutine and one timer for all
-// fetches instead of one each: at 32 concurrent downloads the per-fetch
-// tickers woke the process 320 times a second, each a scheduler round
-// trip, where one sweep of 32 getsockopt calls costs a few microseconds.
+// fetches instead of one each: per-fetch tickers wake the process once per
+// fetch and tick, each a scheduler round trip, where one sweep of every
+// fetch's getsockopt costs a few microseconds (see
+// httpboot/DESIGN.md#measuring).
 type sampler struct {
 	every time.Duration
 
@@ -200,9 +201,9 @@ func (m *monitor) tick(now time.Time) {
 	}
 	// moved is what the client took in: acknowledged bytes where the
 	// kernel tells, else writes. The live count is it alone: the last
-	// write returns once the body's tail is in the send buffer (up to
-	// 16 MiB, half a minute of a 4 Mbit/s board), and counting writes
-	// showed the whole body there and 0 Mbit/s to the end.
+	// write returns once the body's tail is in the send buffer, and
+	// counting writes would show the whole body there and nothing moving
+	// to the end (see httpboot/DESIGN.md#live-bytes).
 	moved := m.lastN
 	if sm, ok := m.probe.Read(); ok {
 		m.observe(sm, now.Sub(m.start))
@@ -304,13 +305,14 @@ func (m *monitor) closeInterval(sm measure.TCPInfo, at time.Duration, bytes uint
 // settle gave up before the client acknowledged the queue, the body bytes
 // the client acknowledged: written less what the socket still holds
 // unacknowledged (SIOCOUTQ: write_seq - snd_una, readable after a reset
-// too). Counting writes there recorded a 24 s aborted download at the
-// 29.9 MB handed to a 16 MiB send buffer where curl had 13.05 MB. A
-// fetch that wrote its whole body and was not settled (under bigBody)
-// keeps the written count: its tail is in flight, not lost. The
-// intervals' bytes add up to the returned bytes: the last interval gets
-// what the earlier ones' acked bytes leave over, and the header's bytes,
-// which acked counts too, come off the first ones.
+// too), since the written count of an aborted download holds a send
+// buffer's worth the client never got (see
+// httpboot/DESIGN.md#aborted-fetch-bytes). A fetch that wrote its whole
+// body and was not settled (under bigBody) keeps the written count: its
+// tail is in flight, not lost. The intervals' bytes add up to the
+// returned bytes: the last interval gets what the earlier ones' acked
+// bytes leave over, and the header's bytes, which acked counts too, come
+// off the first ones.
 func (m *monitor) finish(pending int64) (*event.TCPInfo, []event.Interval, int64) {
 	m.smp.remove(m)
 	m.disarm()
@@ -360,26 +362,21 @@ const bigBody = 1 << 20
 // settleStep bounds one of settle's sleeps to this fraction of the fetch
 // so far. A sleep longer than the queue takes (it drained faster than the
 // estimate: at 32 streams a stream's rate jumps as the others end) is
-// time the client waits for the last byte and the record counts. With
-// 100 ms a step, 32 streams of 32 MiB over an unshaped veth (0.2 s in
-// all) first slept a full queue at a 32nd of the link, 4 MiB at 1.4
-// Gbit/s, 24 ms, where the last streams' queues drained in one or two
-// once the others had ended: bounded to 1/128 of the fetch, TestPeers
-// (31 rounds, against the 100 ms build in the same rounds) measured 1.08x
-// the Gbit/s at 32 streams (0.91x nginx before, 0.99x after), 0.99x at one.
+// time the client waits for the last byte and the record counts (see
+// httpboot/DESIGN.md#settling).
 const settleStep = 128
 
 // settle waits until the client has acknowledged every byte handed to the
 // kernel (SIOCOUTQ reaches 0), so that a record's duration, bytes and last
 // interval end where the client's download did, not where the server's
-// last copy into a send buffer of up to http.send_buffer_kib did (at 32
-// streams over 1 Gbit/s a full 4 MiB buffer is a second of a stream's
-// data). sent is the body bytes written; smaller bodies do not wait. The
-// wait sleeps for the time the queue should take at the rate it drains
-// (the fetch's average at first), at least 1 ms and at most settleStep of
-// the fetch so far a step, and gives up when the queue has not moved for
-// StallTimeout (60 s when unset): the last byte's write then meets the
-// stall deadline. A connection that can (acker; Linux, with the send
+// last copy into a send buffer of up to http.send_buffer_kib did (a full
+// buffer can be a second of a stream's data, see
+// httpboot/DESIGN.md#settling). sent is the body bytes written; smaller
+// bodies do not wait. The wait sleeps for the time the queue should take
+// at the rate it drains (the fetch's average at first), at least 1 ms and
+// at most settleStep of the fetch so far a step, and gives up when the
+// queue has not moved for StallTimeout (60 s when unset): the last byte's
+// write then meets the stall deadline. A connection that can (acker; Linux, with the send
 // buffer it sized itself and a stall timeout set) first waits in Go's
 // poller until at most a segment is left, so the sleeps only cover that.
 func (m *monitor) settle(sent int64) {
@@ -467,11 +464,10 @@ func (m *monitor) disarm() {
 // peerClosed says whether c's client has closed its side (TCP_INFO's
 // state is CLOSE_WAIT; connLimiter counts such an idle connection as
 // gone), or the server already has closed c: net/http closes a connection
-// before its ConnState hook releases it. Without that case
-// TestConnsReconnectAtOnce lost a new connection in that gap in 2 of 33
-// runs of 320; with it none in 100 runs. Any other error, and off Linux
-// (no TCP_INFO): false, so a client's closed connection counts until the
-// server has closed it too.
+// before its ConnState hook releases it, and a new connection must not
+// be lost in that gap (see httpboot/DESIGN.md#closed-connections). Any
+// other error, and off Linux (no TCP_INFO): false, so a client's closed
+// connection counts until the server has closed it too.
 func peerClosed(c net.Conn) bool {
 	i, err := measure.ReadTCPInfo(c)
 	if err != nil {

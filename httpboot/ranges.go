@@ -15,10 +15,11 @@ type byteRange struct{ start, end int64 }
 // server coalesce them), so a client asking for the same bytes many times
 // gets them once. Past max ranges the header is dropped (drop: the body is
 // served whole, 200, by sendfile), as nginx's max_ranges does: each part
-// of a multipart answer costs a header of its own and a copy, and 15,500
-// one-byte ranges in a 62 KB header made a 2.25 MB answer that took 0.25 s
-// of CPU. A header that does not parse is left alone (ServeContent answers
-// it 416 or serves the body whole), as is one with nothing to merge.
+// of a multipart answer costs a header of its own and a copy, so a header
+// of many one-byte ranges made an answer many times the file (see
+// httpboot/DESIGN.md#ranges-per-request). A header that does not parse is
+// left alone (ServeContent answers it 416 or serves the body whole), as
+// is one with nothing to merge.
 func fitRanges(h string, size int64, max int) (out string, drop bool) {
 	spec, ok := strings.CutPrefix(h, "bytes=")
 	if !ok || size < 0 {

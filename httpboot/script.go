@@ -245,7 +245,7 @@ func (s *Server) scriptData(r *http.Request, rec *event.Fetch, c hosts.Client, b
 	if h := c.Host; h != nil {
 		hostname, kernel, initrd, cmdline = h.Name, h.Kernel, h.Initrd, h.Cmdline
 	}
-	lb := rec.Labels
+	lb := c.Labels(rec.Labels) // the record gets the entry's later (hosts.Stamping)
 	if lb == nil {
 		lb = map[string]string{}
 	}

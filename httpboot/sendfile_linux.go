@@ -30,13 +30,13 @@ type sendfileListener struct {
 
 // sendBudget caps the send buffers that connections set themselves
 // (fitSendBuffer) together, in bytes (http.send_buffer_total_mib): a
-// client that never reads keeps its whole buffer full, and 64 such with
-// a 4 KiB receive buffer each held 162 MiB of kernel memory (2048 would
-// pass this host's tcp_mem, 2.2 GiB, where TCP starts dropping for
-// everyone). A connection takes its buffer from the budget when it sets
-// one and gives it back when it closes; one that cannot get more than
-// the kernel gave it keeps the kernel's autotuning, which grows a
-// buffer only as its client acknowledges data.
+// client that never reads keeps its whole buffer full, and enough such
+// would pass the host's tcp_mem, where TCP starts dropping for everyone
+// (see httpboot/DESIGN.md#the-send-buffers-together). A connection takes
+// its buffer from the budget when it sets one and gives it back when it
+// closes; one that cannot get more than the kernel gave it keeps the
+// kernel's autotuning, which grows a buffer only as its client
+// acknowledges data.
 type sendBudget struct {
 	total int // 0: no cap
 
@@ -98,16 +98,9 @@ func (l sendfileListener) Accept() (net.Conn, error) {
 type sendfileConn struct {
 	*net.TCPConn
 	rc syscall.RawConn
-	// sent counts the bytes this connection's own sendfile loop copied
-	// (tests check the loop, not a fallback, did the copy); cold counts
-	// the calls made through the scheduler because their pages were not
-	// cached; calls the sendfile calls and probes the page-cache probes
-	// (cached) made; waits the waits for room that a poll decided, again
-	// those that a sendfile failing with EAGAIN did.
-	sent, cold, calls, probes, waits, again int64
-	// ackWaits counts the checks awaitAcked made (one per wake-up).
-	ackWaits int64
-	probe    [1]byte // preadv2's target in cached
+	// count is what this connection's copies did (tests check it).
+	count sendfileCounts
+	probe [1]byte // preadv2's target in cached
 	// sndbuf is the send buffer a big body gets (0: the kernel's
 	// autotuning), more while few are copied (fitSendBuffer); cur
 	// is the one this connection set (0: none, the kernel's); big is the
@@ -122,6 +115,18 @@ type sendfileConn struct {
 	gone   bool
 }
 
+// sendfileCounts are what a connection's sendfile loop did, for the tests
+// that check it made the copy and which system calls it made.
+type sendfileCounts struct {
+	bytes       int64 // bytes the loop copied (not a fallback)
+	calls       int64 // sendfile calls
+	coldCalls   int64 // of those, made through the scheduler: pages not cached
+	probes      int64 // page-cache probes (cached)
+	pollWaits   int64 // waits for room a poll (writable) decided
+	eagainWaits int64 // waits for room a sendfile failing with EAGAIN decided
+	ackChecks   int64 // checks awaitAcked made (one per wake-up)
+}
+
 // Close gives the connection's send buffer back to the budget.
 func (c *sendfileConn) Close() error {
 	c.budget.release(c)
@@ -134,25 +139,17 @@ func (c *sendfileConn) Close() error {
 // c.sndbuf; never smaller than the kernel's own when it first sets one.
 //
 // The poller wakes the copy each time a third of the buffer is free, and
-// each wake-up costs Go's scheduler more than nginx's epoll_wait (park,
-// findRunnable, netpoll, a spinning thread woken and put back): a bigger
-// buffer is fewer of them. 4 MiB against the kernel's autotuned 1.1-1.6
-// MiB at 32 streams over 1 Gbit/s, per 2 GiB: sendfile 6735 -> 1523 calls,
-// epoll_pwait 11663 -> 2797, 0.76x the CPU per GiB (docs/ARCHITECTURE.md,
-// "An HTTP fetch"). One stream over 1 Gbit/s took 0.91x the CPU again with
-// 8 MiB and 0.77x with 16 MiB (8 rounds, one lab). But 8 MiB for each of
-// 32 unshaped streams took 1.08x the time of 4 MiB (30 rounds), so did
-// boosting the first 4 of 32 that start at once (TestPeers, 9 rounds:
-// 0.95x the Gbit/s), and one CPU-bound unshaped stream (35-40 Gbit/s)
-// boosted lost 0.93-0.95x its throughput. Hence ReadFrom starts a body
+// each wake-up costs Go's scheduler more than nginx's epoll_wait: a bigger
+// buffer is fewer of them. But a bigger buffer for many streams at once,
+// or for a stream the CPU holds, was slower, so ReadFrom starts a body
 // with c.sndbuf, boosts it at its first wait for room past boostAfter if
 // few run then and it moved slower than boostBelow, and shrinks it back at
-// a later wait once more run. The bigger queue does not make a record
-// faster than the client saw it: the record waits for the client's
-// acknowledgement (monitor.settle). SO_SNDBUFFORCE passes
-// net.core.wmem_max (root, CAP_NET_ADMIN); without it SO_SNDBUF is capped
-// there, and a cap below the current buffer is not set at all (it would
-// only lock a smaller one).
+// a later wait once more run (see httpboot/DESIGN.md#sendfile-buffer). The
+// bigger queue does not make a record faster than the client saw it: the
+// record waits for the client's acknowledgement (monitor.settle).
+// SO_SNDBUFFORCE passes net.core.wmem_max (root, CAP_NET_ADMIN); without
+// it SO_SNDBUF is capped there, and a cap below the current buffer is not
+// set at all (it would only lock a smaller one).
 func (c *sendfileConn) fitSendBuffer(fd uintptr, n int32) {
 	want := c.sndbuf
 	switch {
@@ -188,8 +185,7 @@ func (c *sendfileConn) fitSendBuffer(fd uintptr, n int32) {
 // send buffer each (fitSendBuffer), boostAfter how long into a
 // body that is decided, and boostBelow (bytes/s, 10 Gbit/s) the rate it
 // must have moved at: a link, not the CPU, holds it. Past boostAfter the
-// first buffer's fill weighs little in the rate (at 1 Gbit/s 200 ms is
-// 25 MB against 4 MiB).
+// first buffer's fill weighs little in the rate.
 const (
 	boostBodies = 4
 	boostAfter  = 200 * time.Millisecond
@@ -217,11 +213,10 @@ func setSendBuffer(fd uintptr, bytes, cur int) bool {
 // It shrinks the send buffer to the kernel's least while it waits: the
 // socket then turns writable, and Go's poller wakes this goroutine,
 // only once the queue is (nearly) empty, where settle's own wait was a
-// timer sleep a step at a time (at 32 streams over 1 Gbit/s a 4 MiB queue
-// drains in a second: ~10 sleeps for each fetch, each a goroutine wake-up
-// and often a thread's). The buffer is set back before it returns. Only a
-// buffer this connection sized itself (fitSendBuffer) is shrunk: setting
-// one locks it, and the kernel's autotuning would not come back.
+// timer sleep a step at a time, each a goroutine wake-up (see
+// httpboot/DESIGN.md#settling). The buffer is set back before it returns.
+// Only a buffer this connection sized itself (fitSendBuffer) is shrunk:
+// setting one locks it, and the kernel's autotuning would not come back.
 func (c *sendfileConn) awaitAcked(outq func() int) (waited bool, err error) {
 	if c.cur == 0 {
 		return false, nil
@@ -243,7 +238,7 @@ func (c *sendfileConn) awaitAcked(outq func() int) (waited bool, err error) {
 		})
 	}()
 	err = c.rc.Write(func(fd uintptr) bool {
-		c.ackWaits++
+		c.count.ackChecks++
 		// Writable with a buffer this small: at most a segment is left.
 		return outq() <= 0 || writable(fd)
 	})
@@ -301,11 +296,10 @@ func (c *sendfileConn) cached(fd uintptr, off int64) bool {
 // poll). A sendfile that copied less than asked usually means the socket
 // buffer filled up, and another call would only fail with EAGAIN; that
 // call is not free: sendfile reads up to a pipe's worth (64 KiB) of pages
-// from the page cache before it finds the socket full, and drops them (at
-// 32 streams over 1 Gbit/s half of all calls were such). The poll tells a
-// full buffer from a copy cut short by a signal, after which no wake-up
-// would come; it also marks the socket as waiting for room, so the wake-up
-// does come.
+// from the page cache before it finds the socket full, and drops them
+// (see httpboot/DESIGN.md#raw-sendfile). The poll tells a full buffer
+// from a copy cut short by a signal, after which no wake-up would come;
+// it also marks the socket as waiting for room, so the wake-up does come.
 func writable(fd uintptr) bool {
 	pfd := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
 	n, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 1, uintptr(unsafe.Pointer(&unix.Timespec{})), 0, 0, 0)
@@ -317,16 +311,57 @@ func writable(fd uintptr) bool {
 // the socket buffer is full, like (*net.TCPConn).ReadFrom does, with one
 // difference that matters for CPU: each sendfile whose pages are cached
 // (cached) is a raw system call, so the scheduler does not treat it as a
-// blocking one. Go's own loop enters
-// the system call through the scheduler; a call that copies a socket
-// buffer's worth of pages runs past sysmon's 20 us, sysmon hands the P to
-// another thread (a futex wake) that finds nothing to do and spins, and
-// sysmon, busy retaking, keeps polling every 20 us: at 32 streams over a
-// 1 Gbit/s link that was a third of the server's CPU (perf: sysmon 17%,
-// findRunnable/park/wake 17%). On a non-blocking socket the call never
-// waits, so holding the P through it is what nginx's worker does too.
-// Any other source goes to (*net.TCPConn).ReadFrom.
+// blocking one and sysmon does not hand the P to another thread mid-copy
+// (see httpboot/DESIGN.md#raw-sendfile). On a non-blocking socket the call
+// never waits, so holding the P through it is what nginx's worker does
+// too. Any other source goes to (*net.TCPConn).ReadFrom.
 func (c *sendfileConn) ReadFrom(r io.Reader) (int64, error) {
+	fc, ok := c.fileCopyOf(r)
+	if !ok {
+		return c.TCPConn.ReadFrom(r)
+	}
+	if fc.big {
+		fc.start = time.Now()
+		c.big.Add(1)
+		defer c.big.Add(-1)
+		_ = c.rc.Control(func(fd uintptr) { c.fitSendBuffer(fd, boostBodies+1) })
+	}
+	fc.run()
+	return fc.finish()
+}
+
+// fileCopy is one body's copy by sendfile: the file and where the copy
+// is, and what the loop keeps between the poller's wake-ups.
+type fileCopy struct {
+	c   *sendfileConn
+	f   *os.File
+	frc syscall.RawConn
+	lr  *io.LimitedReader // the body's limit; nil when the file is the body
+	// off is the file's offset at the start; written counts from it, and
+	// remain is what is left of the body.
+	off, written, remain int64
+	// warm is the end of the chunk a probe last found cached: calls that
+	// start inside it send up to its end without a probe of their own
+	// (over a link one call moves only what the socket buffer has room
+	// for, so one probe covers several calls).
+	warm int64
+	// waited is set when the loop last gave up for want of room: Go's
+	// poller may then wake it for readiness it saw before the buffer
+	// filled (an edge that came during the last sendfile), and a sendfile
+	// would find the buffer still full; a poll finds that for less.
+	waited bool
+	// big: a body of bigBody or more, which starts with sndbuf and is
+	// boosted (fitSendBuffer) at its first wait for room boostAfter in, if
+	// few run then and the link holds it below boostBelow (decided then).
+	big, decided bool
+	start        time.Time
+	err          error // the copy's first error
+}
+
+// fileCopyOf is the copy of r when r is a regular *os.File, bare or in
+// the io.LimitedReader of http.ServeContent's io.CopyN, with bytes left;
+// ok is false for any other source.
+func (c *sendfileConn) fileCopyOf(r io.Reader) (fc *fileCopy, ok bool) {
 	src, remain := r, int64(1<<63-1)
 	lr, limited := r.(*io.LimitedReader)
 	if limited {
@@ -334,124 +369,146 @@ func (c *sendfileConn) ReadFrom(r io.Reader) (int64, error) {
 	}
 	f, ok := src.(*os.File)
 	if !ok || remain <= 0 {
-		return c.TCPConn.ReadFrom(r)
+		return nil, false
 	}
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return c.TCPConn.ReadFrom(r)
+		return nil, false
 	}
 	off, err := f.Seek(0, io.SeekCurrent)
 	if err != nil {
-		return c.TCPConn.ReadFrom(r)
+		return nil, false
 	}
 	frc, err := f.SyscallConn()
 	if err != nil {
-		return c.TCPConn.ReadFrom(r)
+		return nil, false
 	}
-	// A big body starts with sndbuf, and is boosted (fitSendBuffer) at
-	// its first wait for room boostAfter in, if few run then and the link
-	// holds it below boostBelow (decided).
 	big := c.sndbuf > 0 && c.big != nil && remain >= bigBody
-	decided := false
-	var start time.Time
-	if big {
-		start = time.Now()
-		c.big.Add(1)
-		defer c.big.Add(-1)
-		_ = c.rc.Control(func(fd uintptr) { c.fitSendBuffer(fd, boostBodies+1) })
-	}
-	var written int64
-	var serr error
-	// warm is the end of the chunk a probe last found cached: calls that
-	// start inside it send up to its end without a probe of their own.
-	// Over a link each call moves what the socket buffer has room for, a
-	// few hundred KiB, so one probe covers several calls (at 32 streams
-	// over 1 Gbit/s it was a probe per call, 4643 preadv2 per GiB).
-	var warm int64
-	// waited is set when the loop last gave up for want of room: Go's
-	// poller may then wake it for readiness it saw before the buffer
-	// filled (an edge that came during the last sendfile), and a sendfile
-	// would find the buffer still full; a poll finds that for less.
-	waited := false
-	cerr := frc.Control(func(in uintptr) {
-		werr := c.rc.Write(func(out uintptr) bool {
-			switch {
-			case !waited || !big:
-			case !decided:
-				if d := time.Since(start); d >= boostAfter {
-					decided = true
-					if float64(written)/d.Seconds() < boostBelow {
-						c.fitSendBuffer(out, c.big.Load())
-					}
-				}
-			case c.cur > c.sndbuf:
-				// Boosted while few ran: back to sndbuf once more do.
-				if n := c.big.Load(); n > boostBodies {
-					c.fitSendBuffer(out, n)
-				}
-			}
-			if waited && !writable(out) {
-				c.waits++
-				return false
-			}
-			waited = false
-			for remain > 0 {
-				o := off + written
-				chunk := min(remain, maxSendfileChunk)
-				call := unix.RawSyscall6
-				c.calls++
-				switch {
-				case o < warm:
-					chunk = min(chunk, warm-o)
-				case c.cached(in, o+chunk-1):
-					warm = o + chunk
-					c.probes++
-				default:
-					call = unix.Syscall6 // the disk read may take long: let the P go
-					c.probes++
-					c.cold++
-				}
-				n, _, e := call(unix.SYS_SENDFILE, out, in, uintptr(unsafe.Pointer(&o)), uintptr(chunk), 0, 0)
-				switch {
-				case e == unix.EINTR:
-					continue
-				case e == unix.EAGAIN:
-					c.again++
-					waited = true
-					return false // wait until writable
-				case e != 0:
-					serr = os.NewSyscallError("sendfile", e)
-					return true
-				case n == 0:
-					return true // the file ended early
-				}
-				written += int64(n)
-				remain -= int64(n)
-				if int64(n) < chunk && remain > 0 && !writable(out) {
-					c.waits++
-					waited = true
-					return false // the socket buffer is full: wait
-				}
-			}
-			return true
-		})
-		if serr == nil {
-			serr = werr
+	return &fileCopy{c: c, f: f, frc: frc, lr: lr, off: off, remain: remain, big: big}, true
+}
+
+// run copies until the body is sent, the file ends early or a call
+// fails: sendOnWritable runs each time Go's poller finds the socket
+// writable, and says when the copy is over.
+func (fc *fileCopy) run() {
+	cerr := fc.frc.Control(func(in uintptr) {
+		werr := fc.c.rc.Write(func(out uintptr) bool { return fc.sendOnWritable(in, out) })
+		if fc.err == nil {
+			fc.err = werr
 		}
 	})
-	if serr == nil {
-		serr = cerr
+	if fc.err == nil {
+		fc.err = cerr
 	}
-	c.sent += written
-	if limited {
-		lr.N -= written
+}
+
+// sendOnWritable is one wake-up of the copy: it fits the send buffer,
+// makes sure a wake-up after a wait for room really has room, and sends.
+// It returns false to wait for room again, true when the copy is over.
+func (fc *fileCopy) sendOnWritable(in, out uintptr) bool {
+	if fc.waited && fc.big {
+		fc.refitBuffer(out)
 	}
-	if _, err := f.Seek(off+written, io.SeekStart); err != nil && serr == nil {
+	if fc.waited && !writable(out) {
+		fc.c.count.pollWaits++
+		return false
+	}
+	fc.waited = false
+	return fc.sendChunks(in, out)
+}
+
+// refitBuffer runs at a big body's waits for room: the first one
+// boostAfter in decides its boost (fitSendBuffer), and a boosted body
+// goes back to sndbuf once more than boostBodies run.
+func (fc *fileCopy) refitBuffer(out uintptr) {
+	c := fc.c
+	switch {
+	case !fc.decided:
+		if d := time.Since(fc.start); d >= boostAfter {
+			fc.decided = true
+			if float64(fc.written)/d.Seconds() < boostBelow {
+				c.fitSendBuffer(out, c.big.Load())
+			}
+		}
+	case c.cur > c.sndbuf:
+		if n := c.big.Load(); n > boostBodies {
+			c.fitSendBuffer(out, n)
+		}
+	}
+}
+
+// sendChunks sends chunk after chunk until the body is sent (true) or
+// the socket is full (false: wait for room). A sendfile that copied less
+// than asked is followed by a poll (writable) rather than another call.
+func (fc *fileCopy) sendChunks(in, out uintptr) bool {
+	for fc.remain > 0 {
+		o := fc.off + fc.written
+		chunk, call := fc.plan(in, o)
+		fc.c.count.calls++
+		n, _, e := call(unix.SYS_SENDFILE, out, in, uintptr(unsafe.Pointer(&o)), uintptr(chunk), 0, 0)
+		switch {
+		case e == unix.EINTR:
+			continue
+		case e == unix.EAGAIN:
+			fc.c.count.eagainWaits++
+			fc.waited = true
+			return false // wait until writable
+		case e != 0:
+			fc.err = os.NewSyscallError("sendfile", e)
+			return true
+		case n == 0:
+			return true // the file ended early
+		}
+		fc.written += int64(n)
+		fc.remain -= int64(n)
+		if int64(n) < chunk && fc.remain > 0 && !writable(out) {
+			fc.c.count.pollWaits++
+			fc.waited = true
+			return false // the socket buffer is full: wait
+		}
+	}
+	return true
+}
+
+// syscall6 is how a sendfile is entered: unix.RawSyscall6 (keeps the P)
+// or unix.Syscall6 (through the scheduler).
+type syscall6 func(trap, a1, a2, a3, a4, a5, a6 uintptr) (r1, r2 uintptr, err unix.Errno)
+
+// plan sizes the sendfile at file offset o (at most maxSendfileChunk, and
+// within a warm chunk when o is in one) and picks its entry: raw when its
+// pages are cached (warm, or a probe says so), else through the scheduler,
+// since the disk read may take long and the P should go meanwhile.
+func (fc *fileCopy) plan(in uintptr, o int64) (chunk int64, call syscall6) {
+	chunk = min(fc.remain, maxSendfileChunk)
+	switch {
+	case o < fc.warm:
+		return min(chunk, fc.warm-o), unix.RawSyscall6
+	case fc.c.cached(in, o+chunk-1):
+		fc.warm = o + chunk
+		fc.c.count.probes++
+		return chunk, unix.RawSyscall6
+	default:
+		fc.c.count.probes++
+		fc.c.count.coldCalls++
+		return chunk, unix.Syscall6
+	}
+}
+
+// finish accounts the bytes copied (on the connection, the body's limit
+// and the file's offset) and wraps the copy's error as net's own
+// ReadFrom does.
+func (fc *fileCopy) finish() (int64, error) {
+	c, serr := fc.c, fc.err
+	c.count.bytes += fc.written
+	if fc.lr != nil {
+		fc.lr.N -= fc.written
+	}
+	if _, err := fc.f.Seek(fc.off+fc.written, io.SeekStart); err != nil && serr == nil {
 		serr = err
 	}
 	if serr != nil {
 		serr = &net.OpError{Op: "sendfile", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: serr}
 	}
-	return written, serr
+	return fc.written, serr
 }
 
 // wrapListener puts sendfileConn on every accepted TCP connection; a body

@@ -120,13 +120,13 @@ func TestSendfileConn(t *testing.T) {
 				t.Fatalf("client got %d bytes, want %d (equal: %v)", len(b), len(want), bytes.Equal(b, want))
 			}
 			if tc.reader {
-				if sc.sent != 0 {
-					t.Errorf("the sendfile loop copied %d bytes of a plain reader", sc.sent)
+				if sc.count.bytes != 0 {
+					t.Errorf("the sendfile loop copied %d bytes of a plain reader", sc.count.bytes)
 				}
 				return
 			}
-			if sc.sent != n {
-				t.Errorf("the sendfile loop copied %d of %d bytes", sc.sent, n)
+			if sc.count.bytes != n {
+				t.Errorf("the sendfile loop copied %d of %d bytes", sc.count.bytes, n)
 			}
 			if lr != nil && lr.N != tc.n-n {
 				t.Errorf("limit left %d, want %d", lr.N, tc.n-n)
@@ -211,14 +211,14 @@ func TestSendfileColdPages(t *testing.T) {
 	if probe.cached(f.Fd(), int64(len(body))-1) {
 		t.Skip("the page cache kept the file after POSIX_FADV_DONTNEED (tmpfs?): cold pages cannot be made here")
 	}
-	if sc := send(); sc.cold == 0 || sc.sent != int64(len(body)) {
-		t.Errorf("cold file: %d scheduler-visible calls, %d bytes by the loop; want some, %d", sc.cold, sc.sent, len(body))
+	if sc := send(); sc.count.coldCalls == 0 || sc.count.bytes != int64(len(body)) {
+		t.Errorf("cold file: %d scheduler-visible calls, %d bytes by the loop; want some, %d", sc.count.coldCalls, sc.count.bytes, len(body))
 	}
 	if !probe.cached(f.Fd(), int64(len(body))-1) {
 		t.Fatal("the file's last page is not cached after sending it")
 	}
-	if sc := send(); sc.cold != 0 {
-		t.Errorf("cached file: %d scheduler-visible calls, want 0", sc.cold)
+	if sc := send(); sc.count.coldCalls != 0 {
+		t.Errorf("cached file: %d scheduler-visible calls, want 0", sc.count.coldCalls)
 	}
 }
 
@@ -264,23 +264,23 @@ func TestSendfileProbeCovers(t *testing.T) {
 		t.Fatalf("client got %d bytes, want %d", len(b), len(body))
 	}
 	chunks := int64((len(body) + maxSendfileChunk - 1) / maxSendfileChunk)
-	if sc.calls < 2*chunks {
-		t.Skipf("only %d sendfile calls for %d chunks: the socket buffer took whole chunks, nothing to show", sc.calls, chunks)
+	if sc.count.calls < 2*chunks {
+		t.Skipf("only %d sendfile calls for %d chunks: the socket buffer took whole chunks, nothing to show", sc.count.calls, chunks)
 	}
-	if sc.probes > chunks {
-		t.Errorf("%d probes in %d sendfile calls; want at most one per chunk (%d)", sc.probes, sc.calls, chunks)
+	if sc.count.probes > chunks {
+		t.Errorf("%d probes in %d sendfile calls; want at most one per chunk (%d)", sc.count.probes, sc.count.calls, chunks)
 	}
-	t.Logf("%d sendfile calls, %d probes (%d cold), %d chunks", sc.calls, sc.probes, sc.cold, chunks)
+	t.Logf("%d sendfile calls, %d probes (%d cold), %d chunks", sc.count.calls, sc.count.probes, sc.count.coldCalls, chunks)
 	// A copy cut short by a full socket buffer waits for room (a poll
 	// tells), instead of trying again into a sendfile that reads pages
 	// only to fail with EAGAIN.
-	if sc.waits == 0 {
-		t.Errorf("%d sendfile calls and no wait for room: the slow reader should have filled the buffer", sc.calls)
+	if sc.count.pollWaits == 0 {
+		t.Errorf("%d sendfile calls and no wait for room: the slow reader should have filled the buffer", sc.count.calls)
 	}
-	if sc.again > sc.waits/10 {
-		t.Errorf("%d sendfile calls failed with EAGAIN against %d waits decided by a poll", sc.again, sc.waits)
+	if sc.count.eagainWaits > sc.count.pollWaits/10 {
+		t.Errorf("%d sendfile calls failed with EAGAIN against %d waits decided by a poll", sc.count.eagainWaits, sc.count.pollWaits)
 	}
-	t.Logf("%d waits for room, %d EAGAIN", sc.waits, sc.again)
+	t.Logf("%d waits for room, %d EAGAIN", sc.count.pollWaits, sc.count.eagainWaits)
 }
 
 // TestResponseLeavesCorked: a file body over one splice batch leaves in
@@ -402,7 +402,7 @@ func TestAwaitAcked(t *testing.T) {
 		t0 := time.Now()
 		waited, err := sc.awaitAcked(probe.Outq)
 		took := time.Since(t0)
-		t.Logf("awaitAcked: %v, %d checks", took, sc.ackWaits)
+		t.Logf("awaitAcked: %v, %d checks", took, sc.count.ackChecks)
 		if !waited || err != nil {
 			t.Fatalf("awaitAcked = %v, %v; want true, nil", waited, err)
 		}
@@ -410,8 +410,8 @@ func TestAwaitAcked(t *testing.T) {
 			t.Errorf("awaitAcked returned with %d bytes unacknowledged, want at most a small segment", q)
 		}
 		// A timer step of 1 ms would have checked took/1ms times.
-		if sc.ackWaits > 8 || time.Duration(sc.ackWaits)*time.Millisecond > took/4 {
-			t.Errorf("awaitAcked checked %d times in %v: woken by something else than the queue draining", sc.ackWaits, took)
+		if sc.count.ackChecks > 8 || time.Duration(sc.count.ackChecks)*time.Millisecond > took/4 {
+			t.Errorf("awaitAcked checked %d times in %v: woken by something else than the queue draining", sc.count.ackChecks, took)
 		}
 		if v := sendBufferOf(sc); sc.cur < sndbuf || v != sc.cur {
 			t.Errorf("send buffer %d after the wait, want the %d it had (at least %d) back", v, sc.cur, sndbuf)

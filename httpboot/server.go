@@ -30,6 +30,7 @@ import (
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/httpserve"
 	"github.com/pxeperf/pxeperf/internal/refuse"
 )
 
@@ -199,27 +200,19 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // returns nil when ctx ends.
 func (s *Server) Serve(ctx context.Context) error {
 	s.opt.Logger.Info("http boot serving", "addr", s.ln.Addr().String(), "script", s.opt.ScriptPath)
-	errc := make(chan error, 1)
-	go func() { errc <- s.srv.Serve(s.ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("http boot: %w", err)
-	case <-ctx.Done():
-	}
-	// A fresh context: ctx is already cancelled, and running image downloads
-	// deserve their grace period.
 	grace := s.opt.HTTP.ShutdownGrace
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	if n := s.active.Load(); n > 0 {
-		s.opt.Logger.Info("http boot stopping: letting downloads finish", "active", n, "grace", grace)
-	}
-	if err := s.srv.Shutdown(sctx); err != nil {
-		s.opt.Logger.Warn("http boot: downloads still running after the shutdown grace; closing them",
-			"active", s.active.Load(), "grace", grace, "err", err)
-		_ = s.srv.Close()
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err := httpserve.Serve(ctx, s.srv, s.ln, grace, httpserve.Hooks{
+		Stopping: func() {
+			if n := s.active.Load(); n > 0 {
+				s.opt.Logger.Info("http boot stopping: letting downloads finish", "active", n, "grace", grace)
+			}
+		},
+		Late: func(err error) {
+			s.opt.Logger.Warn("http boot: downloads still running after the shutdown grace; closing them",
+				"active", s.active.Load(), "grace", grace, "err", err)
+		},
+	})
+	if err != nil {
 		return fmt.Errorf("http boot: %w", err)
 	}
 	return nil
@@ -227,7 +220,7 @@ func (s *Server) Serve(ctx context.Context) error {
 
 // ServeHTTP answers 503 on a connection over a connection cap
 // (connLimiter.serveOver), else routes: /api/ (when Options.API is set),
-// /healthz, the script path, else a file from the root.
+// /healthz, the script path, else a file from the root (serveFetch).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.conns.unsettled.Load() > 0 && !s.conns.serveOver(w, r) {
 		return // over http.max_conns or max_conns_per_client: answered 503
@@ -246,147 +239,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveHealth(w, r)
 		return
 	}
-	s.active.Add(1)
-	defer s.active.Add(-1)
-	start := time.Now()
-	rec, client, refusal := s.newFetch(r, start)
-	cw := &countingWriter{ResponseWriter: w, live: s.opt.Active.Begin(rec)}
-	defer cw.live.End()
-	mon := s.watch(r, cw)
-	if k, ok := mon.conn.(corker); ok {
-		cw.cork = k
-	}
-	var expect int64
-	emitted := false
-	// emit finishes the record with pending bytes still to be written.
-	emit := func(pending int64) {
-		emitted = true
-		rec.TCP, rec.Intervals, rec.Bytes = mon.finish(pending)
-		rec.Duration = time.Since(start)
-		if rec.Bytes < cw.n.Load()+pending && cw.err == nil {
-			// settle gave up with the queue unacknowledged: the client
-			// stopped taking it in (or went away) before the last byte.
-			cw.err = errUnacked
-		}
-		s.outcome(rec, cw, r, expect)
-		if mon.slow.Load() && rec.Outcome != event.OutcomeOK {
-			h := s.opt.HTTP
-			rec.Outcome = event.OutcomeError
-			rec.Err = fmt.Sprintf("too slow: under %d KiB/s over %s (http.min_rate_kib, min_rate_window)", h.MinRateKiB, h.MinRateWindow)
-			s.refused.Refuse(refuseSlow, rec.Client.Addr().String(), "file", rec.File, "bytes", rec.Bytes,
-				"min_rate_kib", h.MinRateKiB, "window", h.MinRateWindow, "fix", "lower http.min_rate_kib")
-		}
-		if cw.status >= 400 {
-			rec.Bytes = 0 // an error page is not the file
-			// A lab wants to see failed boots, but one client's flood of
-			// them must not fill the store: each client has a budget.
-			if !s.errBudget.take(rec.Client.Addr()) {
-				s.refused.Refuse(refuseErrorRecords, rec.Client.Addr().String(), "status", cw.status,
-					"file", rec.File, "cap_per_minute", s.opt.HTTP.ErrorRecordsPerMinute,
-					"fix", "raise http.error_records_per_minute")
-				return
-			}
-		} else if probe(r, cw.status, rec.Bytes) && !s.probeBudget.take(rec.Client.Addr()) {
-			// A HEAD or a byte of a range costs the client nothing; a
-			// loop of them on one keep-alive connection must not fill
-			// the store either.
-			s.refused.Refuse(refuseProbeRecords, rec.Client.Addr().String(), "method", r.Method,
-				"status", cw.status, "file", rec.File, "cap_per_minute", s.opt.HTTP.ProbeRecordsPerMinute,
-				"fix", "raise http.probe_records_per_minute")
-			return
-		}
-		s.opt.Sink.Fetch(rec)
-	}
-	// A file's record goes out before its last byte (see
-	// countingWriter.ReadFrom), once the client has acknowledged the rest
-	// (monitor.settle); that byte still honours the stall timeout.
-	cw.beforeLast = func() {
-		mon.settle(cw.n.Load())
-		if mon.slow.Load() {
-			// Under the rate floor while the client took in the queue:
-			// the last byte meets the passed deadline, and the record
-			// (an error) follows.
-			return
-		}
-		emit(1)
-		mon.arm()
-	}
-	switch {
-	case refusal != nil:
-		rec.Outcome, rec.Err = refusal.outcome, refusal.msg
-		http.Error(cw, "pxeperf: "+refusal.msg, refusal.status)
-	case r.URL.Path == s.opt.ScriptPath && !s.scriptInRoot():
-		rec.Kind = event.KindConfig
-		expect = s.serveScript(cw, r, rec, client)
-	default:
-		expect = s.serveFile(cw, r, rec)
-	}
-	if emitted {
-		mon.disarm()
-		if cw.err != nil {
-			s.opt.Logger.Debug("http fetch: client went away before the last byte", "file", rec.File,
-				"client", rec.Client.String(), "err", cw.err)
-		}
-		return
-	}
-	emit(0)
-}
-
-// probeBelow is the body size under which a range answer counts as a
-// probe (see probe): a client resuming or splitting a download asks for
-// more at a time.
-const probeBelow = 64 << 10
-
-// probe reports whether a successful fetch is one a client can repeat at
-// no cost, so that its records take from probeBudget: a HEAD, or a range
-// answer (206) of under probeBelow bytes. A firmware's HEAD before its
-// download (UEFI HTTP boot sends one) is still recorded; 85k of them in
-// 10 s on one keep-alive connection were 31 MB of store.
-func probe(r *http.Request, status int, body int64) bool {
-	return r.Method == http.MethodHead || (status == http.StatusPartialContent && body < probeBelow)
-}
-
-// outcome classifies a finished fetch. expect is the body length the
-// response promised (-1 unknown; 0 for HEAD and errors already classified).
-func (s *Server) outcome(rec *event.Fetch, cw *countingWriter, r *http.Request, expect int64) {
-	if rec.Outcome != "" {
-		return
-	}
-	if r.Method == http.MethodHead {
-		expect = 0
-	} else if cl := cw.Header().Get("Content-Length"); cl != "" {
-		if v, err := strconv.ParseInt(cl, 10, 64); err == nil {
-			expect = v
-		}
-	}
-	status := cw.status
-	if status == 0 {
-		status = http.StatusOK
-	}
-	switch {
-	case status >= 400:
-		rec.Outcome = event.OutcomeError
-		rec.Err = fmt.Sprintf("HTTP %d %s", status, http.StatusText(status))
-	case expect >= 0 && rec.Bytes >= expect:
-		// Every byte was handed to the kernel. OVMF resets the connection
-		// right after a download; that is not a failure.
-		rec.Outcome = event.OutcomeOK
-	case errors.Is(cw.err, errDeadline):
-		rec.Outcome = event.OutcomeError
-		rec.Err = fmt.Sprintf("stalled: no progress for %s (http.stall_timeout)", s.opt.HTTP.StallTimeout)
-	case cw.err != nil:
-		rec.Outcome = event.OutcomeAborted
-		rec.Err = cw.err.Error()
-	case expect < 0:
-		rec.Outcome = event.OutcomeOK
-	default:
-		rec.Outcome = event.OutcomeError
-		rec.Err = fmt.Sprintf("sent %d of %d bytes: the file shrank while being served", rec.Bytes, expect)
-	}
-	if rec.Outcome != event.OutcomeOK {
-		s.opt.Logger.Debug("http fetch not ok", "file", rec.File, "client", rec.Client.String(),
-			"bytes", rec.Bytes, "outcome", rec.Outcome, "err", rec.Err)
-	}
+	s.serveFetch(w, r)
 }
 
 type health struct {

@@ -326,9 +326,9 @@ func (s *Store) rememberFailure(key, srcName string, src *os.File, st fs.FileInf
 // ErrLowSpace) with room bytes for it (Store.room) and nothing else in the
 // cache to evict: it cannot fit until there is more room, so it is refused
 // at once, without another unpack, until the room has grown by a chunk
-// (reserveChunk) or the source changes. A 16 GiB image of zeros with
-// 1.5 GB free unpacked ~0.5 GB on every request before its 503. Kept in
-// memory only.
+// (reserveChunk) or the source changes: else an image too big for the
+// cache is unpacked up to the free space on every request before its 503
+// (see images/DESIGN.md#an-image-that-cannot-fit). Kept in memory only.
 type noRoom struct {
 	source  string
 	size    int64

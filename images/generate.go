@@ -42,18 +42,7 @@ func (g *genLanes) fill(p []byte) {
 	a, b, c, d := g[0], g[1], g[2], g[3]
 	i := 0
 	for ; i+32 <= len(p); i += 32 {
-		a ^= a << 13
-		a ^= a >> 7
-		a ^= a << 17
-		b ^= b << 13
-		b ^= b >> 7
-		b ^= b << 17
-		c ^= c << 13
-		c ^= c >> 7
-		c ^= c << 17
-		d ^= d << 13
-		d ^= d >> 7
-		d ^= d << 17
+		a, b, c, d = xorshift(a), xorshift(b), xorshift(c), xorshift(d)
 		q := p[i : i+32 : i+32]
 		binary.LittleEndian.PutUint64(q[0:], a)
 		binary.LittleEndian.PutUint64(q[8:], b)
@@ -68,11 +57,19 @@ func (g *genLanes) fill(p []byte) {
 	}
 }
 
+// xorshift is one step of a lane: xorshift64 with shifts (13, 7, 17).
+func xorshift(x uint64) uint64 {
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	return x
+}
+
 // Generate writes size deterministic pseudo-random bytes for name and seed
 // to w and returns their hex sha256: the same name, size and seed give the
 // same bytes on any machine, and a shorter image is a prefix of a longer
-// one. Generating and hashing overlap on two goroutines (hashing is the
-// bound, about 1 GB/s with SHA extensions).
+// one. Generating and hashing overlap on two goroutines: hashing is the
+// bound (see images/DESIGN.md#generating-test-images).
 func Generate(w io.Writer, name string, size int64, seed uint64) (string, error) {
 	if size < 0 {
 		return "", fmt.Errorf("size %d is negative", size)
