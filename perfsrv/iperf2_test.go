@@ -155,9 +155,9 @@ func nsWait(d time.Duration, cond func() bool) bool {
 	return cond()
 }
 
-// iperf2Header builds a test header as iperf 2.1.8 writes it.
-func iperf2Header(flags uint32, port uint16, amount int32, upper uint16) []byte {
-	b := make([]byte, iperf2HdrV1Len+iperf2HdrExtLen)
+// buildIperf2Header builds a test header as iperf 2.1.8 writes it.
+func buildIperf2Header(flags uint32, port uint16, amount int32, upper uint16) []byte {
+	b := make([]byte, iperf2HeaderV1Len+iperf2HeaderExtLen)
 	flags |= iperf2HeaderExtend | iperf2HeaderLenBit | uint32(len(b))<<1
 	binary.BigEndian.PutUint32(b[0:], flags)
 	binary.BigEndian.PutUint32(b[4:], 1)
@@ -175,22 +175,22 @@ func TestParseHdr2(t *testing.T) {
 		dur  time.Duration
 		port uint16
 	}{
-		{"2.1.8 plain", iperf2Header(0, 5001, -1000, 0), mode2Normal, 10 * time.Second, 5001},
-		{"2.1.8 -r", iperf2Header(iperf2HeaderVersion1, 6001, -300, 0), mode2Tradeoff, 3 * time.Second, 6001},
-		{"2.1.8 -d", iperf2Header(iperf2HeaderVersion1|iperf2RunNow, 5001, -100, 0), mode2Dualtest, time.Second, 5001},
-		{"2.1.8 -R", iperf2Header(iperf2HeaderVersion2, 5001, -100, iperf2UpperReverse), mode2Reverse, time.Second, 5001},
-		{"2.1.8 --full-duplex", iperf2Header(iperf2HeaderVersion2, 5001, -100, iperf2UpperFullDup), mode2FullDuplex, time.Second, 5001},
-		{"2.0 -r (v1 only)", append(binary.BigEndian.AppendUint32(nil, iperf2HeaderVersion1), make([]byte, 20)...), mode2Tradeoff, 0, 0},
-		{"2.0 data (no header)", []byte("0123456789"), mode2Normal, 0, 0},
-		{"short", []byte{0x80}, mode2Normal, 0, 0},
+		{"2.1.8 plain", buildIperf2Header(0, 5001, -1000, 0), iperf2ModeNormal, 10 * time.Second, 5001},
+		{"2.1.8 -r", buildIperf2Header(iperf2HeaderVersion1, 6001, -300, 0), iperf2ModeTradeoff, 3 * time.Second, 6001},
+		{"2.1.8 -d", buildIperf2Header(iperf2HeaderVersion1|iperf2RunNow, 5001, -100, 0), iperf2ModeDualtest, time.Second, 5001},
+		{"2.1.8 -R", buildIperf2Header(iperf2HeaderVersion2, 5001, -100, iperf2UpperReverse), iperf2ModeReverse, time.Second, 5001},
+		{"2.1.8 --full-duplex", buildIperf2Header(iperf2HeaderVersion2, 5001, -100, iperf2UpperFullDup), iperf2ModeFullDuplex, time.Second, 5001},
+		{"2.0 -r (v1 only)", append(binary.BigEndian.AppendUint32(nil, iperf2HeaderVersion1), make([]byte, 20)...), iperf2ModeTradeoff, 0, 0},
+		{"2.0 data (no header)", []byte("0123456789"), iperf2ModeNormal, 0, 0},
+		{"short", []byte{0x80}, iperf2ModeNormal, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := parseHdr2(tc.b)
+			h := parseIperf2Header(tc.b)
 			if h.mode() != tc.mode || h.duration() != tc.dur || h.port != tc.port {
 				t.Errorf("mode %q duration %s port %d, want %q %s %d", h.mode(), h.duration(), h.port, tc.mode, tc.dur, tc.port)
 			}
 			if len(tc.b) >= 4 {
-				if n := hdr2Len(binary.BigEndian.Uint32(tc.b)); n > len(tc.b) && tc.mode != mode2Normal {
+				if n := iperf2HeaderLen(binary.BigEndian.Uint32(tc.b)); n > len(tc.b) && tc.mode != iperf2ModeNormal {
 					t.Errorf("header length %d, longer than the %d bytes written", n, len(tc.b))
 				}
 			}
@@ -213,9 +213,9 @@ func TestIperf2ConnectBackBad(t *testing.T) {
 		hdr    []byte
 		reason string
 	}{
-		{"refused", iperf2Header(iperf2HeaderVersion1, refused, -100, 0), "connect-back to 127.0.0.1:"},
-		{"no port", iperf2Header(iperf2HeaderVersion1, 0, -100, 0), "names no port"},
-		{"over the cap", iperf2Header(iperf2HeaderVersion1, refused, -100*3600, 0), "over the 1m0s cap"},
+		{"refused", buildIperf2Header(iperf2HeaderVersion1, refused, -100, 0), "connect-back to 127.0.0.1:"},
+		{"no port", buildIperf2Header(iperf2HeaderVersion1, 0, -100, 0), "names no port"},
+		{"over the cap", buildIperf2Header(iperf2HeaderVersion1, refused, -100*3600, 0), "over the 1m0s cap"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, rec, lg := startIperf2(t)
@@ -256,22 +256,22 @@ func TestIperf2ConnectBackBad(t *testing.T) {
 }
 
 // FuzzParseHdr2: any first bytes of a connection parse without a panic
-// into a mode the server knows, and readHdr2 never reads past its bound.
+// into a mode the server knows, and readIperf2Header never reads past its bound.
 func FuzzParseHdr2(f *testing.F) {
-	f.Add(iperf2Header(iperf2HeaderVersion1|iperf2RunNow, 5001, -100, 0))
-	f.Add(iperf2Header(iperf2HeaderVersion2, 5001, -100, iperf2UpperFullDup))
+	f.Add(buildIperf2Header(iperf2HeaderVersion1|iperf2RunNow, 5001, -100, 0))
+	f.Add(buildIperf2Header(iperf2HeaderVersion2, 5001, -100, iperf2UpperFullDup))
 	f.Add([]byte("0123456789"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h := parseHdr2(b)
+		h := parseIperf2Header(b)
 		switch h.mode() {
-		case mode2Normal, mode2Tradeoff, mode2Dualtest, mode2Reverse, mode2FullDuplex:
+		case iperf2ModeNormal, iperf2ModeTradeoff, iperf2ModeDualtest, iperf2ModeReverse, iperf2ModeFullDuplex:
 		default:
 			t.Fatalf("mode %q", h.mode())
 		}
 		if h.block() <= 0 || h.block() > iperf2MaxBuf {
 			t.Fatalf("block %d", h.block())
 		}
-		head, _, _ := readHdr2(&byteConn{Reader: strings.NewReader(string(b))})
+		head, _, _ := readIperf2Header(&byteConn{Reader: strings.NewReader(string(b))})
 		if len(head) > iperf2MaxHeader || len(head) > len(b) {
 			t.Fatalf("read %d of %d bytes", len(head), len(b))
 		}

@@ -96,8 +96,8 @@ func (s *Iperf2) verifiedLocked(ip netip.Addr, now time.Time) bool {
 // forged flow then never keeps a board that has shown it receives out.
 const slotIdle = time.Second
 
-// test2 is a running test's claim on a slot.
-type test2 struct {
+// iperf2Test is a running test's claim on a slot.
+type iperf2Test struct {
 	ip   netip.Addr
 	weak bool // an unverified UDP flow
 	// moved is when the test last moved a byte (unix ns).
@@ -113,22 +113,22 @@ type test2 struct {
 	fwdDone atomic.Bool
 }
 
-func newTest2(ip netip.Addr, weak bool, now time.Time) *test2 {
-	t := &test2{ip: ip, weak: weak}
+func newIperf2Test(ip netip.Addr, weak bool, now time.Time) *iperf2Test {
+	t := &iperf2Test{ip: ip, weak: weak}
 	t.moved.Store(now.UnixNano())
 	return t
 }
 
 // touch records progress.
-func (t *test2) touch(now time.Time) { t.moved.Store(now.UnixNano()) }
+func (t *iperf2Test) touch(now time.Time) { t.moved.Store(now.UnixNano()) }
 
 // admitLocked gives t a slot, evicting a test that holds one for nothing
 // when the caps are reached; false when none can go. Holds s.mu.
-func (s *Iperf2) admitLocked(t *test2, now time.Time) bool {
+func (s *Iperf2) admitLocked(t *iperf2Test, now time.Time) bool {
 	l := s.cfg.Limits
 	full := func() (all, mine bool) { return s.active >= l.MaxTests, s.perClient[t.ip] >= l.MaxPerClient }
 	if all, mine := full(); all || mine {
-		var victim *test2
+		var victim *iperf2Test
 		var idlest time.Duration = -1
 		for v := range s.tests {
 			if mine && v.ip != t.ip || v.stop == nil {
@@ -163,13 +163,13 @@ func (s *Iperf2) admitLocked(t *test2, now time.Time) bool {
 }
 
 // release gives t's slot back (once).
-func (s *Iperf2) release(t *test2) {
+func (s *Iperf2) release(t *iperf2Test) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.releaseLocked(t)
 }
 
-func (s *Iperf2) releaseLocked(t *test2) {
+func (s *Iperf2) releaseLocked(t *iperf2Test) {
 	if t == nil || !t.held {
 		return
 	}
@@ -191,8 +191,8 @@ func (s *Iperf2) releaseLocked(t *test2) {
 // iperf3's (maxPending, maxPendingPerAddr): one rule for both listeners.
 const iperf2HeaderWait = 3 * time.Second
 
-// pend2 is a connection waiting for its header.
-type pend2 struct {
+// headerWaiter is a connection waiting for its header.
+type headerWaiter struct {
 	ip    netip.Addr
 	since time.Time
 	close func()
@@ -201,12 +201,12 @@ type pend2 struct {
 // headerWait counts c waiting for its header, closing the oldest waiting
 // connection over a cap; done takes it out.
 func (s *Iperf2) headerWait(ip netip.Addr, close func()) (done func()) {
-	p := &pend2{ip: ip, since: time.Now(), close: close}
+	p := &headerWaiter{ip: ip, since: time.Now(), close: close}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	mine := s.pending[ip] >= maxPendingPerAddr
 	if mine || len(s.pendingAll) >= maxPending {
-		var oldest *pend2
+		var oldest *headerWaiter
 		for q := range s.pendingAll {
 			if (!mine || q.ip == ip) && (oldest == nil || q.since.Before(oldest.since)) {
 				oldest = q
@@ -227,7 +227,7 @@ func (s *Iperf2) headerWait(ip netip.Addr, close func()) (done func()) {
 	}
 }
 
-func (s *Iperf2) unpendLocked(p *pend2) {
+func (s *Iperf2) unpendLocked(p *headerWaiter) {
 	if _, ok := s.pendingAll[p]; !ok {
 		return
 	}
@@ -257,7 +257,7 @@ const (
 
 // backBudget says whether the connect-back may send n more bytes after
 // sent, waiting while the board's own leg still runs (-d).
-func (t *test2) backBudget(sent, n int64) bool {
+func (t *iperf2Test) backBudget(sent, n int64) bool {
 	for sent+n > connectBackRatio*t.rcvd.Load()+connectBackAllowance {
 		if t.fwdDone.Load() || t.evicted.Load() {
 			return false

@@ -33,23 +33,23 @@ const (
 	iperf2RunNow         = 0x00000001
 	iperf2UpperReverse   = 0x0400
 	iperf2UpperFullDup   = 0x0800
-	iperf2HdrV1Len       = 24 // flags, numThreads, mPort, mBufLen, mWinBand, mAmount
-	iperf2HdrExtLen      = 36 // type, length, upper/lower flags, version, tos, rate, prefetch
+	iperf2HeaderV1Len    = 24 // flags, numThreads, mPort, mBufLen, mWinBand, mAmount
+	iperf2HeaderExtLen   = 36 // type, length, upper/lower flags, version, tos, rate, prefetch
 	iperf2MaxHeader      = 256
 	iperf2MaxBuf         = 4 << 20
 )
 
 // Modes of an iperf 2 test, from its header.
 const (
-	mode2Normal     = ""
-	mode2Tradeoff   = "tradeoff"    // -r: the board sends, then the server connects back and sends
-	mode2Dualtest   = "dualtest"    // -d: both at once, the server's leg on a connection back
-	mode2Reverse    = "reverse"     // -R: the server sends on the client's connection
-	mode2FullDuplex = "full-duplex" // --full-duplex: both ways on the client's connection
+	iperf2ModeNormal     = ""
+	iperf2ModeTradeoff   = "tradeoff"    // -r: the board sends, then the server connects back and sends
+	iperf2ModeDualtest   = "dualtest"    // -d: both at once, the server's leg on a connection back
+	iperf2ModeReverse    = "reverse"     // -R: the server sends on the client's connection
+	iperf2ModeFullDuplex = "full-duplex" // --full-duplex: both ways on the client's connection
 )
 
-// hdr2 is what the server needs from a test header.
-type hdr2 struct {
+// iperf2Header is what the server needs from a test header.
+type iperf2Header struct {
 	flags   uint32
 	threads int
 	port    uint16 // the client's listener (-L, default its -p) for -r and -d
@@ -59,10 +59,10 @@ type hdr2 struct {
 	rate    uint64 // -b in bits/s, 0 when not set
 }
 
-// hdr2Len is the length of the header whose flags word is flags, flags
+// iperf2HeaderLen is the length of the header whose flags word is flags, flags
 // included (Settings_ClientTestHdrLen); 0 when there is no header (an
 // iperf 2.0 client without -r/-d sends data straight away).
-func hdr2Len(flags uint32) int {
+func iperf2HeaderLen(flags uint32) int {
 	if flags&(iperf2HeaderVersion1|iperf2HeaderVersion2|iperf2HeaderExtend) == 0 {
 		return 0
 	}
@@ -71,22 +71,22 @@ func hdr2Len(flags uint32) int {
 	}
 	n := 0
 	if flags&(iperf2HeaderVersion1|iperf2HeaderExtend) != 0 {
-		n = iperf2HdrV1Len
+		n = iperf2HeaderV1Len
 	}
 	if flags&(iperf2HeaderVersion2|iperf2HeaderExtend) != 0 {
-		n += iperf2HdrExtLen
+		n += iperf2HeaderExtLen
 	}
 	return n
 }
 
-// parseHdr2 reads a header; fields b is too short for stay zero.
-func parseHdr2(b []byte) hdr2 {
+// parseIperf2Header reads a header; fields b is too short for stay zero.
+func parseIperf2Header(b []byte) iperf2Header {
 	be := binary.BigEndian
-	var h hdr2
+	var h iperf2Header
 	if len(b) >= 4 {
 		h.flags = be.Uint32(b)
 	}
-	if len(b) >= iperf2HdrV1Len {
+	if len(b) >= iperf2HeaderV1Len {
 		h.threads = int(int32(be.Uint32(b[4:])))
 		h.port = uint16(be.Uint32(b[8:]))
 		h.bufLen = int(int32(be.Uint32(b[12:])))
@@ -106,30 +106,30 @@ func parseHdr2(b []byte) hdr2 {
 	return h
 }
 
-func (h hdr2) mode() string {
+func (h iperf2Header) mode() string {
 	switch {
 	case h.flags&iperf2HeaderVersion1 != 0 && h.flags&iperf2HeaderVersion2 == 0:
 		if h.flags&iperf2RunNow != 0 {
-			return mode2Dualtest
+			return iperf2ModeDualtest
 		}
-		return mode2Tradeoff
+		return iperf2ModeTradeoff
 	case h.flags&iperf2HeaderVersion2 != 0 && h.upper&iperf2UpperFullDup != 0:
-		return mode2FullDuplex
+		return iperf2ModeFullDuplex
 	case h.flags&iperf2HeaderVersion2 != 0 && h.upper&iperf2UpperReverse != 0:
-		return mode2Reverse
+		return iperf2ModeReverse
 	}
-	return mode2Normal
+	return iperf2ModeNormal
 }
 
 // duration of the server's leg; 0 when the client asked for bytes (-n).
-func (h hdr2) duration() time.Duration {
+func (h iperf2Header) duration() time.Duration {
 	if h.amount < 0 {
 		return time.Duration(-int64(h.amount)) * 10 * time.Millisecond
 	}
 	return 0
 }
 
-func (h hdr2) block() int {
+func (h iperf2Header) block() int {
 	if h.bufLen > 0 && h.bufLen <= iperf2MaxBuf {
 		return h.bufLen
 	}
@@ -139,38 +139,38 @@ func (h hdr2) block() int {
 // flagName is the client option behind a mode, for the record's file.
 func flagName(mode string) string {
 	switch mode {
-	case mode2Tradeoff:
+	case iperf2ModeTradeoff:
 		return " -r"
-	case mode2Dualtest:
+	case iperf2ModeDualtest:
 		return " -d"
-	case mode2Reverse:
+	case iperf2ModeReverse:
 		return " -R"
-	case mode2FullDuplex:
+	case iperf2ModeFullDuplex:
 		return " --full-duplex"
 	}
 	return ""
 }
 
-// testName2 is a record's File: the board's command line (opts after
+// iperf2TestName is a record's File: the board's command line (opts after
 // "iperf -c"), the protocol and the record's direction as the board sees
 // it ("tx": the board sent), as iperf3's records end in (tx) or (rx). The
 // two legs of -r, -d and --full-duplex are told apart by it:
 // "iperf -c -r (tcp, tx)" and "iperf -c -r (tcp, rx)".
-func testName2(opts, proto, dir string) string {
+func iperf2TestName(opts, proto, dir string) string {
 	return "iperf -c" + opts + " (" + proto + ", " + dir + ")"
 }
 
-// readHdr2 reads the test header of a new connection (bounded by the
+// readIperf2Header reads the test header of a new connection (bounded by the
 // connection's read deadline). It returns every byte read: they count as
 // data, as iperf 2 counts them.
-func readHdr2(c net.Conn) ([]byte, hdr2, error) {
+func readIperf2Header(c net.Conn) ([]byte, iperf2Header, error) {
 	head := make([]byte, 4, iperf2MaxHeader)
 	if n, err := io.ReadFull(c, head); err != nil {
-		return head[:n], hdr2{}, err
+		return head[:n], iperf2Header{}, err
 	}
-	n := hdr2Len(binary.BigEndian.Uint32(head))
+	n := iperf2HeaderLen(binary.BigEndian.Uint32(head))
 	if n <= 4 {
-		return head, parseHdr2(head), nil
+		return head, parseIperf2Header(head), nil
 	}
 	if n > iperf2MaxHeader {
 		n = iperf2MaxHeader
@@ -178,11 +178,11 @@ func readHdr2(c net.Conn) ([]byte, hdr2, error) {
 	head = head[:n]
 	k, err := io.ReadFull(c, head[4:])
 	head = head[:4+k]
-	return head, parseHdr2(head), err
+	return head, parseIperf2Header(head), err
 }
 
-// leg2 is one direction of an iperf 2 test.
-type leg2 struct {
+// iperf2Leg is one direction of an iperf 2 test.
+type iperf2Leg struct {
 	dir          string // "tx": the board sends; "rx": the board receives
 	start, end   time.Time
 	bytes        int64
@@ -206,14 +206,14 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	start := time.Now()
 	unpend := s.headerWait(ip, func() { c.Close() })
 	_ = c.SetReadDeadline(start.Add(min(s.cfg.SetupTimeout, iperf2HeaderWait)))
-	head, h, herr := readHdr2(c)
+	head, h, herr := readIperf2Header(c)
 	unpend()
 	began := time.Now()
 	if herr != nil {
 		s.refuse.Refuse("iperf2: no test header", ip.String(), append(clientAttrs(s.cfg.Clients, ip), "bytes", len(head), "err", herr)...)
 		return
 	}
-	t := newTest2(ip, false, began)
+	t := newIperf2Test(ip, false, began)
 	t.rcvd.Store(int64(len(head)))
 	t.stop = func() {
 		t.evicted.Store(true)
@@ -233,10 +233,10 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	if h.flags&(iperf2HeaderVersion1|iperf2HeaderVersion2|iperf2HeaderExtend) != 0 {
 		labels["iperf2_flags"] = fmt.Sprintf("%#x", h.flags)
 	}
-	if mode != mode2Normal {
+	if mode != iperf2ModeNormal {
 		labels["iperf2_mode"] = mode
 	}
-	record := func(l leg2, streams int) {
+	record := func(l iperf2Leg, streams int) {
 		lb, opts := labels, flagName(mode)
 		if streams > 1 {
 			lb = map[string]string{"streams": streamsLabel(streams)}
@@ -247,10 +247,10 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 			}
 			opts = " -P " + streamsLabel(streams) + opts
 		}
-		s.cfg.Sink.Fetch(s.tcpEvent(l, testName2(opts, "tcp", l.dir), lb))
+		s.cfg.Sink.Fetch(s.tcpEvent(l, iperf2TestName(opts, "tcp", l.dir), lb))
 	}
-	g := s.joinGroup(ip, h, head, func(_ string, l leg2, streams int) { record(l, streams) })
-	emit := func(l leg2) {
+	g := s.joinGroup(ip, h, head, func(_ string, l iperf2Leg, streams int) { record(l, streams) })
+	emit := func(l iperf2Leg) {
 		if g == nil && t.evicted.Load() && l.dir == "tx" && l.bytes <= int64(len(head)) {
 			s.refuse.Refuse("iperf2: evicted test sent nothing past its header (not recorded)", ip.String())
 			return
@@ -267,20 +267,20 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 		}
 		record(l, 1)
 	}
-	if mode == mode2Reverse {
+	if mode == iperf2ModeReverse {
 		// The client sends only the header and reads until the server closes.
 		emit(s.sendLeg(ctx, c, h, true, t, nil))
 		return
 	}
 	var wg sync.WaitGroup
-	if mode == mode2FullDuplex {
+	if mode == iperf2ModeFullDuplex {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			emit(s.sendLeg(ctx, c, h, false, t, nil))
 		}()
 	}
-	if mode == mode2Dualtest {
+	if mode == iperf2ModeDualtest {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -292,12 +292,12 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	// before writing.
 	fwd := s.recvLeg(ctx, c, began, head, t, h.duration())
 	switch mode {
-	case mode2Normal:
+	case iperf2ModeNormal:
 		// The client waits for the close; the record can follow (its
 		// journal write may wait on the disk).
 		c.Close()
 		s.release(t)
-	case mode2Tradeoff, mode2Dualtest:
+	case iperf2ModeTradeoff, iperf2ModeDualtest:
 		// The board's leg ends when the server closes: iperf 2.1.8's
 		// client shuts its side down and reads until the server's FIN,
 		// and its clock stops there, as iperf -s closes at once. Kept
@@ -306,7 +306,7 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 		c.Close()
 	}
 	emit(fwd)
-	if mode == mode2Tradeoff {
+	if mode == iperf2ModeTradeoff {
 		if fwd.outcome == event.OutcomeOK {
 			emit(s.connectBack(ctx, c, h, t))
 		} else {
@@ -320,8 +320,8 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 // It ends at runLimit of dur, the header's -t (0: -n), so a test that
 // does not end by time stops at max_duration, not 10 s (SetupTimeout) past
 // it.
-func (s *Iperf2) recvLeg(ctx context.Context, c *net.TCPConn, start time.Time, head []byte, t *test2, dur time.Duration) leg2 {
-	l := leg2{dir: "tx", start: start, outcome: event.OutcomeOK, local: addrPort(c.LocalAddr()), peer: addrPort(c.RemoteAddr())}
+func (s *Iperf2) recvLeg(ctx context.Context, c *net.TCPConn, start time.Time, head []byte, t *iperf2Test, dur time.Duration) iperf2Leg {
+	l := iperf2Leg{dir: "tx", start: start, outcome: event.OutcomeOK, local: addrPort(c.LocalAddr()), peer: addrPort(c.RemoteAddr())}
 	var mu sync.Mutex
 	n := int64(len(head))
 	tk := startTicker(start, s.cfg.Interval, func(at time.Duration) sample {
@@ -374,7 +374,7 @@ func overRunWhy(dur, limit time.Duration) string {
 }
 
 // overCap says why the server will not run the leg h asks for, or "".
-func (s *Iperf2) overCap(h hdr2) string {
+func (s *Iperf2) overCap(h iperf2Header) string {
 	lim := s.cfg.Limits
 	if d := h.duration(); d > lim.MaxDuration {
 		return fmt.Sprintf("the client asks for %s, over the %s cap (iperf2.max_duration)", d, lim.MaxDuration)
@@ -392,10 +392,10 @@ const connectBackRetry = 2 * time.Second
 // address the test arrived on to the address it came from, on the port
 // the header names. A refused or unanswered connect ends the leg as an
 // error.
-func (s *Iperf2) connectBack(ctx context.Context, c *net.TCPConn, h hdr2, t *test2) leg2 {
+func (s *Iperf2) connectBack(ctx context.Context, c *net.TCPConn, h iperf2Header, t *iperf2Test) iperf2Leg {
 	peer, local := addrPort(c.RemoteAddr()), addrPort(c.LocalAddr())
 	to := netip.AddrPortFrom(peer.Addr(), h.port)
-	l := leg2{dir: "rx", start: time.Now(), outcome: event.OutcomeError, local: netip.AddrPortFrom(local.Addr(), 0), peer: to}
+	l := iperf2Leg{dir: "rx", start: time.Now(), outcome: event.OutcomeError, local: netip.AddrPortFrom(local.Addr(), 0), peer: to}
 	l.end = l.start
 	if why := s.overCap(h); why != "" {
 		l.why = "connect-back refused: " + why
@@ -441,8 +441,8 @@ func (s *Iperf2) connectBack(ctx context.Context, c *net.TCPConn, h hdr2, t *tes
 // the sending side down and waits until the board has acknowledged every
 // byte: the leg's end, the moment its receiver has it all. With waitClose
 // it then waits for the board to close (the client reads until EOF).
-func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose bool, t *test2, budget func(sent, n int64) bool) leg2 {
-	l := leg2{dir: "rx", start: time.Now(), outcome: event.OutcomeOK, local: addrPort(c.LocalAddr()), peer: addrPort(c.RemoteAddr())}
+func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h iperf2Header, waitClose bool, t *iperf2Test, budget func(sent, n int64) bool) iperf2Leg {
+	l := iperf2Leg{dir: "rx", start: time.Now(), outcome: event.OutcomeOK, local: addrPort(c.LocalAddr()), peer: addrPort(c.RemoteAddr())}
 	if why := s.overCap(h); why != "" {
 		l.end, l.outcome, l.why = l.start, event.OutcomeError, "refused: "+why
 		return l
@@ -469,7 +469,7 @@ func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose 
 	}
 	tk := startTicker(l.start, s.cfg.Interval, snap)
 	buf := payload(h.block())
-	clear(buf[:min(len(buf), iperf2HdrV1Len)]) // no header: the board's listener must not read one
+	clear(buf[:min(len(buf), iperf2HeaderV1Len)]) // no header: the board's listener must not read one
 	var err error
 	capped := false
 	for {
@@ -556,7 +556,7 @@ func earlier(a, b time.Time) time.Time {
 }
 
 // tcpEvent turns a leg into its record.
-func (s *Iperf2) tcpEvent(l leg2, file string, labels map[string]string) *event.Fetch {
+func (s *Iperf2) tcpEvent(l iperf2Leg, file string, labels map[string]string) *event.Fetch {
 	lb := make(map[string]string, len(labels))
 	for k, v := range labels {
 		lb[k] = v

@@ -29,12 +29,12 @@ type Iperf3 struct {
 	refuse *refuse.Log
 
 	mu       sync.Mutex
-	byCookie map[string]*test3
-	tests    slots                 // tests running, by client address
-	udpWait  map[netip.Addr]*test3 // the test taking UDP streams from an address
-	pending  slots                 // connections before their cookie
-	setup    slots                 // tests between their cookie and TEST_START
-	reserved int                   // test slots kept for the new tests that evicted their holders (iperf3setup.go)
+	byCookie map[string]*iperf3Test
+	tests    slots                      // tests running, by client address
+	udpWait  map[netip.Addr]*iperf3Test // the test taking UDP streams from an address
+	pending  slots                      // connections before their cookie
+	setup    slots                      // tests between their cookie and TEST_START
+	reserved int                        // test slots kept for the new tests that evicted their holders (iperf3setup.go)
 	waiters  map[*admitWaiter]struct{}
 	udpPPS   ppsPool // datagrams/s the running UDP tests were admitted with
 
@@ -76,7 +76,7 @@ func NewIperf3(cfg Config) (*Iperf3, error) {
 	return &Iperf3{
 		cfg: cfg, ln: ln.(*net.TCPListener), udp: pc.(*net.UDPConn), local: local,
 		refuse:   refuse.New(cfg.Log, 0),
-		byCookie: map[string]*test3{}, udpWait: map[netip.Addr]*test3{},
+		byCookie: map[string]*iperf3Test{}, udpWait: map[netip.Addr]*iperf3Test{},
 	}, nil
 }
 
@@ -180,7 +180,7 @@ func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 		c.Close()
 		return
 	}
-	t := &test3{s: s, ctl: c, peer: peer, cookie: key, tcpIn: make(chan seqConn, 2*l.MaxStreams),
+	t := &iperf3Test{s: s, ctl: c, peer: peer, cookie: key, tcpIn: make(chan seqConn, 2*l.MaxStreams),
 		udpIn: make(chan *net.UDPConn, 2*l.MaxStreams), setup: newSetupState(time.Now())}
 	s.mu.Lock()
 	if s.byCookie[key] != nil { // the same cookie twice at once: not a real client
@@ -210,7 +210,7 @@ func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 
 // endSetup gives the set-up slot back as the test starts (false: it was
 // evicted just before).
-func (t *test3) endSetup() bool {
+func (t *iperf3Test) endSetup() bool {
 	if !t.setup.start() {
 		return false
 	}
@@ -310,8 +310,8 @@ type seqConn struct {
 	seq uint64
 }
 
-// test3 is one iperf3 test: its control connection and streams.
-type test3 struct {
+// iperf3Test is one iperf3 test: its control connection and streams.
+type iperf3Test struct {
 	s      *Iperf3
 	ctl    *net.TCPConn
 	peer   netip.AddrPort
@@ -326,7 +326,7 @@ type test3 struct {
 	udpIn      chan *net.UDPConn
 }
 
-func (t *test3) offerTCP(c *net.TCPConn, seq uint64) bool {
+func (t *iperf3Test) offerTCP(c *net.TCPConn, seq uint64) bool {
 	if !t.accepting.Load() {
 		return false
 	}
@@ -338,7 +338,7 @@ func (t *test3) offerTCP(c *net.TCPConn, seq uint64) bool {
 	}
 }
 
-func (t *test3) send(b ...byte) error {
+func (t *iperf3Test) send(b ...byte) error {
 	t.ctlMu.Lock()
 	defer t.ctlMu.Unlock()
 	_ = t.ctl.SetWriteDeadline(time.Now().Add(t.s.cfg.SetupTimeout))
@@ -346,10 +346,10 @@ func (t *test3) send(b ...byte) error {
 	return err
 }
 
-func (t *test3) state(st int) error { return t.send(stateByte(st)) }
+func (t *iperf3Test) state(st int) error { return t.send(stateByte(st)) }
 
 // run is the whole test: parameters, streams, the measured part, results.
-func (t *test3) run(ctx context.Context) {
+func (t *iperf3Test) run(ctx context.Context) {
 	cfg := &t.s.cfg
 	ip := t.peer.Addr().Unmap()
 	log := cfg.Log.With(append(clientAttrs(cfg.Clients, ip), "test", t.cookie[:8])...)
@@ -476,7 +476,7 @@ func (t *test3) run(ctx context.Context) {
 
 // overCap checks the parameters against the limits: the i_errno and errno
 // the client prints, and why for the log ("" when within the caps).
-func (t *test3) overCap() (ie, errno int, why string) {
+func (t *iperf3Test) overCap() (ie, errno int, why string) {
 	l, p := t.s.cfg.Limits, t.p
 	dirs := int64(1)
 	if p.Bidir {
@@ -514,7 +514,7 @@ func (t *test3) overCap() (ie, errno int, why string) {
 }
 
 // udpLen is a UDP test's datagram size.
-func (t *test3) udpLen() int {
+func (t *iperf3Test) udpLen() int {
 	if t.p.Len > 0 {
 		return t.p.Len
 	}
@@ -522,10 +522,10 @@ func (t *test3) udpLen() int {
 }
 
 // streamPPS is the datagrams per second one stream of a UDP test asks for.
-func (t *test3) streamPPS() int64 { return t.p.Bandwidth / (8 * int64(t.udpLen())) }
+func (t *iperf3Test) streamPPS() int64 { return t.p.Bandwidth / (8 * int64(t.udpLen())) }
 
 // pps is what a UDP test asks for over all its streams and directions.
-func (t *test3) pps() int64 {
+func (t *iperf3Test) pps() int64 {
 	dirs := int64(1)
 	if t.p.Bidir {
 		dirs = 2
@@ -556,7 +556,7 @@ func (s *Iperf3) releasePPS(pps int64) {
 // waitUDPTurn serializes the UDP stream set-up per client address: the
 // set-up datagrams carry no cookie, so only one test of a client may
 // collect them at a time.
-func (t *test3) waitUDPTurn(ip netip.Addr) bool {
+func (t *iperf3Test) waitUDPTurn(ip netip.Addr) bool {
 	deadline := time.Now().Add(t.s.cfg.SetupTimeout)
 	for time.Now().Before(deadline) && !t.setup.wasEvicted() {
 		t.s.mu.Lock()
@@ -573,7 +573,7 @@ func (t *test3) waitUDPTurn(ip netip.Addr) bool {
 
 // collect waits for want streams, TCP in accept order (the client connects
 // them one after another; iperf3 numbers them in that order).
-func (t *test3) collect(want int) ([]net.Conn, error) {
+func (t *iperf3Test) collect(want int) ([]net.Conn, error) {
 	timer := time.NewTimer(t.s.cfg.SetupTimeout)
 	defer timer.Stop()
 	var tcp []seqConn
@@ -614,12 +614,12 @@ func (t *test3) collect(want int) ([]net.Conn, error) {
 
 // streams assigns ids and roles: the server receives on the client's
 // sending streams (made first under --bidir) and sends on the rest.
-func (t *test3) streams(conns []net.Conn, log interface{ Debug(string, ...any) }) []*stream3 {
+func (t *iperf3Test) streams(conns []net.Conn, log interface{ Debug(string, ...any) }) []*iperf3Stream {
 	p := t.p
-	ss := make([]*stream3, len(conns))
+	ss := make([]*iperf3Stream, len(conns))
 	for i, c := range conns {
 		sender := p.Reverse || p.Bidir && i >= p.Parallel
-		st := &stream3{id: streamID(i), sender: sender, c: c, udp: p.UDP}
+		st := &iperf3Stream{id: streamID(i), sender: sender, c: c, udp: p.UDP}
 		if tc, ok := c.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(p.NoDelay)
 			if p.Congestion != "" {
@@ -654,7 +654,7 @@ const endGrace = 5 * time.Second
 
 // runLimit bounds the measured part: -t and -O plus endGrace, and a test
 // ended by -n or -k (no -t) at MaxDuration.
-func (t *test3) runLimit() time.Duration {
+func (t *iperf3Test) runLimit() time.Duration {
 	var d time.Duration
 	if t.p.Time > 0 {
 		d = time.Duration(t.p.Time+t.p.Omit) * time.Second
@@ -675,7 +675,7 @@ func runLimit(l Limits, d time.Duration) time.Duration {
 
 // waitEnd reads the control connection during the test, for at most limit:
 // TEST_END is the normal end; anything else ends it early.
-func (t *test3) waitEnd(limit time.Duration) (outcome, why string) {
+func (t *iperf3Test) waitEnd(limit time.Duration) (outcome, why string) {
 	_ = t.ctl.SetReadDeadline(time.Now().Add(limit))
 	var b [1]byte
 	_, err := io.ReadFull(t.ctl, b[:])
@@ -700,7 +700,7 @@ func (t *test3) waitEnd(limit time.Duration) (outcome, why string) {
 
 // exchange runs the result exchange and returns the client's results (nil
 // when it failed; the test is still recorded from the server's side).
-func (t *test3) exchange(m *measure, log interface {
+func (t *iperf3Test) exchange(m *measure, log interface {
 	Warn(string, ...any)
 	Debug(string, ...any)
 }) *results {

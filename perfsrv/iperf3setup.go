@@ -184,7 +184,7 @@ func (s *Iperf3) othersFirstLocked(w *admitWaiter) bool {
 // help anyway: set-ups not yet idle are in the way.
 func (s *Iperf3) giveUpIdleLocked(ip netip.Addr, now time.Time) (evicted, more bool) {
 	own := s.tests.by[ip] >= s.cfg.Limits.MaxPerClient
-	var victim *test3
+	var victim *iperf3Test
 	var oldest time.Time
 	inSetup := false
 	for _, t := range s.byCookie {

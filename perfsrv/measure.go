@@ -16,8 +16,8 @@ import (
 	meas "github.com/pxeperf/pxeperf/measure"
 )
 
-// stream3 is one data stream of a test.
-type stream3 struct {
+// iperf3Stream is one data stream of a test.
+type iperf3Stream struct {
 	id     int
 	sender bool // the server sends on it
 	udp    bool
@@ -40,8 +40,8 @@ type stream3 struct {
 
 // measure runs the measured part of a test and keeps its samples.
 type measure struct {
-	t       *test3
-	ss      []*stream3
+	t       *iperf3Test
+	ss      []*iperf3Stream
 	wall    time.Time // test start (TEST_RUNNING sent)
 	t0      time.Time // measured start (after the omitted seconds)
 	end     time.Time
@@ -55,14 +55,14 @@ type measure struct {
 
 	// One sampler a direction, from t0 (meas.Sampler); their readings
 	// land in baseTx, tx, baseRx and rx at stop.
-	smpTx, smpRx *ticker2
+	smpTx, smpRx *sampleTicker
 	mu           sync.Mutex
 	baseTx       sample // at t0, the direction the board sends (server receives)
 	baseRx       sample
 	tx, rx       []sample
 }
 
-func newMeasure(t *test3, ss []*stream3) *measure {
+func newMeasure(t *iperf3Test, ss []*iperf3Stream) *measure {
 	return &measure{t: t, ss: ss, ended: make(chan struct{})}
 }
 
@@ -122,7 +122,7 @@ func (m *measure) snap(sending bool, at time.Duration) sample {
 // sampler first runs: on a loaded host that was after the first megabytes
 // (a -n 1M test at 5 Gbit/s is over in 2 ms), and the record came out
 // short of what the board sent (831,424 B of 1 MiB in the soak).
-func (m *measure) sampler(sending bool) *ticker2 {
+func (m *measure) sampler(sending bool) *sampleTicker {
 	return startSampling(m.t0, m.t.s.cfg.Interval, func(at time.Duration) sample {
 		s := m.snap(sending, at)
 		if at == 0 { // the base
@@ -148,7 +148,7 @@ const (
 
 // drain moves a receiving stream's deadline on while bytes still come
 // after the end.
-func (m *measure) drain(st *stream3) {
+func (m *measure) drain(st *iperf3Stream) {
 	if m.stopped.Load() {
 		until := time.Now().Add(drainIdle)
 		if last := m.end.Add(drainMax); until.After(last) {
@@ -243,7 +243,7 @@ func (m *measure) limitReached() bool {
 	return p.Bytes > 0 && m.total.Load() >= p.Bytes || p.Blocks > 0 && m.blocks.Load() >= p.Blocks
 }
 
-func (m *measure) sendTCP(st *stream3) {
+func (m *measure) sendTCP(st *iperf3Stream) {
 	blk := m.blockLen()
 	buf := m.t.s.sendPayload()
 	rate := m.t.p.Bandwidth
@@ -277,7 +277,7 @@ func (m *measure) blocksNext(blk int) int {
 	return int(k)
 }
 
-func (m *measure) sendUDP(st *stream3) {
+func (m *measure) sendUDP(st *iperf3Stream) {
 	size := m.blockLen()
 	buf := payload(size)
 	rate := m.t.p.Bandwidth
@@ -317,7 +317,7 @@ func (m *measure) sendUDP(st *stream3) {
 	}
 }
 
-func (m *measure) recvTCP(st *stream3) {
+func (m *measure) recvTCP(st *iperf3Stream) {
 	buf := make([]byte, 128<<10) // iperf3's own read size; one per receiving stream
 	for {
 		n, err := st.c.Read(buf)
@@ -335,7 +335,7 @@ func (m *measure) recvTCP(st *stream3) {
 // recvUDP counts datagrams, loss, reordering and jitter as iperf_udp_recv
 // does (meas.UDPRecv, from sequence number 1; RFC 3550 jitter from the
 // sender's timestamps).
-func (m *measure) recvUDP(st *stream3) {
+func (m *measure) recvUDP(st *iperf3Stream) {
 	buf := make([]byte, 65536)
 	wide := m.t.p.UDP64
 	u := meas.NewUDPRecv(1, 0)
@@ -474,7 +474,7 @@ func (m *measure) events(client *results, outcome, why string) []*event.Fetch {
 	defer m.mu.Unlock()
 	var out []*event.Fetch
 	for _, sending := range []bool{false, true} {
-		var mine []*stream3
+		var mine []*iperf3Stream
 		for _, st := range m.ss {
 			if st.sender == sending {
 				mine = append(mine, st)
@@ -555,7 +555,7 @@ func (m *measure) events(client *results, outcome, why string) []*event.Fetch {
 }
 
 // written is what the server wrote to ss since the measured start.
-func written(ss []*stream3) int64 {
+func written(ss []*iperf3Stream) int64 {
 	var n int64
 	for _, st := range ss {
 		n += st.bytes.Load() - st.base
@@ -595,7 +595,7 @@ func boardClock(own, board float64) (float64, bool) {
 // beside the server's: the client's streams matching this direction. It
 // returns the client's bytes, -1 when it sent none, and the seconds it
 // measured them over (0: unknown).
-func (m *measure) clientSide(f *event.Fetch, client *results, mine []*stream3, sending bool) (int64, float64) {
+func (m *measure) clientSide(f *event.Fetch, client *results, mine []*iperf3Stream, sending bool) (int64, float64) {
 	if client == nil {
 		return -1, 0
 	}

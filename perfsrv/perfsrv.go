@@ -226,32 +226,32 @@ func intervals(base sample, ss []sample, minTail time.Duration) []event.Interval
 	return out
 }
 
-// ticker2 is a measure.Sampler of one direction's samples: a reading every
+// sampleTicker is a measure.Sampler of one direction's samples: a reading every
 // period from start, each at the time it was taken.
-type ticker2 struct{ s *meas.Sampler }
+type sampleTicker struct{ s *meas.Sampler }
 
-func startTicker(start time.Time, period time.Duration, snap func(at time.Duration) sample) *ticker2 {
+func startTicker(start time.Time, period time.Duration, snap func(at time.Duration) sample) *sampleTicker {
 	return startSampling(start, period, snap, false)
 }
 
 // startSampling is startTicker with, when base is set, a first reading
 // snap(0) at start (waiting for it): what came before is not measured.
-func startSampling(start time.Time, period time.Duration, snap func(at time.Duration) sample, base bool) *ticker2 {
-	return &ticker2{meas.StartSampler(start, period, func(at time.Duration) meas.Sample { return snap(at).reading() },
+func startSampling(start time.Time, period time.Duration, snap func(at time.Duration) sample, base bool) *sampleTicker {
+	return &sampleTicker{meas.StartSampler(start, period, func(at time.Duration) meas.Sample { return snap(at).reading() },
 		meas.SamplerOptions{Base: base})}
 }
 
 // pause stops the readings; stop or stopBase ends them.
-func (t *ticker2) pause() { t.s.Pause() }
+func (t *sampleTicker) pause() { t.s.Pause() }
 
 // stop ends the samples with last (a reading at or after it is dropped).
-func (t *ticker2) stop(last sample) []sample {
+func (t *sampleTicker) stop(last sample) []sample {
 	_, ss := t.stopBase(last)
 	return ss
 }
 
 // stopBase is stop with the base reading (zero without one).
-func (t *ticker2) stopBase(last sample) (sample, []sample) {
+func (t *sampleTicker) stopBase(last sample) (sample, []sample) {
 	base, rs := t.s.Stop(last.reading())
 	ss := make([]sample, len(rs))
 	for i, r := range rs {
