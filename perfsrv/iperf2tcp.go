@@ -197,24 +197,47 @@ type iperf2Leg struct {
 // board's leg, -d beside it).
 func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	defer c.Close()
-	peer := addrPort(c.RemoteAddr())
-	ip := peer.Addr().Unmap()
+	ip := addrPort(c.RemoteAddr()).Addr().Unmap()
 	ctx, cancel := context.WithCancel(ctx) // an evicted test's legs end with it
 	defer cancel()
 	stopCtx := context.AfterFunc(ctx, func() { c.Close() })
 	defer stopCtx()
+	head, h, began, ok := s.readTCPHeader(c, ip)
+	if !ok {
+		return
+	}
+	t := s.admitTCP(ip, began, len(head), cancel)
+	if t == nil {
+		return
+	}
+	defer s.release(t)
+	rec := s.newTCPRecorder(ip, h, head, t)
+	s.runTCPLegs(ctx, c, h, head, began, t, rec)
+}
+
+// readTCPHeader reads a new connection's test header, counted among the
+// connections waiting for theirs; began is when it arrived. false: none
+// came (refused and counted).
+func (s *Iperf2) readTCPHeader(c *net.TCPConn, ip netip.Addr) (head []byte, h iperf2Header, began time.Time, ok bool) {
 	start := time.Now()
 	unpend := s.headerWait(ip, func() { c.Close() })
 	_ = c.SetReadDeadline(start.Add(min(s.cfg.SetupTimeout, iperf2HeaderWait)))
-	head, h, herr := readIperf2Header(c)
+	head, h, err := readIperf2Header(c)
 	unpend()
-	began := time.Now()
-	if herr != nil {
-		s.refuse.Refuse("iperf2: no test header", ip.String(), append(clientAttrs(s.cfg.Clients, ip), "bytes", len(head), "err", herr)...)
-		return
+	began = time.Now()
+	if err != nil {
+		s.refuse.Refuse("iperf2: no test header", ip.String(), append(clientAttrs(s.cfg.Clients, ip), "bytes", len(head), "err", err)...)
+		return head, h, began, false
 	}
+	return head, h, began, true
+}
+
+// admitTCP gives a TCP test from ip a slot (its address now verified; its
+// header's headLen bytes count as received); eviction ends it by cancel.
+// nil: busy (refused and counted).
+func (s *Iperf2) admitTCP(ip netip.Addr, began time.Time, headLen int, cancel func()) *iperf2Test {
 	t := newIperf2Test(ip, false, began)
-	t.rcvd.Store(int64(len(head)))
+	t.rcvd.Store(int64(headLen))
 	t.stop = func() {
 		t.evicted.Store(true)
 		cancel()
@@ -225,51 +248,80 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	s.mu.Unlock()
 	if !ok {
 		s.refuse.Refuse("iperf2: busy", ip.String(), clientAttrs(s.cfg.Clients, ip)...)
+		return nil
+	}
+	return t
+}
+
+// tcpRecorder turns the legs of one iperf 2 TCP connection into records:
+// each on its own, or, for a stream of a -P test, summed with the test's
+// other streams (group).
+type tcpRecorder struct {
+	s       *Iperf2
+	ip      netip.Addr
+	mode    string
+	labels  map[string]string
+	headLen int
+	t       *iperf2Test
+	group   *iperf2Group // nil: not a stream of a -P test
+}
+
+func (s *Iperf2) newTCPRecorder(ip netip.Addr, h iperf2Header, head []byte, t *iperf2Test) *tcpRecorder {
+	r := &tcpRecorder{s: s, ip: ip, mode: h.mode(), labels: map[string]string{"streams": "1"}, headLen: len(head), t: t}
+	if h.flags&(iperf2HeaderVersion1|iperf2HeaderVersion2|iperf2HeaderExtend) != 0 {
+		r.labels["iperf2_flags"] = fmt.Sprintf("%#x", h.flags)
+	}
+	if r.mode != iperf2ModeNormal {
+		r.labels["iperf2_mode"] = r.mode
+	}
+	r.group = s.joinGroup(ip, h, head, func(_ string, l iperf2Leg, streams int) { r.record(l, streams) })
+	return r
+}
+
+// record sends a leg's record, over streams streams (a -P test's sum).
+func (r *tcpRecorder) record(l iperf2Leg, streams int) {
+	lb, opts := r.labels, flagName(r.mode)
+	if streams > 1 {
+		lb = map[string]string{"streams": streamsLabel(streams)}
+		for k, v := range r.labels {
+			if k != "streams" {
+				lb[k] = v
+			}
+		}
+		opts = " -P " + streamsLabel(streams) + opts
+	}
+	r.s.cfg.Sink.Fetch(r.s.tcpEvent(l, iperf2TestName(opts, "tcp", l.dir), lb))
+}
+
+// emit ends a leg: logged or counted as it ended, then recorded, or added
+// to its -P test's sum.
+func (r *tcpRecorder) emit(l iperf2Leg) {
+	s, ip := r.s, r.ip
+	if r.group == nil && r.t.evicted.Load() && l.dir == "tx" && l.bytes <= int64(r.headLen) {
+		s.refuse.Refuse("iperf2: evicted test sent nothing past its header (not recorded)", ip.String())
 		return
 	}
-	defer s.release(t)
-	mode := h.mode()
-	labels := map[string]string{"streams": "1"}
-	if h.flags&(iperf2HeaderVersion1|iperf2HeaderVersion2|iperf2HeaderExtend) != 0 {
-		labels["iperf2_flags"] = fmt.Sprintf("%#x", h.flags)
+	if r.t.evicted.Load() {
+		s.refuse.Refuse("iperf2: test leg evicted", ip.String(), "direction", l.dir, "mode", r.mode)
+	} else if l.outcome != event.OutcomeOK {
+		s.cfg.Log.Warn("iperf2 test leg ended early", append(clientAttrs(s.cfg.Clients, ip),
+			"direction", l.dir, "mode", r.mode, "why", l.why)...)
 	}
-	if mode != iperf2ModeNormal {
-		labels["iperf2_mode"] = mode
+	if r.group != nil {
+		s.addLeg(r.group, l)
+		return
 	}
-	record := func(l iperf2Leg, streams int) {
-		lb, opts := labels, flagName(mode)
-		if streams > 1 {
-			lb = map[string]string{"streams": streamsLabel(streams)}
-			for k, v := range labels {
-				if k != "streams" {
-					lb[k] = v
-				}
-			}
-			opts = " -P " + streamsLabel(streams) + opts
-		}
-		s.cfg.Sink.Fetch(s.tcpEvent(l, iperf2TestName(opts, "tcp", l.dir), lb))
-	}
-	g := s.joinGroup(ip, h, head, func(_ string, l iperf2Leg, streams int) { record(l, streams) })
-	emit := func(l iperf2Leg) {
-		if g == nil && t.evicted.Load() && l.dir == "tx" && l.bytes <= int64(len(head)) {
-			s.refuse.Refuse("iperf2: evicted test sent nothing past its header (not recorded)", ip.String())
-			return
-		}
-		if t.evicted.Load() {
-			s.refuse.Refuse("iperf2: test leg evicted", ip.String(), "direction", l.dir, "mode", mode)
-		} else if l.outcome != event.OutcomeOK {
-			s.cfg.Log.Warn("iperf2 test leg ended early", append(clientAttrs(s.cfg.Clients, ip),
-				"direction", l.dir, "mode", mode, "why", l.why)...)
-		}
-		if g != nil {
-			s.addLeg(g, l)
-			return
-		}
-		record(l, 1)
-	}
+	r.record(l, 1)
+}
+
+// runTCPLegs runs the legs the header's mode asks for: the board's on c
+// (from began, when its header arrived) and the server's, on c or on a
+// connection back to the board.
+func (s *Iperf2) runTCPLegs(ctx context.Context, c *net.TCPConn, h iperf2Header, head []byte, began time.Time, t *iperf2Test, rec *tcpRecorder) {
+	mode := rec.mode
 	if mode == iperf2ModeReverse {
 		// The client sends only the header and reads until the server closes.
-		emit(s.sendLeg(ctx, c, h, true, t, nil))
+		rec.emit(s.sendLeg(ctx, c, h, true, t, nil))
 		return
 	}
 	var wg sync.WaitGroup
@@ -277,14 +329,14 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			emit(s.sendLeg(ctx, c, h, false, t, nil))
+			rec.emit(s.sendLeg(ctx, c, h, false, t, nil))
 		}()
 	}
 	if mode == iperf2ModeDualtest {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			emit(s.connectBack(ctx, c, h, t))
+			rec.emit(s.connectBack(ctx, c, h, t))
 		}()
 	}
 	// The board's leg starts when its header arrived, as its client
@@ -300,17 +352,17 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	case iperf2ModeTradeoff, iperf2ModeDualtest:
 		// The board's leg ends when the server closes: iperf 2.1.8's
 		// client shuts its side down and reads until the server's FIN,
-		// and its clock stops there, as iperf -s closes at once. Kept
-		// open through the connect-back, a -r board printed its own leg
-		// over both legs' time at half its rate (issue 28).
+		// and its clock stops there, as iperf -s closes at once (kept
+		// open through the connect-back, a -r board timed its own leg
+		// over both; see perfsrv/DESIGN.md#tradeoff-board-leg).
 		c.Close()
 	}
-	emit(fwd)
+	rec.emit(fwd)
 	if mode == iperf2ModeTradeoff {
 		if fwd.outcome == event.OutcomeOK {
-			emit(s.connectBack(ctx, c, h, t))
+			rec.emit(s.connectBack(ctx, c, h, t))
 		} else {
-			s.cfg.Log.Warn("iperf2 -r: no connect-back after a failed leg", clientAttrs(s.cfg.Clients, ip)...)
+			s.cfg.Log.Warn("iperf2 -r: no connect-back after a failed leg", clientAttrs(s.cfg.Clients, rec.ip)...)
 		}
 	}
 	wg.Wait()
@@ -452,93 +504,25 @@ func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h iperf2Header, wa
 	if dur > 0 {
 		limit = dur
 	}
-	deadline := l.start.Add(limit)
-	_ = c.SetWriteDeadline(deadline)
-	var mu sync.Mutex
-	var sent int64
-	snap := func(at time.Duration) sample {
-		mu.Lock()
-		w := sent
-		mu.Unlock()
-		smp := sample{at: at, bytes: w}
-		if ti := readTCPInfo(c); ti.ok {
-			smp.bytes = min(w, ti.acked)
-			smp.retransmits, smp.cwnd, smp.rtt, smp.sndWnd = ti.retransmits, ti.cwnd, ti.rtt, ti.sndWnd
-		}
-		return smp
-	}
-	tk := startTicker(l.start, s.cfg.Interval, snap)
-	buf := payload(h.block())
-	clear(buf[:min(len(buf), iperf2HeaderV1Len)]) // no header: the board's listener must not read one
-	var err error
-	capped := false
-	for {
-		k := len(buf)
-		if h.amount > 0 {
-			mu.Lock()
-			left := int64(h.amount) - sent
-			mu.Unlock()
-			if left <= 0 {
-				break
-			}
-			k = int(min(int64(k), left))
-		}
-		if h.rate > 0 {
-			mu.Lock()
-			w := sent
-			mu.Unlock()
-			if !meas.Pace(int64(h.rate), l.start, w, ctx.Done()) {
-				break
-			}
-		}
-		if budget != nil && !budget(sent, int64(k)) {
-			capped = true
-			break
-		}
-		var n int
-		n, err = c.Write(buf[:k])
-		if n > 0 {
-			t.touch(time.Now())
-		}
-		mu.Lock()
-		sent += int64(n)
-		mu.Unlock()
-		if err != nil {
-			break
-		}
-	}
-	var ne net.Error
-	timedOut := errors.As(err, &ne) && ne.Timeout()
-	switch {
-	case capped:
-		l.outcome, l.why = event.OutcomeAborted, fmt.Sprintf("connect-back capped at %dx what the board sent plus %d MiB",
-			connectBackRatio, connectBackAllowance>>20)
-	case t.evicted.Load():
-		l.outcome, l.why = event.OutcomeAborted, evictedWhy
-	case ctx.Err() != nil:
-		l.outcome, l.why = event.OutcomeAborted, "server shutting down"
-	case err != nil && !timedOut:
-		l.outcome, l.why = event.OutcomeAborted, "client vanished mid-test: "+err.Error()
-	case timedOut && dur == 0:
-		l.outcome, l.why = event.OutcomeAborted, overRunWhy(dur, limit)
-	}
+	_ = c.SetWriteDeadline(l.start.Add(limit))
+	w := &tcpLegWriter{c: c, h: h, t: t, budget: budget, start: l.start}
+	tk := startTicker(l.start, s.cfg.Interval, w.snap)
+	capped, err := w.run(ctx)
+	l.outcome, l.why = sendOutcome(ctx, capped, err, t, dur, limit)
 	// What follows the sending (the board's acknowledgements, its close)
 	// ends with the test's runLimit too.
 	end := l.start.Add(runLimit(s.cfg.Limits, dur))
+	sent := w.written()
 	if l.outcome == event.OutcomeOK {
 		_ = c.CloseWrite()
-		// Until the board acknowledged it all (FIN included: acked runs one past the data).
-		wait := earlier(time.Now().Add(s.cfg.SetupTimeout), end)
-		for ti := readTCPInfo(c); ti.ok && ti.acked < sent && time.Now().Before(wait) && ctx.Err() == nil; ti = readTCPInfo(c) {
-			time.Sleep(time.Millisecond)
-		}
+		s.awaitAcked(ctx, c, sent, end)
 	}
 	l.end = time.Now()
 	l.bytes = sent
 	if ti := readTCPInfo(c); ti.ok {
 		l.bytes = min(sent, ti.acked)
 	}
-	last := snap(l.end.Sub(l.start))
+	last := w.snap(l.end.Sub(l.start))
 	last.bytes = l.bytes
 	l.samples = tk.stop(last)
 	if l.outcome == event.OutcomeOK && waitClose {
@@ -546,6 +530,102 @@ func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h iperf2Header, wa
 		_, _ = io.Copy(io.Discard, c)
 	}
 	return l
+}
+
+// tcpLegWriter writes the server's TCP leg: blocks of the header's -l, at
+// its -b, up to its -n, within a connect-back's budget.
+type tcpLegWriter struct {
+	c      *net.TCPConn
+	h      iperf2Header
+	t      *iperf2Test
+	budget func(sent, n int64) bool // nil: unbounded
+	start  time.Time
+
+	mu   sync.Mutex
+	sent int64
+}
+
+func (w *tcpLegWriter) written() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sent
+}
+
+// snap is a sample at at: the bytes the board acknowledged (written, when
+// TCP_INFO is not there) and the socket's TCP figures.
+func (w *tcpLegWriter) snap(at time.Duration) sample {
+	sent := w.written()
+	smp := sample{at: at, bytes: sent}
+	if ti := readTCPInfo(w.c); ti.ok {
+		smp.bytes = min(sent, ti.acked)
+		smp.retransmits, smp.cwnd, smp.rtt, smp.sndWnd = ti.retransmits, ti.cwnd, ti.rtt, ti.sndWnd
+	}
+	return smp
+}
+
+// run writes until the header's bytes are sent, a write fails (its
+// deadline: the header's time), ctx ends or the budget runs out (capped).
+func (w *tcpLegWriter) run(ctx context.Context) (capped bool, err error) {
+	h := w.h
+	buf := payload(h.block())
+	clear(buf[:min(len(buf), iperf2HeaderV1Len)]) // no header: the board's listener must not read one
+	for {
+		k := len(buf)
+		if h.amount > 0 {
+			left := int64(h.amount) - w.written()
+			if left <= 0 {
+				return false, nil
+			}
+			k = int(min(int64(k), left))
+		}
+		if h.rate > 0 && !meas.Pace(int64(h.rate), w.start, w.written(), ctx.Done()) {
+			return false, nil
+		}
+		if w.budget != nil && !w.budget(w.written(), int64(k)) {
+			return true, nil
+		}
+		n, err := w.c.Write(buf[:k])
+		if n > 0 {
+			w.t.touch(time.Now())
+		}
+		w.mu.Lock()
+		w.sent += int64(n)
+		w.mu.Unlock()
+		if err != nil {
+			return false, err
+		}
+	}
+}
+
+// sendOutcome is how the server's TCP leg ended, from what stopped its
+// writing.
+func sendOutcome(ctx context.Context, capped bool, err error, t *iperf2Test, dur, limit time.Duration) (outcome, why string) {
+	var ne net.Error
+	timedOut := errors.As(err, &ne) && ne.Timeout()
+	switch {
+	case capped:
+		return event.OutcomeAborted, fmt.Sprintf("connect-back capped at %dx what the board sent plus %d MiB",
+			connectBackRatio, connectBackAllowance>>20)
+	case t.evicted.Load():
+		return event.OutcomeAborted, evictedWhy
+	case ctx.Err() != nil:
+		return event.OutcomeAborted, "server shutting down"
+	case err != nil && !timedOut:
+		return event.OutcomeAborted, "client vanished mid-test: " + err.Error()
+	case timedOut && dur == 0:
+		return event.OutcomeAborted, overRunWhy(dur, limit)
+	}
+	return event.OutcomeOK, ""
+}
+
+// awaitAcked waits until the board acknowledged all sent bytes (FIN
+// included: acked runs one past the data), for at most SetupTimeout and
+// not past end.
+func (s *Iperf2) awaitAcked(ctx context.Context, c *net.TCPConn, sent int64, end time.Time) {
+	wait := earlier(time.Now().Add(s.cfg.SetupTimeout), end)
+	for ti := readTCPInfo(c); ti.ok && ti.acked < sent && time.Now().Before(wait) && ctx.Err() == nil; ti = readTCPInfo(c) {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func earlier(a, b time.Time) time.Time {

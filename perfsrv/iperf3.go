@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -110,7 +111,9 @@ func (s *Iperf3) Serve(ctx context.Context) error {
 }
 
 // handle reads the cookie of a new connection: a stream of a test being
-// set up, or the control connection of a new test.
+// set up, or the control connection of a new test. Until its cookie is read
+// and, for a new test, a slot is found, the connection holds a pending
+// slot: the pending caps bound what waits.
 func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 	peer := addrPort(c.RemoteAddr())
 	ip := peer.Addr().Unmap()
@@ -121,65 +124,88 @@ func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 		c.Close()
 		return
 	}
-	pendingHeld := true
-	defer func() {
-		if pendingHeld {
-			s.releasePending(ip)
-		}
-	}()
+	key, ok := s.readCookie(c, ip)
+	if !ok {
+		s.releasePending(ip)
+		return
+	}
+	if t := s.testByCookie(key); t != nil {
+		s.releasePending(ip)
+		s.joinTest(t, c, seq, ip)
+		return
+	}
+	res := s.admit(ip)
+	s.releasePending(ip)
+	if res != admitted {
+		s.refuseBusy(c, ip, res)
+		return
+	}
+	s.runTest(ctx, c, peer, key)
+}
+
+// readCookie reads a connection's cookie within handshakeTimeout and
+// returns its key (the cookie without its NUL); false: refused and closed.
+func (s *Iperf3) readCookie(c *net.TCPConn, ip netip.Addr) (string, bool) {
 	_ = c.SetReadDeadline(time.Now().Add(s.handshakeTimeout()))
 	var ck [cookieSize]byte
-	_, err := io.ReadFull(c, ck[:])
-	if err != nil {
+	if _, err := io.ReadFull(c, ck[:]); err != nil {
 		s.refuse.Refuse("iperf3: no cookie", ip.String(), "err", err)
 		_ = c.SetLinger(0)
 		c.Close()
-		return
+		return "", false
 	}
 	if !validCookie(ck[:]) {
 		s.refuse.Refuse("iperf3: not an iperf3 cookie (not an iperf3 client?)", ip.String())
 		c.Close()
-		return
+		return "", false
 	}
-	key := string(ck[:cookieSize-1])
+	return string(ck[:cookieSize-1]), true
+}
+
+// testByCookie is the test a cookie belongs to, nil for a new one.
+func (s *Iperf3) testByCookie(key string) *iperf3Test {
 	s.mu.Lock()
-	if t := s.byCookie[key]; t != nil {
-		s.mu.Unlock()
-		s.releasePending(ip)
-		pendingHeld = false
-		// A stream reads until its test ends it (measure.stop sets the
-		// deadline then): the cookie's deadline left on it cut the last
-		// ~100 ms of a -t 3 test off the record (-P 4: 3.3 % short).
-		_ = c.SetReadDeadline(time.Time{})
-		if !t.offerTCP(c, seq) {
-			s.refuse.Refuse("iperf3: stream for a test that takes no more streams", ip.String(), "test", key[:8])
-			_, _ = c.Write([]byte{stateByte(stateAccessDenied)})
-			c.Close()
-		}
-		return
-	}
-	s.mu.Unlock()
-	// While it waits for a slot the connection stays pending: the pending
-	// caps bound what waits.
-	l := s.cfg.Limits
-	res := s.admit(ip)
-	s.releasePending(ip)
-	pendingHeld = false
-	if res != admitted {
-		s.mu.Lock()
-		running, mine, setups := s.tests.all, s.tests.by[ip], s.setup.by[ip]
-		s.mu.Unlock()
-		reason := "iperf3: busy"
-		if res == admitSetupBusy {
-			reason = "iperf3: busy (tests in set-up from this client)"
-		}
-		s.refuse.Refuse(reason, ip.String(), append(clientAttrs(s.cfg.Clients, ip),
-			"running", running, "max_tests", l.MaxTests, "client_running", mine, "max_per_client", l.MaxPerClient,
-			"client_in_setup", setups, "max_setup_per_client", maxSetupPerAddr)...)
+	defer s.mu.Unlock()
+	return s.byCookie[key]
+}
+
+// joinTest hands a data stream to its test, or refuses it when the test
+// takes no more streams.
+func (s *Iperf3) joinTest(t *iperf3Test, c *net.TCPConn, seq uint64, ip netip.Addr) {
+	// A stream reads until its test ends it (measure.stop sets the
+	// deadline then): the cookie's deadline left on it would cut the end
+	// of the test off the record (see perfsrv/DESIGN.md#stream-deadline).
+	_ = c.SetReadDeadline(time.Time{})
+	if !t.offerTCP(c, seq) {
+		s.refuse.Refuse("iperf3: stream for a test that takes no more streams", ip.String(), "test", t.cookie[:8])
 		_, _ = c.Write([]byte{stateByte(stateAccessDenied)})
 		c.Close()
-		return
 	}
+}
+
+// refuseBusy tells a new test's client the server is busy (ACCESS_DENIED)
+// and counts why.
+func (s *Iperf3) refuseBusy(c *net.TCPConn, ip netip.Addr, res admitResult) {
+	l := s.cfg.Limits
+	s.mu.Lock()
+	running, mine, setups := s.tests.all, s.tests.by[ip], s.setup.by[ip]
+	s.mu.Unlock()
+	reason := "iperf3: busy"
+	if res == admitSetupBusy {
+		reason = "iperf3: busy (tests in set-up from this client)"
+	}
+	s.refuse.Refuse(reason, ip.String(), append(clientAttrs(s.cfg.Clients, ip),
+		"running", running, "max_tests", l.MaxTests, "client_running", mine, "max_per_client", l.MaxPerClient,
+		"client_in_setup", setups, "max_setup_per_client", maxSetupPerAddr)...)
+	_, _ = c.Write([]byte{stateByte(stateAccessDenied)})
+	c.Close()
+}
+
+// runTest registers an admitted test under its cookie, runs it and gives
+// its slots back at its end.
+func (s *Iperf3) runTest(ctx context.Context, c *net.TCPConn, peer netip.AddrPort, key string) {
+	ip := peer.Addr().Unmap()
+	l := s.cfg.Limits
 	t := &iperf3Test{s: s, ctl: c, peer: peer, cookie: key, tcpIn: make(chan seqConn, 2*l.MaxStreams),
 		udpIn: make(chan *net.UDPConn, 2*l.MaxStreams), setup: newSetupState(time.Now())}
 	s.mu.Lock()
@@ -193,19 +219,22 @@ func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 	}
 	s.byCookie[key] = t
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.byCookie, key)
-		if s.udpWait[ip] == t {
-			delete(s.udpWait, ip)
-		}
-		s.tests.give(ip)
-		if !t.setupGiven {
-			s.setup.give(ip)
-		}
-		s.mu.Unlock()
-	}()
+	defer s.endTest(t, ip)
 	t.run(ctx)
+}
+
+// endTest takes a finished test out of the server and gives its slots back.
+func (s *Iperf3) endTest(t *iperf3Test, ip netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byCookie, t.cookie)
+	if s.udpWait[ip] == t {
+		delete(s.udpWait, ip)
+	}
+	s.tests.give(ip)
+	if !t.setupGiven {
+		s.setup.give(ip)
+	}
 }
 
 // endSetup gives the set-up slot back as the test starts (false: it was
@@ -350,99 +379,22 @@ func (t *iperf3Test) state(st int) error { return t.send(stateByte(st)) }
 
 // run is the whole test: parameters, streams, the measured part, results.
 func (t *iperf3Test) run(ctx context.Context) {
-	cfg := &t.s.cfg
-	ip := t.peer.Addr().Unmap()
-	log := cfg.Log.With(append(clientAttrs(cfg.Clients, ip), "test", t.cookie[:8])...)
+	log := t.s.cfg.Log.With(append(clientAttrs(t.s.cfg.Clients, t.clientIP()), "test", t.cookie[:8])...)
 	defer t.ctl.Close()
 	_ = t.ctl.SetNoDelay(true)
-	ended := make(chan struct{})
-	defer close(ended)
-	go func() {
-		select {
-		case <-ctx.Done():
-			_ = t.state(stateServerTerminate)
-			t.ctl.Close()
-		case <-ended:
-		}
-	}()
-
-	if err := t.state(stateParamExchange); err != nil {
-		log.Info("iperf3 test ended: client left before the parameters", "err", err)
+	defer t.terminateOnShutdown(ctx)()
+	if !t.readParams(log) {
 		return
 	}
-	_ = t.ctl.SetReadDeadline(time.Now().Add(t.s.handshakeTimeout()))
-	b, err := readJSON(t.ctl)
-	if err != nil && t.setup.wasEvicted() {
-		return // counted as its eviction
-	}
-	if err != nil {
-		log.Warn("iperf3 test ended: no parameters (wrong cookie on a data stream, or not an iperf3 client)", "err", err)
-		if !errors.Is(err, io.EOF) {
-			_ = t.send(serverError(ieRecvParams, int(syscall.EBADMSG))...)
-		}
+	release, ok := t.admitParams(log)
+	if !ok {
 		return
 	}
-	p, err := ParseParams(b)
-	if err != nil {
-		errno := syscall.EBADMSG
-		if p.SCTP {
-			errno = syscall.EPROTONOSUPPORT
-		}
-		log.Warn("iperf3 test refused: bad parameters", "err", err)
-		_ = t.send(serverError(ieRecvParams, int(errno))...)
+	defer release()
+	ss, ok := t.openStreams(log)
+	if !ok {
 		return
 	}
-	t.p = p
-	t.setup.stepped()
-	if ie, errno, why := t.overCap(); why != "" {
-		t.s.refuse.Refuse("iperf3: over cap", ip.String(), "why", why)
-		log.Warn("iperf3 test refused: over cap", "why", why)
-		_ = t.send(serverError(ie, errno)...)
-		return
-	}
-	if p.UDP {
-		pps := t.pps()
-		if !t.s.claimPPS(pps) {
-			why := fmt.Sprintf("%d datagrams/s: the running UDP tests have %d of %d (iperf3.max_pps_total)", pps, t.s.udpPPSNow(), cfg.Limits.MaxPPSTotal)
-			t.s.refuse.Refuse("iperf3: UDP packet budget", ip.String(), "why", why)
-			log.Warn("iperf3 test refused: busy", "why", why)
-			_ = t.send(serverError(ieAccessDenied, 0)...)
-			return
-		}
-		defer t.s.releasePPS(pps)
-	}
-	dirs := 1
-	if p.Bidir {
-		dirs = 2
-	}
-	want := p.Parallel * dirs
-	if p.UDP && !t.waitUDPTurn(ip) {
-		log.Warn("iperf3 test ended: another UDP test from this client was still setting up")
-		_ = t.send(serverError(ieInitTest, int(syscall.EBUSY))...)
-		return
-	}
-	t.accepting.Store(true)
-	if err := t.state(stateCreateStreams); err != nil {
-		return
-	}
-	conns, err := t.collect(want)
-	t.accepting.Store(false)
-	if p.UDP {
-		t.s.mu.Lock()
-		delete(t.s.udpWait, ip)
-		t.s.mu.Unlock()
-	}
-	if err != nil && !t.setup.wasEvicted() {
-		log.Warn("iperf3 test ended: streams did not arrive", "err", err, "want", want, "got", len(conns))
-	}
-	if err != nil {
-		_ = t.send(serverError(ieStreamAccept, int(syscall.ETIMEDOUT))...)
-		for _, c := range conns {
-			c.Close()
-		}
-		return
-	}
-	ss := t.streams(conns, log)
 	defer func() {
 		for _, st := range ss {
 			st.c.Close()
@@ -452,6 +404,129 @@ func (t *iperf3Test) run(ctx context.Context) {
 		log.Warn("iperf3 test ended: idle in set-up, its slot given to a new test")
 		return
 	}
+	t.runMeasured(ss, log)
+}
+
+// clientIP is the client's address, unmapped.
+func (t *iperf3Test) clientIP() netip.Addr { return t.peer.Addr().Unmap() }
+
+// terminateOnShutdown tells the client the server terminated, and closes
+// the control connection, if ctx ends before the test; stop ends the watch.
+func (t *iperf3Test) terminateOnShutdown(ctx context.Context) (stop func()) {
+	ended := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = t.state(stateServerTerminate)
+			t.ctl.Close()
+		case <-ended:
+		}
+	}()
+	return func() { close(ended) }
+}
+
+// readParams asks for the parameters (PARAM_EXCHANGE) and reads them into
+// t.p; false: the client left or sent none the server can run, and was
+// told why.
+func (t *iperf3Test) readParams(log *slog.Logger) bool {
+	if err := t.state(stateParamExchange); err != nil {
+		log.Info("iperf3 test ended: client left before the parameters", "err", err)
+		return false
+	}
+	_ = t.ctl.SetReadDeadline(time.Now().Add(t.s.handshakeTimeout()))
+	b, err := readJSON(t.ctl)
+	if err != nil && t.setup.wasEvicted() {
+		return false // counted as its eviction
+	}
+	if err != nil {
+		log.Warn("iperf3 test ended: no parameters (wrong cookie on a data stream, or not an iperf3 client)", "err", err)
+		if !errors.Is(err, io.EOF) {
+			_ = t.send(serverError(ieRecvParams, int(syscall.EBADMSG))...)
+		}
+		return false
+	}
+	p, err := ParseParams(b)
+	if err != nil {
+		errno := syscall.EBADMSG
+		if p.SCTP {
+			errno = syscall.EPROTONOSUPPORT
+		}
+		log.Warn("iperf3 test refused: bad parameters", "err", err)
+		_ = t.send(serverError(ieRecvParams, int(errno))...)
+		return false
+	}
+	t.p = p
+	t.setup.stepped()
+	return true
+}
+
+// admitParams checks the parameters against the caps and, for a UDP test,
+// claims its datagrams/s within MaxPPSTotal; release gives them back.
+// false: refused, and the client told why.
+func (t *iperf3Test) admitParams(log *slog.Logger) (release func(), ok bool) {
+	ip := t.clientIP()
+	if ie, errno, why := t.overCap(); why != "" {
+		t.s.refuse.Refuse("iperf3: over cap", ip.String(), "why", why)
+		log.Warn("iperf3 test refused: over cap", "why", why)
+		_ = t.send(serverError(ie, errno)...)
+		return nil, false
+	}
+	if !t.p.UDP {
+		return func() {}, true
+	}
+	pps := t.pps()
+	if !t.s.claimPPS(pps) {
+		why := fmt.Sprintf("%d datagrams/s: the running UDP tests have %d of %d (iperf3.max_pps_total)", pps, t.s.udpPPSNow(), t.s.cfg.Limits.MaxPPSTotal)
+		t.s.refuse.Refuse("iperf3: UDP packet budget", ip.String(), "why", why)
+		log.Warn("iperf3 test refused: busy", "why", why)
+		_ = t.send(serverError(ieAccessDenied, 0)...)
+		return nil, false
+	}
+	return func() { t.s.releasePPS(pps) }, true
+}
+
+// openStreams asks for the streams (CREATE_STREAMS) and takes them as they
+// come, UDP ones one client test at a time; false: they did not all come,
+// and the client was told.
+func (t *iperf3Test) openStreams(log *slog.Logger) ([]*iperf3Stream, bool) {
+	p, ip := t.p, t.clientIP()
+	dirs := 1
+	if p.Bidir {
+		dirs = 2
+	}
+	want := p.Parallel * dirs
+	if p.UDP && !t.waitUDPTurn(ip) {
+		log.Warn("iperf3 test ended: another UDP test from this client was still setting up")
+		_ = t.send(serverError(ieInitTest, int(syscall.EBUSY))...)
+		return nil, false
+	}
+	t.accepting.Store(true)
+	if err := t.state(stateCreateStreams); err != nil {
+		return nil, false
+	}
+	conns, err := t.collect(want)
+	t.accepting.Store(false)
+	if p.UDP {
+		t.s.mu.Lock()
+		delete(t.s.udpWait, ip)
+		t.s.mu.Unlock()
+	}
+	if err != nil {
+		if !t.setup.wasEvicted() {
+			log.Warn("iperf3 test ended: streams did not arrive", "err", err, "want", want, "got", len(conns))
+		}
+		_ = t.send(serverError(ieStreamAccept, int(syscall.ETIMEDOUT))...)
+		for _, c := range conns {
+			c.Close()
+		}
+		return nil, false
+	}
+	return t.streams(conns, log), true
+}
+
+// runMeasured starts the test (TEST_START, TEST_RUNNING), measures it
+// until its end, exchanges the results and records it.
+func (t *iperf3Test) runMeasured(ss []*iperf3Stream, log *slog.Logger) {
 	m := newMeasure(t, ss)
 	if err := t.state(stateTestStart); err != nil {
 		return
@@ -467,7 +542,7 @@ func (t *iperf3Test) run(ctx context.Context) {
 		client = t.exchange(m, log)
 	}
 	for _, f := range m.events(client, outcome, why) {
-		cfg.Sink.Fetch(f)
+		t.s.cfg.Sink.Fetch(f)
 	}
 	if outcome != "ok" {
 		log.Warn("iperf3 test ended early", "why", why)

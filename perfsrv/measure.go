@@ -469,89 +469,124 @@ func (m *measure) text() string {
 // over streams. tx: the board sent (server received); rx: the board
 // received (server sent).
 func (m *measure) events(client *results, outcome, why string) []*event.Fetch {
-	p := m.t.p
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []*event.Fetch
 	for _, sending := range []bool{false, true} {
-		var mine []*iperf3Stream
-		for _, st := range m.ss {
-			if st.sender == sending {
-				mine = append(mine, st)
-			}
+		if f := m.directionEvent(sending, client, outcome, why); f != nil {
+			out = append(out, f)
 		}
-		if len(mine) == 0 {
-			continue
-		}
-		base, ss, dir := m.baseTx, m.tx, "tx"
-		if sending {
-			base, ss, dir = m.baseRx, m.rx, "rx"
-		}
-		var bytes int64
-		if len(ss) > 0 {
-			bytes = ss[len(ss)-1].bytes - base.bytes
-		}
-		f := &event.Fetch{
-			Start: m.wall, Proto: event.ProtoTCP, Client: m.t.peer, File: m.describe(dir), Bytes: bytes, Size: -1,
-			Duration: m.measured(), Outcome: outcome, Err: why, Source: SourceIperf3, Direction: dir,
-			Interface: ifaceOf(addrPort(m.t.ctl.LocalAddr()).Addr()),
-			Intervals: intervals(base, ss, m.t.s.cfg.Interval/10),
-			Labels:    map[string]string{"streams": strconv.Itoa(len(mine)), "test": m.t.cookie[:8]},
-			Test:      &event.TestInfo{},
-		}
-		if p.UDP {
-			f.Proto = event.ProtoUDP
-		}
-		if !sending && outcome == event.OutcomeOK {
-			// The board sent: it stopped at its last byte, which the
-			// server saw; TEST_END may arrive later on a busy host.
-			var last int64
-			for _, st := range mine {
-				last = max(last, st.lastRead.Load())
-			}
-			if d := time.Unix(0, last).Sub(m.t0); last > 0 && d > 0 && d < f.Duration {
-				f.Duration = d
-			}
-		}
-		m.labels(f)
-		if sending && !p.UDP {
-			f.Test.ServerWritten = written(mine)
-			ti := &event.TCPInfo{}
-			for i, st := range mine {
-				ti.Retransmits += st.atEnd.retransmits
-				if i == 0 {
-					ti.RTT, ti.SndWnd, ti.MaxSndWnd = st.atEnd.rtt, st.atEnd.sndWnd, st.atEnd.sndWnd
-				}
-			}
-			f.TCP = ti
-		}
-		if !sending && p.UDP {
-			var lost, pk int64
-			var jit float64
-			for _, st := range mine {
-				lost, pk, jit = lost+st.lost, pk+st.packets, jit+st.jitter
-			}
-			f.UDP = &event.UDPInfo{JitterMs: jit / float64(len(mine)) * 1000, Lost: lost, Packets: pk}
-		}
-		cb, secs := m.clientSide(f, client, mine, sending)
-		switch {
-		case sending && p.UDP && cb >= 0:
-			// UDP the board received: only the board knows what arrived.
-			f.Test.ServerBytes, f.Bytes = f.Bytes, cb
-		case sending && cb >= 0 && cb <= written(mine):
-			// TCP the board received: the board's figure is what its
-			// application read within its clock. What the server saw
-			// acknowledged at TEST_END differs both ways on busy hosts: a
-			// board that lags leaves megabytes unread in its socket buffer
-			// (6% of a --bidir leg at load 15), and ACKs still queued make
-			// it short (0.4%). The board cannot have read more than the
-			// server wrote.
-			f.Test.ServerBytes, f.Bytes = f.Bytes, cb
-		}
-		clientClock(f, outcome, secs)
-		out = append(out, f)
 	}
 	return out
+}
+
+// directionEvent is the record of one direction (sending: the server's
+// sending streams), nil when no stream went that way. Holds m.mu.
+func (m *measure) directionEvent(sending bool, client *results, outcome, why string) *event.Fetch {
+	mine := m.direction(sending)
+	if len(mine) == 0 {
+		return nil
+	}
+	f := m.serverEvent(sending, mine, outcome, why)
+	if !sending && outcome == event.OutcomeOK {
+		endAtLastRead(f, mine, m.t0)
+	}
+	m.labels(f)
+	m.serverFigures(f, mine, sending)
+	cb, secs := m.clientSide(f, client, mine, sending)
+	preferBoardBytes(f, mine, sending, m.t.p.UDP, cb)
+	clientClock(f, outcome, secs)
+	return f
+}
+
+// direction is the streams one way: sending, the server's sending streams.
+func (m *measure) direction(sending bool) []*iperf3Stream {
+	var mine []*iperf3Stream
+	for _, st := range m.ss {
+		if st.sender == sending {
+			mine = append(mine, st)
+		}
+	}
+	return mine
+}
+
+// serverEvent is a direction's record as the server measured it: its
+// samples' bytes over the measured part.
+func (m *measure) serverEvent(sending bool, mine []*iperf3Stream, outcome, why string) *event.Fetch {
+	base, ss, dir := m.baseTx, m.tx, "tx"
+	if sending {
+		base, ss, dir = m.baseRx, m.rx, "rx"
+	}
+	var bytes int64
+	if len(ss) > 0 {
+		bytes = ss[len(ss)-1].bytes - base.bytes
+	}
+	f := &event.Fetch{
+		Start: m.wall, Proto: event.ProtoTCP, Client: m.t.peer, File: m.describe(dir), Bytes: bytes, Size: -1,
+		Duration: m.measured(), Outcome: outcome, Err: why, Source: SourceIperf3, Direction: dir,
+		Interface: ifaceOf(addrPort(m.t.ctl.LocalAddr()).Addr()),
+		Intervals: intervals(base, ss, m.t.s.cfg.Interval/10),
+		Labels:    map[string]string{"streams": strconv.Itoa(len(mine)), "test": m.t.cookie[:8]},
+		Test:      &event.TestInfo{},
+	}
+	if m.t.p.UDP {
+		f.Proto = event.ProtoUDP
+	}
+	return f
+}
+
+// endAtLastRead ends what the board sent at its last byte, which the
+// server saw: TEST_END may arrive later on a busy host.
+func endAtLastRead(f *event.Fetch, mine []*iperf3Stream, t0 time.Time) {
+	var last int64
+	for _, st := range mine {
+		last = max(last, st.lastRead.Load())
+	}
+	if d := time.Unix(0, last).Sub(t0); last > 0 && d > 0 && d < f.Duration {
+		f.Duration = d
+	}
+}
+
+// serverFigures puts the server's own TCP_INFO (TCP it sent) or loss and
+// jitter (UDP it received) on the record.
+func (m *measure) serverFigures(f *event.Fetch, mine []*iperf3Stream, sending bool) {
+	udp := m.t.p.UDP
+	if sending && !udp {
+		f.Test.ServerWritten = written(mine)
+		ti := &event.TCPInfo{}
+		for i, st := range mine {
+			ti.Retransmits += st.atEnd.retransmits
+			if i == 0 {
+				ti.RTT, ti.SndWnd, ti.MaxSndWnd = st.atEnd.rtt, st.atEnd.sndWnd, st.atEnd.sndWnd
+			}
+		}
+		f.TCP = ti
+	}
+	if !sending && udp {
+		var lost, pk int64
+		var jit float64
+		for _, st := range mine {
+			lost, pk, jit = lost+st.lost, pk+st.packets, jit+st.jitter
+		}
+		f.UDP = &event.UDPInfo{JitterMs: jit / float64(len(mine)) * 1000, Lost: lost, Packets: pk}
+	}
+}
+
+// preferBoardBytes makes what the board received (cb, from the result
+// exchange; < 0: unknown) the record's bytes, the server's figure kept
+// beside it. UDP: only the board knows what arrived. TCP: the board's
+// figure is what its application read within its clock; what the server
+// saw acknowledged at TEST_END differs both ways on a busy host (unread
+// bytes in the board's socket buffer, ACKs still queued; see
+// perfsrv/DESIGN.md#board-bytes), and the board cannot have read more than
+// the server wrote.
+func preferBoardBytes(f *event.Fetch, mine []*iperf3Stream, sending, udp bool, cb int64) {
+	switch {
+	case sending && udp && cb >= 0:
+		f.Test.ServerBytes, f.Bytes = f.Bytes, cb
+	case sending && cb >= 0 && cb <= written(mine):
+		f.Test.ServerBytes, f.Bytes = f.Bytes, cb
+	}
 }
 
 // written is what the server wrote to ss since the measured start.
