@@ -91,11 +91,10 @@ func (s *Iperf2) Serve(ctx context.Context) error {
 		s.refuse, "iperf2")
 }
 
-// Flow bounds (issue 27 row 7: one datagram from each of 300k forged
-// sources once left 300k flows of ~400 B and a record of each admitted
-// one): a flow exists only while it holds a slot, or briefly after its end
-// to answer its FIN retries; a datagram that opens no flow leaves nothing
-// but a count.
+// Flow bounds: a flow exists only while it holds a slot, or briefly after
+// its end to answer its FIN retries; a datagram that opens no flow leaves
+// nothing but a count, so forged sources cannot pile up flows and records
+// (see perfsrv/DESIGN.md#flows-from-forged-sources).
 const (
 	maxDoneFlows = 256             // finished flows kept to answer FIN retries
 	doneFlowKeep = 3 * time.Second // iperf 2 retries its FIN for ~2.5 s

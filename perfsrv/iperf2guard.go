@@ -10,8 +10,9 @@ import (
 // What the iperf 2 server sends to an address that has not shown it
 // receives. A UDP datagram's source costs nothing to forge, and iperf 2's
 // two-way UDP tests (-R, --full-duplex, -d, -r) ask the server to send to
-// that source (or to a port the header names): one forged 92-byte datagram
-// once bought a 100 Mbit/s leg for 60 s (issue 27 row 1). So:
+// that source (or to a port the header names), so one forged datagram
+// could buy a long leg at a high rate to any address (see
+// perfsrv/DESIGN.md#unverified-udp-legs). So:
 //   - an address has shown it receives once it completed a TCP handshake
 //     with the listener and sent its test header (the SYN-ACK's sequence
 //     number came back): for Config.VerifiedFor after it, its UDP legs run
@@ -87,9 +88,9 @@ func (s *Iperf2) verifiedLocked(ip netip.Addr, now time.Time) bool {
 
 // Slots. Tests are capped in all (Limits.MaxTests) and per address
 // (Limits.MaxPerClient), and a test holds its slot from its header to its
-// end, so whatever holds slots without moving data shuts real boards out:
-// 16 header-only TCP connections once did for 70 s, and one datagram from
-// each of 16 forged sources did for 10 s (issue 27 rows 7 and 15). When the
+// end, so whatever holds slots without moving data shuts real boards out
+// (header-only TCP connections, forged first datagrams; see
+// perfsrv/DESIGN.md#slots-held-for-nothing). When the
 // slots a new test needs are taken, it takes the slot of one that has
 // moved nothing for slotIdle, or of an unverified UDP flow when the
 // newcomer is verified (a TCP test, or UDP from a verified address): a
@@ -242,8 +243,8 @@ const evictedWhy = "evicted: moved no data for 1 s while every slot was taken"
 
 // A TCP connect-back (-r, -d) goes to the address whose handshake the
 // test's own connection proved, but to a port the header names, where
-// any service may listen (854 MB once went to port 2222 of a client;
-// issue 27 row 17), and iperf 2.1.8's listener sends nothing back that
+// any service may listen (see perfsrv/DESIGN.md#tcp-connect-back), and
+// iperf 2.1.8's listener sends nothing back that
 // would tell it from another. So a connect-back goes only to a port of
 // 1024 or above (iperf's listener is its -p or -L, 5001 by default), and
 // sends at most connectBackRatio times what the board sent on its own
@@ -268,16 +269,16 @@ func (t *iperf2Test) backBudget(sent, n int64) bool {
 }
 
 // Records of and replies to unverified UDP tests. A forged flow that ends
-// with its FIN looks like a real board's test, and 2000 of them a second
-// once filled the store (each a record and a log line) and the reader
-// behind them (issue 27 rows 7 and 10); their server reports to addresses
-// nobody answers ARP for held the shared socket's send buffer in the
-// neighbour queues (8322 dropped in 4 s), so a real board's report found
-// no room. Tests from addresses that ran a TCP test are never limited;
-// those of other sources share a record budget (64, refilled at 1 a
-// second) and a reply budget (200, refilled at 100 a second: at ~1.2 KB
-// a queued reply for ARP's 3 s, well within the 4 MiB send buffer), and
-// what is over them is counted, not recorded or sent.
+// with its FIN looks like a real board's test: a flood of them would fill
+// the store (each a record and a log line) and the reader behind it, and
+// their server reports to addresses nobody answers ARP for hold the shared
+// socket's send buffer in the neighbour queues, so a real board's report
+// finds no room (see perfsrv/DESIGN.md#unverified-records-and-replies).
+// Tests from addresses that ran a TCP test are never limited; those of
+// other sources share a record budget (64, refilled at 1 a second) and a
+// reply budget (200, refilled at 100 a second: what queues for ARP's 3 s
+// fits the 4 MiB send buffer), and what is over them is counted, not
+// recorded or sent.
 var (
 	unverifiedRecords = bucketSpec{burst: 64, rate: 1}
 	unverifiedReplies = bucketSpec{burst: 200, rate: 100}

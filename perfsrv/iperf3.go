@@ -50,10 +50,9 @@ type Iperf3 struct {
 // connection that has not sent its cookie is pending: at most
 // maxPendingPerAddr from one address and maxPending in all, each for at
 // most handshakeTimeout, so connections that never speak cannot hold the
-// process's descriptors (issue 27: 20k connects from 4 addresses took all
-// 20000 and TFTP answered "too many open files"). iperf3 opens a test's
-// streams one after another, so one client has one connection pending at
-// a time; the bench stream server keeps 64 in all.
+// process's descriptors (see perfsrv/DESIGN.md#handshake-budget-row-4).
+// iperf3 opens a test's streams one after another, so one client has one
+// connection pending at a time; the bench stream server keeps 64 in all.
 const (
 	handshakeTimeout  = 3 * time.Second
 	maxPending        = 64
@@ -261,8 +260,8 @@ const minTCPWrite = 128 << 10
 
 // sendPayload is what every TCP sending stream writes: one read-only
 // buffer of maxTCPLen for all streams of all tests, built at the first,
-// so memory does not grow with streams x -l (issue 27: four -l 16M -P 16
-// -R tests whose streams were never read held 1 GiB).
+// so memory does not grow with streams x -l: unread streams cannot make
+// the server hold -l each (see perfsrv/DESIGN.md#sending-memory-row-5).
 func (s *Iperf3) sendPayload() []byte {
 	s.payloadOnce.Do(func() { s.payload = payload(maxTCPLen) })
 	return s.payload
@@ -740,7 +739,7 @@ func (t *iperf3Test) runLimit() time.Duration {
 // runLimit is how long a test that asked for d (0: it ends by bytes or
 // blocks) may run, iperf3's and iperf 2's alike: d within MaxDuration plus
 // endGrace, or MaxDuration, however few bytes a slow or silent board lets
-// through (issue 27: a -n test ran 70 s against a 60 s cap).
+// through (see perfsrv/DESIGN.md#whole-test-time-row-18).
 func runLimit(l Limits, d time.Duration) time.Duration {
 	if d > 0 {
 		return min(d, l.MaxDuration) + endGrace

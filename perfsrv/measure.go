@@ -119,9 +119,9 @@ func (m *measure) snap(sending bool, at time.Duration) sample {
 //
 // The base is what came before the measured start: only the omitted
 // seconds (-O). Without them it is zero, not a snapshot taken when the
-// sampler first runs: on a loaded host that was after the first megabytes
-// (a -n 1M test at 5 Gbit/s is over in 2 ms), and the record came out
-// short of what the board sent (831,424 B of 1 MiB in the soak).
+// sampler first runs: on a loaded host that can be after the first
+// megabytes, and the record would come out short of what the board sent
+// (see perfsrv/DESIGN.md#sampler-base).
 func (m *measure) sampler(sending bool) *sampleTicker {
 	return startSampling(m.t0, m.t.s.cfg.Interval, func(at time.Duration) sample {
 		s := m.snap(sending, at)
@@ -139,8 +139,8 @@ func (m *measure) sampler(sending bool) *sampleTicker {
 // After TEST_END the receivers read what is still in flight until a
 // stream is idle for drainIdle (at most drainMax): the client counted those
 // bytes as sent before it stopped, and a loaded host may hold them in its
-// socket buffer for a while (-P 4 at load 15 left 0.5% behind after a
-// fixed 300 ms).
+// socket buffer for a while, longer than any fixed wait (see
+// perfsrv/DESIGN.md#drain-after-test_end).
 const (
 	drainIdle = 100 * time.Millisecond
 	drainMax  = 3 * time.Second
@@ -603,7 +603,7 @@ func written(ss []*iperf3Stream) int64 {
 // start_time of its streams), the interval its own Mbit/s covers. The
 // server's window (TEST_RUNNING sent to TEST_END read) starts before the
 // client's clock and ends after it by a trip and the scheduling of two
-// busy hosts: 1-2% of a 3 s test under load. The server's window stays on
+// busy hosts (see perfsrv/DESIGN.md#board-clock). The server's window stays on
 // the record (ServerDuration); a client time far from it (a clock jump, a
 // bogus client) is not used.
 func clientClock(f *event.Fetch, outcome string, secs float64) {

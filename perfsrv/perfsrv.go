@@ -267,7 +267,7 @@ func (t *sampleTicker) stopBase(last sample) (sample, []sample) {
 // transient accept error (at the descriptor limit, EMFILE) is retried
 // every 50 ms and counted in refused as svc+": accept failed", logged once
 // a minute with the count so far: a listener kept at the limit by a flood
-// must not write 20 lines a second (issue 27).
+// must not write a line every retry (see perfsrv/DESIGN.md#accept-failures).
 func serve(ctx context.Context, ln *net.TCPListener, udp *net.UDPConn, wg *sync.WaitGroup,
 	readUDP func(), handle func(c *net.TCPConn, seq uint64), refused *refuse.Log, svc string) error {
 	closeAll := func() {

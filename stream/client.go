@@ -260,8 +260,9 @@ func (t *clientTest) dialUDP() (*net.UDPConn, error) {
 	}
 	conn := uc.(*net.UDPConn)
 	if t.cfg.RcvBuf == 0 && t.cfg.Direction == Rx {
-		// As on the server: the default buffer overflows under a 1 Gbit/s
-		// burst of jumbo datagrams, which would read as link loss.
+		// As on the server: the default buffer overflows under a gigabit
+		// burst of jumbo datagrams, which would read as link loss (see
+		// stream/DESIGN.md#udp-receive-buffer).
 		growRcvbuf(conn, udpServerRcvbuf)
 	}
 	return conn, nil
