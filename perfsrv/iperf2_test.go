@@ -51,11 +51,7 @@ func TestIperf2Loopback(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, rec, _ := startIperf2(t)
-			sport := addrPort(s.Addr()).Port()
-			port := strconv.Itoa(int(sport))
-			// The client listens for -r and -d on -L; iperf 2.1.8 takes
-			// -L below -p as a port range, so pick one above.
-			lport := freePortAbove(t, sport)
+			port, lport := clientPorts(t, s) // the client listens for -r and -d on -L
 			cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer ccancel()
 			base := 0
@@ -117,6 +113,15 @@ func startIperf2(t *testing.T) (*Iperf2, *event.Recorder, *syncLog) {
 	}
 	serveUntilCleanup(t, s.Serve, lg)
 	return s, rec, lg
+}
+
+// clientPorts are an iperf 2 client's -p (s's port) and -L (where it
+// listens for -r and -d): a TCP port on loopback, free a moment ago, above
+// s's, as iperf 2.1.8 takes -L below -p as a port range.
+func clientPorts(t *testing.T, s *Iperf2) (port, lport string) {
+	t.Helper()
+	p := addrPort(s.Addr()).Port()
+	return strconv.Itoa(int(p)), freePortAbove(t, p)
 }
 
 // freePortAbove is a TCP port on loopback, free a moment ago, above p.

@@ -437,6 +437,19 @@ func (s *Iperf2) overCap(h iperf2Header) string {
 	return ""
 }
 
+// connectBackPortWhy says why a connect-back (TCP or UDP) will not go to
+// port, or "": the header must name one, and one of 1024 or above (an
+// iperf listener's, never a system service's).
+func connectBackPortWhy(port uint16) string {
+	if port == 0 {
+		return "connect-back impossible: the test header names no port"
+	}
+	if port < 1024 {
+		return fmt.Sprintf("connect-back refused: port %d is below 1024, a system service's, never an iperf listener's", port)
+	}
+	return ""
+}
+
 // connectBackRetry is how long a refused connect-back is tried again.
 const connectBackRetry = 2 * time.Second
 
@@ -453,12 +466,8 @@ func (s *Iperf2) connectBack(ctx context.Context, c *net.TCPConn, h iperf2Header
 		l.why = "connect-back refused: " + why
 		return l
 	}
-	if h.port == 0 {
-		l.why = "connect-back impossible: the test header names no port"
-		return l
-	}
-	if h.port < 1024 {
-		l.why = fmt.Sprintf("connect-back refused: port %d is below 1024, a system service's, never an iperf listener's", h.port)
+	if why := connectBackPortWhy(h.port); why != "" {
+		l.why = why
 		return l
 	}
 	d := net.Dialer{Timeout: s.cfg.SetupTimeout, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(local.Addr(), 0))}

@@ -53,9 +53,7 @@ func TestIperf2TradeoffBoardLeg(t *testing.T) {
 	for _, mode := range []string{"-r", "-d"} {
 		t.Run(mode, func(t *testing.T) {
 			s, rec, lg := startIperf2(t)
-			sport := addrPort(s.Addr()).Port()
-			port := strconv.Itoa(int(sport))
-			lport := freePortAbove(t, sport)
+			port, lport := clientPorts(t, s)
 			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 			defer cancel()
 			const secs = 3

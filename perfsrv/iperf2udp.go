@@ -132,12 +132,8 @@ func (s *Iperf2) udpConnectBack(ctx context.Context, peer netip.AddrPort, h iper
 	to := netip.AddrPortFrom(peer.Addr(), h.port)
 	l := iperf2Leg{dir: "rx", start: time.Now(), outcome: event.OutcomeError, peer: to}
 	l.end = l.start
-	if h.port == 0 {
-		l.why = "connect-back impossible: the test header names no port"
-		return l
-	}
-	if h.port < 1024 {
-		l.why = fmt.Sprintf("connect-back refused: port %d is below 1024, a system service's, never an iperf listener's", h.port)
+	if why := connectBackPortWhy(h.port); why != "" {
+		l.why = why
 		return l
 	}
 	la := addrPort(s.udp.LocalAddr()).Addr()

@@ -291,37 +291,43 @@ func (s *Iperf3) readUDP() {
 	buf := make([]byte, 65536)
 	for {
 		n, from, err := s.udp.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			continue
+		if errors.Is(err, net.ErrClosed) {
+			return
 		}
-		ip := from.Addr().Unmap()
-		s.mu.Lock()
-		t := s.udpWait[ip]
-		s.mu.Unlock()
-		if t == nil || !t.accepting.Load() || n != 4 {
-			s.refuse.Refuse("iperf3: UDP datagram outside a stream set-up", ip.String(), "bytes", n)
-			continue
+		if err == nil { // else transient (an ICMP error queued on the socket)
+			s.openUDPStream(n, from)
 		}
-		d := net.Dialer{LocalAddr: net.UDPAddrFromAddrPort(netip.AddrPortFrom(s.udpLocalIP(), s.local.Port())), Control: reuseAddr}
-		c, err := d.Dial("udp", from.String())
-		if err != nil {
-			s.cfg.Log.Warn("iperf3: cannot open a UDP stream socket", "client", ip.String(), "err", err)
-			continue
-		}
-		var reply [4]byte
-		binary.LittleEndian.PutUint32(reply[:], udpConnectReply)
-		if _, err := c.Write(reply[:]); err != nil {
-			c.Close()
-			continue
-		}
-		select {
-		case t.udpIn <- c.(*net.UDPConn):
-		default:
-			c.Close()
-		}
+	}
+}
+
+// openUDPStream answers a stream set-up datagram of n bytes from from: a
+// socket of the stream's own, connected to from, handed to the test that
+// waits for UDP streams from its address.
+func (s *Iperf3) openUDPStream(n int, from netip.AddrPort) {
+	ip := from.Addr().Unmap()
+	s.mu.Lock()
+	t := s.udpWait[ip]
+	s.mu.Unlock()
+	if t == nil || !t.accepting.Load() || n != 4 {
+		s.refuse.Refuse("iperf3: UDP datagram outside a stream set-up", ip.String(), "bytes", n)
+		return
+	}
+	d := net.Dialer{LocalAddr: net.UDPAddrFromAddrPort(netip.AddrPortFrom(s.udpLocalIP(), s.local.Port())), Control: reuseAddr}
+	c, err := d.Dial("udp", from.String())
+	if err != nil {
+		s.cfg.Log.Warn("iperf3: cannot open a UDP stream socket", "client", ip.String(), "err", err)
+		return
+	}
+	var reply [4]byte
+	binary.LittleEndian.PutUint32(reply[:], udpConnectReply)
+	if _, err := c.Write(reply[:]); err != nil {
+		c.Close()
+		return
+	}
+	select {
+	case t.udpIn <- c.(*net.UDPConn):
+	default:
+		c.Close()
 	}
 }
 

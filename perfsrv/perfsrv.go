@@ -63,31 +63,22 @@ type Limits struct {
 }
 
 func (l Limits) withDefaults() Limits {
-	if l.MaxTests <= 0 {
-		l.MaxTests = 16
-	}
-	if l.MaxPerClient <= 0 {
-		l.MaxPerClient = 4
-	}
-	if l.MaxDuration <= 0 {
-		l.MaxDuration = 60 * time.Second
-	}
-	if l.MaxRate <= 0 {
-		l.MaxRate = 10e9
-	}
-	if l.MaxStreams <= 0 {
-		l.MaxStreams = 16
-	}
-	if l.MinUDPLen <= 0 {
-		l.MinUDPLen = 128
-	}
-	if l.MaxPPS <= 0 {
-		l.MaxPPS = 100000
-	}
-	if l.MaxPPSTotal <= 0 {
-		l.MaxPPSTotal = 200000
-	}
+	orDefault(&l.MaxTests, 16)
+	orDefault(&l.MaxPerClient, 4)
+	orDefault(&l.MaxDuration, 60*time.Second)
+	orDefault(&l.MaxRate, 10e9)
+	orDefault(&l.MaxStreams, 16)
+	orDefault(&l.MinUDPLen, 128)
+	orDefault(&l.MaxPPS, 100000)
+	orDefault(&l.MaxPPSTotal, 200000)
 	return l
+}
+
+// orDefault sets *v to def when it is zero or less.
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // Clients names a board by its address (hosts.Table: DHCP leases and host
@@ -119,12 +110,8 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	c.Limits = c.Limits.withDefaults()
-	if c.Interval <= 0 {
-		c.Interval = time.Second
-	}
-	if c.SetupTimeout <= 0 {
-		c.SetupTimeout = 10 * time.Second
-	}
+	orDefault(&c.Interval, time.Second)
+	orDefault(&c.SetupTimeout, 10*time.Second)
 	if c.Sink == nil {
 		c.Sink = event.Discard{}
 	}

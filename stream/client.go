@@ -71,15 +71,18 @@ func (c *control) expect(typ string, m *message) error {
 	return nil
 }
 
-// clientTest is one test's client end: its defaults-filled config and its
-// control connection.
+// clientTest is one test's client end: its defaults-filled config, its
+// control connection and its data socket, both closed when ctx ends.
 type clientTest struct {
-	ctx context.Context
-	cfg Config
-	ctl *control
+	ctx  context.Context
+	cfg  Config
+	ctl  *control
+	data net.Conn // *net.TCPConn, or *net.UDPConn for a UDP test
+	stop func() bool
 }
 
-// openTest fills cfg's defaults and opens the test's control connection.
+// openTest fills cfg's defaults, opens the test's control connection and
+// its data socket. close frees them.
 func openTest(ctx context.Context, cfg Config, udp bool) (*clientTest, error) {
 	cfg, err := cfg.withDefaults(udp)
 	if err != nil {
@@ -89,13 +92,56 @@ func openTest(ctx context.Context, cfg Config, udp bool) (*clientTest, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clientTest{ctx: ctx, cfg: cfg, ctl: ctl}, nil
+	t := &clientTest{ctx: ctx, cfg: cfg, ctl: ctl}
+	if udp {
+		err = t.dialUDP()
+	} else {
+		err = t.dialTCP()
+	}
+	if err != nil {
+		ctl.conn.Close()
+		return nil, err
+	}
+	t.stop = context.AfterFunc(ctx, func() { t.ctl.conn.Close(); t.data.Close() })
+	return t, nil
+}
+
+func (t *clientTest) close() {
+	t.stop()
+	t.data.Close()
+	t.ctl.conn.Close()
 }
 
 // dialData opens the test's data socket with the config's buffer sizes.
 func (t *clientTest) dialData(network, addr string) (net.Conn, error) {
 	d := net.Dialer{Control: bufControl(t.cfg.RcvBuf, t.cfg.SndBuf)}
 	return d.DialContext(t.ctx, network, addr)
+}
+
+// dialTCP opens a TCP test's data connection, to the control's address.
+func (t *clientTest) dialTCP() error {
+	dc, err := t.dialData("tcp", withPort(t.cfg.Addr))
+	if err != nil {
+		return fmt.Errorf("stream: data connection: %w", err)
+	}
+	t.data = dc
+	return nil
+}
+
+// dialUDP opens a UDP test's socket to the port the server's reply named.
+func (t *clientTest) dialUDP() error {
+	uc, err := t.dialData("udp", net.JoinHostPort(t.ctl.host, strconv.Itoa(t.ctl.reply.UDPPort)))
+	if err != nil {
+		return fmt.Errorf("stream: UDP socket: %w", err)
+	}
+	t.data = uc
+	if t.cfg.RcvBuf == 0 && t.cfg.Direction == Rx {
+		// As on the server: the default buffer overflows under a gigabit
+		// burst of jumbo datagrams, which would read as link loss (see
+		// stream/DESIGN.md#udp-receive-buffer).
+		growRcvbuf(uc.(*net.UDPConn), udpServerRcvbuf)
+	}
+	return nil
 }
 
 // result puts this side's figures (its intervals iv and its sum own) beside
@@ -121,15 +167,8 @@ func TCP(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	defer t.ctl.conn.Close()
-	dc, err := t.dialData("tcp", withPort(t.cfg.Addr))
-	if err != nil {
-		return Result{}, fmt.Errorf("stream: data connection: %w", err)
-	}
-	data := dc.(*net.TCPConn)
-	defer data.Close()
-	stop := context.AfterFunc(ctx, func() { t.ctl.conn.Close(); data.Close() })
-	defer stop()
+	defer t.close()
+	data := t.data.(*net.TCPConn)
 	data.SetDeadline(time.Now().Add(handshakeTimeout))
 	if _, err := data.Write(append([]byte{'P', 'X', 'S', '1', kindData}, t.ctl.reply.Cookie...)); err != nil {
 		return Result{}, fmt.Errorf("stream: data connection: %w", err)
@@ -231,15 +270,8 @@ func UDP(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	defer t.ctl.conn.Close()
-	conn, err := t.dialUDP()
-	if err != nil {
-		return Result{}, err
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { t.ctl.conn.Close(); conn.Close() })
-	defer stop()
-	u := &udpClient{clientTest: t, conn: conn, session: beUint64(t.ctl.reply.Cookie),
+	defer t.close()
+	u := &udpClient{clientTest: t, conn: t.data.(*net.UDPConn), session: beUint64(t.ctl.reply.Cookie),
 		msgs: make(chan message, 1), errc: make(chan error, 1)}
 	if err := u.awaitStart(); err != nil {
 		return Result{}, err
@@ -250,22 +282,6 @@ func UDP(ctx context.Context, cfg Config) (Result, error) {
 		return u.send(start)
 	}
 	return u.receive(start)
-}
-
-// dialUDP opens the test's UDP socket to the port the server's reply named.
-func (t *clientTest) dialUDP() (*net.UDPConn, error) {
-	uc, err := t.dialData("udp", net.JoinHostPort(t.ctl.host, strconv.Itoa(t.ctl.reply.UDPPort)))
-	if err != nil {
-		return nil, fmt.Errorf("stream: UDP socket: %w", err)
-	}
-	conn := uc.(*net.UDPConn)
-	if t.cfg.RcvBuf == 0 && t.cfg.Direction == Rx {
-		// As on the server: the default buffer overflows under a gigabit
-		// burst of jumbo datagrams, which would read as link loss (see
-		// stream/DESIGN.md#udp-receive-buffer).
-		growRcvbuf(conn, udpServerRcvbuf)
-	}
-	return conn, nil
 }
 
 // udpClient is a UDP test's client end: its socket, its session (the
