@@ -20,8 +20,9 @@ type Pacer struct {
 const PacerDepth = 10 * time.Millisecond
 
 // PacerQuantum is the shortest sleep a sender aims for: waking for every
-// datagram at 1 Gbit/s (one per 12 µs) costs more CPU than the sends, so
-// it waits for up to a batch, or a quantum's worth at low rates.
+// datagram at gigabit rates costs more CPU than the sends (see
+// measure/DESIGN.md#pacer-quantum), so it waits for up to a batch, or a
+// quantum's worth at low rates.
 const PacerQuantum = time.Millisecond
 
 // BatchFor is how many datagrams of size bytes a sender at bitsPerSec

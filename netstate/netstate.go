@@ -86,10 +86,11 @@ func (r *Reader) Get(iface string) (State, error) {
 }
 
 // NominalSpeed reports whether a driver's link speed is a figure it makes
-// up rather than a line rate: veth says 10000 Mbit/s and tun 10 whatever
+// up rather than a line rate: veth and tun report a constant whatever
 // carries the frames, virtio-net, vmxnet3, Hyper-V's and Xen's NICs what
 // the hypervisor was told (or nothing), a bridge or bond a figure of its
-// ports. A table must not print a percentage of such a speed.
+// ports (see netstate/DESIGN.md#nominal-link-speeds). A table must not
+// print a percentage of such a speed.
 func NominalSpeed(driver string) bool {
 	switch driver {
 	case "veth", "tun", "bridge", "bonding", "team", "dummy", "ifb", "vrf", "vxlan", "geneve", "macvlan", "ipvlan",

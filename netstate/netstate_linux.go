@@ -26,8 +26,9 @@ type sysReader struct {
 // feature strings (ETH_SS_FEATURES). The set is the kernel's own, the same
 // for every interface, so it is read once: the library's Features reads it
 // again at every call, into a zeroed 1 MiB buffer (MAX_GSTRINGS x 32
-// bytes), which was 7 % of pxeperf's CPU in a 512 MiB HTTP fetch over a
-// 1 Gbit/s link. Each read is now one ETHTOOL_GFEATURES.
+// bytes), too costly for a read per transfer (see
+// netstate/DESIGN.md#feature-strings-read-once). Each read is one
+// ETHTOOL_GFEATURES.
 type featureBits struct {
 	n                     int // strings in the set
 	rx, tx, tso, gso, gro []uint

@@ -37,18 +37,18 @@ type Iperf2 struct {
 	mu         sync.Mutex
 	active     int
 	perClient  map[netip.Addr]int
-	tests      map[*test2]struct{} // the tests holding slots
-	pending    map[netip.Addr]int  // TCP connections still sending their header
-	pendingAll map[*pend2]struct{} // the same, each
-	done       int                 // finished flows kept for their FIN retries
-	flows      map[netip.AddrPort]*flow2
+	tests      map[*iperf2Test]struct{}   // the tests holding slots
+	pending    map[netip.Addr]int         // TCP connections still sending their header
+	pendingAll map[*headerWaiter]struct{} // the same, each
+	done       int                        // finished flows kept for their FIN retries
+	flows      map[netip.AddrPort]*iperf2Flow
 	verified   map[netip.Addr]time.Time // addresses that ran a TCP test (iperf2guard.go)
 	records    bucket                   // unverified UDP records (iperf2guard.go)
 	replies    bucket                   // server reports to unverified sources
 	udpPPS     ppsPool                  // datagrams/s of the running UDP flows and legs (udprule.go)
 
 	gmu    sync.Mutex
-	groups map[string]*group2 // -P tests still taking streams
+	groups map[string]*iperf2Group // -P tests still taking streams
 
 	wg sync.WaitGroup
 }
@@ -73,8 +73,8 @@ func NewIperf2(cfg Config) (*Iperf2, error) {
 		cfg.Log.Warn("iperf2: no socket filter for datagrams under min_udp_len (each is read and refused)", "err", err)
 	}
 	return &Iperf2{cfg: cfg, ln: ln.(*net.TCPListener), udp: u, refuse: refuse.New(cfg.Log, 0),
-		perClient: map[netip.Addr]int{}, flows: map[netip.AddrPort]*flow2{}, verified: map[netip.Addr]time.Time{},
-		tests: map[*test2]struct{}{}, pending: map[netip.Addr]int{}, pendingAll: map[*pend2]struct{}{}}, nil
+		perClient: map[netip.Addr]int{}, flows: map[netip.AddrPort]*iperf2Flow{}, verified: map[netip.Addr]time.Time{},
+		tests: map[*iperf2Test]struct{}{}, pending: map[netip.Addr]int{}, pendingAll: map[*headerWaiter]struct{}{}}, nil
 }
 
 // Addr is the bound address (TCP and UDP share the port).
@@ -91,19 +91,18 @@ func (s *Iperf2) Serve(ctx context.Context) error {
 		s.refuse, "iperf2")
 }
 
-// Flow bounds (issue 27 row 7: one datagram from each of 300k forged
-// sources once left 300k flows of ~400 B and a record of each admitted
-// one): a flow exists only while it holds a slot, or briefly after its end
-// to answer its FIN retries; a datagram that opens no flow leaves nothing
-// but a count.
+// Flow bounds: a flow exists only while it holds a slot, or briefly after
+// its end to answer its FIN retries; a datagram that opens no flow leaves
+// nothing but a count, so forged sources cannot pile up flows and records
+// (see perfsrv/DESIGN.md#flows-from-forged-sources).
 const (
 	maxDoneFlows = 256             // finished flows kept to answer FIN retries
 	doneFlowKeep = 3 * time.Second // iperf 2 retries its FIN for ~2.5 s
 	maxFirstSeq  = 16              // a flow starts at its first datagrams
 )
 
-// flow2 is one UDP test: the datagrams from one client port.
-type flow2 struct {
+// iperf2Flow is one UDP test: the datagrams from one client port.
+type iperf2Flow struct {
 	peer               netip.AddrPort
 	first, last, seen  time.Time // seen: the last datagram, FINs included
 	bytes              int64
@@ -114,10 +113,10 @@ type flow2 struct {
 	done               bool
 	doneAt             time.Time
 	report             []byte
-	slot               *test2 // nil once the flow gave its slot back (or to its -R leg)
+	slot               *iperf2Test // nil once the flow gave its slot back (or to its -R leg)
 	tx                 []sample
 	nextSample         time.Time
-	hdr                hdr2 // the first datagram's test header
+	header             iperf2Header // the first datagram's test header
 	ctx                context.Context
 	// budget counts every byte from the flow's source; nil when its
 	// address has shown it receives, so its legs are not bounded by it.
@@ -128,7 +127,7 @@ type flow2 struct {
 // flowIdle is how long a flow may go quiet before it counts as vanished:
 // four datagram gaps at its rate, within 2 to 10 s, so a forged one-datagram
 // flow does not hold its slot for long.
-func (h hdr2) flowIdle() time.Duration {
+func (h iperf2Header) flowIdle() time.Duration {
 	rate := float64(h.rate)
 	if rate <= 0 {
 		rate = iperf2UDPRate
@@ -255,7 +254,7 @@ func (s *Iperf2) datagram(ctx context.Context, from netip.AddrPort, b []byte, no
 // openFlowLocked starts the flow b opens, when it gets a slot, and its
 // server leg when the header asks for one; nil when b opens none (counted).
 // Holds s.mu.
-func (s *Iperf2) openFlowLocked(ctx context.Context, from netip.AddrPort, b []byte, now time.Time) *flow2 {
+func (s *Iperf2) openFlowLocked(ctx context.Context, from netip.AddrPort, b []byte, now time.Time) *iperf2Flow {
 	ip := from.Addr().Unmap()
 	seq0 := int32(binary.BigEndian.Uint32(b))
 	if seq0 < 0 {
@@ -266,12 +265,12 @@ func (s *Iperf2) openFlowLocked(ctx context.Context, from netip.AddrPort, b []by
 		return nil
 	}
 	// The test header follows the datagram's own 16 bytes.
-	var h hdr2
+	var h iperf2Header
 	if len(b) > 16 {
-		h = parseHdr2(b[16:])
+		h = parseIperf2Header(b[16:])
 	}
 	weak := !s.verifiedLocked(ip, now)
-	if h.mode() == mode2Reverse && weak {
+	if h.mode() == iperf2ModeReverse && weak {
 		// Its leg would be all allowance (iperf2guard.go).
 		s.refuse.Refuse("iperf2: UDP -R from an address that has not shown it receives", ip.String(),
 			append(clientAttrs(s.cfg.Clients, ip), "fix", "run a TCP test from it first (iperf -c SERVER -t 1; "+
@@ -283,13 +282,13 @@ func (s *Iperf2) openFlowLocked(ctx context.Context, from netip.AddrPort, b []by
 		s.refuse.Refuse("iperf2: UDP packet budget", ip.String(), append(clientAttrs(s.cfg.Clients, ip), "why", why)...)
 		return nil
 	}
-	t := newTest2(ip, weak, now)
+	t := newIperf2Test(ip, weak, now)
 	if !s.admitLocked(t, now) {
 		s.udpPPS.give(flowPPS + legPPS)
 		s.refuse.Refuse("iperf2: busy", ip.String(), clientAttrs(s.cfg.Clients, ip)...)
 		return nil
 	}
-	f := &flow2{peer: from, first: now, seen: now, nextSample: now.Add(s.cfg.Interval), ctx: ctx, hdr: h, slot: t,
+	f := &iperf2Flow{peer: from, first: now, seen: now, nextSample: now.Add(s.cfg.Interval), ctx: ctx, header: h, slot: t,
 		seq64: h.flags&iperf2HeaderSeqno64 != 0, pps: flowPPS}
 	if weak {
 		f.budget = &udpBudget{}
@@ -297,16 +296,16 @@ func (s *Iperf2) openFlowLocked(ctx context.Context, from netip.AddrPort, b []by
 	t.stop = func() { s.finish(f, event.OutcomeAborted, "evicted") }
 	s.flows[from] = f
 	switch h.mode() {
-	case mode2Reverse:
+	case iperf2ModeReverse:
 		// The board only listens; it repeats its header until data
 		// comes. The leg keeps the slot; the flow records nothing.
 		t.stop = nil
 		f.slot = nil
 		s.markDoneLocked(f, now)
 		s.startUDPLeg(ctx, from, h, false, t, nil, legPPS)
-	case mode2FullDuplex:
+	case iperf2ModeFullDuplex:
 		s.startUDPLeg(ctx, from, h, false, nil, f.budget, legPPS)
-	case mode2Dualtest:
+	case iperf2ModeDualtest:
 		s.startUDPLeg(ctx, from, h, true, nil, f.budget, legPPS)
 	}
 	return f
@@ -316,7 +315,7 @@ func (s *Iperf2) openFlowLocked(ctx context.Context, from netip.AddrPort, b []by
 // retries, the oldest such giving way when maxDoneFlows already do (so
 // datagrams that keep coming from ended flows cannot fill the table).
 // Holds s.mu.
-func (s *Iperf2) markDoneLocked(f *flow2, now time.Time) {
+func (s *Iperf2) markDoneLocked(f *iperf2Flow, now time.Time) {
 	if f.done {
 		return
 	}
@@ -330,7 +329,7 @@ func (s *Iperf2) markDoneLocked(f *flow2, now time.Time) {
 		return
 	}
 	if s.done >= maxDoneFlows {
-		var oldest *flow2
+		var oldest *iperf2Flow
 		for _, g := range s.flows {
 			if g.done && g != f && (oldest == nil || g.doneAt.Before(oldest.doneAt)) {
 				oldest = g
@@ -348,7 +347,7 @@ func (s *Iperf2) markDoneLocked(f *flow2, now time.Time) {
 // address that has not shown it receives and ended without its FIN
 // (vanished, evicted, cut off) is counted, not recorded: forged ones end
 // so. Holds s.mu.
-func (s *Iperf2) finish(f *flow2, outcome, why string) {
+func (s *Iperf2) finish(f *iperf2Flow, outcome, why string) {
 	slot := f.slot
 	s.markDoneLocked(f, time.Now())
 	f.recv = nil // its figures are f's; a done flow kept for FIN retries stays small
@@ -379,13 +378,13 @@ func (s *Iperf2) finish(f *flow2, outcome, why string) {
 		s.refuse.Refuse("iperf2: unverified UDP flow ended without its FIN (not recorded)", f.peer.Addr().Unmap().String(), "why", why)
 		return
 	}
-	if f.hdr.mode() == mode2Tradeoff && outcome == event.OutcomeOK {
+	if f.header.mode() == iperf2ModeTradeoff && outcome == event.OutcomeOK {
 		// The leg follows the flow: it takes its datagrams/s now.
-		pps, _ := udpPacketRule(s.cfg.Limits, "iperf2", f.hdr.udpRate(), f.hdr.udpBlock(), 1, 1)
+		pps, _ := udpPacketRule(s.cfg.Limits, "iperf2", f.header.udpRate(), f.header.udpBlock(), 1, 1)
 		if !s.udpPPS.take(pps, s.cfg.Limits.MaxPPSTotal) {
 			s.refuse.Refuse("iperf2: UDP packet budget", f.peer.Addr().Unmap().String(), "why", s.ppsTotalWhy(pps))
 		} else {
-			s.startUDPLeg(f.ctx, f.peer, f.hdr, true, nil, f.budget, pps)
+			s.startUDPLeg(f.ctx, f.peer, f.header, true, nil, f.budget, pps)
 		}
 	}
 	if f.budget != nil && !s.records.take(unverifiedRecords, time.Now()) {
@@ -393,13 +392,13 @@ func (s *Iperf2) finish(f *flow2, outcome, why string) {
 		return
 	}
 	ss := append(f.tx, sample{at: dur, bytes: f.bytes})
-	ev := &event.Fetch{Start: f.first, Proto: event.ProtoUDP, Client: f.peer, File: testName2(" -u", "udp", "tx"), Bytes: f.bytes,
+	ev := &event.Fetch{Start: f.first, Proto: event.ProtoUDP, Client: f.peer, File: iperf2TestName(" -u", "udp", "tx"), Bytes: f.bytes,
 		Size: -1, Duration: dur, Outcome: outcome, Err: why, Source: SourceIperf2, Direction: "tx",
 		Intervals: intervals(sample{}, ss, s.cfg.Interval/2), Labels: map[string]string{"streams": "1"}}
 	ev.UDP = &event.UDPInfo{JitterMs: f.jitter * 1000, Lost: f.lost, Packets: f.packets}
-	if mode := f.hdr.mode(); mode != mode2Normal {
+	if mode := f.header.mode(); mode != iperf2ModeNormal {
 		ev.Labels["iperf2_mode"] = mode
-		ev.File = testName2(" -u"+flagName(mode), "udp", "tx")
+		ev.File = iperf2TestName(" -u"+flagName(mode), "udp", "tx")
 	}
 	// The interface is looked up off the lock: it lists the interfaces.
 	go func() {
@@ -428,7 +427,7 @@ func (s *Iperf2) sweep(now time.Time) {
 			}
 			continue
 		}
-		if now.Sub(f.seen) >= f.hdr.flowIdle() {
+		if now.Sub(f.seen) >= f.header.flowIdle() {
 			s.finish(f, event.OutcomeAborted, "client vanished mid-test (no end datagrams)")
 		}
 	}

@@ -9,44 +9,44 @@ import (
 	"github.com/pxeperf/pxeperf/event"
 )
 
-// group2 gathers the parallel streams of one iperf 2 -P test: iperf 2 has
+// iperf2Group gathers the parallel streams of one iperf 2 -P test: iperf 2 has
 // no test id, so streams from one address whose headers agree (the same
 // -P count, port, length, time and flags) within the setup window are one
 // test, recorded as one record per direction summed over its streams, as
 // iperf3 tests are.
-type group2 struct {
+type iperf2Group struct {
 	key    string
 	want   int
 	opened time.Time
 	closed bool // no more streams join (all came, or the window passed)
 	joined int
-	legs   map[string][]leg2 // by direction
+	legs   map[string][]iperf2Leg // by direction
 	done   map[string]bool
-	emit   func(dir string, l leg2, streams int)
+	emit   func(dir string, l iperf2Leg, streams int)
 }
 
 // groupKey is what the streams of one -P test share.
 func groupKey(ip netip.Addr, head []byte) string {
-	n := min(len(head), iperf2HdrV1Len)
+	n := min(len(head), iperf2HeaderV1Len)
 	return ip.String() + "/" + string(head[:n])
 }
 
 // joinGroup returns the -P group a new stream belongs to (nil: a single
 // stream), opening one when none is open for its key. emit records a
 // direction once all its streams ended.
-func (s *Iperf2) joinGroup(ip netip.Addr, h hdr2, head []byte, emit func(dir string, l leg2, streams int)) *group2 {
-	if h.threads <= 1 || h.threads > 1024 || len(head) < iperf2HdrV1Len {
+func (s *Iperf2) joinGroup(ip netip.Addr, h iperf2Header, head []byte, emit func(dir string, l iperf2Leg, streams int)) *iperf2Group {
+	if h.threads <= 1 || h.threads > 1024 || len(head) < iperf2HeaderV1Len {
 		return nil
 	}
 	key := groupKey(ip, head)
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
 	if s.groups == nil {
-		s.groups = map[string]*group2{}
+		s.groups = map[string]*iperf2Group{}
 	}
 	g := s.groups[key]
 	if g == nil || g.closed {
-		g = &group2{key: key, want: h.threads, opened: time.Now(), legs: map[string][]leg2{}, done: map[string]bool{}, emit: emit}
+		g = &iperf2Group{key: key, want: h.threads, opened: time.Now(), legs: map[string][]iperf2Leg{}, done: map[string]bool{}, emit: emit}
 		s.groups[key] = g
 		time.AfterFunc(s.cfg.SetupTimeout, func() { s.closeGroup(g) })
 	}
@@ -57,7 +57,7 @@ func (s *Iperf2) joinGroup(ip netip.Addr, h hdr2, head []byte, emit func(dir str
 	return g
 }
 
-func (s *Iperf2) closeGroup(g *group2) {
+func (s *Iperf2) closeGroup(g *iperf2Group) {
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
 	s.closeGroupLocked(g)
@@ -73,7 +73,7 @@ func (s *Iperf2) closeGroups() {
 }
 
 // closeGroupLocked stops joins and records what is complete. Holds s.gmu.
-func (s *Iperf2) closeGroupLocked(g *group2) {
+func (s *Iperf2) closeGroupLocked(g *iperf2Group) {
 	if !g.closed {
 		g.closed = true
 		if s.groups[g.key] == g {
@@ -86,7 +86,7 @@ func (s *Iperf2) closeGroupLocked(g *group2) {
 }
 
 // add puts a stream's ended leg in its group.
-func (s *Iperf2) addLeg(g *group2, l leg2) {
+func (s *Iperf2) addLeg(g *iperf2Group, l iperf2Leg) {
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
 	g.legs[l.dir] = append(g.legs[l.dir], l)
@@ -95,7 +95,7 @@ func (s *Iperf2) addLeg(g *group2, l leg2) {
 
 // flushLocked records a direction when every stream that joined has ended
 // it and no more can join. Holds s.gmu.
-func (s *Iperf2) flushLocked(g *group2, dir string) {
+func (s *Iperf2) flushLocked(g *iperf2Group, dir string) {
 	if !g.closed || g.done[dir] || len(g.legs[dir]) < g.joined {
 		return
 	}
@@ -108,7 +108,7 @@ func (s *Iperf2) flushLocked(g *group2, dir string) {
 // streams tick one period apart from their own starts, a few ms apart),
 // over the span from the first start to the last end. The first leg that
 // did not end well gives the outcome.
-func sumLegs(legs []leg2) leg2 {
+func sumLegs(legs []iperf2Leg) iperf2Leg {
 	sort.Slice(legs, func(i, j int) bool { return legs[i].start.Before(legs[j].start) })
 	out := legs[0]
 	out.bytes, out.samples = 0, nil

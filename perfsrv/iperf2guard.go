@@ -10,8 +10,9 @@ import (
 // What the iperf 2 server sends to an address that has not shown it
 // receives. A UDP datagram's source costs nothing to forge, and iperf 2's
 // two-way UDP tests (-R, --full-duplex, -d, -r) ask the server to send to
-// that source (or to a port the header names): one forged 92-byte datagram
-// once bought a 100 Mbit/s leg for 60 s (issue 27 row 1). So:
+// that source (or to a port the header names), so one forged datagram
+// could buy a long leg at a high rate to any address (see
+// perfsrv/DESIGN.md#unverified-udp-legs). So:
 //   - an address has shown it receives once it completed a TCP handshake
 //     with the listener and sent its test header (the SYN-ACK's sequence
 //     number came back): for Config.VerifiedFor after it, its UDP legs run
@@ -87,17 +88,17 @@ func (s *Iperf2) verifiedLocked(ip netip.Addr, now time.Time) bool {
 
 // Slots. Tests are capped in all (Limits.MaxTests) and per address
 // (Limits.MaxPerClient), and a test holds its slot from its header to its
-// end, so whatever holds slots without moving data shuts real boards out:
-// 16 header-only TCP connections once did for 70 s, and one datagram from
-// each of 16 forged sources did for 10 s (issue 27 rows 7 and 15). When the
+// end, so whatever holds slots without moving data shuts real boards out
+// (header-only TCP connections, forged first datagrams; see
+// perfsrv/DESIGN.md#slots-held-for-nothing). When the
 // slots a new test needs are taken, it takes the slot of one that has
 // moved nothing for slotIdle, or of an unverified UDP flow when the
 // newcomer is verified (a TCP test, or UDP from a verified address): a
 // forged flow then never keeps a board that has shown it receives out.
 const slotIdle = time.Second
 
-// test2 is a running test's claim on a slot.
-type test2 struct {
+// iperf2Test is a running test's claim on a slot.
+type iperf2Test struct {
 	ip   netip.Addr
 	weak bool // an unverified UDP flow
 	// moved is when the test last moved a byte (unix ns).
@@ -113,22 +114,22 @@ type test2 struct {
 	fwdDone atomic.Bool
 }
 
-func newTest2(ip netip.Addr, weak bool, now time.Time) *test2 {
-	t := &test2{ip: ip, weak: weak}
+func newIperf2Test(ip netip.Addr, weak bool, now time.Time) *iperf2Test {
+	t := &iperf2Test{ip: ip, weak: weak}
 	t.moved.Store(now.UnixNano())
 	return t
 }
 
 // touch records progress.
-func (t *test2) touch(now time.Time) { t.moved.Store(now.UnixNano()) }
+func (t *iperf2Test) touch(now time.Time) { t.moved.Store(now.UnixNano()) }
 
 // admitLocked gives t a slot, evicting a test that holds one for nothing
 // when the caps are reached; false when none can go. Holds s.mu.
-func (s *Iperf2) admitLocked(t *test2, now time.Time) bool {
+func (s *Iperf2) admitLocked(t *iperf2Test, now time.Time) bool {
 	l := s.cfg.Limits
 	full := func() (all, mine bool) { return s.active >= l.MaxTests, s.perClient[t.ip] >= l.MaxPerClient }
 	if all, mine := full(); all || mine {
-		var victim *test2
+		var victim *iperf2Test
 		var idlest time.Duration = -1
 		for v := range s.tests {
 			if mine && v.ip != t.ip || v.stop == nil {
@@ -163,13 +164,13 @@ func (s *Iperf2) admitLocked(t *test2, now time.Time) bool {
 }
 
 // release gives t's slot back (once).
-func (s *Iperf2) release(t *test2) {
+func (s *Iperf2) release(t *iperf2Test) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.releaseLocked(t)
 }
 
-func (s *Iperf2) releaseLocked(t *test2) {
+func (s *Iperf2) releaseLocked(t *iperf2Test) {
 	if t == nil || !t.held {
 		return
 	}
@@ -191,8 +192,8 @@ func (s *Iperf2) releaseLocked(t *test2) {
 // iperf3's (maxPending, maxPendingPerAddr): one rule for both listeners.
 const iperf2HeaderWait = 3 * time.Second
 
-// pend2 is a connection waiting for its header.
-type pend2 struct {
+// headerWaiter is a connection waiting for its header.
+type headerWaiter struct {
 	ip    netip.Addr
 	since time.Time
 	close func()
@@ -201,12 +202,12 @@ type pend2 struct {
 // headerWait counts c waiting for its header, closing the oldest waiting
 // connection over a cap; done takes it out.
 func (s *Iperf2) headerWait(ip netip.Addr, close func()) (done func()) {
-	p := &pend2{ip: ip, since: time.Now(), close: close}
+	p := &headerWaiter{ip: ip, since: time.Now(), close: close}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	mine := s.pending[ip] >= maxPendingPerAddr
 	if mine || len(s.pendingAll) >= maxPending {
-		var oldest *pend2
+		var oldest *headerWaiter
 		for q := range s.pendingAll {
 			if (!mine || q.ip == ip) && (oldest == nil || q.since.Before(oldest.since)) {
 				oldest = q
@@ -227,7 +228,7 @@ func (s *Iperf2) headerWait(ip netip.Addr, close func()) (done func()) {
 	}
 }
 
-func (s *Iperf2) unpendLocked(p *pend2) {
+func (s *Iperf2) unpendLocked(p *headerWaiter) {
 	if _, ok := s.pendingAll[p]; !ok {
 		return
 	}
@@ -242,8 +243,8 @@ const evictedWhy = "evicted: moved no data for 1 s while every slot was taken"
 
 // A TCP connect-back (-r, -d) goes to the address whose handshake the
 // test's own connection proved, but to a port the header names, where
-// any service may listen (854 MB once went to port 2222 of a client;
-// issue 27 row 17), and iperf 2.1.8's listener sends nothing back that
+// any service may listen (see perfsrv/DESIGN.md#tcp-connect-back), and
+// iperf 2.1.8's listener sends nothing back that
 // would tell it from another. So a connect-back goes only to a port of
 // 1024 or above (iperf's listener is its -p or -L, 5001 by default), and
 // sends at most connectBackRatio times what the board sent on its own
@@ -257,7 +258,7 @@ const (
 
 // backBudget says whether the connect-back may send n more bytes after
 // sent, waiting while the board's own leg still runs (-d).
-func (t *test2) backBudget(sent, n int64) bool {
+func (t *iperf2Test) backBudget(sent, n int64) bool {
 	for sent+n > connectBackRatio*t.rcvd.Load()+connectBackAllowance {
 		if t.fwdDone.Load() || t.evicted.Load() {
 			return false
@@ -268,16 +269,16 @@ func (t *test2) backBudget(sent, n int64) bool {
 }
 
 // Records of and replies to unverified UDP tests. A forged flow that ends
-// with its FIN looks like a real board's test, and 2000 of them a second
-// once filled the store (each a record and a log line) and the reader
-// behind them (issue 27 rows 7 and 10); their server reports to addresses
-// nobody answers ARP for held the shared socket's send buffer in the
-// neighbour queues (8322 dropped in 4 s), so a real board's report found
-// no room. Tests from addresses that ran a TCP test are never limited;
-// those of other sources share a record budget (64, refilled at 1 a
-// second) and a reply budget (200, refilled at 100 a second: at ~1.2 KB
-// a queued reply for ARP's 3 s, well within the 4 MiB send buffer), and
-// what is over them is counted, not recorded or sent.
+// with its FIN looks like a real board's test: a flood of them would fill
+// the store (each a record and a log line) and the reader behind it, and
+// their server reports to addresses nobody answers ARP for hold the shared
+// socket's send buffer in the neighbour queues, so a real board's report
+// finds no room (see perfsrv/DESIGN.md#unverified-records-and-replies).
+// Tests from addresses that ran a TCP test are never limited; those of
+// other sources share a record budget (64, refilled at 1 a second) and a
+// reply budget (200, refilled at 100 a second: what queues for ARP's 3 s
+// fits the 4 MiB send buffer), and what is over them is counted, not
+// recorded or sent.
 var (
 	unverifiedRecords = bucketSpec{burst: 64, rate: 1}
 	unverifiedReplies = bucketSpec{burst: 200, rate: 100}

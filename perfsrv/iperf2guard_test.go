@@ -46,7 +46,7 @@ func tcpTest(t *testing.T, addr string, n int) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.Write(append(iperf2Header(0, 5001, -100, 0), make([]byte, n)...)); err != nil {
+	if _, err := c.Write(append(buildIperf2Header(0, 5001, -100, 0), make([]byte, n)...)); err != nil {
 		t.Fatal(err)
 	}
 	_ = c.(*net.TCPConn).CloseWrite()
@@ -65,7 +65,7 @@ func TestIperf2IdleGivesWay(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		if _, err := c.Write(iperf2Header(0, 5001, -6000, 0)); err != nil {
+		if _, err := c.Write(buildIperf2Header(0, 5001, -6000, 0)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -94,7 +94,7 @@ func TestIperf2ReverseNeedsTCP(t *testing.T) {
 	first := func() []byte {
 		b := make([]byte, 16, 1470)
 		binary.BigEndian.PutUint32(b, 1)
-		b = append(b, iperf2Header(iperf2HeaderVersion2, 0, -50, iperf2UpperReverse)...)
+		b = append(b, buildIperf2Header(iperf2HeaderVersion2, 0, -50, iperf2UpperReverse)...)
 		return b[:cap(b)]
 	}
 	got := func() bool {
@@ -175,7 +175,7 @@ func TestIperf2UDPPacketBudget(t *testing.T) {
 	first := func(size int) []byte {
 		b := binary.BigEndian.AppendUint32(nil, 1)
 		b = append(b, make([]byte, 12)...)
-		b = append(b, iperf2Header(0, 5001, -300, 0)...)
+		b = append(b, buildIperf2Header(0, 5001, -300, 0)...)
 		return append(b, make([]byte, size-len(b))...)
 	}
 	send := func(size int) {

@@ -33,23 +33,23 @@ const (
 	iperf2RunNow         = 0x00000001
 	iperf2UpperReverse   = 0x0400
 	iperf2UpperFullDup   = 0x0800
-	iperf2HdrV1Len       = 24 // flags, numThreads, mPort, mBufLen, mWinBand, mAmount
-	iperf2HdrExtLen      = 36 // type, length, upper/lower flags, version, tos, rate, prefetch
+	iperf2HeaderV1Len    = 24 // flags, numThreads, mPort, mBufLen, mWinBand, mAmount
+	iperf2HeaderExtLen   = 36 // type, length, upper/lower flags, version, tos, rate, prefetch
 	iperf2MaxHeader      = 256
 	iperf2MaxBuf         = 4 << 20
 )
 
 // Modes of an iperf 2 test, from its header.
 const (
-	mode2Normal     = ""
-	mode2Tradeoff   = "tradeoff"    // -r: the board sends, then the server connects back and sends
-	mode2Dualtest   = "dualtest"    // -d: both at once, the server's leg on a connection back
-	mode2Reverse    = "reverse"     // -R: the server sends on the client's connection
-	mode2FullDuplex = "full-duplex" // --full-duplex: both ways on the client's connection
+	iperf2ModeNormal     = ""
+	iperf2ModeTradeoff   = "tradeoff"    // -r: the board sends, then the server connects back and sends
+	iperf2ModeDualtest   = "dualtest"    // -d: both at once, the server's leg on a connection back
+	iperf2ModeReverse    = "reverse"     // -R: the server sends on the client's connection
+	iperf2ModeFullDuplex = "full-duplex" // --full-duplex: both ways on the client's connection
 )
 
-// hdr2 is what the server needs from a test header.
-type hdr2 struct {
+// iperf2Header is what the server needs from a test header.
+type iperf2Header struct {
 	flags   uint32
 	threads int
 	port    uint16 // the client's listener (-L, default its -p) for -r and -d
@@ -59,10 +59,10 @@ type hdr2 struct {
 	rate    uint64 // -b in bits/s, 0 when not set
 }
 
-// hdr2Len is the length of the header whose flags word is flags, flags
+// iperf2HeaderLen is the length of the header whose flags word is flags, flags
 // included (Settings_ClientTestHdrLen); 0 when there is no header (an
 // iperf 2.0 client without -r/-d sends data straight away).
-func hdr2Len(flags uint32) int {
+func iperf2HeaderLen(flags uint32) int {
 	if flags&(iperf2HeaderVersion1|iperf2HeaderVersion2|iperf2HeaderExtend) == 0 {
 		return 0
 	}
@@ -71,22 +71,22 @@ func hdr2Len(flags uint32) int {
 	}
 	n := 0
 	if flags&(iperf2HeaderVersion1|iperf2HeaderExtend) != 0 {
-		n = iperf2HdrV1Len
+		n = iperf2HeaderV1Len
 	}
 	if flags&(iperf2HeaderVersion2|iperf2HeaderExtend) != 0 {
-		n += iperf2HdrExtLen
+		n += iperf2HeaderExtLen
 	}
 	return n
 }
 
-// parseHdr2 reads a header; fields b is too short for stay zero.
-func parseHdr2(b []byte) hdr2 {
+// parseIperf2Header reads a header; fields b is too short for stay zero.
+func parseIperf2Header(b []byte) iperf2Header {
 	be := binary.BigEndian
-	var h hdr2
+	var h iperf2Header
 	if len(b) >= 4 {
 		h.flags = be.Uint32(b)
 	}
-	if len(b) >= iperf2HdrV1Len {
+	if len(b) >= iperf2HeaderV1Len {
 		h.threads = int(int32(be.Uint32(b[4:])))
 		h.port = uint16(be.Uint32(b[8:]))
 		h.bufLen = int(int32(be.Uint32(b[12:])))
@@ -106,30 +106,30 @@ func parseHdr2(b []byte) hdr2 {
 	return h
 }
 
-func (h hdr2) mode() string {
+func (h iperf2Header) mode() string {
 	switch {
 	case h.flags&iperf2HeaderVersion1 != 0 && h.flags&iperf2HeaderVersion2 == 0:
 		if h.flags&iperf2RunNow != 0 {
-			return mode2Dualtest
+			return iperf2ModeDualtest
 		}
-		return mode2Tradeoff
+		return iperf2ModeTradeoff
 	case h.flags&iperf2HeaderVersion2 != 0 && h.upper&iperf2UpperFullDup != 0:
-		return mode2FullDuplex
+		return iperf2ModeFullDuplex
 	case h.flags&iperf2HeaderVersion2 != 0 && h.upper&iperf2UpperReverse != 0:
-		return mode2Reverse
+		return iperf2ModeReverse
 	}
-	return mode2Normal
+	return iperf2ModeNormal
 }
 
 // duration of the server's leg; 0 when the client asked for bytes (-n).
-func (h hdr2) duration() time.Duration {
+func (h iperf2Header) duration() time.Duration {
 	if h.amount < 0 {
 		return time.Duration(-int64(h.amount)) * 10 * time.Millisecond
 	}
 	return 0
 }
 
-func (h hdr2) block() int {
+func (h iperf2Header) block() int {
 	if h.bufLen > 0 && h.bufLen <= iperf2MaxBuf {
 		return h.bufLen
 	}
@@ -139,38 +139,38 @@ func (h hdr2) block() int {
 // flagName is the client option behind a mode, for the record's file.
 func flagName(mode string) string {
 	switch mode {
-	case mode2Tradeoff:
+	case iperf2ModeTradeoff:
 		return " -r"
-	case mode2Dualtest:
+	case iperf2ModeDualtest:
 		return " -d"
-	case mode2Reverse:
+	case iperf2ModeReverse:
 		return " -R"
-	case mode2FullDuplex:
+	case iperf2ModeFullDuplex:
 		return " --full-duplex"
 	}
 	return ""
 }
 
-// testName2 is a record's File: the board's command line (opts after
+// iperf2TestName is a record's File: the board's command line (opts after
 // "iperf -c"), the protocol and the record's direction as the board sees
 // it ("tx": the board sent), as iperf3's records end in (tx) or (rx). The
 // two legs of -r, -d and --full-duplex are told apart by it:
 // "iperf -c -r (tcp, tx)" and "iperf -c -r (tcp, rx)".
-func testName2(opts, proto, dir string) string {
+func iperf2TestName(opts, proto, dir string) string {
 	return "iperf -c" + opts + " (" + proto + ", " + dir + ")"
 }
 
-// readHdr2 reads the test header of a new connection (bounded by the
+// readIperf2Header reads the test header of a new connection (bounded by the
 // connection's read deadline). It returns every byte read: they count as
 // data, as iperf 2 counts them.
-func readHdr2(c net.Conn) ([]byte, hdr2, error) {
+func readIperf2Header(c net.Conn) ([]byte, iperf2Header, error) {
 	head := make([]byte, 4, iperf2MaxHeader)
 	if n, err := io.ReadFull(c, head); err != nil {
-		return head[:n], hdr2{}, err
+		return head[:n], iperf2Header{}, err
 	}
-	n := hdr2Len(binary.BigEndian.Uint32(head))
+	n := iperf2HeaderLen(binary.BigEndian.Uint32(head))
 	if n <= 4 {
-		return head, parseHdr2(head), nil
+		return head, parseIperf2Header(head), nil
 	}
 	if n > iperf2MaxHeader {
 		n = iperf2MaxHeader
@@ -178,11 +178,11 @@ func readHdr2(c net.Conn) ([]byte, hdr2, error) {
 	head = head[:n]
 	k, err := io.ReadFull(c, head[4:])
 	head = head[:4+k]
-	return head, parseHdr2(head), err
+	return head, parseIperf2Header(head), err
 }
 
-// leg2 is one direction of an iperf 2 test.
-type leg2 struct {
+// iperf2Leg is one direction of an iperf 2 test.
+type iperf2Leg struct {
 	dir          string // "tx": the board sends; "rx": the board receives
 	start, end   time.Time
 	bytes        int64
@@ -197,24 +197,47 @@ type leg2 struct {
 // board's leg, -d beside it).
 func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	defer c.Close()
-	peer := addrPort(c.RemoteAddr())
-	ip := peer.Addr().Unmap()
+	ip := addrPort(c.RemoteAddr()).Addr().Unmap()
 	ctx, cancel := context.WithCancel(ctx) // an evicted test's legs end with it
 	defer cancel()
 	stopCtx := context.AfterFunc(ctx, func() { c.Close() })
 	defer stopCtx()
+	head, h, began, ok := s.readTCPHeader(c, ip)
+	if !ok {
+		return
+	}
+	t := s.admitTCP(ip, began, len(head), cancel)
+	if t == nil {
+		return
+	}
+	defer s.release(t)
+	rec := s.newTCPRecorder(ip, h, head, t)
+	s.runTCPLegs(ctx, c, h, head, began, t, rec)
+}
+
+// readTCPHeader reads a new connection's test header, counted among the
+// connections waiting for theirs; began is when it arrived. false: none
+// came (refused and counted).
+func (s *Iperf2) readTCPHeader(c *net.TCPConn, ip netip.Addr) (head []byte, h iperf2Header, began time.Time, ok bool) {
 	start := time.Now()
 	unpend := s.headerWait(ip, func() { c.Close() })
 	_ = c.SetReadDeadline(start.Add(min(s.cfg.SetupTimeout, iperf2HeaderWait)))
-	head, h, herr := readHdr2(c)
+	head, h, err := readIperf2Header(c)
 	unpend()
-	began := time.Now()
-	if herr != nil {
-		s.refuse.Refuse("iperf2: no test header", ip.String(), append(clientAttrs(s.cfg.Clients, ip), "bytes", len(head), "err", herr)...)
-		return
+	began = time.Now()
+	if err != nil {
+		s.refuse.Refuse("iperf2: no test header", ip.String(), append(clientAttrs(s.cfg.Clients, ip), "bytes", len(head), "err", err)...)
+		return head, h, began, false
 	}
-	t := newTest2(ip, false, began)
-	t.rcvd.Store(int64(len(head)))
+	return head, h, began, true
+}
+
+// admitTCP gives a TCP test from ip a slot (its address now verified; its
+// header's headLen bytes count as received); eviction ends it by cancel.
+// nil: busy (refused and counted).
+func (s *Iperf2) admitTCP(ip netip.Addr, began time.Time, headLen int, cancel func()) *iperf2Test {
+	t := newIperf2Test(ip, false, began)
+	t.rcvd.Store(int64(headLen))
 	t.stop = func() {
 		t.evicted.Store(true)
 		cancel()
@@ -225,66 +248,95 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	s.mu.Unlock()
 	if !ok {
 		s.refuse.Refuse("iperf2: busy", ip.String(), clientAttrs(s.cfg.Clients, ip)...)
+		return nil
+	}
+	return t
+}
+
+// tcpRecorder turns the legs of one iperf 2 TCP connection into records:
+// each on its own, or, for a stream of a -P test, summed with the test's
+// other streams (group).
+type tcpRecorder struct {
+	s       *Iperf2
+	ip      netip.Addr
+	mode    string
+	labels  map[string]string
+	headLen int
+	t       *iperf2Test
+	group   *iperf2Group // nil: not a stream of a -P test
+}
+
+func (s *Iperf2) newTCPRecorder(ip netip.Addr, h iperf2Header, head []byte, t *iperf2Test) *tcpRecorder {
+	r := &tcpRecorder{s: s, ip: ip, mode: h.mode(), labels: map[string]string{"streams": "1"}, headLen: len(head), t: t}
+	if h.flags&(iperf2HeaderVersion1|iperf2HeaderVersion2|iperf2HeaderExtend) != 0 {
+		r.labels["iperf2_flags"] = fmt.Sprintf("%#x", h.flags)
+	}
+	if r.mode != iperf2ModeNormal {
+		r.labels["iperf2_mode"] = r.mode
+	}
+	r.group = s.joinGroup(ip, h, head, func(_ string, l iperf2Leg, streams int) { r.record(l, streams) })
+	return r
+}
+
+// record sends a leg's record, over streams streams (a -P test's sum).
+func (r *tcpRecorder) record(l iperf2Leg, streams int) {
+	lb, opts := r.labels, flagName(r.mode)
+	if streams > 1 {
+		lb = map[string]string{"streams": streamsLabel(streams)}
+		for k, v := range r.labels {
+			if k != "streams" {
+				lb[k] = v
+			}
+		}
+		opts = " -P " + streamsLabel(streams) + opts
+	}
+	r.s.cfg.Sink.Fetch(r.s.tcpEvent(l, iperf2TestName(opts, "tcp", l.dir), lb))
+}
+
+// emit ends a leg: logged or counted as it ended, then recorded, or added
+// to its -P test's sum.
+func (r *tcpRecorder) emit(l iperf2Leg) {
+	s, ip := r.s, r.ip
+	if r.group == nil && r.t.evicted.Load() && l.dir == "tx" && l.bytes <= int64(r.headLen) {
+		s.refuse.Refuse("iperf2: evicted test sent nothing past its header (not recorded)", ip.String())
 		return
 	}
-	defer s.release(t)
-	mode := h.mode()
-	labels := map[string]string{"streams": "1"}
-	if h.flags&(iperf2HeaderVersion1|iperf2HeaderVersion2|iperf2HeaderExtend) != 0 {
-		labels["iperf2_flags"] = fmt.Sprintf("%#x", h.flags)
+	if r.t.evicted.Load() {
+		s.refuse.Refuse("iperf2: test leg evicted", ip.String(), "direction", l.dir, "mode", r.mode)
+	} else if l.outcome != event.OutcomeOK {
+		s.cfg.Log.Warn("iperf2 test leg ended early", append(clientAttrs(s.cfg.Clients, ip),
+			"direction", l.dir, "mode", r.mode, "why", l.why)...)
 	}
-	if mode != mode2Normal {
-		labels["iperf2_mode"] = mode
+	if r.group != nil {
+		s.addLeg(r.group, l)
+		return
 	}
-	record := func(l leg2, streams int) {
-		lb, opts := labels, flagName(mode)
-		if streams > 1 {
-			lb = map[string]string{"streams": streamsLabel(streams)}
-			for k, v := range labels {
-				if k != "streams" {
-					lb[k] = v
-				}
-			}
-			opts = " -P " + streamsLabel(streams) + opts
-		}
-		s.cfg.Sink.Fetch(s.tcpEvent(l, testName2(opts, "tcp", l.dir), lb))
-	}
-	g := s.joinGroup(ip, h, head, func(_ string, l leg2, streams int) { record(l, streams) })
-	emit := func(l leg2) {
-		if g == nil && t.evicted.Load() && l.dir == "tx" && l.bytes <= int64(len(head)) {
-			s.refuse.Refuse("iperf2: evicted test sent nothing past its header (not recorded)", ip.String())
-			return
-		}
-		if t.evicted.Load() {
-			s.refuse.Refuse("iperf2: test leg evicted", ip.String(), "direction", l.dir, "mode", mode)
-		} else if l.outcome != event.OutcomeOK {
-			s.cfg.Log.Warn("iperf2 test leg ended early", append(clientAttrs(s.cfg.Clients, ip),
-				"direction", l.dir, "mode", mode, "why", l.why)...)
-		}
-		if g != nil {
-			s.addLeg(g, l)
-			return
-		}
-		record(l, 1)
-	}
-	if mode == mode2Reverse {
+	r.record(l, 1)
+}
+
+// runTCPLegs runs the legs the header's mode asks for: the board's on c
+// (from began, when its header arrived) and the server's, on c or on a
+// connection back to the board.
+func (s *Iperf2) runTCPLegs(ctx context.Context, c *net.TCPConn, h iperf2Header, head []byte, began time.Time, t *iperf2Test, rec *tcpRecorder) {
+	mode := rec.mode
+	if mode == iperf2ModeReverse {
 		// The client sends only the header and reads until the server closes.
-		emit(s.sendLeg(ctx, c, h, true, t, nil))
+		rec.emit(s.sendLeg(ctx, c, h, true, t, nil))
 		return
 	}
 	var wg sync.WaitGroup
-	if mode == mode2FullDuplex {
+	if mode == iperf2ModeFullDuplex {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			emit(s.sendLeg(ctx, c, h, false, t, nil))
+			rec.emit(s.sendLeg(ctx, c, h, false, t, nil))
 		}()
 	}
-	if mode == mode2Dualtest {
+	if mode == iperf2ModeDualtest {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			emit(s.connectBack(ctx, c, h, t))
+			rec.emit(s.connectBack(ctx, c, h, t))
 		}()
 	}
 	// The board's leg starts when its header arrived, as its client
@@ -292,25 +344,25 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 	// before writing.
 	fwd := s.recvLeg(ctx, c, began, head, t, h.duration())
 	switch mode {
-	case mode2Normal:
+	case iperf2ModeNormal:
 		// The client waits for the close; the record can follow (its
 		// journal write may wait on the disk).
 		c.Close()
 		s.release(t)
-	case mode2Tradeoff, mode2Dualtest:
+	case iperf2ModeTradeoff, iperf2ModeDualtest:
 		// The board's leg ends when the server closes: iperf 2.1.8's
 		// client shuts its side down and reads until the server's FIN,
-		// and its clock stops there, as iperf -s closes at once. Kept
-		// open through the connect-back, a -r board printed its own leg
-		// over both legs' time at half its rate (issue 28).
+		// and its clock stops there, as iperf -s closes at once (kept
+		// open through the connect-back, a -r board timed its own leg
+		// over both; see perfsrv/DESIGN.md#tradeoff-board-leg).
 		c.Close()
 	}
-	emit(fwd)
-	if mode == mode2Tradeoff {
+	rec.emit(fwd)
+	if mode == iperf2ModeTradeoff {
 		if fwd.outcome == event.OutcomeOK {
-			emit(s.connectBack(ctx, c, h, t))
+			rec.emit(s.connectBack(ctx, c, h, t))
 		} else {
-			s.cfg.Log.Warn("iperf2 -r: no connect-back after a failed leg", clientAttrs(s.cfg.Clients, ip)...)
+			s.cfg.Log.Warn("iperf2 -r: no connect-back after a failed leg", clientAttrs(s.cfg.Clients, rec.ip)...)
 		}
 	}
 	wg.Wait()
@@ -320,8 +372,8 @@ func (s *Iperf2) handleTCP(ctx context.Context, c *net.TCPConn) {
 // It ends at runLimit of dur, the header's -t (0: -n), so a test that
 // does not end by time stops at max_duration, not 10 s (SetupTimeout) past
 // it.
-func (s *Iperf2) recvLeg(ctx context.Context, c *net.TCPConn, start time.Time, head []byte, t *test2, dur time.Duration) leg2 {
-	l := leg2{dir: "tx", start: start, outcome: event.OutcomeOK, local: addrPort(c.LocalAddr()), peer: addrPort(c.RemoteAddr())}
+func (s *Iperf2) recvLeg(ctx context.Context, c *net.TCPConn, start time.Time, head []byte, t *iperf2Test, dur time.Duration) iperf2Leg {
+	l := iperf2Leg{dir: "tx", start: start, outcome: event.OutcomeOK, local: addrPort(c.LocalAddr()), peer: addrPort(c.RemoteAddr())}
 	var mu sync.Mutex
 	n := int64(len(head))
 	tk := startTicker(start, s.cfg.Interval, func(at time.Duration) sample {
@@ -374,13 +426,26 @@ func overRunWhy(dur, limit time.Duration) string {
 }
 
 // overCap says why the server will not run the leg h asks for, or "".
-func (s *Iperf2) overCap(h hdr2) string {
+func (s *Iperf2) overCap(h iperf2Header) string {
 	lim := s.cfg.Limits
 	if d := h.duration(); d > lim.MaxDuration {
 		return fmt.Sprintf("the client asks for %s, over the %s cap (iperf2.max_duration)", d, lim.MaxDuration)
 	}
 	if h.rate > uint64(lim.MaxRate) {
 		return fmt.Sprintf("the client asks for %d bit/s, over the %d bit/s cap (iperf2.max_rate)", h.rate, lim.MaxRate)
+	}
+	return ""
+}
+
+// connectBackPortWhy says why a connect-back (TCP or UDP) will not go to
+// port, or "": the header must name one, and one of 1024 or above (an
+// iperf listener's, never a system service's).
+func connectBackPortWhy(port uint16) string {
+	if port == 0 {
+		return "connect-back impossible: the test header names no port"
+	}
+	if port < 1024 {
+		return fmt.Sprintf("connect-back refused: port %d is below 1024, a system service's, never an iperf listener's", port)
 	}
 	return ""
 }
@@ -392,21 +457,17 @@ const connectBackRetry = 2 * time.Second
 // address the test arrived on to the address it came from, on the port
 // the header names. A refused or unanswered connect ends the leg as an
 // error.
-func (s *Iperf2) connectBack(ctx context.Context, c *net.TCPConn, h hdr2, t *test2) leg2 {
+func (s *Iperf2) connectBack(ctx context.Context, c *net.TCPConn, h iperf2Header, t *iperf2Test) iperf2Leg {
 	peer, local := addrPort(c.RemoteAddr()), addrPort(c.LocalAddr())
 	to := netip.AddrPortFrom(peer.Addr(), h.port)
-	l := leg2{dir: "rx", start: time.Now(), outcome: event.OutcomeError, local: netip.AddrPortFrom(local.Addr(), 0), peer: to}
+	l := iperf2Leg{dir: "rx", start: time.Now(), outcome: event.OutcomeError, local: netip.AddrPortFrom(local.Addr(), 0), peer: to}
 	l.end = l.start
 	if why := s.overCap(h); why != "" {
 		l.why = "connect-back refused: " + why
 		return l
 	}
-	if h.port == 0 {
-		l.why = "connect-back impossible: the test header names no port"
-		return l
-	}
-	if h.port < 1024 {
-		l.why = fmt.Sprintf("connect-back refused: port %d is below 1024, a system service's, never an iperf listener's", h.port)
+	if why := connectBackPortWhy(h.port); why != "" {
+		l.why = why
 		return l
 	}
 	d := net.Dialer{Timeout: s.cfg.SetupTimeout, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(local.Addr(), 0))}
@@ -441,8 +502,8 @@ func (s *Iperf2) connectBack(ctx context.Context, c *net.TCPConn, h hdr2, t *tes
 // the sending side down and waits until the board has acknowledged every
 // byte: the leg's end, the moment its receiver has it all. With waitClose
 // it then waits for the board to close (the client reads until EOF).
-func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose bool, t *test2, budget func(sent, n int64) bool) leg2 {
-	l := leg2{dir: "rx", start: time.Now(), outcome: event.OutcomeOK, local: addrPort(c.LocalAddr()), peer: addrPort(c.RemoteAddr())}
+func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h iperf2Header, waitClose bool, t *iperf2Test, budget func(sent, n int64) bool) iperf2Leg {
+	l := iperf2Leg{dir: "rx", start: time.Now(), outcome: event.OutcomeOK, local: addrPort(c.LocalAddr()), peer: addrPort(c.RemoteAddr())}
 	if why := s.overCap(h); why != "" {
 		l.end, l.outcome, l.why = l.start, event.OutcomeError, "refused: "+why
 		return l
@@ -452,93 +513,25 @@ func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose 
 	if dur > 0 {
 		limit = dur
 	}
-	deadline := l.start.Add(limit)
-	_ = c.SetWriteDeadline(deadline)
-	var mu sync.Mutex
-	var sent int64
-	snap := func(at time.Duration) sample {
-		mu.Lock()
-		w := sent
-		mu.Unlock()
-		smp := sample{at: at, bytes: w}
-		if ti := readTCPInfo(c); ti.ok {
-			smp.bytes = min(w, ti.acked)
-			smp.retransmits, smp.cwnd, smp.rtt, smp.sndWnd = ti.retransmits, ti.cwnd, ti.rtt, ti.sndWnd
-		}
-		return smp
-	}
-	tk := startTicker(l.start, s.cfg.Interval, snap)
-	buf := payload(h.block())
-	clear(buf[:min(len(buf), iperf2HdrV1Len)]) // no header: the board's listener must not read one
-	var err error
-	capped := false
-	for {
-		k := len(buf)
-		if h.amount > 0 {
-			mu.Lock()
-			left := int64(h.amount) - sent
-			mu.Unlock()
-			if left <= 0 {
-				break
-			}
-			k = int(min(int64(k), left))
-		}
-		if h.rate > 0 {
-			mu.Lock()
-			w := sent
-			mu.Unlock()
-			if !meas.Pace(int64(h.rate), l.start, w, ctx.Done()) {
-				break
-			}
-		}
-		if budget != nil && !budget(sent, int64(k)) {
-			capped = true
-			break
-		}
-		var n int
-		n, err = c.Write(buf[:k])
-		if n > 0 {
-			t.touch(time.Now())
-		}
-		mu.Lock()
-		sent += int64(n)
-		mu.Unlock()
-		if err != nil {
-			break
-		}
-	}
-	var ne net.Error
-	timedOut := errors.As(err, &ne) && ne.Timeout()
-	switch {
-	case capped:
-		l.outcome, l.why = event.OutcomeAborted, fmt.Sprintf("connect-back capped at %dx what the board sent plus %d MiB",
-			connectBackRatio, connectBackAllowance>>20)
-	case t.evicted.Load():
-		l.outcome, l.why = event.OutcomeAborted, evictedWhy
-	case ctx.Err() != nil:
-		l.outcome, l.why = event.OutcomeAborted, "server shutting down"
-	case err != nil && !timedOut:
-		l.outcome, l.why = event.OutcomeAborted, "client vanished mid-test: "+err.Error()
-	case timedOut && dur == 0:
-		l.outcome, l.why = event.OutcomeAborted, overRunWhy(dur, limit)
-	}
+	_ = c.SetWriteDeadline(l.start.Add(limit))
+	w := &tcpLegWriter{c: c, h: h, t: t, budget: budget, start: l.start}
+	tk := startTicker(l.start, s.cfg.Interval, w.snap)
+	capped, err := w.run(ctx)
+	l.outcome, l.why = sendOutcome(ctx, capped, err, t, dur, limit)
 	// What follows the sending (the board's acknowledgements, its close)
 	// ends with the test's runLimit too.
 	end := l.start.Add(runLimit(s.cfg.Limits, dur))
+	sent := w.written()
 	if l.outcome == event.OutcomeOK {
 		_ = c.CloseWrite()
-		// Until the board acknowledged it all (FIN included: acked runs one past the data).
-		wait := earlier(time.Now().Add(s.cfg.SetupTimeout), end)
-		for ti := readTCPInfo(c); ti.ok && ti.acked < sent && time.Now().Before(wait) && ctx.Err() == nil; ti = readTCPInfo(c) {
-			time.Sleep(time.Millisecond)
-		}
+		s.awaitAcked(ctx, c, sent, end)
 	}
 	l.end = time.Now()
 	l.bytes = sent
 	if ti := readTCPInfo(c); ti.ok {
 		l.bytes = min(sent, ti.acked)
 	}
-	last := snap(l.end.Sub(l.start))
+	last := w.snap(l.end.Sub(l.start))
 	last.bytes = l.bytes
 	l.samples = tk.stop(last)
 	if l.outcome == event.OutcomeOK && waitClose {
@@ -546,6 +539,102 @@ func (s *Iperf2) sendLeg(ctx context.Context, c *net.TCPConn, h hdr2, waitClose 
 		_, _ = io.Copy(io.Discard, c)
 	}
 	return l
+}
+
+// tcpLegWriter writes the server's TCP leg: blocks of the header's -l, at
+// its -b, up to its -n, within a connect-back's budget.
+type tcpLegWriter struct {
+	c      *net.TCPConn
+	h      iperf2Header
+	t      *iperf2Test
+	budget func(sent, n int64) bool // nil: unbounded
+	start  time.Time
+
+	mu   sync.Mutex
+	sent int64
+}
+
+func (w *tcpLegWriter) written() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sent
+}
+
+// snap is a sample at at: the bytes the board acknowledged (written, when
+// TCP_INFO is not there) and the socket's TCP figures.
+func (w *tcpLegWriter) snap(at time.Duration) sample {
+	sent := w.written()
+	smp := sample{at: at, bytes: sent}
+	if ti := readTCPInfo(w.c); ti.ok {
+		smp.bytes = min(sent, ti.acked)
+		smp.retransmits, smp.cwnd, smp.rtt, smp.sndWnd = ti.retransmits, ti.cwnd, ti.rtt, ti.sndWnd
+	}
+	return smp
+}
+
+// run writes until the header's bytes are sent, a write fails (its
+// deadline: the header's time), ctx ends or the budget runs out (capped).
+func (w *tcpLegWriter) run(ctx context.Context) (capped bool, err error) {
+	h := w.h
+	buf := payload(h.block())
+	clear(buf[:min(len(buf), iperf2HeaderV1Len)]) // no header: the board's listener must not read one
+	for {
+		k := len(buf)
+		if h.amount > 0 {
+			left := int64(h.amount) - w.written()
+			if left <= 0 {
+				return false, nil
+			}
+			k = int(min(int64(k), left))
+		}
+		if h.rate > 0 && !meas.Pace(int64(h.rate), w.start, w.written(), ctx.Done()) {
+			return false, nil
+		}
+		if w.budget != nil && !w.budget(w.written(), int64(k)) {
+			return true, nil
+		}
+		n, err := w.c.Write(buf[:k])
+		if n > 0 {
+			w.t.touch(time.Now())
+		}
+		w.mu.Lock()
+		w.sent += int64(n)
+		w.mu.Unlock()
+		if err != nil {
+			return false, err
+		}
+	}
+}
+
+// sendOutcome is how the server's TCP leg ended, from what stopped its
+// writing.
+func sendOutcome(ctx context.Context, capped bool, err error, t *iperf2Test, dur, limit time.Duration) (outcome, why string) {
+	var ne net.Error
+	timedOut := errors.As(err, &ne) && ne.Timeout()
+	switch {
+	case capped:
+		return event.OutcomeAborted, fmt.Sprintf("connect-back capped at %dx what the board sent plus %d MiB",
+			connectBackRatio, connectBackAllowance>>20)
+	case t.evicted.Load():
+		return event.OutcomeAborted, evictedWhy
+	case ctx.Err() != nil:
+		return event.OutcomeAborted, "server shutting down"
+	case err != nil && !timedOut:
+		return event.OutcomeAborted, "client vanished mid-test: " + err.Error()
+	case timedOut && dur == 0:
+		return event.OutcomeAborted, overRunWhy(dur, limit)
+	}
+	return event.OutcomeOK, ""
+}
+
+// awaitAcked waits until the board acknowledged all sent bytes (FIN
+// included: acked runs one past the data), for at most SetupTimeout and
+// not past end.
+func (s *Iperf2) awaitAcked(ctx context.Context, c *net.TCPConn, sent int64, end time.Time) {
+	wait := earlier(time.Now().Add(s.cfg.SetupTimeout), end)
+	for ti := readTCPInfo(c); ti.ok && ti.acked < sent && time.Now().Before(wait) && ctx.Err() == nil; ti = readTCPInfo(c) {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func earlier(a, b time.Time) time.Time {
@@ -556,7 +645,7 @@ func earlier(a, b time.Time) time.Time {
 }
 
 // tcpEvent turns a leg into its record.
-func (s *Iperf2) tcpEvent(l leg2, file string, labels map[string]string) *event.Fetch {
+func (s *Iperf2) tcpEvent(l iperf2Leg, file string, labels map[string]string) *event.Fetch {
 	lb := make(map[string]string, len(labels))
 	for k, v := range labels {
 		lb[k] = v

@@ -22,7 +22,7 @@ const (
 )
 
 // udpBlock is the datagram size h asks for.
-func (h hdr2) udpBlock() int {
+func (h iperf2Header) udpBlock() int {
 	if h.bufLen >= 16 && h.bufLen <= 65507 {
 		return h.bufLen
 	}
@@ -31,7 +31,7 @@ func (h hdr2) udpBlock() int {
 
 // udpRate is a UDP test's rate per stream, iperf 2's 1 Mbit/s when its
 // header names none.
-func (h hdr2) udpRate() int64 {
+func (h iperf2Header) udpRate() int64 {
 	if h.rate > 0 {
 		return int64(h.rate)
 	}
@@ -44,14 +44,14 @@ func (h hdr2) udpRate() int64 {
 // not. The smaller of n and the header's -l is the flow's size (a datagram
 // says what it is). -d and --full-duplex count both directions; -r's leg
 // takes its share when it starts. Holds s.mu.
-func (s *Iperf2) udpPacketsLocked(h hdr2, n int) (flowPPS, legPPS int64, why string) {
+func (s *Iperf2) udpPacketsLocked(h iperf2Header, n int) (flowPPS, legPPS int64, why string) {
 	mode := h.mode()
 	dirs := int64(1)
-	if mode == mode2FullDuplex || mode == mode2Dualtest {
+	if mode == iperf2ModeFullDuplex || mode == iperf2ModeDualtest {
 		dirs = 2
 	}
 	size := h.udpBlock()
-	if mode != mode2Reverse {
+	if mode != iperf2ModeReverse {
 		size = min(size, n)
 	}
 	pps, why := udpPacketRule(s.cfg.Limits, "iperf2", h.udpRate(), size, 1, dirs)
@@ -59,9 +59,9 @@ func (s *Iperf2) udpPacketsLocked(h hdr2, n int) (flowPPS, legPPS int64, why str
 		return 0, 0, why
 	}
 	switch mode {
-	case mode2Reverse:
+	case iperf2ModeReverse:
 		legPPS = pps
-	case mode2FullDuplex, mode2Dualtest:
+	case iperf2ModeFullDuplex, iperf2ModeDualtest:
 		flowPPS, legPPS = pps/2, pps-pps/2
 	default:
 		flowPPS = pps
@@ -84,7 +84,7 @@ func (s *Iperf2) ppsTotalWhy(pps int64) string {
 // listener (-r, -d). A budget, for a source that has not shown it
 // receives, bounds what the leg sends (iperf2guard.go); a slot, when the
 // leg holds the test's, is given back at its end.
-func (s *Iperf2) startUDPLeg(ctx context.Context, peer netip.AddrPort, h hdr2, back bool, slot *test2, budget *udpBudget, pps int64) {
+func (s *Iperf2) startUDPLeg(ctx context.Context, peer netip.AddrPort, h iperf2Header, back bool, slot *iperf2Test, budget *udpBudget, pps int64) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -95,7 +95,7 @@ func (s *Iperf2) startUDPLeg(ctx context.Context, peer netip.AddrPort, h hdr2, b
 			s.mu.Unlock()
 		}()
 		local := netip.AddrPortFrom(addrPort(s.udp.LocalAddr()).Addr(), 0)
-		var l leg2
+		var l iperf2Leg
 		if back {
 			l = s.udpConnectBack(ctx, peer, h, budget)
 		} else {
@@ -128,16 +128,12 @@ func (s *Iperf2) startUDPLeg(ctx context.Context, peer netip.AddrPort, h hdr2, b
 // udpConnectBack sends -r/-d's server leg from a socket of its own to the
 // address the test came from, on the port its header names, and waits for
 // the board's server report after the final datagrams.
-func (s *Iperf2) udpConnectBack(ctx context.Context, peer netip.AddrPort, h hdr2, budget *udpBudget) leg2 {
+func (s *Iperf2) udpConnectBack(ctx context.Context, peer netip.AddrPort, h iperf2Header, budget *udpBudget) iperf2Leg {
 	to := netip.AddrPortFrom(peer.Addr(), h.port)
-	l := leg2{dir: "rx", start: time.Now(), outcome: event.OutcomeError, peer: to}
+	l := iperf2Leg{dir: "rx", start: time.Now(), outcome: event.OutcomeError, peer: to}
 	l.end = l.start
-	if h.port == 0 {
-		l.why = "connect-back impossible: the test header names no port"
-		return l
-	}
-	if h.port < 1024 {
-		l.why = fmt.Sprintf("connect-back refused: port %d is below 1024, a system service's, never an iperf listener's", h.port)
+	if why := connectBackPortWhy(h.port); why != "" {
+		l.why = why
 		return l
 	}
 	la := addrPort(s.udp.LocalAddr()).Addr()
@@ -173,8 +169,8 @@ func (s *Iperf2) udpConnectBack(ctx context.Context, peer netip.AddrPort, h hdr2
 // board's server report between them, as an iperf 2 client does. With a
 // budget it sends no more than the budget allows and ends early, as
 // aborted, once the budget's flow ended.
-func (s *Iperf2) sendUDPLeg(ctx context.Context, write func([]byte) error, report func() bool, h hdr2, budget *udpBudget) leg2 {
-	l := leg2{dir: "rx", start: time.Now(), outcome: event.OutcomeOK}
+func (s *Iperf2) sendUDPLeg(ctx context.Context, write func([]byte) error, report func() bool, h iperf2Header, budget *udpBudget) iperf2Leg {
+	l := iperf2Leg{dir: "rx", start: time.Now(), outcome: event.OutcomeOK}
 	if why := s.overCap(h); why != "" {
 		l.end, l.outcome, l.why = l.start, event.OutcomeError, "refused: "+why
 		return l
@@ -252,8 +248,8 @@ func (s *Iperf2) sendUDPLeg(ctx context.Context, write func([]byte) error, repor
 
 // udpLegEvent is the record of the server's UDP leg: what it sent (the
 // board alone knows what arrived).
-func (s *Iperf2) udpLegEvent(l leg2, h hdr2) *event.Fetch {
-	f := s.tcpEvent(l, testName2(" -u"+flagName(h.mode()), "udp", l.dir), map[string]string{"streams": "1", "iperf2_mode": h.mode()})
+func (s *Iperf2) udpLegEvent(l iperf2Leg, h iperf2Header) *event.Fetch {
+	f := s.tcpEvent(l, iperf2TestName(" -u"+flagName(h.mode()), "udp", l.dir), map[string]string{"streams": "1", "iperf2_mode": h.mode()})
 	f.Proto = event.ProtoUDP
 	if f.Interface == "" {
 		f.Interface = ifaceRoute(l.peer.Addr())

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -29,12 +30,12 @@ type Iperf3 struct {
 	refuse *refuse.Log
 
 	mu       sync.Mutex
-	byCookie map[string]*test3
-	tests    slots                 // tests running, by client address
-	udpWait  map[netip.Addr]*test3 // the test taking UDP streams from an address
-	pending  slots                 // connections before their cookie
-	setup    slots                 // tests between their cookie and TEST_START
-	reserved int                   // test slots kept for the new tests that evicted their holders (iperf3setup.go)
+	byCookie map[string]*iperf3Test
+	tests    slots                      // tests running, by client address
+	udpWait  map[netip.Addr]*iperf3Test // the test taking UDP streams from an address
+	pending  slots                      // connections before their cookie
+	setup    slots                      // tests between their cookie and TEST_START
+	reserved int                        // test slots kept for the new tests that evicted their holders (iperf3setup.go)
 	waiters  map[*admitWaiter]struct{}
 	udpPPS   ppsPool // datagrams/s the running UDP tests were admitted with
 
@@ -49,10 +50,9 @@ type Iperf3 struct {
 // connection that has not sent its cookie is pending: at most
 // maxPendingPerAddr from one address and maxPending in all, each for at
 // most handshakeTimeout, so connections that never speak cannot hold the
-// process's descriptors (issue 27: 20k connects from 4 addresses took all
-// 20000 and TFTP answered "too many open files"). iperf3 opens a test's
-// streams one after another, so one client has one connection pending at
-// a time; the bench stream server keeps 64 in all.
+// process's descriptors (see perfsrv/DESIGN.md#handshake-budget-row-4).
+// iperf3 opens a test's streams one after another, so one client has one
+// connection pending at a time; the bench stream server keeps 64 in all.
 const (
 	handshakeTimeout  = 3 * time.Second
 	maxPending        = 64
@@ -76,7 +76,7 @@ func NewIperf3(cfg Config) (*Iperf3, error) {
 	return &Iperf3{
 		cfg: cfg, ln: ln.(*net.TCPListener), udp: pc.(*net.UDPConn), local: local,
 		refuse:   refuse.New(cfg.Log, 0),
-		byCookie: map[string]*test3{}, udpWait: map[netip.Addr]*test3{},
+		byCookie: map[string]*iperf3Test{}, udpWait: map[netip.Addr]*iperf3Test{},
 	}, nil
 }
 
@@ -110,7 +110,9 @@ func (s *Iperf3) Serve(ctx context.Context) error {
 }
 
 // handle reads the cookie of a new connection: a stream of a test being
-// set up, or the control connection of a new test.
+// set up, or the control connection of a new test. Until its cookie is read
+// and, for a new test, a slot is found, the connection holds a pending
+// slot: the pending caps bound what waits.
 func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 	peer := addrPort(c.RemoteAddr())
 	ip := peer.Addr().Unmap()
@@ -121,66 +123,89 @@ func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 		c.Close()
 		return
 	}
-	pendingHeld := true
-	defer func() {
-		if pendingHeld {
-			s.releasePending(ip)
-		}
-	}()
+	key, ok := s.readCookie(c, ip)
+	if !ok {
+		s.releasePending(ip)
+		return
+	}
+	if t := s.testByCookie(key); t != nil {
+		s.releasePending(ip)
+		s.joinTest(t, c, seq, ip)
+		return
+	}
+	res := s.admit(ip)
+	s.releasePending(ip)
+	if res != admitted {
+		s.refuseBusy(c, ip, res)
+		return
+	}
+	s.runTest(ctx, c, peer, key)
+}
+
+// readCookie reads a connection's cookie within handshakeTimeout and
+// returns its key (the cookie without its NUL); false: refused and closed.
+func (s *Iperf3) readCookie(c *net.TCPConn, ip netip.Addr) (string, bool) {
 	_ = c.SetReadDeadline(time.Now().Add(s.handshakeTimeout()))
 	var ck [cookieSize]byte
-	_, err := io.ReadFull(c, ck[:])
-	if err != nil {
+	if _, err := io.ReadFull(c, ck[:]); err != nil {
 		s.refuse.Refuse("iperf3: no cookie", ip.String(), "err", err)
 		_ = c.SetLinger(0)
 		c.Close()
-		return
+		return "", false
 	}
 	if !validCookie(ck[:]) {
 		s.refuse.Refuse("iperf3: not an iperf3 cookie (not an iperf3 client?)", ip.String())
 		c.Close()
-		return
+		return "", false
 	}
-	key := string(ck[:cookieSize-1])
+	return string(ck[:cookieSize-1]), true
+}
+
+// testByCookie is the test a cookie belongs to, nil for a new one.
+func (s *Iperf3) testByCookie(key string) *iperf3Test {
 	s.mu.Lock()
-	if t := s.byCookie[key]; t != nil {
-		s.mu.Unlock()
-		s.releasePending(ip)
-		pendingHeld = false
-		// A stream reads until its test ends it (measure.stop sets the
-		// deadline then): the cookie's deadline left on it cut the last
-		// ~100 ms of a -t 3 test off the record (-P 4: 3.3 % short).
-		_ = c.SetReadDeadline(time.Time{})
-		if !t.offerTCP(c, seq) {
-			s.refuse.Refuse("iperf3: stream for a test that takes no more streams", ip.String(), "test", key[:8])
-			_, _ = c.Write([]byte{stateByte(stateAccessDenied)})
-			c.Close()
-		}
-		return
-	}
-	s.mu.Unlock()
-	// While it waits for a slot the connection stays pending: the pending
-	// caps bound what waits.
-	l := s.cfg.Limits
-	res := s.admit(ip)
-	s.releasePending(ip)
-	pendingHeld = false
-	if res != admitted {
-		s.mu.Lock()
-		running, mine, setups := s.tests.all, s.tests.by[ip], s.setup.by[ip]
-		s.mu.Unlock()
-		reason := "iperf3: busy"
-		if res == admitSetupBusy {
-			reason = "iperf3: busy (tests in set-up from this client)"
-		}
-		s.refuse.Refuse(reason, ip.String(), append(clientAttrs(s.cfg.Clients, ip),
-			"running", running, "max_tests", l.MaxTests, "client_running", mine, "max_per_client", l.MaxPerClient,
-			"client_in_setup", setups, "max_setup_per_client", maxSetupPerAddr)...)
+	defer s.mu.Unlock()
+	return s.byCookie[key]
+}
+
+// joinTest hands a data stream to its test, or refuses it when the test
+// takes no more streams.
+func (s *Iperf3) joinTest(t *iperf3Test, c *net.TCPConn, seq uint64, ip netip.Addr) {
+	// A stream reads until its test ends it (measure.stop sets the
+	// deadline then): the cookie's deadline left on it would cut the end
+	// of the test off the record (see perfsrv/DESIGN.md#stream-deadline).
+	_ = c.SetReadDeadline(time.Time{})
+	if !t.offerTCP(c, seq) {
+		s.refuse.Refuse("iperf3: stream for a test that takes no more streams", ip.String(), "test", t.cookie[:8])
 		_, _ = c.Write([]byte{stateByte(stateAccessDenied)})
 		c.Close()
-		return
 	}
-	t := &test3{s: s, ctl: c, peer: peer, cookie: key, tcpIn: make(chan seqConn, 2*l.MaxStreams),
+}
+
+// refuseBusy tells a new test's client the server is busy (ACCESS_DENIED)
+// and counts why.
+func (s *Iperf3) refuseBusy(c *net.TCPConn, ip netip.Addr, res admitResult) {
+	l := s.cfg.Limits
+	s.mu.Lock()
+	running, mine, setups := s.tests.all, s.tests.by[ip], s.setup.by[ip]
+	s.mu.Unlock()
+	reason := "iperf3: busy"
+	if res == admitSetupBusy {
+		reason = "iperf3: busy (tests in set-up from this client)"
+	}
+	s.refuse.Refuse(reason, ip.String(), append(clientAttrs(s.cfg.Clients, ip),
+		"running", running, "max_tests", l.MaxTests, "client_running", mine, "max_per_client", l.MaxPerClient,
+		"client_in_setup", setups, "max_setup_per_client", maxSetupPerAddr)...)
+	_, _ = c.Write([]byte{stateByte(stateAccessDenied)})
+	c.Close()
+}
+
+// runTest registers an admitted test under its cookie, runs it and gives
+// its slots back at its end.
+func (s *Iperf3) runTest(ctx context.Context, c *net.TCPConn, peer netip.AddrPort, key string) {
+	ip := peer.Addr().Unmap()
+	l := s.cfg.Limits
+	t := &iperf3Test{s: s, ctl: c, peer: peer, cookie: key, tcpIn: make(chan seqConn, 2*l.MaxStreams),
 		udpIn: make(chan *net.UDPConn, 2*l.MaxStreams), setup: newSetupState(time.Now())}
 	s.mu.Lock()
 	if s.byCookie[key] != nil { // the same cookie twice at once: not a real client
@@ -193,24 +218,27 @@ func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 	}
 	s.byCookie[key] = t
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.byCookie, key)
-		if s.udpWait[ip] == t {
-			delete(s.udpWait, ip)
-		}
-		s.tests.give(ip)
-		if !t.setupGiven {
-			s.setup.give(ip)
-		}
-		s.mu.Unlock()
-	}()
+	defer s.endTest(t, ip)
 	t.run(ctx)
+}
+
+// endTest takes a finished test out of the server and gives its slots back.
+func (s *Iperf3) endTest(t *iperf3Test, ip netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byCookie, t.cookie)
+	if s.udpWait[ip] == t {
+		delete(s.udpWait, ip)
+	}
+	s.tests.give(ip)
+	if !t.setupGiven {
+		s.setup.give(ip)
+	}
 }
 
 // endSetup gives the set-up slot back as the test starts (false: it was
 // evicted just before).
-func (t *test3) endSetup() bool {
+func (t *iperf3Test) endSetup() bool {
 	if !t.setup.start() {
 		return false
 	}
@@ -232,8 +260,8 @@ const minTCPWrite = 128 << 10
 
 // sendPayload is what every TCP sending stream writes: one read-only
 // buffer of maxTCPLen for all streams of all tests, built at the first,
-// so memory does not grow with streams x -l (issue 27: four -l 16M -P 16
-// -R tests whose streams were never read held 1 GiB).
+// so memory does not grow with streams x -l: unread streams cannot make
+// the server hold -l each (see perfsrv/DESIGN.md#sending-memory-row-5).
 func (s *Iperf3) sendPayload() []byte {
 	s.payloadOnce.Do(func() { s.payload = payload(maxTCPLen) })
 	return s.payload
@@ -263,37 +291,43 @@ func (s *Iperf3) readUDP() {
 	buf := make([]byte, 65536)
 	for {
 		n, from, err := s.udp.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			continue
+		if errors.Is(err, net.ErrClosed) {
+			return
 		}
-		ip := from.Addr().Unmap()
-		s.mu.Lock()
-		t := s.udpWait[ip]
-		s.mu.Unlock()
-		if t == nil || !t.accepting.Load() || n != 4 {
-			s.refuse.Refuse("iperf3: UDP datagram outside a stream set-up", ip.String(), "bytes", n)
-			continue
+		if err == nil { // else transient (an ICMP error queued on the socket)
+			s.openUDPStream(n, from)
 		}
-		d := net.Dialer{LocalAddr: net.UDPAddrFromAddrPort(netip.AddrPortFrom(s.udpLocalIP(), s.local.Port())), Control: reuseAddr}
-		c, err := d.Dial("udp", from.String())
-		if err != nil {
-			s.cfg.Log.Warn("iperf3: cannot open a UDP stream socket", "client", ip.String(), "err", err)
-			continue
-		}
-		var reply [4]byte
-		binary.LittleEndian.PutUint32(reply[:], udpConnectReply)
-		if _, err := c.Write(reply[:]); err != nil {
-			c.Close()
-			continue
-		}
-		select {
-		case t.udpIn <- c.(*net.UDPConn):
-		default:
-			c.Close()
-		}
+	}
+}
+
+// openUDPStream answers a stream set-up datagram of n bytes from from: a
+// socket of the stream's own, connected to from, handed to the test that
+// waits for UDP streams from its address.
+func (s *Iperf3) openUDPStream(n int, from netip.AddrPort) {
+	ip := from.Addr().Unmap()
+	s.mu.Lock()
+	t := s.udpWait[ip]
+	s.mu.Unlock()
+	if t == nil || !t.accepting.Load() || n != 4 {
+		s.refuse.Refuse("iperf3: UDP datagram outside a stream set-up", ip.String(), "bytes", n)
+		return
+	}
+	d := net.Dialer{LocalAddr: net.UDPAddrFromAddrPort(netip.AddrPortFrom(s.udpLocalIP(), s.local.Port())), Control: reuseAddr}
+	c, err := d.Dial("udp", from.String())
+	if err != nil {
+		s.cfg.Log.Warn("iperf3: cannot open a UDP stream socket", "client", ip.String(), "err", err)
+		return
+	}
+	var reply [4]byte
+	binary.LittleEndian.PutUint32(reply[:], udpConnectReply)
+	if _, err := c.Write(reply[:]); err != nil {
+		c.Close()
+		return
+	}
+	select {
+	case t.udpIn <- c.(*net.UDPConn):
+	default:
+		c.Close()
 	}
 }
 
@@ -310,8 +344,8 @@ type seqConn struct {
 	seq uint64
 }
 
-// test3 is one iperf3 test: its control connection and streams.
-type test3 struct {
+// iperf3Test is one iperf3 test: its control connection and streams.
+type iperf3Test struct {
 	s      *Iperf3
 	ctl    *net.TCPConn
 	peer   netip.AddrPort
@@ -326,7 +360,7 @@ type test3 struct {
 	udpIn      chan *net.UDPConn
 }
 
-func (t *test3) offerTCP(c *net.TCPConn, seq uint64) bool {
+func (t *iperf3Test) offerTCP(c *net.TCPConn, seq uint64) bool {
 	if !t.accepting.Load() {
 		return false
 	}
@@ -338,7 +372,7 @@ func (t *test3) offerTCP(c *net.TCPConn, seq uint64) bool {
 	}
 }
 
-func (t *test3) send(b ...byte) error {
+func (t *iperf3Test) send(b ...byte) error {
 	t.ctlMu.Lock()
 	defer t.ctlMu.Unlock()
 	_ = t.ctl.SetWriteDeadline(time.Now().Add(t.s.cfg.SetupTimeout))
@@ -346,103 +380,26 @@ func (t *test3) send(b ...byte) error {
 	return err
 }
 
-func (t *test3) state(st int) error { return t.send(stateByte(st)) }
+func (t *iperf3Test) state(st int) error { return t.send(stateByte(st)) }
 
 // run is the whole test: parameters, streams, the measured part, results.
-func (t *test3) run(ctx context.Context) {
-	cfg := &t.s.cfg
-	ip := t.peer.Addr().Unmap()
-	log := cfg.Log.With(append(clientAttrs(cfg.Clients, ip), "test", t.cookie[:8])...)
+func (t *iperf3Test) run(ctx context.Context) {
+	log := t.s.cfg.Log.With(append(clientAttrs(t.s.cfg.Clients, t.clientIP()), "test", t.cookie[:8])...)
 	defer t.ctl.Close()
 	_ = t.ctl.SetNoDelay(true)
-	ended := make(chan struct{})
-	defer close(ended)
-	go func() {
-		select {
-		case <-ctx.Done():
-			_ = t.state(stateServerTerminate)
-			t.ctl.Close()
-		case <-ended:
-		}
-	}()
-
-	if err := t.state(stateParamExchange); err != nil {
-		log.Info("iperf3 test ended: client left before the parameters", "err", err)
+	defer t.terminateOnShutdown(ctx)()
+	if !t.readParams(log) {
 		return
 	}
-	_ = t.ctl.SetReadDeadline(time.Now().Add(t.s.handshakeTimeout()))
-	b, err := readJSON(t.ctl)
-	if err != nil && t.setup.wasEvicted() {
-		return // counted as its eviction
-	}
-	if err != nil {
-		log.Warn("iperf3 test ended: no parameters (wrong cookie on a data stream, or not an iperf3 client)", "err", err)
-		if !errors.Is(err, io.EOF) {
-			_ = t.send(serverError(ieRecvParams, int(syscall.EBADMSG))...)
-		}
+	release, ok := t.admitParams(log)
+	if !ok {
 		return
 	}
-	p, err := ParseParams(b)
-	if err != nil {
-		errno := syscall.EBADMSG
-		if p.SCTP {
-			errno = syscall.EPROTONOSUPPORT
-		}
-		log.Warn("iperf3 test refused: bad parameters", "err", err)
-		_ = t.send(serverError(ieRecvParams, int(errno))...)
+	defer release()
+	ss, ok := t.openStreams(log)
+	if !ok {
 		return
 	}
-	t.p = p
-	t.setup.stepped()
-	if ie, errno, why := t.overCap(); why != "" {
-		t.s.refuse.Refuse("iperf3: over cap", ip.String(), "why", why)
-		log.Warn("iperf3 test refused: over cap", "why", why)
-		_ = t.send(serverError(ie, errno)...)
-		return
-	}
-	if p.UDP {
-		pps := t.pps()
-		if !t.s.claimPPS(pps) {
-			why := fmt.Sprintf("%d datagrams/s: the running UDP tests have %d of %d (iperf3.max_pps_total)", pps, t.s.udpPPSNow(), cfg.Limits.MaxPPSTotal)
-			t.s.refuse.Refuse("iperf3: UDP packet budget", ip.String(), "why", why)
-			log.Warn("iperf3 test refused: busy", "why", why)
-			_ = t.send(serverError(ieAccessDenied, 0)...)
-			return
-		}
-		defer t.s.releasePPS(pps)
-	}
-	dirs := 1
-	if p.Bidir {
-		dirs = 2
-	}
-	want := p.Parallel * dirs
-	if p.UDP && !t.waitUDPTurn(ip) {
-		log.Warn("iperf3 test ended: another UDP test from this client was still setting up")
-		_ = t.send(serverError(ieInitTest, int(syscall.EBUSY))...)
-		return
-	}
-	t.accepting.Store(true)
-	if err := t.state(stateCreateStreams); err != nil {
-		return
-	}
-	conns, err := t.collect(want)
-	t.accepting.Store(false)
-	if p.UDP {
-		t.s.mu.Lock()
-		delete(t.s.udpWait, ip)
-		t.s.mu.Unlock()
-	}
-	if err != nil && !t.setup.wasEvicted() {
-		log.Warn("iperf3 test ended: streams did not arrive", "err", err, "want", want, "got", len(conns))
-	}
-	if err != nil {
-		_ = t.send(serverError(ieStreamAccept, int(syscall.ETIMEDOUT))...)
-		for _, c := range conns {
-			c.Close()
-		}
-		return
-	}
-	ss := t.streams(conns, log)
 	defer func() {
 		for _, st := range ss {
 			st.c.Close()
@@ -452,6 +409,129 @@ func (t *test3) run(ctx context.Context) {
 		log.Warn("iperf3 test ended: idle in set-up, its slot given to a new test")
 		return
 	}
+	t.runMeasured(ss, log)
+}
+
+// clientIP is the client's address, unmapped.
+func (t *iperf3Test) clientIP() netip.Addr { return t.peer.Addr().Unmap() }
+
+// terminateOnShutdown tells the client the server terminated, and closes
+// the control connection, if ctx ends before the test; stop ends the watch.
+func (t *iperf3Test) terminateOnShutdown(ctx context.Context) (stop func()) {
+	ended := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = t.state(stateServerTerminate)
+			t.ctl.Close()
+		case <-ended:
+		}
+	}()
+	return func() { close(ended) }
+}
+
+// readParams asks for the parameters (PARAM_EXCHANGE) and reads them into
+// t.p; false: the client left or sent none the server can run, and was
+// told why.
+func (t *iperf3Test) readParams(log *slog.Logger) bool {
+	if err := t.state(stateParamExchange); err != nil {
+		log.Info("iperf3 test ended: client left before the parameters", "err", err)
+		return false
+	}
+	_ = t.ctl.SetReadDeadline(time.Now().Add(t.s.handshakeTimeout()))
+	b, err := readJSON(t.ctl)
+	if err != nil && t.setup.wasEvicted() {
+		return false // counted as its eviction
+	}
+	if err != nil {
+		log.Warn("iperf3 test ended: no parameters (wrong cookie on a data stream, or not an iperf3 client)", "err", err)
+		if !errors.Is(err, io.EOF) {
+			_ = t.send(serverError(ieRecvParams, int(syscall.EBADMSG))...)
+		}
+		return false
+	}
+	p, err := ParseParams(b)
+	if err != nil {
+		errno := syscall.EBADMSG
+		if p.SCTP {
+			errno = syscall.EPROTONOSUPPORT
+		}
+		log.Warn("iperf3 test refused: bad parameters", "err", err)
+		_ = t.send(serverError(ieRecvParams, int(errno))...)
+		return false
+	}
+	t.p = p
+	t.setup.stepped()
+	return true
+}
+
+// admitParams checks the parameters against the caps and, for a UDP test,
+// claims its datagrams/s within MaxPPSTotal; release gives them back.
+// false: refused, and the client told why.
+func (t *iperf3Test) admitParams(log *slog.Logger) (release func(), ok bool) {
+	ip := t.clientIP()
+	if ie, errno, why := t.overCap(); why != "" {
+		t.s.refuse.Refuse("iperf3: over cap", ip.String(), "why", why)
+		log.Warn("iperf3 test refused: over cap", "why", why)
+		_ = t.send(serverError(ie, errno)...)
+		return nil, false
+	}
+	if !t.p.UDP {
+		return func() {}, true
+	}
+	pps := t.pps()
+	if !t.s.claimPPS(pps) {
+		why := fmt.Sprintf("%d datagrams/s: the running UDP tests have %d of %d (iperf3.max_pps_total)", pps, t.s.udpPPSNow(), t.s.cfg.Limits.MaxPPSTotal)
+		t.s.refuse.Refuse("iperf3: UDP packet budget", ip.String(), "why", why)
+		log.Warn("iperf3 test refused: busy", "why", why)
+		_ = t.send(serverError(ieAccessDenied, 0)...)
+		return nil, false
+	}
+	return func() { t.s.releasePPS(pps) }, true
+}
+
+// openStreams asks for the streams (CREATE_STREAMS) and takes them as they
+// come, UDP ones one client test at a time; false: they did not all come,
+// and the client was told.
+func (t *iperf3Test) openStreams(log *slog.Logger) ([]*iperf3Stream, bool) {
+	p, ip := t.p, t.clientIP()
+	dirs := 1
+	if p.Bidir {
+		dirs = 2
+	}
+	want := p.Parallel * dirs
+	if p.UDP && !t.waitUDPTurn(ip) {
+		log.Warn("iperf3 test ended: another UDP test from this client was still setting up")
+		_ = t.send(serverError(ieInitTest, int(syscall.EBUSY))...)
+		return nil, false
+	}
+	t.accepting.Store(true)
+	if err := t.state(stateCreateStreams); err != nil {
+		return nil, false
+	}
+	conns, err := t.collect(want)
+	t.accepting.Store(false)
+	if p.UDP {
+		t.s.mu.Lock()
+		delete(t.s.udpWait, ip)
+		t.s.mu.Unlock()
+	}
+	if err != nil {
+		if !t.setup.wasEvicted() {
+			log.Warn("iperf3 test ended: streams did not arrive", "err", err, "want", want, "got", len(conns))
+		}
+		_ = t.send(serverError(ieStreamAccept, int(syscall.ETIMEDOUT))...)
+		for _, c := range conns {
+			c.Close()
+		}
+		return nil, false
+	}
+	return t.streams(conns, log), true
+}
+
+// runMeasured starts the test (TEST_START, TEST_RUNNING), measures it
+// until its end, exchanges the results and records it.
+func (t *iperf3Test) runMeasured(ss []*iperf3Stream, log *slog.Logger) {
 	m := newMeasure(t, ss)
 	if err := t.state(stateTestStart); err != nil {
 		return
@@ -467,7 +547,7 @@ func (t *test3) run(ctx context.Context) {
 		client = t.exchange(m, log)
 	}
 	for _, f := range m.events(client, outcome, why) {
-		cfg.Sink.Fetch(f)
+		t.s.cfg.Sink.Fetch(f)
 	}
 	if outcome != "ok" {
 		log.Warn("iperf3 test ended early", "why", why)
@@ -476,7 +556,7 @@ func (t *test3) run(ctx context.Context) {
 
 // overCap checks the parameters against the limits: the i_errno and errno
 // the client prints, and why for the log ("" when within the caps).
-func (t *test3) overCap() (ie, errno int, why string) {
+func (t *iperf3Test) overCap() (ie, errno int, why string) {
 	l, p := t.s.cfg.Limits, t.p
 	dirs := int64(1)
 	if p.Bidir {
@@ -514,7 +594,7 @@ func (t *test3) overCap() (ie, errno int, why string) {
 }
 
 // udpLen is a UDP test's datagram size.
-func (t *test3) udpLen() int {
+func (t *iperf3Test) udpLen() int {
 	if t.p.Len > 0 {
 		return t.p.Len
 	}
@@ -522,10 +602,10 @@ func (t *test3) udpLen() int {
 }
 
 // streamPPS is the datagrams per second one stream of a UDP test asks for.
-func (t *test3) streamPPS() int64 { return t.p.Bandwidth / (8 * int64(t.udpLen())) }
+func (t *iperf3Test) streamPPS() int64 { return t.p.Bandwidth / (8 * int64(t.udpLen())) }
 
 // pps is what a UDP test asks for over all its streams and directions.
-func (t *test3) pps() int64 {
+func (t *iperf3Test) pps() int64 {
 	dirs := int64(1)
 	if t.p.Bidir {
 		dirs = 2
@@ -556,7 +636,7 @@ func (s *Iperf3) releasePPS(pps int64) {
 // waitUDPTurn serializes the UDP stream set-up per client address: the
 // set-up datagrams carry no cookie, so only one test of a client may
 // collect them at a time.
-func (t *test3) waitUDPTurn(ip netip.Addr) bool {
+func (t *iperf3Test) waitUDPTurn(ip netip.Addr) bool {
 	deadline := time.Now().Add(t.s.cfg.SetupTimeout)
 	for time.Now().Before(deadline) && !t.setup.wasEvicted() {
 		t.s.mu.Lock()
@@ -573,7 +653,7 @@ func (t *test3) waitUDPTurn(ip netip.Addr) bool {
 
 // collect waits for want streams, TCP in accept order (the client connects
 // them one after another; iperf3 numbers them in that order).
-func (t *test3) collect(want int) ([]net.Conn, error) {
+func (t *iperf3Test) collect(want int) ([]net.Conn, error) {
 	timer := time.NewTimer(t.s.cfg.SetupTimeout)
 	defer timer.Stop()
 	var tcp []seqConn
@@ -614,12 +694,12 @@ func (t *test3) collect(want int) ([]net.Conn, error) {
 
 // streams assigns ids and roles: the server receives on the client's
 // sending streams (made first under --bidir) and sends on the rest.
-func (t *test3) streams(conns []net.Conn, log interface{ Debug(string, ...any) }) []*stream3 {
+func (t *iperf3Test) streams(conns []net.Conn, log interface{ Debug(string, ...any) }) []*iperf3Stream {
 	p := t.p
-	ss := make([]*stream3, len(conns))
+	ss := make([]*iperf3Stream, len(conns))
 	for i, c := range conns {
 		sender := p.Reverse || p.Bidir && i >= p.Parallel
-		st := &stream3{id: streamID(i), sender: sender, c: c, udp: p.UDP}
+		st := &iperf3Stream{id: streamID(i), sender: sender, c: c, udp: p.UDP}
 		if tc, ok := c.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(p.NoDelay)
 			if p.Congestion != "" {
@@ -654,7 +734,7 @@ const endGrace = 5 * time.Second
 
 // runLimit bounds the measured part: -t and -O plus endGrace, and a test
 // ended by -n or -k (no -t) at MaxDuration.
-func (t *test3) runLimit() time.Duration {
+func (t *iperf3Test) runLimit() time.Duration {
 	var d time.Duration
 	if t.p.Time > 0 {
 		d = time.Duration(t.p.Time+t.p.Omit) * time.Second
@@ -665,7 +745,7 @@ func (t *test3) runLimit() time.Duration {
 // runLimit is how long a test that asked for d (0: it ends by bytes or
 // blocks) may run, iperf3's and iperf 2's alike: d within MaxDuration plus
 // endGrace, or MaxDuration, however few bytes a slow or silent board lets
-// through (issue 27: a -n test ran 70 s against a 60 s cap).
+// through (see perfsrv/DESIGN.md#whole-test-time-row-18).
 func runLimit(l Limits, d time.Duration) time.Duration {
 	if d > 0 {
 		return min(d, l.MaxDuration) + endGrace
@@ -675,7 +755,7 @@ func runLimit(l Limits, d time.Duration) time.Duration {
 
 // waitEnd reads the control connection during the test, for at most limit:
 // TEST_END is the normal end; anything else ends it early.
-func (t *test3) waitEnd(limit time.Duration) (outcome, why string) {
+func (t *iperf3Test) waitEnd(limit time.Duration) (outcome, why string) {
 	_ = t.ctl.SetReadDeadline(time.Now().Add(limit))
 	var b [1]byte
 	_, err := io.ReadFull(t.ctl, b[:])
@@ -700,7 +780,7 @@ func (t *test3) waitEnd(limit time.Duration) (outcome, why string) {
 
 // exchange runs the result exchange and returns the client's results (nil
 // when it failed; the test is still recorded from the server's side).
-func (t *test3) exchange(m *measure, log interface {
+func (t *iperf3Test) exchange(m *measure, log interface {
 	Warn(string, ...any)
 	Debug(string, ...any)
 }) *results {

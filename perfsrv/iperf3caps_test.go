@@ -130,7 +130,7 @@ func TestBlocksNext(t *testing.T) {
 		{"-k left 3", Params{TCP: true, Blocks: 10}, 100, 700, 7, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := &measure{t: &test3{p: tc.p}}
+			m := &measure{t: &iperf3Test{p: tc.p}}
 			m.total.Store(tc.total)
 			m.blocks.Store(tc.blks)
 			if got := m.blocksNext(tc.blk); got != tc.want {
@@ -154,7 +154,7 @@ func TestRunLimit(t *testing.T) {
 		{"-k 1G", Params{TCP: true, Blocks: 1 << 30}, 60 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tt := &test3{s: &Iperf3{cfg: Config{}.withDefaults()}, p: tc.p}
+			tt := &iperf3Test{s: &Iperf3{cfg: Config{}.withDefaults()}, p: tc.p}
 			if got := tt.runLimit(); got != tc.want {
 				t.Errorf("runLimit() = %v, want %v", got, tc.want)
 			}

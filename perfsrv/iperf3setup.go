@@ -12,8 +12,8 @@ import (
 // a set-up that went setupIdle without a step is given up when a new test
 // finds no slot, and one address has at most maxSetupPerAddr tests in
 // set-up at once (a further one waits its handshakeTimeout for its turn):
-// four addresses that send cookies and nothing more can no longer hold all
-// 16 slots again and again (issue 27, row 15's kind).
+// a few addresses that send cookies and nothing more cannot hold every
+// slot again and again (see perfsrv/DESIGN.md#iperf3-tests-in-set-up).
 const (
 	setupIdle       = 500 * time.Millisecond
 	maxSetupPerAddr = 2
@@ -184,7 +184,7 @@ func (s *Iperf3) othersFirstLocked(w *admitWaiter) bool {
 // help anyway: set-ups not yet idle are in the way.
 func (s *Iperf3) giveUpIdleLocked(ip netip.Addr, now time.Time) (evicted, more bool) {
 	own := s.tests.by[ip] >= s.cfg.Limits.MaxPerClient
-	var victim *test3
+	var victim *iperf3Test
 	var oldest time.Time
 	inSetup := false
 	for _, t := range s.byCookie {

@@ -16,8 +16,8 @@ import (
 	meas "github.com/pxeperf/pxeperf/measure"
 )
 
-// stream3 is one data stream of a test.
-type stream3 struct {
+// iperf3Stream is one data stream of a test.
+type iperf3Stream struct {
 	id     int
 	sender bool // the server sends on it
 	udp    bool
@@ -40,8 +40,8 @@ type stream3 struct {
 
 // measure runs the measured part of a test and keeps its samples.
 type measure struct {
-	t       *test3
-	ss      []*stream3
+	t       *iperf3Test
+	ss      []*iperf3Stream
 	wall    time.Time // test start (TEST_RUNNING sent)
 	t0      time.Time // measured start (after the omitted seconds)
 	end     time.Time
@@ -55,14 +55,14 @@ type measure struct {
 
 	// One sampler a direction, from t0 (meas.Sampler); their readings
 	// land in baseTx, tx, baseRx and rx at stop.
-	smpTx, smpRx *ticker2
+	smpTx, smpRx *sampleTicker
 	mu           sync.Mutex
 	baseTx       sample // at t0, the direction the board sends (server receives)
 	baseRx       sample
 	tx, rx       []sample
 }
 
-func newMeasure(t *test3, ss []*stream3) *measure {
+func newMeasure(t *iperf3Test, ss []*iperf3Stream) *measure {
 	return &measure{t: t, ss: ss, ended: make(chan struct{})}
 }
 
@@ -119,10 +119,10 @@ func (m *measure) snap(sending bool, at time.Duration) sample {
 //
 // The base is what came before the measured start: only the omitted
 // seconds (-O). Without them it is zero, not a snapshot taken when the
-// sampler first runs: on a loaded host that was after the first megabytes
-// (a -n 1M test at 5 Gbit/s is over in 2 ms), and the record came out
-// short of what the board sent (831,424 B of 1 MiB in the soak).
-func (m *measure) sampler(sending bool) *ticker2 {
+// sampler first runs: on a loaded host that can be after the first
+// megabytes, and the record would come out short of what the board sent
+// (see perfsrv/DESIGN.md#sampler-base).
+func (m *measure) sampler(sending bool) *sampleTicker {
 	return startSampling(m.t0, m.t.s.cfg.Interval, func(at time.Duration) sample {
 		s := m.snap(sending, at)
 		if at == 0 { // the base
@@ -139,8 +139,8 @@ func (m *measure) sampler(sending bool) *ticker2 {
 // After TEST_END the receivers read what is still in flight until a
 // stream is idle for drainIdle (at most drainMax): the client counted those
 // bytes as sent before it stopped, and a loaded host may hold them in its
-// socket buffer for a while (-P 4 at load 15 left 0.5% behind after a
-// fixed 300 ms).
+// socket buffer for a while, longer than any fixed wait (see
+// perfsrv/DESIGN.md#drain-after-test_end).
 const (
 	drainIdle = 100 * time.Millisecond
 	drainMax  = 3 * time.Second
@@ -148,7 +148,7 @@ const (
 
 // drain moves a receiving stream's deadline on while bytes still come
 // after the end.
-func (m *measure) drain(st *stream3) {
+func (m *measure) drain(st *iperf3Stream) {
 	if m.stopped.Load() {
 		until := time.Now().Add(drainIdle)
 		if last := m.end.Add(drainMax); until.After(last) {
@@ -243,7 +243,7 @@ func (m *measure) limitReached() bool {
 	return p.Bytes > 0 && m.total.Load() >= p.Bytes || p.Blocks > 0 && m.blocks.Load() >= p.Blocks
 }
 
-func (m *measure) sendTCP(st *stream3) {
+func (m *measure) sendTCP(st *iperf3Stream) {
 	blk := m.blockLen()
 	buf := m.t.s.sendPayload()
 	rate := m.t.p.Bandwidth
@@ -277,7 +277,7 @@ func (m *measure) blocksNext(blk int) int {
 	return int(k)
 }
 
-func (m *measure) sendUDP(st *stream3) {
+func (m *measure) sendUDP(st *iperf3Stream) {
 	size := m.blockLen()
 	buf := payload(size)
 	rate := m.t.p.Bandwidth
@@ -317,7 +317,7 @@ func (m *measure) sendUDP(st *stream3) {
 	}
 }
 
-func (m *measure) recvTCP(st *stream3) {
+func (m *measure) recvTCP(st *iperf3Stream) {
 	buf := make([]byte, 128<<10) // iperf3's own read size; one per receiving stream
 	for {
 		n, err := st.c.Read(buf)
@@ -335,7 +335,7 @@ func (m *measure) recvTCP(st *stream3) {
 // recvUDP counts datagrams, loss, reordering and jitter as iperf_udp_recv
 // does (meas.UDPRecv, from sequence number 1; RFC 3550 jitter from the
 // sender's timestamps).
-func (m *measure) recvUDP(st *stream3) {
+func (m *measure) recvUDP(st *iperf3Stream) {
 	buf := make([]byte, 65536)
 	wide := m.t.p.UDP64
 	u := meas.NewUDPRecv(1, 0)
@@ -469,93 +469,128 @@ func (m *measure) text() string {
 // over streams. tx: the board sent (server received); rx: the board
 // received (server sent).
 func (m *measure) events(client *results, outcome, why string) []*event.Fetch {
-	p := m.t.p
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []*event.Fetch
 	for _, sending := range []bool{false, true} {
-		var mine []*stream3
-		for _, st := range m.ss {
-			if st.sender == sending {
-				mine = append(mine, st)
-			}
+		if f := m.directionEvent(sending, client, outcome, why); f != nil {
+			out = append(out, f)
 		}
-		if len(mine) == 0 {
-			continue
-		}
-		base, ss, dir := m.baseTx, m.tx, "tx"
-		if sending {
-			base, ss, dir = m.baseRx, m.rx, "rx"
-		}
-		var bytes int64
-		if len(ss) > 0 {
-			bytes = ss[len(ss)-1].bytes - base.bytes
-		}
-		f := &event.Fetch{
-			Start: m.wall, Proto: event.ProtoTCP, Client: m.t.peer, File: m.describe(dir), Bytes: bytes, Size: -1,
-			Duration: m.measured(), Outcome: outcome, Err: why, Source: SourceIperf3, Direction: dir,
-			Interface: ifaceOf(addrPort(m.t.ctl.LocalAddr()).Addr()),
-			Intervals: intervals(base, ss, m.t.s.cfg.Interval/10),
-			Labels:    map[string]string{"streams": strconv.Itoa(len(mine)), "test": m.t.cookie[:8]},
-			Test:      &event.TestInfo{},
-		}
-		if p.UDP {
-			f.Proto = event.ProtoUDP
-		}
-		if !sending && outcome == event.OutcomeOK {
-			// The board sent: it stopped at its last byte, which the
-			// server saw; TEST_END may arrive later on a busy host.
-			var last int64
-			for _, st := range mine {
-				last = max(last, st.lastRead.Load())
-			}
-			if d := time.Unix(0, last).Sub(m.t0); last > 0 && d > 0 && d < f.Duration {
-				f.Duration = d
-			}
-		}
-		m.labels(f)
-		if sending && !p.UDP {
-			f.Test.ServerWritten = written(mine)
-			ti := &event.TCPInfo{}
-			for i, st := range mine {
-				ti.Retransmits += st.atEnd.retransmits
-				if i == 0 {
-					ti.RTT, ti.SndWnd, ti.MaxSndWnd = st.atEnd.rtt, st.atEnd.sndWnd, st.atEnd.sndWnd
-				}
-			}
-			f.TCP = ti
-		}
-		if !sending && p.UDP {
-			var lost, pk int64
-			var jit float64
-			for _, st := range mine {
-				lost, pk, jit = lost+st.lost, pk+st.packets, jit+st.jitter
-			}
-			f.UDP = &event.UDPInfo{JitterMs: jit / float64(len(mine)) * 1000, Lost: lost, Packets: pk}
-		}
-		cb, secs := m.clientSide(f, client, mine, sending)
-		switch {
-		case sending && p.UDP && cb >= 0:
-			// UDP the board received: only the board knows what arrived.
-			f.Test.ServerBytes, f.Bytes = f.Bytes, cb
-		case sending && cb >= 0 && cb <= written(mine):
-			// TCP the board received: the board's figure is what its
-			// application read within its clock. What the server saw
-			// acknowledged at TEST_END differs both ways on busy hosts: a
-			// board that lags leaves megabytes unread in its socket buffer
-			// (6% of a --bidir leg at load 15), and ACKs still queued make
-			// it short (0.4%). The board cannot have read more than the
-			// server wrote.
-			f.Test.ServerBytes, f.Bytes = f.Bytes, cb
-		}
-		clientClock(f, outcome, secs)
-		out = append(out, f)
 	}
 	return out
 }
 
+// directionEvent is the record of one direction (sending: the server's
+// sending streams), nil when no stream went that way. Holds m.mu.
+func (m *measure) directionEvent(sending bool, client *results, outcome, why string) *event.Fetch {
+	mine := m.direction(sending)
+	if len(mine) == 0 {
+		return nil
+	}
+	f := m.serverEvent(sending, mine, outcome, why)
+	if !sending && outcome == event.OutcomeOK {
+		endAtLastRead(f, mine, m.t0)
+	}
+	m.labels(f)
+	m.serverFigures(f, mine, sending)
+	cb, secs := m.clientSide(f, client, mine, sending)
+	preferBoardBytes(f, mine, sending, m.t.p.UDP, cb)
+	clientClock(f, outcome, secs)
+	return f
+}
+
+// direction is the streams one way: sending, the server's sending streams.
+func (m *measure) direction(sending bool) []*iperf3Stream {
+	var mine []*iperf3Stream
+	for _, st := range m.ss {
+		if st.sender == sending {
+			mine = append(mine, st)
+		}
+	}
+	return mine
+}
+
+// serverEvent is a direction's record as the server measured it: its
+// samples' bytes over the measured part.
+func (m *measure) serverEvent(sending bool, mine []*iperf3Stream, outcome, why string) *event.Fetch {
+	base, ss, dir := m.baseTx, m.tx, "tx"
+	if sending {
+		base, ss, dir = m.baseRx, m.rx, "rx"
+	}
+	var bytes int64
+	if len(ss) > 0 {
+		bytes = ss[len(ss)-1].bytes - base.bytes
+	}
+	f := &event.Fetch{
+		Start: m.wall, Proto: event.ProtoTCP, Client: m.t.peer, File: m.describe(dir), Bytes: bytes, Size: -1,
+		Duration: m.measured(), Outcome: outcome, Err: why, Source: SourceIperf3, Direction: dir,
+		Interface: ifaceOf(addrPort(m.t.ctl.LocalAddr()).Addr()),
+		Intervals: intervals(base, ss, m.t.s.cfg.Interval/10),
+		Labels:    map[string]string{"streams": strconv.Itoa(len(mine)), "test": m.t.cookie[:8]},
+		Test:      &event.TestInfo{},
+	}
+	if m.t.p.UDP {
+		f.Proto = event.ProtoUDP
+	}
+	return f
+}
+
+// endAtLastRead ends what the board sent at its last byte, which the
+// server saw: TEST_END may arrive later on a busy host.
+func endAtLastRead(f *event.Fetch, mine []*iperf3Stream, t0 time.Time) {
+	var last int64
+	for _, st := range mine {
+		last = max(last, st.lastRead.Load())
+	}
+	if d := time.Unix(0, last).Sub(t0); last > 0 && d > 0 && d < f.Duration {
+		f.Duration = d
+	}
+}
+
+// serverFigures puts the server's own TCP_INFO (TCP it sent) or loss and
+// jitter (UDP it received) on the record.
+func (m *measure) serverFigures(f *event.Fetch, mine []*iperf3Stream, sending bool) {
+	udp := m.t.p.UDP
+	if sending && !udp {
+		f.Test.ServerWritten = written(mine)
+		ti := &event.TCPInfo{}
+		for i, st := range mine {
+			ti.Retransmits += st.atEnd.retransmits
+			if i == 0 {
+				ti.RTT, ti.SndWnd, ti.MaxSndWnd = st.atEnd.rtt, st.atEnd.sndWnd, st.atEnd.sndWnd
+			}
+		}
+		f.TCP = ti
+	}
+	if !sending && udp {
+		var lost, pk int64
+		var jit float64
+		for _, st := range mine {
+			lost, pk, jit = lost+st.lost, pk+st.packets, jit+st.jitter
+		}
+		f.UDP = &event.UDPInfo{JitterMs: jit / float64(len(mine)) * 1000, Lost: lost, Packets: pk}
+	}
+}
+
+// preferBoardBytes makes what the board received (cb, from the result
+// exchange; < 0: unknown) the record's bytes, the server's figure kept
+// beside it. UDP: only the board knows what arrived. TCP: the board's
+// figure is what its application read within its clock; what the server
+// saw acknowledged at TEST_END differs both ways on a busy host (unread
+// bytes in the board's socket buffer, ACKs still queued; see
+// perfsrv/DESIGN.md#board-bytes), and the board cannot have read more than
+// the server wrote.
+func preferBoardBytes(f *event.Fetch, mine []*iperf3Stream, sending, udp bool, cb int64) {
+	switch {
+	case sending && udp && cb >= 0:
+		f.Test.ServerBytes, f.Bytes = f.Bytes, cb
+	case sending && cb >= 0 && cb <= written(mine):
+		f.Test.ServerBytes, f.Bytes = f.Bytes, cb
+	}
+}
+
 // written is what the server wrote to ss since the measured start.
-func written(ss []*stream3) int64 {
+func written(ss []*iperf3Stream) int64 {
 	var n int64
 	for _, st := range ss {
 		n += st.bytes.Load() - st.base
@@ -568,7 +603,7 @@ func written(ss []*stream3) int64 {
 // start_time of its streams), the interval its own Mbit/s covers. The
 // server's window (TEST_RUNNING sent to TEST_END read) starts before the
 // client's clock and ends after it by a trip and the scheduling of two
-// busy hosts: 1-2% of a 3 s test under load. The server's window stays on
+// busy hosts (see perfsrv/DESIGN.md#board-clock). The server's window stays on
 // the record (ServerDuration); a client time far from it (a clock jump, a
 // bogus client) is not used.
 func clientClock(f *event.Fetch, outcome string, secs float64) {
@@ -595,7 +630,7 @@ func boardClock(own, board float64) (float64, bool) {
 // beside the server's: the client's streams matching this direction. It
 // returns the client's bytes, -1 when it sent none, and the seconds it
 // measured them over (0: unknown).
-func (m *measure) clientSide(f *event.Fetch, client *results, mine []*stream3, sending bool) (int64, float64) {
+func (m *measure) clientSide(f *event.Fetch, client *results, mine []*iperf3Stream, sending bool) (int64, float64) {
 	if client == nil {
 		return -1, 0
 	}

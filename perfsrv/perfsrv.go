@@ -63,31 +63,22 @@ type Limits struct {
 }
 
 func (l Limits) withDefaults() Limits {
-	if l.MaxTests <= 0 {
-		l.MaxTests = 16
-	}
-	if l.MaxPerClient <= 0 {
-		l.MaxPerClient = 4
-	}
-	if l.MaxDuration <= 0 {
-		l.MaxDuration = 60 * time.Second
-	}
-	if l.MaxRate <= 0 {
-		l.MaxRate = 10e9
-	}
-	if l.MaxStreams <= 0 {
-		l.MaxStreams = 16
-	}
-	if l.MinUDPLen <= 0 {
-		l.MinUDPLen = 128
-	}
-	if l.MaxPPS <= 0 {
-		l.MaxPPS = 100000
-	}
-	if l.MaxPPSTotal <= 0 {
-		l.MaxPPSTotal = 200000
-	}
+	orDefault(&l.MaxTests, 16)
+	orDefault(&l.MaxPerClient, 4)
+	orDefault(&l.MaxDuration, 60*time.Second)
+	orDefault(&l.MaxRate, 10e9)
+	orDefault(&l.MaxStreams, 16)
+	orDefault(&l.MinUDPLen, 128)
+	orDefault(&l.MaxPPS, 100000)
+	orDefault(&l.MaxPPSTotal, 200000)
 	return l
+}
+
+// orDefault sets *v to def when it is zero or less.
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // Clients names a board by its address (hosts.Table: DHCP leases and host
@@ -119,12 +110,8 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	c.Limits = c.Limits.withDefaults()
-	if c.Interval <= 0 {
-		c.Interval = time.Second
-	}
-	if c.SetupTimeout <= 0 {
-		c.SetupTimeout = 10 * time.Second
-	}
+	orDefault(&c.Interval, time.Second)
+	orDefault(&c.SetupTimeout, 10*time.Second)
 	if c.Sink == nil {
 		c.Sink = event.Discard{}
 	}
@@ -226,32 +213,32 @@ func intervals(base sample, ss []sample, minTail time.Duration) []event.Interval
 	return out
 }
 
-// ticker2 is a measure.Sampler of one direction's samples: a reading every
+// sampleTicker is a measure.Sampler of one direction's samples: a reading every
 // period from start, each at the time it was taken.
-type ticker2 struct{ s *meas.Sampler }
+type sampleTicker struct{ s *meas.Sampler }
 
-func startTicker(start time.Time, period time.Duration, snap func(at time.Duration) sample) *ticker2 {
+func startTicker(start time.Time, period time.Duration, snap func(at time.Duration) sample) *sampleTicker {
 	return startSampling(start, period, snap, false)
 }
 
 // startSampling is startTicker with, when base is set, a first reading
 // snap(0) at start (waiting for it): what came before is not measured.
-func startSampling(start time.Time, period time.Duration, snap func(at time.Duration) sample, base bool) *ticker2 {
-	return &ticker2{meas.StartSampler(start, period, func(at time.Duration) meas.Sample { return snap(at).reading() },
+func startSampling(start time.Time, period time.Duration, snap func(at time.Duration) sample, base bool) *sampleTicker {
+	return &sampleTicker{meas.StartSampler(start, period, func(at time.Duration) meas.Sample { return snap(at).reading() },
 		meas.SamplerOptions{Base: base})}
 }
 
 // pause stops the readings; stop or stopBase ends them.
-func (t *ticker2) pause() { t.s.Pause() }
+func (t *sampleTicker) pause() { t.s.Pause() }
 
 // stop ends the samples with last (a reading at or after it is dropped).
-func (t *ticker2) stop(last sample) []sample {
+func (t *sampleTicker) stop(last sample) []sample {
 	_, ss := t.stopBase(last)
 	return ss
 }
 
 // stopBase is stop with the base reading (zero without one).
-func (t *ticker2) stopBase(last sample) (sample, []sample) {
+func (t *sampleTicker) stopBase(last sample) (sample, []sample) {
 	base, rs := t.s.Stop(last.reading())
 	ss := make([]sample, len(rs))
 	for i, r := range rs {
@@ -267,7 +254,7 @@ func (t *ticker2) stopBase(last sample) (sample, []sample) {
 // transient accept error (at the descriptor limit, EMFILE) is retried
 // every 50 ms and counted in refused as svc+": accept failed", logged once
 // a minute with the count so far: a listener kept at the limit by a flood
-// must not write 20 lines a second (issue 27).
+// must not write a line every retry (see perfsrv/DESIGN.md#accept-failures).
 func serve(ctx context.Context, ln *net.TCPListener, udp *net.UDPConn, wg *sync.WaitGroup,
 	readUDP func(), handle func(c *net.TCPConn, seq uint64), refused *refuse.Log, svc string) error {
 	closeAll := func() {

@@ -24,8 +24,8 @@ func TestIperf3UDPRecvDuplicate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	st := &stream3{id: 1, udp: true, c: srv}
-	m := newMeasure(&test3{p: Params{UDP: true, Bandwidth: 1e6, Len: 100}}, []*stream3{st})
+	st := &iperf3Stream{id: 1, udp: true, c: srv}
+	m := newMeasure(&iperf3Test{p: Params{UDP: true, Bandwidth: 1e6, Len: 100}}, []*iperf3Stream{st})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -2,7 +2,8 @@ package perfsrv
 
 import "fmt"
 
-// The UDP packet budget, iperf3's and iperf 2's alike (issue 27 row 6): a
+// The UDP packet budget, iperf3's and iperf 2's alike (see
+// perfsrv/DESIGN.md#udp-packet-budget-row-6): a
 // datagram costs the server about the same CPU whatever its size (a
 // system call, the veth's transmit, a checksum), so bits/s alone do not
 // bound a UDP test. A test asks at least MinUDPLen bytes a datagram and

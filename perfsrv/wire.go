@@ -113,50 +113,85 @@ var errBadParams = errors.New("bad iperf3 parameters")
 // out of range and wrong types are errors that say which key.
 func ParseParams(b []byte) (Params, error) {
 	var p Params
-	var m map[string]json.RawMessage
+	obj, err := decodeParamObject(b)
+	if err != nil {
+		return p, err
+	}
+	obj.readFlags(&p)
+	if err := obj.readNumbers(&p); err != nil {
+		return p, err
+	}
+	if err := obj.readStrings(&p); err != nil {
+		return p, err
+	}
+	if p.Parallel == 0 {
+		p.Parallel = 1
+	}
+	return p, p.check()
+}
+
+// paramObject is a parameter message's keys, each value as it came.
+type paramObject map[string]json.RawMessage
+
+func decodeParamObject(b []byte) (paramObject, error) {
+	var m paramObject
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
 	if err := d.Decode(&m); err != nil {
-		return p, fmt.Errorf("%w: not a JSON object: %v", errBadParams, err)
+		return nil, fmt.Errorf("%w: not a JSON object: %v", errBadParams, err)
 	}
 	if m == nil {
-		return p, fmt.Errorf("%w: not a JSON object", errBadParams)
+		return nil, fmt.Errorf("%w: not a JSON object", errBadParams)
 	}
-	has := func(k string) bool { _, ok := m[k]; return ok }
-	num := func(k string, max float64) (float64, error) {
-		raw, ok := m[k]
-		if !ok {
-			return 0, nil
-		}
-		var f float64
-		if err := json.Unmarshal(raw, &f); err != nil {
-			return 0, fmt.Errorf("%w: %q is not a number", errBadParams, k)
-		}
-		if math.IsNaN(f) || f < 0 || f > max {
-			return 0, fmt.Errorf("%w: %q = %v is out of range 0..%v", errBadParams, k, f, max)
-		}
-		return f, nil
+	return m, nil
+}
+
+func (m paramObject) has(k string) bool { _, ok := m[k]; return ok }
+
+// num is key k's number in 0..max, 0 when absent.
+func (m paramObject) num(k string, max float64) (float64, error) {
+	raw, ok := m[k]
+	if !ok {
+		return 0, nil
 	}
-	str := func(k string) (string, error) {
-		raw, ok := m[k]
-		if !ok {
-			return "", nil
-		}
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", fmt.Errorf("%w: %q is not a string", errBadParams, k)
-		}
-		if len(s) > 256 {
-			s = s[:256]
-		}
-		return s, nil
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return 0, fmt.Errorf("%w: %q is not a number", errBadParams, k)
 	}
-	p.TCP, p.UDP, p.SCTP = has("tcp"), has("udp"), has("sctp")
-	p.NoDelay, p.Reverse, p.Bidir = has("nodelay"), has("reverse"), has("bidirectional")
+	if math.IsNaN(f) || f < 0 || f > max {
+		return 0, fmt.Errorf("%w: %q = %v is out of range 0..%v", errBadParams, k, f, max)
+	}
+	return f, nil
+}
+
+// str is key k's string, cut to 256 bytes, "" when absent.
+func (m paramObject) str(k string) (string, error) {
+	raw, ok := m[k]
+	if !ok {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", fmt.Errorf("%w: %q is not a string", errBadParams, k)
+	}
+	if len(s) > 256 {
+		s = s[:256]
+	}
+	return s, nil
+}
+
+// readFlags sets the present-or-absent flags and the truthy ones.
+func (m paramObject) readFlags(p *Params) {
+	p.TCP, p.UDP, p.SCTP = m.has("tcp"), m.has("udp"), m.has("sctp")
+	p.NoDelay, p.Reverse, p.Bidir = m.has("nodelay"), m.has("reverse"), m.has("bidirectional")
 	p.GetServerOutput = truthy(m["get_server_output"])
 	p.UDP64 = truthy(m["udp_counters_64bit"])
 	p.ZeroCopy = truthy(m["zerocopy"])
 	p.JSON = truthy(m["json"])
+}
+
+// readNumbers sets the numbers, each within its key's range.
+func (m paramObject) readNumbers(p *Params) error {
 	const maxInt = math.MaxInt32
 	ints := []struct {
 		key string
@@ -168,9 +203,9 @@ func ParseParams(b []byte) (Params, error) {
 		{"burst", 1000, &p.Burst}, {"TOS", 255, &p.TOS},
 	}
 	for _, f := range ints {
-		v, err := num(f.key, f.max)
+		v, err := m.num(f.key, f.max)
 		if err != nil {
-			return p, err
+			return err
 		}
 		*f.dst = int(v)
 	}
@@ -179,39 +214,46 @@ func ParseParams(b []byte) (Params, error) {
 		dst *int64
 	}{{"num", &p.Bytes}, {"blockcount", &p.Blocks}, {"bandwidth", &p.Bandwidth}, {"fqrate", &p.FQRate}}
 	for _, f := range i64s {
-		v, err := num(f.key, 1<<62)
+		v, err := m.num(f.key, 1<<62)
 		if err != nil {
-			return p, err
+			return err
 		}
 		*f.dst = int64(v)
 	}
+	return nil
+}
+
+// readStrings sets the strings.
+func (m paramObject) readStrings(p *Params) error {
 	var err error
 	for _, s := range []struct {
 		key string
 		dst *string
 	}{{"title", &p.Title}, {"extra_data", &p.ExtraData}, {"congestion", &p.Congestion}, {"client_version", &p.ClientVersion}} {
-		if *s.dst, err = str(s.key); err != nil {
-			return p, err
+		if *s.dst, err = m.str(s.key); err != nil {
+			return err
 		}
 	}
-	if p.Parallel == 0 {
-		p.Parallel = 1
-	}
+	return nil
+}
+
+// check refuses parameters no test can run with.
+func (p Params) check() error {
 	switch {
 	case p.SCTP:
-		return p, fmt.Errorf("%w: SCTP is not served (use TCP or UDP)", errBadParams)
+		return fmt.Errorf("%w: SCTP is not served (use TCP or UDP)", errBadParams)
 	case p.TCP == p.UDP:
-		return p, fmt.Errorf("%w: exactly one of \"tcp\" and \"udp\" must be set", errBadParams)
+		return fmt.Errorf("%w: exactly one of \"tcp\" and \"udp\" must be set", errBadParams)
 	case p.Reverse && p.Bidir:
-		return p, fmt.Errorf("%w: reverse and bidirectional together", errBadParams)
+		return fmt.Errorf("%w: reverse and bidirectional together", errBadParams)
 	case p.UDP && p.Len > 0 && (p.Len < 16 || p.Len > 65507):
-		return p, fmt.Errorf("%w: UDP datagram length %d outside 16..65507", errBadParams, p.Len)
+		return fmt.Errorf("%w: UDP datagram length %d outside 16..65507", errBadParams, p.Len)
 	case p.TCP && p.Len > 16<<20:
-		return p, fmt.Errorf("%w: block length %d over 16 MiB", errBadParams, p.Len)
+		return fmt.Errorf("%w: block length %d over 16 MiB", errBadParams, p.Len)
 	case p.Time == 0 && p.Bytes == 0 && p.Blocks == 0:
-		return p, fmt.Errorf("%w: no end condition (time, num or blockcount)", errBadParams)
+		return fmt.Errorf("%w: no end condition (time, num or blockcount)", errBadParams)
 	}
-	return p, nil
+	return nil
 }
 
 // truthy: iperf3 sends some flags as true, others as a number (1).

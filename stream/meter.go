@@ -37,6 +37,18 @@ func (s sampler) finishAt(end time.Duration) ([]Stats, Stats, time.Duration) {
 // is done, so no interval starts during the grace period.
 func (s sampler) pause() { s.Pause() }
 
+// wholeTest is a side's total as its sum over the whole test, el long.
+func wholeTest(total Stats, el time.Duration) Stats {
+	total.Start, total.End, total.BitsPerSecond = 0, el, measure.BitsPerSecond(total.Bytes, el)
+	return total
+}
+
+// tcpReceived is a TCP receiver's sum: bytes over the whole test, el long
+// (the sender's TCP figures are the sender's).
+func tcpReceived(bytes int64, el time.Duration) Stats {
+	return Stats{End: el, Bytes: bytes, BitsPerSecond: measure.BitsPerSecond(bytes, el)}
+}
+
 func statsOf(v measure.Interval) Stats {
 	return Stats{Start: v.Start, End: v.End, Bytes: v.Bytes, BitsPerSecond: v.BitsPerSecond(),
 		Retransmits: v.Retransmits, SndCwnd: v.Cwnd, RTT: v.RTT,

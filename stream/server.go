@@ -299,7 +299,7 @@ func (s *Server) runTCP(ctx context.Context, ctl net.Conn, sess *session) (messa
 		if !errors.Is(err, io.EOF) {
 			return message{}, fmt.Errorf("receiving: %w", err)
 		}
-		sum := Stats{End: el, Bytes: total.Bytes, BitsPerSecond: measure.BitsPerSecond(total.Bytes, el)}
+		sum := tcpReceived(total.Bytes, el)
 		return message{Type: "result", Intervals: iv, Sum: &sum}, nil
 	}
 	smp := startSampler(start, every, func() measure.Sample { return tcpSample(data, n.Load()) })
@@ -312,8 +312,7 @@ func (s *Server) runTCP(ctx context.Context, ctl net.Conn, sess *session) (messa
 	if err := data.CloseWrite(); err != nil {
 		return message{}, err
 	}
-	sum := total
-	sum.Start, sum.End, sum.BitsPerSecond = 0, el, measure.BitsPerSecond(total.Bytes, el)
+	sum := wholeTest(total, el)
 	return message{Type: "result", Intervals: iv, Sum: &sum}, nil
 }
 
@@ -377,8 +376,8 @@ func (s *Server) runUDP(ctx context.Context, ctl net.Conn, sess *session) (messa
 		rs.sent.Store(done.Packets)
 		iv, total, el := smp.finishAt(stopAt)
 		sess.recv.Store(nil)
-		total.Start, total.End, total.BitsPerSecond = 0, el, measure.BitsPerSecond(total.Bytes, el)
-		return message{Type: "result", Intervals: iv, Sum: &total}, nil
+		sum := wholeTest(total, el)
+		return message{Type: "result", Intervals: iv, Sum: &sum}, nil
 	}
 	if err := writeFrame(ctl, message{Type: "start"}); err != nil {
 		return message{}, err
@@ -391,8 +390,8 @@ func (s *Server) runUDP(ctx context.Context, ctl net.Conn, sess *session) (messa
 	if err != nil {
 		return message{}, fmt.Errorf("sending UDP: %w", err)
 	}
-	total.Start, total.End, total.BitsPerSecond = 0, el, measure.BitsPerSecond(total.Bytes, el)
-	return message{Type: "result", Intervals: iv, Sum: &total, Packets: total.Packets}, nil
+	sum := wholeTest(total, el)
+	return message{Type: "result", Intervals: iv, Sum: &sum, Packets: total.Packets}, nil
 }
 
 // readUDP dispatches datagrams to their session until the socket closes.

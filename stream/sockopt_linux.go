@@ -30,9 +30,10 @@ func bufControl(rcv, snd int) func(network, address string, c syscall.RawConn) e
 }
 
 // udpServerRcvbuf is the receive buffer of the server's shared UDP socket:
-// at 1 Gbit/s a tbf burst (or a pacer batch) is hundreds of datagrams, and
-// with the default 208 KiB the socket overflows (UdpRcvbufErrors) before
-// the reader drains it, which shows as loss iperf3 does not see.
+// at gigabit rates a tbf burst (or a pacer batch) is hundreds of
+// datagrams, and with the kernel's default buffer the socket overflows
+// (UdpRcvbufErrors) before the reader drains it, which shows as loss
+// iperf3 does not see (see stream/DESIGN.md#udp-receive-buffer).
 const udpServerRcvbuf = 4 << 20
 
 // growRcvbuf raises c's SO_RCVBUF to n: SO_RCVBUFFORCE when privileged
