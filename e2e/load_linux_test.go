@@ -17,7 +17,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,12 +139,12 @@ admin:
 	tr.CloseIdleConnections()
 	// The baseline once the warm-up's connections are closed: no active
 	// fetch and the same open files for half a second.
-	var before procSample
+	var before nstest.Usage
 	stable := 0
 	nstest.WaitFor(10*time.Second, func() bool {
 		h, _ := health(base)
 		s := sampleProc(t, pid)
-		if h.Active == 0 && s.fds == before.fds {
+		if h.Active == 0 && s.FDs == before.FDs {
 			stable++
 		} else {
 			stable = 0
@@ -153,12 +152,12 @@ admin:
 		before = s
 		return stable >= 10
 	})
-	t.Logf("baseline after warm-up: RSS %.1f MiB, %d threads, %d open files", mib(before.rss), before.threads, before.fds)
+	t.Logf("baseline after warm-up: RSS %.1f MiB, %d threads, %d open files", mib(before.RSS), before.Threads, before.FDs)
 
 	// The load.
 	tally = loadTally{}
 	peak := before
-	var samples []procSample
+	var samples []nstest.Usage
 	stopSampling := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
@@ -173,7 +172,7 @@ admin:
 			}
 			s := sampleProc(t, pid)
 			samples = append(samples, s)
-			peak = peak.max(s)
+			peak = peak.Max(s)
 		}
 	}()
 	start := time.Now()
@@ -183,12 +182,12 @@ admin:
 	<-sampled
 
 	tr.CloseIdleConnections()
-	var after procSample
-	var h healthz
+	var after nstest.Usage
+	var h nstest.Health
 	settled := nstest.WaitFor(15*time.Second, func() bool {
 		h, _ = health(base)
 		after = sampleProc(t, pid)
-		return h.Active == 0 && after.fds <= before.fds
+		return h.Active == 0 && after.FDs <= before.FDs
 	})
 
 	secs := took.Seconds()
@@ -197,8 +196,8 @@ admin:
 		tally.httpN.Load(), float64(tally.httpN.Load())/secs, float64(tally.httpBytes.Load())*8/secs/1e6,
 		tally.tftpEarly.Load(), tally.tftpTimeouts.Load(), tally.tftpGaveUp.Load())
 	t.Logf("server: RSS %.1f MiB before, %.1f MiB peak, %.1f MiB after; threads %d / %d / %d; open files %d / %d / %d; %d samples",
-		mib(before.rss), mib(peak.rss), mib(after.rss), before.threads, peak.threads, after.threads,
-		before.fds, peak.fds, after.fds, len(samples))
+		mib(before.RSS), mib(peak.RSS), mib(after.RSS), before.Threads, peak.Threads, after.Threads,
+		before.FDs, peak.FDs, after.FDs, len(samples))
 
 	if tally.failed() {
 		t.Errorf("failed transfers: %s", tally.errors())
@@ -211,17 +210,17 @@ admin:
 	if tally.tftpN.Load() < loadTFTPClients || tally.httpN.Load() < loadHTTPClients {
 		t.Errorf("too few transfers: TFTP %d, HTTP %d (each client fetches repeatedly)", tally.tftpN.Load(), tally.httpN.Load())
 	}
-	if peak.rss > loadRSSPeak {
-		t.Errorf("server RSS peaked at %.1f MiB, over the %d MiB bound", mib(peak.rss), loadRSSPeak>>20)
+	if peak.RSS > loadRSSPeak {
+		t.Errorf("server RSS peaked at %.1f MiB, over the %d MiB bound", mib(peak.RSS), loadRSSPeak>>20)
 	}
-	if after.rss > before.rss+loadRSSGrowth {
-		t.Errorf("server RSS settled at %.1f MiB, more than %d MiB over the %.1f MiB baseline", mib(after.rss), loadRSSGrowth>>20, mib(before.rss))
+	if after.RSS > before.RSS+loadRSSGrowth {
+		t.Errorf("server RSS settled at %.1f MiB, more than %d MiB over the %.1f MiB baseline", mib(after.RSS), loadRSSGrowth>>20, mib(before.RSS))
 	}
 	if !settled {
-		t.Errorf("15 s after the load: %d open files (baseline %d), %d active HTTP fetches: a leak", after.fds, before.fds, h.Active)
+		t.Errorf("15 s after the load: %d open files (baseline %d), %d active HTTP fetches: a leak", after.FDs, before.FDs, h.Active)
 	}
-	if peak.threads > 256 {
-		t.Errorf("server ran %d threads: something blocks an OS thread per request", peak.threads)
+	if peak.Threads > 256 {
+		t.Errorf("server ran %d threads: something blocks an OS thread per request", peak.Threads)
 	}
 	if t.Failed() {
 		t.Logf("server log (tail):\n%s", nstest.Tail(srv.Out.String(), 30))
@@ -363,56 +362,22 @@ func (l *loadTally) errors() string {
 	return fmt.Sprintf("%d clients stopped on an error, first ones:\n  %s", l.nerr, strings.Join(l.errs, "\n  "))
 }
 
-// procSample is the server process as /proc shows it.
-type procSample struct {
-	rss     int64 // VmRSS, bytes
-	threads int
-	fds     int
-}
-
-func (a procSample) max(b procSample) procSample {
-	return procSample{rss: max(a.rss, b.rss), threads: max(a.threads, b.threads), fds: max(a.fds, b.fds)}
-}
-
-func sampleProc(t *testing.T, pid int) procSample {
+// sampleProc is what the server process holds (nstest.ProcUsage); a
+// vanished server fails the test.
+func sampleProc(t *testing.T, pid int) nstest.Usage {
 	t.Helper()
-	var s procSample
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
+	u, err := nstest.ProcUsage(pid)
+	if err != nil && u.RSS == 0 {
 		t.Errorf("server gone? %v", err)
-		return s
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, _ := strings.Cut(line, ":")
-		f := strings.Fields(v)
-		if len(f) == 0 {
-			continue
-		}
-		n, _ := strconv.ParseInt(f[0], 10, 64)
-		switch k {
-		case "VmRSS":
-			s.rss = n << 10 // kB
-		case "Threads":
-			s.threads = int(n)
-		}
-	}
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err == nil {
-		s.fds = len(ents)
-	}
-	return s
+	return u
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
-// healthz is what GET /healthz answers.
-type healthz struct {
-	Status string `json:"status"`
-	Active int64  `json:"active"`
-}
-
-func health(base string) (healthz, error) {
-	var h healthz
+// health is the boot port's /healthz, decoded.
+func health(base string) (nstest.Health, error) {
+	var h nstest.Health
 	c := http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get(base + "/healthz")
 	if err != nil {

@@ -301,8 +301,7 @@ func TestDHCPUnansweredReplies(t *testing.T) {
 	nstest.RequireTool(t, "busybox")
 	t.Run("full", func(t *testing.T) {
 		p := nstest.NewPair(t, nstest.Options{})
-		l := &lab{P: p, S: nstest.Serve(t, p.Server, dhcpLabYAML("full", labPool(p, 20, 60), "relays: ["+p.Prefix.String()+"]"),
-			nil, "--iface", p.ServerIf, "--addr", p.ServerIP.String())}
+		l := &lab{P: p, S: p.Serve(t, dhcpLabYAML("full", labPool(p, 20, 60), "relays: ["+p.Prefix.String()+"]"), nil)}
 		dhcpSiege(t, l, floodUnansweredReplies, 8*time.Second, 500*time.Millisecond,
 			board{"udhcpc DORA (full mode)", dora(t, l)},
 			board{"OFFER through the configured relay", func(ctx context.Context) error {
@@ -313,7 +312,7 @@ func TestDHCPUnansweredReplies(t *testing.T) {
 	})
 	t.Run("proxy", func(t *testing.T) {
 		p := nstest.NewPair(t, nstest.Options{})
-		l := &lab{P: p, S: nstest.Serve(t, p.Server, dhcpLabYAML("proxy", ""), nil, "--iface", p.ServerIf, "--addr", p.ServerIP.String())}
+		l := &lab{P: p, S: p.Serve(t, dhcpLabYAML("proxy", ""), nil)}
 		dhcpSiege(t, l, floodUnansweredReplies, 8*time.Second, 500*time.Millisecond,
 			board{"PXE ROM proxy OFFER + 4011 ACK", func(ctx context.Context) error {
 				return pxeClient(ctx, l, net.HardwareAddr{0x02, 0x00, 0x00, 0xbb, 0x00, 0x01})
@@ -354,9 +353,8 @@ func checkUnansweredCounted(t *testing.T, l *lab) {
 func TestDHCPPoolGrab(t *testing.T) {
 	nstest.RequireTool(t, "busybox")
 	p := nstest.NewPair(t, nstest.Options{})
-	l := &lab{P: p, S: nstest.Serve(t, p.Server,
-		dhcpLabYAML("full", labPool(p, 20, 219), "relays: [10.99.0.0/16]", "new_clients_per_second: 2"),
-		nil, "--iface", p.ServerIf, "--addr", p.ServerIP.String())}
+	l := &lab{P: p, S: p.Serve(t,
+		dhcpLabYAML("full", labPool(p, 20, 219), "relays: [10.99.0.0/16]", "new_clients_per_second: 2"), nil)}
 	dhcpSiege(t, l, floodPoolGrab, 8*time.Second, 1200*time.Millisecond, board{"udhcpc DORA", dora(t, l)})
 	acks := metric(t, l, "pxeperf_dhcp_packets_total", `type="request"`, `outcome="ack"`)
 	offers := metric(t, l, "pxeperf_dhcp_packets_total", `type="discover"`, `outcome="offer"`)

@@ -567,7 +567,7 @@ func TestSoak(t *testing.T) {
 	d := soakDuration(t)
 	nstest.RequireTool(t, "busybox", "curl", "iperf3", "iperf")
 	p := nstest.NewPair(t, nstest.Options{})
-	l := &lab{P: p, S: nstest.Serve(t, p.Server, soakYAML(p), soakRoot(t), "--iface", p.ServerIf, "--addr", p.ServerIP.String())}
+	l := &lab{P: p, S: p.Serve(t, soakYAML(p), soakRoot(t))}
 	board := newSoakBoard(t, l)
 
 	// What the floods need once, set up before them: the reflection's
@@ -687,7 +687,7 @@ func TestSoak(t *testing.T) {
 
 	// Every record a board completed must reach the store: wait until the
 	// recorder has nothing pending (30 s at most).
-	var h healthz
+	var h nstest.Health
 	nstest.WaitFor(30*time.Second, func() bool {
 		h = getHealth(t, l)
 		return h.Records.Pending == 0 && h.Records.Backlog == 0

@@ -5,6 +5,7 @@ package nstest
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -64,6 +65,13 @@ func Serve(t testing.TB, ns, yaml string, before func(root string), args ...stri
 	return s
 }
 
+// Serve starts `pxeperf serve` (Serve) in the pair's server namespace,
+// bound to its interface and address (--iface, --addr) before args.
+func (p *Pair) Serve(t testing.TB, yaml string, before func(root string), args ...string) *Served {
+	t.Helper()
+	return Serve(t, p.Server, yaml, before, append([]string{"--iface", p.ServerIf, "--addr", p.ServerIP.String()}, args...)...)
+}
+
 // PID is the serving process (`ip netns exec` execs it in place).
 func (s *Served) PID() int { return s.Cmd.Process.Pid }
 
@@ -75,9 +83,13 @@ type Usage struct {
 }
 
 // Usage reads the process's resident memory, descriptors and threads.
-func (s *Served) Usage() (Usage, error) {
+func (s *Served) Usage() (Usage, error) { return ProcUsage(s.PID()) }
+
+// ProcUsage reads what process pid holds from /proc/PID/status and
+// /proc/PID/fd.
+func ProcUsage(pid int) (Usage, error) {
 	var u Usage
-	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.PID()))
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return u, err
 	}
@@ -94,12 +106,22 @@ func (s *Served) Usage() (Usage, error) {
 			u.Threads, _ = strconv.Atoi(f[1])
 		}
 	}
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.PID()))
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
 		return u, err
 	}
 	u.FDs = len(fds)
 	return u, nil
+}
+
+// Max is the larger of u and v in each field: a peak over samples.
+func (u Usage) Max(v Usage) Usage {
+	return Usage{RSS: max(u.RSS, v.RSS), FDs: max(u.FDs, v.FDs), Threads: max(u.Threads, v.Threads)}
+}
+
+// over says whether u exceeds bound in a field bound sets (zero: unchecked).
+func (u Usage) over(bound Usage) bool {
+	return (bound.RSS > 0 && u.RSS > bound.RSS) || (bound.FDs > 0 && u.FDs > bound.FDs) || (bound.Threads > 0 && u.Threads > bound.Threads)
 }
 
 // Get fetches path from the admin listener (inside NS) and returns the body.
@@ -174,13 +196,12 @@ func (s *Served) Within(ctx context.Context, t testing.TB, max Usage) Usage {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		u, err := s.Usage()
-		if err == nil {
-			peak.RSS, peak.FDs, peak.Threads = maxI(peak.RSS, u.RSS), maxI(peak.FDs, u.FDs), maxI(peak.Threads, u.Threads)
+		if u, err := s.Usage(); err == nil {
+			peak = peak.Max(u)
 		}
 		select {
 		case <-ctx.Done():
-			if (max.RSS > 0 && peak.RSS > max.RSS) || (max.FDs > 0 && peak.FDs > max.FDs) || (max.Threads > 0 && peak.Threads > max.Threads) {
+			if peak.over(max) {
 				t.Errorf("serve held more than its bound: peak RSS %d MiB, %d fds, %d threads; bound %d MiB, %d fds, %d threads",
 					peak.RSS>>20, peak.FDs, peak.Threads, max.RSS>>20, max.FDs, max.Threads)
 			}
@@ -190,9 +211,34 @@ func (s *Served) Within(ctx context.Context, t testing.TB, max Usage) Usage {
 	}
 }
 
-func maxI[T int | int64](a, b T) T {
-	if a > b {
-		return a
+// Health is the admin listener's /healthz (and the boot port's), decoded:
+// the fields the tests read.
+type Health struct {
+	Status   string   `json:"status"`
+	Problems []string `json:"problems"`
+	Active   int64    `json:"active"` // HTTP fetches in flight
+	Records  struct {
+		Store           string            `json:"store"`
+		Pending         int               `json:"pending"`
+		Backlog         int64             `json:"journal_backlog"`
+		JournalBytes    int64             `json:"journal_bytes"`
+		JournalMaxBytes int64             `json:"journal_max_bytes"`
+		Dropped         int64             `json:"dropped"`
+		DroppedBy       map[string]uint64 `json:"dropped_by"`
+		DiskFull        bool              `json:"disk_full"`
+		DataFreeBytes   int64             `json:"data_free_bytes"`
+	} `json:"records"`
+}
+
+// Health reads /healthz from the admin listener.
+func (s *Served) Health() (Health, error) {
+	var h Health
+	body, err := s.Get("/healthz")
+	if err != nil {
+		return h, fmt.Errorf("/healthz: %w", err)
 	}
-	return b
+	if err := json.Unmarshal([]byte(body), &h); err != nil {
+		return h, fmt.Errorf("/healthz: %w: %s", err, body)
+	}
+	return h, nil
 }
