@@ -110,47 +110,25 @@ func ubootBoot(t *testing.T, b uboot.Board) ([]ubootFigure, string) {
 	b.Require(t)
 	bin := nstest.Binary(t)
 	p, _, tap := nstest.GuestLAN(t)
-
-	dir := t.TempDir()
-	root := filepath.Join(dir, "root")
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	size := ubootImageBytes()
 	img := fmt.Sprintf("img%dm", size>>20)
-	nstest.Run(t, "", bin, "images", "generate", img, "--size", fmt.Sprint(size), "--root", root)
-	data, err := os.ReadFile(filepath.Join(root, img))
-	if err != nil || int64(len(data)) != size {
-		t.Fatalf("images generate: %v, %d bytes", err, len(data))
-	}
-	wantCRC := crc32.ChecksumIEEE(data)
 	kernel := "kernel-" + b.Name + ".img"
-	if err := os.WriteFile(filepath.Join(root, kernel), ubootKernels[b.Name](), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	host := "uboot-" + b.Name
+	var wantCRC uint32
 
 	// One host entry; pxelinux.cfg/01-MAC and boot.scr.uimg are pxeperf's.
-	cfg := fmt.Sprintf(`root: %s
-data: %s
-log_level: debug
-dhcp:
-  %s
-http:
-  listen: %s:8080
-tftp:
-  listen: %s:69
-hosts:
-  - mac: %s
-    name: %s
-    kernel: %s
-    cmdline: %q
-`, root, filepath.Join(dir, "data"), fullDHCP(p), p.ServerIP, p.ServerIP, b.MAC, host, kernel, b.Cmdline)
-	cfgPath := filepath.Join(dir, "pxeperf.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	srv := startServe(t, bin, p, cfgPath)
+	hosts := fmt.Sprintf("  - mac: %s\n    name: %s\n    kernel: %s\n    cmdline: %q\n", b.MAC, host, kernel, b.Cmdline)
+	srv := serveGuestLAN(t, p, fullDHCP(p), hosts, func(root string) {
+		nstest.Run(t, "", bin, "images", "generate", img, "--size", fmt.Sprint(size), "--root", root)
+		data, err := os.ReadFile(filepath.Join(root, img))
+		if err != nil || int64(len(data)) != size {
+			t.Fatalf("images generate: %v, %d bytes", err, len(data))
+		}
+		wantCRC = crc32.ChecksumIEEE(data)
+		if err := os.WriteFile(filepath.Join(root, kernel), ubootKernels[b.Name](), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
 	sniff := sniffDHCP(t, p.Client, tap)
 
 	// Boot 1: dhcp, tftpboot x3 with crc32, pxe get, pxe boot.
@@ -175,7 +153,7 @@ hosts:
 		tf := c.TFTPBoot(img, size, 5*time.Minute)
 		c.CheckCRC32(wantCRC, fmt.Sprintf("blksize %d windowsize %d", tr.blksize, tr.windowsize))
 		f := ubootFigure{arch: b.Name, blksize: tr.blksize, windowsize: tr.windowsize, bytes: size, wall: tf.Wall, ubootRate: tf.Rate}
-		fe := waitFetch(t, srv, img, func(fe map[string]string) bool {
+		fe := waitFetch(t, srv.Proc, img, func(fe map[string]string) bool {
 			return fe["blksize"] == fmt.Sprint(tr.blksize) && fe["windowsize"] == fmt.Sprint(tr.windowsize)
 		})
 		if fe == nil {
@@ -189,7 +167,7 @@ hosts:
 		figs = append(figs, f)
 	}
 
-	if peers := ubootPeerRounds(t, c, p, root, img, size); peers != "" {
+	if peers := ubootPeerRounds(t, c, p, srv.Root, img, size); peers != "" {
 		t.Logf("%s: %s", b.Name, peers)
 		// tftpboot IP:FILE left the server address at the peer's.
 		c.Run("setenv serverip "+p.ServerIP.String(), 10*time.Second)
