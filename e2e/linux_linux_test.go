@@ -123,7 +123,7 @@ func TestLinuxKernelFetch(t *testing.T) {
 	// The record, read back through the real binary: the 64 MiB fetch Linux
 	// made (the label comes from its URL; iPXE fetched only kernel and
 	// initrd) carries the MAC and host name pxeperf learnt from udhcpc's lease.
-	var rec *fetchRecord
+	var rec *nstest.Record
 	nstest.WaitFor(15*time.Second, func() bool {
 		rec = findRecord(t, bin, srv.Data, "img64")
 		return rec != nil
@@ -132,7 +132,7 @@ func TestLinuxKernelFetch(t *testing.T) {
 		t.Fatalf("no record of img64 in the store after 15 s:\n%s", nstest.Run(t, "", bin, "report", "--data", srv.Data, "--table", "fetches"))
 	}
 	t.Logf("record %d: %s %s %d bytes in %s = %.1f Mbit/s, client %s %s host %q, labels %v",
-		rec.ID, rec.Proto, rec.File, rec.Bytes, time.Duration(rec.Duration).Round(time.Millisecond), rec.Mbps,
+		rec.ID, rec.Proto, rec.File, rec.Bytes, rec.Duration.Round(time.Millisecond), rec.Mbps,
 		rec.ClientMAC, rec.ClientIP, rec.Host, rec.Labels)
 	if rec.Proto != "http" || rec.Bytes != imageSize || rec.Outcome != "ok" {
 		t.Errorf("record %d: %s %d bytes, outcome %q; want http, %d bytes, ok", rec.ID, rec.Proto, rec.Bytes, rec.Outcome, imageSize)
@@ -148,24 +148,8 @@ func TestLinuxKernelFetch(t *testing.T) {
 	}
 }
 
-// fetchRecord is the part of `pxeperf report --table fetches --format json`
-// rows (record.Record) the test reads.
-type fetchRecord struct {
-	ID        int64             `json:"id"`
-	Proto     string            `json:"proto"`
-	ClientMAC string            `json:"client_mac"`
-	ClientIP  string            `json:"client_ip"`
-	Host      string            `json:"host"`
-	File      string            `json:"file"`
-	Bytes     int64             `json:"bytes"`
-	Duration  int64             `json:"duration_ns"`
-	Mbps      float64           `json:"mbps"`
-	Outcome   string            `json:"outcome"`
-	Labels    map[string]string `json:"labels"`
-}
-
 // findRecord returns the newest record of file, or nil.
-func findRecord(t *testing.T, bin, data, file string) *fetchRecord {
+func findRecord(t *testing.T, bin, data, file string) *nstest.Record {
 	t.Helper()
 	out, err := exec.Command(bin, "report", "--data", data, "--table", "fetches", "--format", "json", "--file", file).Output()
 	if err != nil {
@@ -173,7 +157,7 @@ func findRecord(t *testing.T, bin, data, file string) *fetchRecord {
 		return nil
 	}
 	var tbl struct {
-		Rows []fetchRecord `json:"rows"`
+		Rows []nstest.Record `json:"rows"`
 	}
 	if err := json.Unmarshal(out, &tbl); err != nil {
 		t.Fatalf("pxeperf report --format json: %v\n%s", err, out)

@@ -443,47 +443,9 @@ func leased(l *lab, mac, addr string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("no lease for %s (%s) among %d", mac, addr, len(ls))
 }
 
-// soakRecord is /api/fetches' record, the fields the match needs.
-type soakRecord struct {
-	ID      int64     `json:"id"`
-	Time    time.Time `json:"time"`
-	Proto   string    `json:"proto"`
-	Client  string    `json:"client_ip"`
-	File    string    `json:"file"`
-	Bytes   int64     `json:"bytes"`
-	Outcome string    `json:"outcome"`
-}
-
-// recordsOf pages /api/fetches?client=addr to its end.
-func recordsOf(l *lab, addr netip.Addr) ([]soakRecord, error) {
-	var all []soakRecord
-	before := ""
-	for range 1000 {
-		q := url.Values{"client": {addr.String()}, "limit": {"1000"}}
-		if before != "" {
-			q.Set("before", before)
-		}
-		body, err := l.S.Get("/api/fetches?" + q.Encode())
-		if err != nil {
-			return nil, err
-		}
-		var page []soakRecord
-		if err := json.Unmarshal([]byte(body), &page); err != nil {
-			return nil, fmt.Errorf("/api/fetches: %v: %.200s", err, body)
-		}
-		all = append(all, page...)
-		if len(page) < 1000 {
-			return all, nil
-		}
-		last := page[len(page)-1]
-		before = strconv.FormatInt(last.Time.UnixNano(), 10) + "." + strconv.FormatInt(last.ID, 10)
-	}
-	return nil, fmt.Errorf("/api/fetches for %s: more than 1000 pages", addr)
-}
-
 // fits says whether record r is of board exchange x's protocol and file
 // and begun while x ran (the record's time is the fetch's start).
-func (x exchange) fits(r soakRecord) bool {
+func (x exchange) fits(r nstest.Record) bool {
 	if r.Time.Before(x.start.Add(-250*time.Millisecond)) || r.Time.After(x.end.Add(250*time.Millisecond)) {
 		return false
 	}
@@ -500,7 +462,7 @@ func (x exchange) fits(r soakRecord) bool {
 
 // whole says whether a record that fits x says what the board got: ok,
 // and every byte (iperf3: the 1 MiB asked for, at least).
-func (x exchange) whole(r soakRecord) bool {
+func (x exchange) whole(r nstest.Record) bool {
 	switch {
 	case r.Outcome != "ok":
 		return false
@@ -692,7 +654,7 @@ func TestSoak(t *testing.T) {
 		h = getHealth(t, l)
 		return h.Records.Pending == 0 && h.Records.Backlog == 0
 	})
-	recs, err := recordsOf(l, board.addr)
+	recs, err := l.S.Fetches(url.Values{"client": {board.addr.String()}})
 	if err != nil {
 		t.Fatalf("the boards' records: %v", err)
 	}
@@ -702,7 +664,7 @@ func TestSoak(t *testing.T) {
 	}
 	// Oldest first, and each exchange (oldest first too) takes the oldest
 	// record that fits it: two exchanges a moment apart each get their own.
-	slices.SortFunc(recs, func(a, b soakRecord) int { return a.Time.Compare(b.Time) })
+	slices.SortFunc(recs, func(a, b nstest.Record) int { return a.Time.Compare(b.Time) })
 	used := make([]bool, len(recs))
 	type tally struct {
 		firsts, totals  []time.Duration

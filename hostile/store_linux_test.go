@@ -66,10 +66,12 @@ func fetchFlood(conns int, max int64, done *atomic.Int64) flood {
 	}
 }
 
-// curlSmall is the real board: curl fetching smallImage.
+// curlSmall is the real board: curl fetching smallImage (lab.curlOK),
+// each completed fetch added to done.
 func curlSmall(l *lab, done *atomic.Int64) func(ctx context.Context) error {
+	fetch := l.curlOK("/"+smallImage, 4096)
 	return func(ctx context.Context) error {
-		if _, err := l.curl(ctx, "-sSf", "-o", "/dev/null", "-w", "%{size_download}", l.httpURL("/"+smallImage)); err != nil {
+		if err := fetch(ctx); err != nil {
 			return err
 		}
 		done.Add(1)

@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -179,6 +181,49 @@ func (s *Served) Metric(name string, match ...string) (float64, error) {
 		return -1, nil
 	}
 	return sum, nil
+}
+
+// Record is a fetch record as the admin API and `pxeperf report --format
+// json` give it (record.Record's JSON, which nstest cannot import: record's
+// dependencies' tests import nstest): the fields the tests read.
+type Record struct {
+	ID        int64             `json:"id"`
+	Time      time.Time         `json:"time"`
+	Proto     string            `json:"proto"`
+	ClientMAC string            `json:"client_mac"`
+	ClientIP  string            `json:"client_ip"`
+	Host      string            `json:"host"`
+	File      string            `json:"file"`
+	Bytes     int64             `json:"bytes"`
+	Duration  time.Duration     `json:"duration_ns"`
+	Mbps      float64           `json:"mbps"`
+	Outcome   string            `json:"outcome"`
+	Labels    map[string]string `json:"labels"`
+}
+
+// Fetches pages /api/fetches?q (1000 records a page) to its end and
+// returns every record, in the API's order.
+func (s *Served) Fetches(q url.Values) ([]Record, error) {
+	var all []Record
+	q = maps.Clone(q)
+	q.Set("limit", "1000")
+	for range 1000 {
+		body, err := s.Get("/api/fetches?" + q.Encode())
+		if err != nil {
+			return nil, err
+		}
+		var page []Record
+		if err := json.Unmarshal([]byte(body), &page); err != nil {
+			return nil, fmt.Errorf("/api/fetches: %v: %.200s", err, body)
+		}
+		all = append(all, page...)
+		if len(page) < 1000 {
+			return all, nil
+		}
+		last := page[len(page)-1]
+		q.Set("before", strconv.FormatInt(last.Time.UnixNano(), 10)+"."+strconv.FormatInt(last.ID, 10))
+	}
+	return nil, fmt.Errorf("/api/fetches?%s: more than 1000 pages", q.Encode())
 }
 
 // Goroutines is go_goroutines from /metrics.
