@@ -29,14 +29,11 @@ var pxeClass = dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00000
 // dhcpLabYAML is a DHCP-only serve: no TFTP or HTTP, the admin listener
 // for /metrics, plus extra lines under dhcp:.
 func dhcpLabYAML(mode, pool string, extra ...string) string {
-	y := "tftp:\n  enabled: false\nhttp:\n  enabled: false\ndhcp:\n  mode: " + mode + "\n"
+	lines := []string{"mode: " + mode}
 	if pool != "" {
-		y += "  pool: " + pool + "\n"
+		lines = append(lines, "pool: "+pool)
 	}
-	for _, e := range extra {
-		y += "  " + e + "\n"
-	}
-	return y
+	return "tftp:\n  enabled: false\nhttp:\n  enabled: false\n" + yamlSection("dhcp", append(lines, extra...)...)
 }
 
 // labPool is FIRST-LAST in the pair's /24 (host numbers first..last).

@@ -22,3 +22,13 @@ func newLab(t *testing.T, opt nstest.Options, yaml string, before func(root stri
 	p := nstest.NewPair(t, opt)
 	return &lab{P: p, S: p.Serve(t, yaml, before, args...)}
 }
+
+// yamlSection is a config section: name, then each line ("key: value")
+// indented under it.
+func yamlSection(name string, lines ...string) string {
+	s := name + ":\n"
+	for _, l := range lines {
+		s += "  " + l + "\n"
+	}
+	return s
+}
