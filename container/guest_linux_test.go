@@ -2,7 +2,6 @@ package container
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -63,9 +62,7 @@ func TestImageBootsQEMUGuest(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(etc, "pxeperf.yaml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b := p.Prefix.Addr().As4()
-	pool := fmt.Sprintf("%d.%d.%d.100-%d.%d.%d.120", b[0], b[1], b[2], b[0], b[1], b[2])
-	name, in, run := startContainer(t, root, p, images, data, pool, caps, etc+":/etc/pxeperf:ro -v ")
+	c := startContainer(t, root, p, images, data, caps, etc+":/etc/pxeperf:ro -v ")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -79,8 +76,7 @@ func TestImageBootsQEMUGuest(t *testing.T) {
 	if !strings.Contains(console, "PXEPERF-IMGFETCH-OK") {
 		t.Errorf("guest console lacks the imgfetch marker:\n%s", nstest.Tail(console, 20))
 	}
-	args := strings.Fields(strings.Replace(strings.TrimPrefix(run[1], "podman "), "pxeperf", name, 1))
-	out, err := in(append(args, "--table", "fetches")...).CombinedOutput()
+	out, err := c.readmeLine(1, "--table", "fetches")
 	t.Logf("podman exec pxeperf report --table fetches:\n%s", out)
 	if err != nil || !regexp.MustCompile(`(?m)^.*`+guestMAC+`.*http\s+img16\s+image\s+16777216\s.*ok\s*$`).Match(out) {
 		t.Errorf("report: %v; no complete HTTP fetch of img16 (16777216 bytes) by %s", err, guestMAC)

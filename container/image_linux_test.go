@@ -103,6 +103,28 @@ func TestImageBootsClient(t *testing.T) {
 	nstest.RequireRoot(t)
 	nstest.RequireTool(t, "podman", "runc", "nsenter", "busybox", "tftp", "curl", "go")
 	root := buildImage(t)
+	caps := checkImageConfig(t, root)
+
+	p := nstest.NewPair(t, nstest.Options{NoClientIP: true})
+	images, data := sharedDir(t, 0o755), sharedDir(t, 0o755)
+	if err := os.Chown(data, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	nstest.RandomFile(t, filepath.Join(images, "vmlinuz"), 3<<20, 29)
+	if err := os.Chmod(filepath.Join(images, "vmlinuz"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startContainer(t, root, p, images, data, caps, "")
+	clientIP, bootFile := bootClient(t, p, images)
+	checkReports(t, c, clientIP, bootFile)
+	checkHealth(t, c)
+}
+
+// checkImageConfig checks what `podman image inspect` says of the image:
+// its non-root user, volumes, HEALTHCHECK, OCI labels and the
+// capabilities label (the Dockerfile's capabilities, which it returns).
+func checkImageConfig(t *testing.T, root string) []string {
+	t.Helper()
 	info := inspect(t)
 	if info.Config.User != fmt.Sprintf("%d:%d", uid, uid) {
 		t.Errorf("image user %q, want %d:%d (non-root)", info.Config.User, uid, uid)
@@ -127,21 +149,15 @@ func TestImageBootsClient(t *testing.T) {
 	if l := info.Config.Labels["io.github.pxeperf.capabilities"]; l != strings.Join(caps, " ") {
 		t.Errorf("label io.github.pxeperf.capabilities %q, want %q", l, strings.Join(caps, " "))
 	}
+	return caps
+}
 
-	p := nstest.NewPair(t, nstest.Options{NoClientIP: true})
-	images, data := sharedDir(t, 0o755), sharedDir(t, 0o755)
-	if err := os.Chown(data, uid, uid); err != nil {
-		t.Fatal(err)
-	}
-	nstest.RandomFile(t, filepath.Join(images, "vmlinuz"), 3<<20, 29)
-	if err := os.Chmod(filepath.Join(images, "vmlinuz"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b := p.Prefix.Addr().As4()
-	pool := fmt.Sprintf("%d.%d.%d.100-%d.%d.%d.120", b[0], b[1], b[2], b[0], b[1], b[2])
-	name, in, run := startContainer(t, root, p, images, data, pool, caps, "")
-	// The client: a DHCP lease (udhcpc sets the address), then the boot
-	// file the lease names by TFTP and the image by HTTP.
+// bootClient is the client in p.Client: a DHCP lease (udhcpc sets the
+// address), then the boot file the lease names by TFTP and the image by
+// HTTP, each checked byte for byte. It returns the client's address and
+// the boot file.
+func bootClient(t *testing.T, p *nstest.Pair, images string) (clientIP, bootFile string) {
+	t.Helper()
 	dir := t.TempDir()
 	script := filepath.Join(dir, "udhcpc.sh")
 	if err := os.WriteFile(script, []byte(`#!/bin/sh
@@ -184,26 +200,39 @@ echo "$ip $siaddr $boot_file" > `+filepath.Join(dir, "lease")+"\n"), 0o755); err
 	if curl != "3145728" || nstest.FileSHA256(t, img) != nstest.FileSHA256(t, filepath.Join(images, "vmlinuz")) {
 		t.Errorf("HTTP vmlinuz: curl got %s bytes, or the content differs", curl)
 	}
+	return clientIP, bootFile
+}
 
+// checkReports checks the README's `podman exec ... pxeperf report` on the
+// container: the fetches table shows both fetches, the summary the client.
+func checkReports(t *testing.T, c *container, clientIP, bootFile string) {
+	t.Helper()
 	var report string
 	if !nstest.WaitFor(10*time.Second, func() bool {
-		out, err := in(append(strings.Fields(strings.Replace(strings.TrimPrefix(run[1], "podman "), "pxeperf", name, 1)), "--table", "fetches")...).CombinedOutput()
+		out, err := c.readmeLine(1, "--table", "fetches")
 		report = string(out)
 		return err == nil && strings.Contains(report, "vmlinuz") && strings.Contains(report, bootFile)
 	}) {
-		t.Errorf("podman exec %s pxeperf report --data /data --table fetches does not show both fetches:\n%s", name, report)
+		t.Errorf("podman exec %s pxeperf report --data /data --table fetches does not show both fetches:\n%s", c.name, report)
 	}
 	t.Logf("podman exec pxeperf report --table fetches:\n%s", report)
-	out, err := in(strings.Fields(strings.Replace(strings.TrimPrefix(run[1], "podman "), "pxeperf", name, 1))...).CombinedOutput()
+	out, err := c.readmeLine(1)
 	if err != nil || !strings.Contains(string(out), clientIP) {
-		t.Errorf("podman exec %s pxeperf report --data /data: %v, does not name the client %s:\n%s", name, err, clientIP, out)
+		t.Errorf("podman exec %s pxeperf report --data /data: %v, does not name the client %s:\n%s", c.name, err, clientIP, out)
 	}
 	t.Logf("podman exec pxeperf report:\n%s", out)
+}
 
-	out, err = in(strings.Fields(strings.Replace(strings.TrimPrefix(run[2], "podman "), "pxeperf", name, 1))...).CombinedOutput()
+// checkHealth checks the README's `podman healthcheck run`: healthy inside
+// the test's namespace, unhealthy outside it, and serve running as the
+// image's user.
+func checkHealth(t *testing.T, c *container) {
+	t.Helper()
+	name := c.name
+	out, err := c.readmeLine(2)
 	status, _ := exec.Command("podman", "inspect", "--format", "{{.State.Health.Status}}", name).Output()
 	if err != nil || strings.TrimSpace(string(status)) != "healthy" {
-		hc, _ := in("exec", name, "pxeperf", "healthcheck").CombinedOutput()
+		hc, _ := c.in("exec", name, "pxeperf", "healthcheck").CombinedOutput()
 		t.Errorf("podman healthcheck run %s: %v %q, status %q, want healthy (pxeperf healthcheck: %s)", name, err, out, status, hc)
 	} else {
 		t.Logf("podman healthcheck run: exit 0, status %s", status)
@@ -222,12 +251,14 @@ echo "$ip $siaddr $boot_file" > `+filepath.Join(dir, "lease")+"\n"), 0o755); err
 }
 
 // startContainer runs the README's podman run line in p.Server, adapted:
-// the test's folders, interface and pool, extraMount ("A:B -v ": volumes put
-// before the data volume), the three workarounds. It returns the container's
-// name, a podman command inside p.Server, and the README's run block.
-func startContainer(t *testing.T, root string, p *nstest.Pair, images, data, pool string, caps []string, extraMount string) (name string, in func(args ...string) *exec.Cmd, run []string) {
+// the test's folders, interface and a pool of .100-.120 of p's subnet,
+// extraMount ("A:B -v ": volumes put before the data volume), the three
+// workarounds, and returns the running container.
+func startContainer(t *testing.T, root string, p *nstest.Pair, images, data string, caps []string, extraMount string) *container {
 	t.Helper()
-	name = fmt.Sprintf("pxeperf-test-%d-%s", os.Getpid(), p.ServerIf)
+	b := p.Prefix.Addr().As4()
+	pool := fmt.Sprintf("%d.%d.%d.100-%d.%d.%d.120", b[0], b[1], b[2], b[0], b[1], b[2])
+	name := fmt.Sprintf("pxeperf-test-%d-%s", os.Getpid(), p.ServerIf)
 	t.Cleanup(func() {
 		if t.Failed() {
 			out, _ := exec.Command("podman", "logs", name).CombinedOutput()
@@ -238,7 +269,7 @@ func startContainer(t *testing.T, root string, p *nstest.Pair, images, data, poo
 	// The README's run block: its podman run with this test's folders,
 	// interface and pool, inside the test namespace with the workarounds
 	// the README names.
-	run = readmeBlock(t, root, "podman run -d")
+	run := readmeBlock(t, root, "podman run -d")
 	if len(run) != 3 || !strings.HasPrefix(run[1], "podman exec pxeperf pxeperf report") || run[2] != "podman healthcheck run pxeperf" {
 		t.Fatalf("README's run block %q: want podman run, podman exec ... report, podman healthcheck run", run)
 	}
@@ -266,10 +297,25 @@ func startContainer(t *testing.T, root string, p *nstest.Pair, images, data, poo
 	// podman exec (and podman
 	// healthcheck run) of a --network host container runs in the caller's
 	// network namespace: enter the test's, as the README's host would be.
-	in = func(args ...string) *exec.Cmd {
+	in := func(args ...string) *exec.Cmd {
 		return exec.Command("nsenter", append([]string{"--net=/run/netns/" + p.Server, "podman"}, args...)...)
 	}
-	return name, in, run
+	return &container{name: name, in: in, run: run}
+}
+
+// container is the README's container running in a test's namespace.
+type container struct {
+	name string
+	in   func(args ...string) *exec.Cmd // a podman command inside the namespace
+	run  []string                       // the README's run block
+}
+
+// readmeLine runs line i of the README's run block (1: podman exec ...
+// pxeperf report, 2: podman healthcheck run) on this container inside the
+// test's namespace, extra after it, and returns its combined output.
+func (c *container) readmeLine(i int, extra ...string) ([]byte, error) {
+	args := strings.Fields(strings.Replace(strings.TrimPrefix(c.run[i], "podman "), "pxeperf", c.name, 1))
+	return c.in(append(args, extra...)...).CombinedOutput()
 }
 
 // readmeBlock returns the commands of the code block in README.md's "In a

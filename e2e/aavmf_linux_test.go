@@ -91,18 +91,8 @@ func bootAAVMF(t *testing.T, b aavmfBoot) {
 			t.Skipf("needs AAVMF (%s): apt-get install qemu-efi-aarch64 qemu-system-arm", f)
 		}
 	}
-	bin := nstest.Binary(t)
 	p, _, tap := nstest.GuestLAN(t)
-
-	dir := t.TempDir()
-	root := filepath.Join(dir, "root")
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, arm64App), arm64ExitImage(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	vars := filepath.Join(dir, "AAVMF_VARS.fd")
+	vars := filepath.Join(t.TempDir(), "AAVMF_VARS.fd")
 	if v, err := os.ReadFile(aavmfVars); err != nil {
 		t.Fatal(err)
 	} else if err := os.WriteFile(vars, v, 0o644); err != nil {
@@ -111,27 +101,13 @@ func bootAAVMF(t *testing.T, b aavmfBoot) {
 
 	// One line configures ARM64: PXE (arch 11) and HTTP boot (arch 19) both
 	// get it.
-	cfg := fmt.Sprintf(`root: %s
-data: %s
-log_level: debug
-dhcp:
-  %s
-  boot_files:
-    efi-arm64: %s
-http:
-  listen: %s:8080
-tftp:
-  listen: %s:69
-hosts:
-  - mac: %s
-    name: arm64-guest
-    labels: {firmware: %s}
-`, root, filepath.Join(dir, "data"), fullDHCP(p), arm64App, p.ServerIP, p.ServerIP, guestMAC, b.name)
-	cfgPath := filepath.Join(dir, "pxeperf.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	srv := startServe(t, bin, p, cfgPath)
+	dhcp := fullDHCP(p) + "\n  boot_files:\n    efi-arm64: " + arm64App
+	hosts := fmt.Sprintf("  - mac: %s\n    name: arm64-guest\n    labels: {firmware: %s}\n", guestMAC, b.name)
+	srv := serveGuestLAN(t, p, dhcp, hosts, func(root string) {
+		if err := os.WriteFile(filepath.Join(root, arm64App), arm64ExitImage(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -148,26 +124,14 @@ hosts:
 	for _, c := range b.fwCfg {
 		args = append(args, "-fw_cfg", c)
 	}
-	cmd := nstest.Command(ctx, p.Client, "qemu-system-aarch64", args...)
-	var serial nstest.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &serial, &serial
-	cmd.WaitDelay = 5 * time.Second
 	// Every boot option failed: AAVMF falls back to its shell and waits there.
-	deadEnd := stopAt(ctx, cancel, &serial, `"EFI Internal Shell"`)
-	start := time.Now()
-	err := cmd.Run()
-	status := cmd.ProcessState.ExitCode()
-	console := nstest.CleanConsole(serial.String())
-	log := srv.Out.String()
-	t.Logf("%s: QEMU exit status %d after %s", b.name, status, time.Since(start).Round(time.Second))
-	if m := deadEnd(); m != "" {
-		t.Logf("stopped QEMU: the console shows %s", m)
+	run := nstest.QEMU{NS: p.Client, Binary: "qemu-system-aarch64", Args: args, StopAt: []string{`"EFI Internal Shell"`}}.Run(ctx)
+	status, console, log, err := run.Status, run.Console, srv.Out.String(), run.Err
+	t.Logf("%s: QEMU exit status %d after %s", b.name, status, run.Took.Round(time.Second))
+	if run.Stopped != "" {
+		t.Logf("stopped QEMU: the console shows %s", run.Stopped)
 	}
-	for _, l := range strings.Split(log, "\n") {
-		if strings.Contains(l, "msg=fetch") || strings.Contains(l, "msg=lease") {
-			t.Log(l)
-		}
-	}
+	logBootLines(t, log)
 	if status != qemuStatus(guestOK) {
 		t.Fatalf("%s: the ARM64 app did not run (QEMU status %d, want %d from semihosting; err %v)\nguest console (tail):\n%s\npxeperf log (tail):\n%s",
 			b.name, status, qemuStatus(guestOK), err, nstest.Tail(console, 40), nstest.Tail(log, 40))
@@ -180,9 +144,7 @@ hosts:
 	if b.proto == "tftp" && strings.Contains(console, "HTTP Boot") {
 		t.Errorf("the app came through HTTP boot, not PXE:\n%s", nstest.Tail(console, 30))
 	}
-	if !regexp.MustCompile(fmt.Sprintf(`msg=lease .*client_mac=%s .*arch=%d `, guestMAC, b.archCode)).MatchString(log) {
-		t.Errorf("pxeperf log has no lease for %s with arch %d:\n%s", guestMAC, b.archCode, nstest.Tail(log, 30))
-	}
+	checkLease(t, log, guestMAC, b.archCode)
 	fetch := fmt.Sprintf(`msg=fetch proto=%s .*file=/?%s bytes=%d .*outcome=ok client_mac=%s host=arm64-guest`,
 		b.proto, regexp.QuoteMeta(arm64App), len(arm64ExitImage()), guestMAC)
 	if !regexp.MustCompile(fetch).MatchString(log) {

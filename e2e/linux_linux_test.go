@@ -74,79 +74,44 @@ func TestLinuxKernelFetch(t *testing.T) {
 
 	bin := nstest.Binary(t)
 	p, _, tap := nstest.GuestLAN(t)
-	dir := t.TempDir()
-	root := filepath.Join(dir, "root")
-	data := filepath.Join(dir, "data")
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Link(kernel, filepath.Join(root, "vmlinuz")); err != nil {
-		copyFile(t, kernel, filepath.Join(root, "vmlinuz"))
-	}
 	mods := moduleClosure(t, filepath.Join(kdir, "lib", "modules", release), "e1000")
 	initrd := linuxInitramfs(t, busybox, mods)
-	if err := os.WriteFile(filepath.Join(root, "initrd.cpio.gz"), initrd, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	nstest.Run(t, "", bin, "images", "generate", "img64", "--size", "64MiB", "--root", root)
-
 	server := fmt.Sprintf("%s:8080", p.ServerIP)
-	cfg := fmt.Sprintf(`root: %s
-data: %s
-log_level: debug
-dhcp:
-  %s
-http:
-  listen: %s
-tftp:
-  listen: %s:69
-hosts:
-  - mac: %s
+	hosts := fmt.Sprintf(`  - mac: %s
     name: %s
     labels: {firmware: seabios-ipxe-linux}
     kernel: vmlinuz
     initrd: initrd.cpio.gz
     cmdline: console=ttyS0 panic=-1 pxeperf_server=%s
-`, root, data, fullDHCP(p), server, p.ServerIP, guestMAC, linuxHost, server)
-	cfgPath := filepath.Join(dir, "pxeperf.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	srv := startServe(t, bin, p, cfgPath)
+`, guestMAC, linuxHost, server)
+	srv := serveGuestLAN(t, p, fullDHCP(p), hosts, func(root string) {
+		if err := os.Link(kernel, filepath.Join(root, "vmlinuz")); err != nil {
+			copyFile(t, kernel, filepath.Join(root, "vmlinuz"))
+		}
+		if err := os.WriteFile(filepath.Join(root, "initrd.cpio.gz"), initrd, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		nstest.Run(t, "", bin, "images", "generate", "img64", "--size", "64MiB", "--root", root)
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	sendRouterAdverts(t, ctx, p.Server, p.ServerIf)
-	args := []string{"-accel", "tcg", "-m", "512", "-nographic", "-no-reboot", "-boot", "n",
-		"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no",
-		"-device", "e1000,netdev=n0,mac=" + guestMAC,
-		"-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"}
-	cmd := nstest.Command(ctx, p.Client, "qemu-system-x86_64", args...)
-	var serial nstest.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &serial, &serial
-	cmd.WaitDelay = 5 * time.Second
-	deadEnd := stopAt(ctx, cancel, &serial, "Kernel panic", "pxeperf: booting vmlinuz failed")
-	start := time.Now()
-	seen := firstSeen(ctx, &serial, start, linuxKernel, linuxUp, linuxOK)
-	err := cmd.Run()
-	status := cmd.ProcessState.ExitCode()
-	total := time.Since(start)
-	console := nstest.CleanConsole(serial.String())
-	log := srv.Out.String()
-	t.Logf("QEMU exit status %d after %s", status, total.Round(time.Second))
-	if m := deadEnd(); m != "" {
-		t.Logf("stopped QEMU: the console shows %q", m)
+	q := nstest.X86Guest{NS: p.Client, Tap: tap, Memory: "512", Args: []string{"-device", "e1000,netdev=n0,mac=" + guestMAC}}.QEMU()
+	q.StopAt = []string{"Kernel panic", "pxeperf: booting vmlinuz failed"}
+	q.Marks = []string{linuxKernel, linuxUp, linuxOK}
+	run := q.Run(ctx)
+	status, console, log, err := run.Status, run.Console, srv.Out.String(), run.Err
+	t.Logf("QEMU exit status %d after %s", status, run.Took.Round(time.Second))
+	if run.Stopped != "" {
+		t.Logf("stopped QEMU: the console shows %q", run.Stopped)
 	}
-	for _, l := range strings.Split(log, "\n") {
-		if strings.Contains(l, "msg=fetch") || strings.Contains(l, "msg=lease") {
-			t.Log(l)
-		}
-	}
+	logBootLines(t, log)
 	if status != qemuStatus(guestOK) || !strings.Contains(console, linuxOK) {
 		t.Fatalf("Linux did not report a complete fetch (QEMU status %d, want %d; %d = fetch failed; err %v)\nguest console (tail):\n%s\npxeperf log (tail):\n%s",
 			status, qemuStatus(guestOK), qemuStatus(guestFail), err, nstest.Tail(console, 50), nstest.Tail(log, 30))
 	}
-	at := seen()
+	at := run.Seen
 	t.Logf("boot: kernel started %s, user space up %s, fetch done %s after QEMU start",
 		at[linuxKernel].Round(100*time.Millisecond), at[linuxUp].Round(100*time.Millisecond), at[linuxOK].Round(100*time.Millisecond))
 	for _, l := range strings.Split(console, "\n") {
@@ -158,16 +123,16 @@ hosts:
 	// The record, read back through the real binary: the 64 MiB fetch Linux
 	// made (the label comes from its URL; iPXE fetched only kernel and
 	// initrd) carries the MAC and host name pxeperf learnt from udhcpc's lease.
-	var rec *fetchRecord
+	var rec *nstest.Record
 	nstest.WaitFor(15*time.Second, func() bool {
-		rec = findRecord(t, bin, data, "img64")
+		rec = findRecord(t, bin, srv.Data, "img64")
 		return rec != nil
 	})
 	if rec == nil {
-		t.Fatalf("no record of img64 in the store after 15 s:\n%s", nstest.Run(t, "", bin, "report", "--data", data, "--table", "fetches"))
+		t.Fatalf("no record of img64 in the store after 15 s:\n%s", nstest.Run(t, "", bin, "report", "--data", srv.Data, "--table", "fetches"))
 	}
 	t.Logf("record %d: %s %s %d bytes in %s = %.1f Mbit/s, client %s %s host %q, labels %v",
-		rec.ID, rec.Proto, rec.File, rec.Bytes, time.Duration(rec.Duration).Round(time.Millisecond), rec.Mbps,
+		rec.ID, rec.Proto, rec.File, rec.Bytes, rec.Duration.Round(time.Millisecond), rec.Mbps,
 		rec.ClientMAC, rec.ClientIP, rec.Host, rec.Labels)
 	if rec.Proto != "http" || rec.Bytes != imageSize || rec.Outcome != "ok" {
 		t.Errorf("record %d: %s %d bytes, outcome %q; want http, %d bytes, ok", rec.ID, rec.Proto, rec.Bytes, rec.Outcome, imageSize)
@@ -183,24 +148,8 @@ hosts:
 	}
 }
 
-// fetchRecord is the part of `pxeperf report --table fetches --format json`
-// rows (record.Record) the test reads.
-type fetchRecord struct {
-	ID        int64             `json:"id"`
-	Proto     string            `json:"proto"`
-	ClientMAC string            `json:"client_mac"`
-	ClientIP  string            `json:"client_ip"`
-	Host      string            `json:"host"`
-	File      string            `json:"file"`
-	Bytes     int64             `json:"bytes"`
-	Duration  int64             `json:"duration_ns"`
-	Mbps      float64           `json:"mbps"`
-	Outcome   string            `json:"outcome"`
-	Labels    map[string]string `json:"labels"`
-}
-
 // findRecord returns the newest record of file, or nil.
-func findRecord(t *testing.T, bin, data, file string) *fetchRecord {
+func findRecord(t *testing.T, bin, data, file string) *nstest.Record {
 	t.Helper()
 	out, err := exec.Command(bin, "report", "--data", data, "--table", "fetches", "--format", "json", "--file", file).Output()
 	if err != nil {
@@ -208,7 +157,7 @@ func findRecord(t *testing.T, bin, data, file string) *fetchRecord {
 		return nil
 	}
 	var tbl struct {
-		Rows []fetchRecord `json:"rows"`
+		Rows []nstest.Record `json:"rows"`
 	}
 	if err := json.Unmarshal(out, &tbl); err != nil {
 		t.Fatalf("pxeperf report --format json: %v\n%s", err, out)
@@ -217,41 +166,6 @@ func findRecord(t *testing.T, bin, data, file string) *fetchRecord {
 		return nil
 	}
 	return &tbl.Rows[0]
-}
-
-// firstSeen notes when each marker first shows on the console, as a
-// duration since start; the returned func reads the notes.
-func firstSeen(ctx context.Context, console *nstest.SyncBuffer, start time.Time, markers ...string) func() map[string]time.Duration {
-	at := make(chan map[string]time.Duration, 1)
-	at <- map[string]time.Duration{}
-	go func() {
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			s := console.String()
-			m := <-at
-			for _, k := range markers {
-				if _, ok := m[k]; !ok && strings.Contains(s, k) {
-					m[k] = time.Since(start)
-				}
-			}
-			at <- m
-		}
-	}()
-	return func() map[string]time.Duration {
-		m := <-at
-		defer func() { at <- m }()
-		c := make(map[string]time.Duration, len(m))
-		for k, v := range m {
-			c[k] = v
-		}
-		return c
-	}
 }
 
 // staticBusybox returns a statically linked busybox: the one linux_setup.sh

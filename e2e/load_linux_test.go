@@ -17,7 +17,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,33 +65,87 @@ func TestLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("load test: 60 s of 400 clients; skipped with -short")
 	}
-	dur := 60 * time.Second
-	if v := os.Getenv("PXEPERF_LOAD_DURATION"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			t.Fatalf("PXEPERF_LOAD_DURATION=%q: want a duration such as 10m", v)
-		}
-		dur = d
+	dur := loadDuration(t)
+	r := startLoadServe(t)
+	ctx, cancel := context.WithTimeout(context.Background(), dur+2*time.Minute)
+	defer cancel()
+	tr := &http.Transport{MaxIdleConnsPerHost: loadHTTPClients, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	r.tr, r.hc = tr, &http.Client{Transport: tr, Timeout: time.Minute}
+
+	// Warm up: every client once, so the baseline holds what the server
+	// opens on first use (the cache folder, the record store's files).
+	var warm loadTally
+	r.runClients(ctx, time.Now(), &warm)
+	if warm.failed() {
+		t.Fatalf("warm-up failed: %s\nserver log (tail):\n%s", warm.errors(), nstest.Tail(r.srv.Out.String(), 20))
 	}
+	before := r.baseline()
+	t.Logf("baseline after warm-up: RSS %.1f MiB, %d threads, %d open files", mib(before.RSS), before.Threads, before.FDs)
+
+	// The load.
+	var tally loadTally
+	start := time.Now()
+	peak, samples := r.sampledWhile(before, func() { r.runClients(ctx, start.Add(dur), &tally) })
+	took := time.Since(start)
+	after, h, settled := r.settle(before)
+
+	secs := took.Seconds()
+	t.Logf("%d s: TFTP %d transfers (%.0f/s, %.0f Mbit/s), HTTP %d transfers (%.0f/s, %.0f Mbit/s); TFTP early ACKs %d, client timeouts %d, transfers given up and restarted %d",
+		int(secs), tally.tftpN.Load(), float64(tally.tftpN.Load())/secs, float64(tally.tftpBytes.Load())*8/secs/1e6,
+		tally.httpN.Load(), float64(tally.httpN.Load())/secs, float64(tally.httpBytes.Load())*8/secs/1e6,
+		tally.tftpEarly.Load(), tally.tftpTimeouts.Load(), tally.tftpGaveUp.Load())
+	t.Logf("server: RSS %.1f MiB before, %.1f MiB peak, %.1f MiB after; threads %d / %d / %d; open files %d / %d / %d; %d samples",
+		mib(before.RSS), mib(peak.RSS), mib(after.RSS), before.Threads, peak.Threads, after.Threads,
+		before.FDs, peak.FDs, after.FDs, samples)
+	checkLoad(t, &tally, before, peak, after)
+	if !settled {
+		t.Errorf("15 s after the load: %d open files (baseline %d), %d active HTTP fetches: a leak", after.FDs, before.FDs, h.Active)
+	}
+	if peak.Threads > 256 {
+		t.Errorf("server ran %d threads: something blocks an OS thread per request", peak.Threads)
+	}
+	if t.Failed() {
+		t.Logf("server log (tail):\n%s", nstest.Tail(r.srv.Out.String(), 30))
+	}
+}
+
+// loadDuration is PXEPERF_LOAD_DURATION, 60 s without it.
+func loadDuration(t *testing.T) time.Duration {
+	v := os.Getenv("PXEPERF_LOAD_DURATION")
+	if v == "" {
+		return 60 * time.Second
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("PXEPERF_LOAD_DURATION=%q: want a duration such as 10m", v)
+	}
+	return d
+}
+
+// loadRun is the load test's server and what its clients fetch.
+type loadRun struct {
+	t                    *testing.T
+	srv                  *nstest.Proc
+	pid                  int
+	base                 string // the HTTP port's URL
+	tftpAddr             netip.AddrPort
+	tftpFiles, httpFiles []loadFile
+	tr                   *http.Transport
+	hc                   *http.Client
+}
+
+// startLoadServe writes the clients' files and starts the real `pxeperf
+// serve` on loopback ports for them, waiting until it answers /healthz.
+func startLoadServe(t *testing.T) *loadRun {
 	bin := nstest.Binary(t)
 	dir := t.TempDir()
 	root, data := filepath.Join(dir, "root"), filepath.Join(dir, "data")
 	if err := os.Mkdir(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// TFTP gets boot-loader sized files, HTTP kernels and an initrd; both
-	// get one image stored only compressed (served from the unpack cache).
-	mk := func(name string, size int, seed uint64) loadFile {
-		nstest.RandomFile(t, filepath.Join(root, name), size, seed)
-		return loadFile{name: name, size: int64(size), sum: nstest.FileSHA256(t, filepath.Join(root, name))}
-	}
-	tftpFiles := []loadFile{mk("pxelinux.0", 42<<10, 1), mk("ipxe.efi", 1<<20, 2)}
-	httpFiles := []loadFile{mk("vmlinuz", 6<<20, 3), mk("boot.ipxe.bin", 300<<10, 4)}
-	packed := mk("initrd.img", 2<<20, 5)
-	compressTo(t, filepath.Join(root, "initrd.img"), filepath.Join(root, "initrd.img.zst"))
-	tftpFiles = append(tftpFiles, packed)
-	httpFiles = append(httpFiles, packed)
-
+	r := &loadRun{t: t}
+	r.tftpFiles, r.httpFiles = loadFiles(t, root)
 	tftpPort, httpPort := freePort(t, "udp"), freePort(t, "tcp")
 	cfg := fmt.Sprintf(`root: %s
 data: %s
@@ -116,36 +169,41 @@ admin:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	srv := nstest.Start(t, "", bin, "serve", "--config", cfgPath, "--iface", "lo", "--addr", "127.0.0.1")
-	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	if !nstest.WaitFor(15*time.Second, func() bool { _, err := health(base); return err == nil }) {
-		t.Fatalf("pxeperf did not start:\n%s", srv.Out.String())
+	r.srv = nstest.Start(t, "", bin, "serve", "--config", cfgPath, "--iface", "lo", "--addr", "127.0.0.1")
+	r.base = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	if !nstest.WaitFor(15*time.Second, func() bool { _, err := health(r.base); return err == nil }) {
+		t.Fatalf("pxeperf did not start:\n%s", r.srv.Out.String())
 	}
-	pid := srv.Cmd.Process.Pid
-	tftpAddr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(tftpPort))
+	r.pid = r.srv.Cmd.Process.Pid
+	r.tftpAddr = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(tftpPort))
+	return r
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), dur+2*time.Minute)
-	defer cancel()
-	tr := &http.Transport{MaxIdleConnsPerHost: loadHTTPClients, DisableCompression: true}
-	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr, Timeout: time.Minute}
-	var tally loadTally
-
-	// Warm up: every client once, so the baseline holds what the server
-	// opens on first use (the cache folder, the record store's files).
-	runClients(ctx, time.Now(), hc, base, tftpAddr, tftpFiles, httpFiles, &tally)
-	if tally.failed() {
-		t.Fatalf("warm-up failed: %s\nserver log (tail):\n%s", tally.errors(), nstest.Tail(srv.Out.String(), 20))
+// loadFiles writes the files under root: TFTP gets boot-loader sized
+// files, HTTP kernels and an initrd; both get one image stored only
+// compressed (served from the unpack cache).
+func loadFiles(t *testing.T, root string) (tftpFiles, httpFiles []loadFile) {
+	mk := func(name string, size int, seed uint64) loadFile {
+		nstest.RandomFile(t, filepath.Join(root, name), size, seed)
+		return loadFile{name: name, size: int64(size), sum: nstest.FileSHA256(t, filepath.Join(root, name))}
 	}
-	tr.CloseIdleConnections()
-	// The baseline once the warm-up's connections are closed: no active
-	// fetch and the same open files for half a second.
-	var before procSample
+	tftpFiles = []loadFile{mk("pxelinux.0", 42<<10, 1), mk("ipxe.efi", 1<<20, 2)}
+	httpFiles = []loadFile{mk("vmlinuz", 6<<20, 3), mk("boot.ipxe.bin", 300<<10, 4)}
+	packed := mk("initrd.img", 2<<20, 5)
+	compressTo(t, filepath.Join(root, "initrd.img"), filepath.Join(root, "initrd.img.zst"))
+	return append(tftpFiles, packed), append(httpFiles, packed)
+}
+
+// baseline is what the server holds once the warm-up's connections are
+// closed: no active fetch and the same open files for half a second.
+func (r *loadRun) baseline() nstest.Usage {
+	r.tr.CloseIdleConnections()
+	var before nstest.Usage
 	stable := 0
 	nstest.WaitFor(10*time.Second, func() bool {
-		h, _ := health(base)
-		s := sampleProc(t, pid)
-		if h.Active == 0 && s.fds == before.fds {
+		h, _ := health(r.base)
+		s := sampleProc(r.t, r.pid)
+		if h.Active == 0 && s.FDs == before.FDs {
 			stable++
 		} else {
 			stable = 0
@@ -153,53 +211,50 @@ admin:
 		before = s
 		return stable >= 10
 	})
-	t.Logf("baseline after warm-up: RSS %.1f MiB, %d threads, %d open files", mib(before.rss), before.threads, before.fds)
+	return before
+}
 
-	// The load.
-	tally = loadTally{}
-	peak := before
-	var samples []procSample
-	stopSampling := make(chan struct{})
-	sampled := make(chan struct{})
+// sampledWhile runs load while sampling the server every 500 ms and
+// returns the peak (from `from` up) and the count of samples.
+func (r *loadRun) sampledWhile(from nstest.Usage, load func()) (peak nstest.Usage, samples int) {
+	peak = from
+	stop, sampled := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(sampled)
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
-			case <-stopSampling:
+			case <-stop:
 				return
 			case <-tick.C:
 			}
-			s := sampleProc(t, pid)
-			samples = append(samples, s)
-			peak = peak.max(s)
+			peak = peak.Max(sampleProc(r.t, r.pid))
+			samples++
 		}
 	}()
-	start := time.Now()
-	runClients(ctx, start.Add(dur), hc, base, tftpAddr, tftpFiles, httpFiles, &tally)
-	took := time.Since(start)
-	close(stopSampling)
+	load()
+	close(stop)
 	<-sampled
+	return peak, samples
+}
 
-	tr.CloseIdleConnections()
-	var after procSample
-	var h healthz
-	settled := nstest.WaitFor(15*time.Second, func() bool {
-		h, _ = health(base)
-		after = sampleProc(t, pid)
-		return h.Active == 0 && after.fds <= before.fds
+// settle waits (15 s at most) until the load's connections are gone: no
+// active HTTP fetch and no more open files than before.
+func (r *loadRun) settle(before nstest.Usage) (after nstest.Usage, h nstest.Health, settled bool) {
+	r.tr.CloseIdleConnections()
+	settled = nstest.WaitFor(15*time.Second, func() bool {
+		h, _ = health(r.base)
+		after = sampleProc(r.t, r.pid)
+		return h.Active == 0 && after.FDs <= before.FDs
 	})
+	return after, h, settled
+}
 
-	secs := took.Seconds()
-	t.Logf("%d s: TFTP %d transfers (%.0f/s, %.0f Mbit/s), HTTP %d transfers (%.0f/s, %.0f Mbit/s); TFTP early ACKs %d, client timeouts %d, transfers given up and restarted %d",
-		int(secs), tally.tftpN.Load(), float64(tally.tftpN.Load())/secs, float64(tally.tftpBytes.Load())*8/secs/1e6,
-		tally.httpN.Load(), float64(tally.httpN.Load())/secs, float64(tally.httpBytes.Load())*8/secs/1e6,
-		tally.tftpEarly.Load(), tally.tftpTimeouts.Load(), tally.tftpGaveUp.Load())
-	t.Logf("server: RSS %.1f MiB before, %.1f MiB peak, %.1f MiB after; threads %d / %d / %d; open files %d / %d / %d; %d samples",
-		mib(before.rss), mib(peak.rss), mib(after.rss), before.threads, peak.threads, after.threads,
-		before.fds, peak.fds, after.fds, len(samples))
-
+// checkLoad fails t on failed, given-up or too few transfers, and on a
+// server that held too much memory.
+func checkLoad(t *testing.T, tally *loadTally, before, peak, after nstest.Usage) {
+	t.Helper()
 	if tally.failed() {
 		t.Errorf("failed transfers: %s", tally.errors())
 	}
@@ -211,85 +266,84 @@ admin:
 	if tally.tftpN.Load() < loadTFTPClients || tally.httpN.Load() < loadHTTPClients {
 		t.Errorf("too few transfers: TFTP %d, HTTP %d (each client fetches repeatedly)", tally.tftpN.Load(), tally.httpN.Load())
 	}
-	if peak.rss > loadRSSPeak {
-		t.Errorf("server RSS peaked at %.1f MiB, over the %d MiB bound", mib(peak.rss), loadRSSPeak>>20)
+	if peak.RSS > loadRSSPeak {
+		t.Errorf("server RSS peaked at %.1f MiB, over the %d MiB bound", mib(peak.RSS), loadRSSPeak>>20)
 	}
-	if after.rss > before.rss+loadRSSGrowth {
-		t.Errorf("server RSS settled at %.1f MiB, more than %d MiB over the %.1f MiB baseline", mib(after.rss), loadRSSGrowth>>20, mib(before.rss))
-	}
-	if !settled {
-		t.Errorf("15 s after the load: %d open files (baseline %d), %d active HTTP fetches: a leak", after.fds, before.fds, h.Active)
-	}
-	if peak.threads > 256 {
-		t.Errorf("server ran %d threads: something blocks an OS thread per request", peak.threads)
-	}
-	if t.Failed() {
-		t.Logf("server log (tail):\n%s", nstest.Tail(srv.Out.String(), 30))
+	if after.RSS > before.RSS+loadRSSGrowth {
+		t.Errorf("server RSS settled at %.1f MiB, more than %d MiB over the %.1f MiB baseline", mib(after.RSS), loadRSSGrowth>>20, mib(before.RSS))
 	}
 }
 
 // runClients runs every client until deadline (each at least once) and
 // waits for them.
-func runClients(ctx context.Context, deadline time.Time, hc *http.Client, base string, tftpAddr netip.AddrPort, tftpFiles, httpFiles []loadFile, tally *loadTally) {
+func (r *loadRun) runClients(ctx context.Context, deadline time.Time, tally *loadTally) {
 	var wg sync.WaitGroup
 	for i := range loadTFTPClients {
-		wg.Go(func() {
-			// Firmware asks for no window (RFC 1350 lock-step: PXE ROMs,
-			// iPXE) or small ones (EDK2 4, U-Boot's CONFIG_TFTP_WINDOWSIZE),
-			// and gives up after 10 timeouts in a row (U-Boot's
-			// TIMEOUT_COUNT).
-			opt := tftp.ClientOptions{BlkSize: 1468, WindowSize: []int{0, 4, 8, 16}[i%4], Timeout: time.Second, Retries: 10}
-			h := sha256.New()
-			for n := i; ctx.Err() == nil; n++ {
-				f := tftpFiles[n%len(tftpFiles)]
-				h.Reset()
-				st, err := tftpGet(ctx, tftpAddr, f.name, h, opt)
-				if errors.Is(err, tftp.ErrTimeout) && ctx.Err() == nil {
-					// Firmware starts the transfer again; on a starved
-					// machine a transfer may time out (counted, bounded).
-					tally.tftpGaveUp.Add(1)
-					continue
-				}
-				if err == nil {
-					err = check(f, st.Bytes, h)
-				}
-				if err != nil {
-					tally.fail("tftp client %d, %s: %v", i, f.name, err)
-					return
-				}
-				tally.tftpN.Add(1)
-				tally.tftpBytes.Add(st.Bytes)
-				tally.tftpEarly.Add(st.EarlyACKs)
-				tally.tftpTimeouts.Add(st.Timeouts)
-				if !time.Now().Before(deadline) {
-					return
-				}
-			}
-		})
+		wg.Go(func() { r.tftpClient(ctx, i, deadline, tally) })
 	}
 	for i := range loadHTTPClients {
-		wg.Go(func() {
-			h := sha256.New()
-			for n := i; ctx.Err() == nil; n++ {
-				f := httpFiles[n%len(httpFiles)]
-				h.Reset()
-				got, err := httpGet(ctx, hc, base+"/"+f.name, f.size, h)
-				if err == nil {
-					err = check(f, got, h)
-				}
-				if err != nil {
-					tally.fail("http client %d, %s: %v", i, f.name, err)
-					return
-				}
-				tally.httpN.Add(1)
-				tally.httpBytes.Add(got)
-				if !time.Now().Before(deadline) {
-					return
-				}
-			}
-		})
+		wg.Go(func() { r.httpClient(ctx, i, deadline, tally) })
 	}
 	wg.Wait()
+}
+
+// tftpClient is TFTP client i: it fetches the TFTP files in turn, each
+// checked, until deadline (at least once) or its first failure.
+func (r *loadRun) tftpClient(ctx context.Context, i int, deadline time.Time, tally *loadTally) {
+	// Firmware asks for no window (RFC 1350 lock-step: PXE ROMs,
+	// iPXE) or small ones (EDK2 4, U-Boot's CONFIG_TFTP_WINDOWSIZE),
+	// and gives up after 10 timeouts in a row (U-Boot's
+	// TIMEOUT_COUNT).
+	opt := tftp.ClientOptions{BlkSize: 1468, WindowSize: []int{0, 4, 8, 16}[i%4], Timeout: time.Second, Retries: 10}
+	h := sha256.New()
+	for n := i; ctx.Err() == nil; n++ {
+		f := r.tftpFiles[n%len(r.tftpFiles)]
+		h.Reset()
+		st, err := tftpGet(ctx, r.tftpAddr, f.name, h, opt)
+		if errors.Is(err, tftp.ErrTimeout) && ctx.Err() == nil {
+			// Firmware starts the transfer again; on a starved
+			// machine a transfer may time out (counted, bounded).
+			tally.tftpGaveUp.Add(1)
+			continue
+		}
+		if err == nil {
+			err = check(f, st.Bytes, h)
+		}
+		if err != nil {
+			tally.fail("tftp client %d, %s: %v", i, f.name, err)
+			return
+		}
+		tally.tftpN.Add(1)
+		tally.tftpBytes.Add(st.Bytes)
+		tally.tftpEarly.Add(st.EarlyACKs)
+		tally.tftpTimeouts.Add(st.Timeouts)
+		if !time.Now().Before(deadline) {
+			return
+		}
+	}
+}
+
+// httpClient is HTTP client i: it fetches the HTTP files in turn, each
+// checked, until deadline (at least once) or its first failure.
+func (r *loadRun) httpClient(ctx context.Context, i int, deadline time.Time, tally *loadTally) {
+	h := sha256.New()
+	for n := i; ctx.Err() == nil; n++ {
+		f := r.httpFiles[n%len(r.httpFiles)]
+		h.Reset()
+		got, err := httpGet(ctx, r.hc, r.base+"/"+f.name, f.size, h)
+		if err == nil {
+			err = check(f, got, h)
+		}
+		if err != nil {
+			tally.fail("http client %d, %s: %v", i, f.name, err)
+			return
+		}
+		tally.httpN.Add(1)
+		tally.httpBytes.Add(got)
+		if !time.Now().Before(deadline) {
+			return
+		}
+	}
 }
 
 // tftpGet fetches through a new socket, as firmware takes a new port
@@ -363,56 +417,22 @@ func (l *loadTally) errors() string {
 	return fmt.Sprintf("%d clients stopped on an error, first ones:\n  %s", l.nerr, strings.Join(l.errs, "\n  "))
 }
 
-// procSample is the server process as /proc shows it.
-type procSample struct {
-	rss     int64 // VmRSS, bytes
-	threads int
-	fds     int
-}
-
-func (a procSample) max(b procSample) procSample {
-	return procSample{rss: max(a.rss, b.rss), threads: max(a.threads, b.threads), fds: max(a.fds, b.fds)}
-}
-
-func sampleProc(t *testing.T, pid int) procSample {
+// sampleProc is what the server process holds (nstest.ProcUsage); a
+// vanished server fails the test.
+func sampleProc(t *testing.T, pid int) nstest.Usage {
 	t.Helper()
-	var s procSample
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
+	u, err := nstest.ProcUsage(pid)
+	if err != nil && u.RSS == 0 {
 		t.Errorf("server gone? %v", err)
-		return s
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, _ := strings.Cut(line, ":")
-		f := strings.Fields(v)
-		if len(f) == 0 {
-			continue
-		}
-		n, _ := strconv.ParseInt(f[0], 10, 64)
-		switch k {
-		case "VmRSS":
-			s.rss = n << 10 // kB
-		case "Threads":
-			s.threads = int(n)
-		}
-	}
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err == nil {
-		s.fds = len(ents)
-	}
-	return s
+	return u
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
-// healthz is what GET /healthz answers.
-type healthz struct {
-	Status string `json:"status"`
-	Active int64  `json:"active"`
-}
-
-func health(base string) (healthz, error) {
-	var h healthz
+// health is the boot port's /healthz, decoded.
+func health(base string) (nstest.Health, error) {
+	var h nstest.Health
 	c := http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get(base + "/healthz")
 	if err != nil {

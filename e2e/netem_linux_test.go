@@ -99,16 +99,11 @@ func TestNetemInGuest(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	var serial nstest.SyncBuffer
-	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", "-accel", "tcg", "-m", "1024", "-nographic", "-no-reboot",
-		"-kernel", kernel, "-initrd", initrd, "-append", "console=ttyS0 panic=-1 quiet")
-	cmd.Stdout, cmd.Stderr = &serial, &serial
-	cmd.WaitDelay = 5 * time.Second
-	start := time.Now()
-	deadEnd := stopAt(ctx, cancel, &serial, "Kernel panic", netemPass, netemFail)
-	err = cmd.Run()
-	console := nstest.CleanConsole(serial.String())
-	t.Logf("QEMU ended after %s (%v); %s", time.Since(start).Round(time.Second), err, deadEnd())
+	run := nstest.QEMU{Binary: "qemu-system-x86_64", Args: []string{"-accel", "tcg", "-m", "1024", "-nographic", "-no-reboot",
+		"-kernel", kernel, "-initrd", initrd, "-append", "console=ttyS0 panic=-1 quiet"},
+		StopAt: []string{"Kernel panic", netemPass, netemFail}}.Run(ctx)
+	console := run.Console
+	t.Logf("QEMU ended after %s (%v); %s", run.Took.Round(time.Second), run.Err, run.Stopped)
 	if !strings.Contains(console, netemPass) {
 		t.Fatalf("netlab's netem tests did not pass in the guest (kernel %s, modules %v); console (tail):\n%s", release, names, nstest.Tail(console, 60))
 	}

@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -102,52 +101,31 @@ func bootGuest(t *testing.T, fw firmware, mode string) {
 	bin := nstest.Binary(t)
 	p, br, tap := nstest.GuestLAN(t)
 
-	dir := t.TempDir()
-	root := filepath.Join(dir, "root")
-	data := filepath.Join(dir, "data")
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeExitImages(t, root)
-	// The 64 MiB image comes from pxeperf's own generator.
-	nstest.Run(t, "", bin, "images", "generate", "img64", "--size", "64MiB", "--root", root)
-	if st, err := os.Stat(filepath.Join(root, "img64")); err != nil || st.Size() != imageSize {
-		t.Fatalf("images generate: %v, size %v", err, st)
-	}
-
-	prefix := strings.TrimSuffix(p.ServerIP.String(), ".1")
 	dhcpCfg := fullDHCP(p)
 	if mode == "proxy" {
 		nstest.RequireTool(t, "dnsmasq")
 		dhcpCfg = "mode: proxy"
-		startDnsmasq(t, p, br, prefix, dir)
+		startDnsmasq(t, p, br, t.TempDir())
 	}
-	cfg := fmt.Sprintf(`root: %s
-data: %s
-log_level: debug
-dhcp:
-  %s
-http:
-  listen: %s:8080
-tftp:
-  listen: %s:69
-hosts:
-  - mac: %s
+	hosts := fmt.Sprintf(`  - mac: %s
     name: e2e-guest
     labels: {firmware: %s}
     script: |
-%s`, root, data, dhcpCfg, p.ServerIP, p.ServerIP, guestMAC, fw.name, indent(guestScript, "      "))
-	cfgPath := filepath.Join(dir, "pxeperf.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	srv := startServe(t, bin, p, cfgPath)
+%s`, guestMAC, fw.name, indent(guestScript, "      "))
+	srv := serveGuestLAN(t, p, dhcpCfg, hosts, func(root string) {
+		writeExitImages(t, root)
+		// The 64 MiB image comes from pxeperf's own generator.
+		nstest.Run(t, "", bin, "images", "generate", "img64", "--size", "64MiB", "--root", root)
+		if st, err := os.Stat(filepath.Join(root, "img64")); err != nil || st.Size() != imageSize {
+			t.Fatalf("images generate: %v, size %v", err, st)
+		}
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	sendRouterAdverts(t, ctx, p.Server, p.ServerIf)
 
-	status, console, took, err := nstest.X86Guest{NS: p.Client, Tap: tap, Memory: fw.memory, Args: fw.args(dir)}.Run(ctx)
+	status, console, took, err := nstest.X86Guest{NS: p.Client, Tap: tap, Memory: fw.memory, Args: fw.args(t.TempDir())}.Run(ctx)
 	t.Logf("%s (%s DHCP): QEMU exit status %d after %s", fw.name, mode, status, took.Round(time.Second))
 	if status != qemuStatus(guestOK) {
 		t.Fatalf("%s: guest did not report success (QEMU status %d, want %d; %d = fetch failed; err %v)\nguest console (tail):\n%s\npxeperf log (tail):\n%s",
@@ -158,14 +136,8 @@ hosts:
 	}
 	// The server saw the same: the right architecture, and the whole image.
 	log := srv.Out.String()
-	if !regexp.MustCompile(fmt.Sprintf(`msg=lease .*client_mac=%s .*arch=%d`, guestMAC, fw.archCode)).MatchString(log) {
-		t.Errorf("pxeperf log has no lease for %s with arch %d:\n%s", guestMAC, fw.archCode, nstest.Tail(log, 30))
-	}
-	for _, l := range strings.Split(log, "\n") {
-		if strings.Contains(l, "msg=fetch") || strings.Contains(l, "msg=lease") {
-			t.Log(l)
-		}
-	}
+	checkLease(t, log, guestMAC, fw.archCode)
+	logBootLines(t, log)
 	if fw.nbp != "" && !regexp.MustCompile(fw.nbp).MatchString(log) {
 		t.Errorf("pxeperf log has no fetch of iPXE matching %q", fw.nbp)
 	}
@@ -181,22 +153,43 @@ func fullDHCP(p *nstest.Pair) string {
 	return fmt.Sprintf("mode: full\n  pool: %s.100-%s.150\n  netmask: 255.255.255.0\n  router: %s\n  lease_time: 1h", prefix, prefix, p.ServerIP)
 }
 
-// startServe runs `pxeperf serve --config cfgPath` in p.Server and waits
-// until it serves; it is killed at cleanup.
-func startServe(t *testing.T, bin string, p *nstest.Pair, cfgPath string) *nstest.Proc {
+// serveGuestLAN starts `pxeperf serve` on p's server side (Pair.Serve) for
+// a guest LAN: a debug log, dhcp as the body of the dhcp: section (fullDHCP's
+// form), HTTP on :8080 and TFTP on :69 of the server's address, and hosts as
+// the list under hosts:. before, when not nil, fills the root first.
+func serveGuestLAN(t *testing.T, p *nstest.Pair, dhcp, hosts string, before func(root string)) *nstest.Served {
 	t.Helper()
-	srv := nstest.Start(t, p.Server, bin, "serve", "--config", cfgPath, "--iface", p.ServerIf, "--addr", p.ServerIP.String())
-	if !nstest.WaitFor(10*time.Second, func() bool { return strings.Contains(srv.Out.String(), "pxeperf serving") }) {
-		t.Fatalf("pxeperf did not start:\n%s", srv.Out.String())
+	yaml := fmt.Sprintf("log_level: debug\ndhcp:\n  %s\nhttp:\n  listen: %s:8080\ntftp:\n  listen: %s:69\nhosts:\n%s",
+		dhcp, p.ServerIP, p.ServerIP, hosts)
+	return p.Serve(t, yaml, before)
+}
+
+// logBootLines logs pxeperf's lease and fetch lines: what the guest asked
+// for, in the test's own log.
+func logBootLines(t *testing.T, log string) {
+	t.Helper()
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "msg=fetch") || strings.Contains(l, "msg=lease") {
+			t.Log(l)
+		}
 	}
-	return srv
+}
+
+// checkLease fails t unless pxeperf's log has a lease for mac whose DHCP
+// request carried option 93 arch.
+func checkLease(t *testing.T, log, mac string, arch int) {
+	t.Helper()
+	if !regexp.MustCompile(fmt.Sprintf(`msg=lease .*client_mac=%s .*arch=%d `, mac, arch)).MatchString(log) {
+		t.Errorf("pxeperf log has no lease for %s with arch %d:\n%s", mac, arch, nstest.Tail(log, 30))
+	}
 }
 
 // startDnsmasq puts the lab's "existing DHCP server" in a namespace of its
 // own, joined to the guest's bridge: addresses from .50-.90 and no boot
 // options, so everything about booting comes from pxeperf's proxyDHCP.
-func startDnsmasq(t *testing.T, p *nstest.Pair, br, prefix, dir string) {
+func startDnsmasq(t *testing.T, p *nstest.Pair, br, dir string) {
 	t.Helper()
+	prefix := strings.TrimSuffix(p.ServerIP.String(), ".1")
 	ns, in, out := p.Client+"d", p.ClientIf+"d", p.ClientIf+"e"
 	t.Cleanup(func() {
 		nstest.KillNetnsProcs(ns)
@@ -211,41 +204,6 @@ func startDnsmasq(t *testing.T, p *nstest.Pair, br, prefix, dir string) {
 	nstest.Start(t, ns, "dnsmasq", "-d", "-C", "/dev/null", "--port=0", "--interface="+in, "--bind-interfaces",
 		"--dhcp-range="+prefix+".50,"+prefix+".90,1h", "--dhcp-leasefile="+filepath.Join(dir, "dnsmasq.leases"),
 		"--no-ping", "--log-dhcp")
-}
-
-// stopAt ends a guest early: it polls the guest's console until ctx ends and
-// calls cancel (which kills QEMU) once one of the markers appears, e.g. the
-// firmware giving up and starting its shell, so a failed boot fails in
-// seconds, not at the timeout. The returned func tells which marker was seen.
-func stopAt(ctx context.Context, cancel context.CancelFunc, console *nstest.SyncBuffer, markers ...string) func() string {
-	var mu sync.Mutex
-	seen := ""
-	go func() {
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			s := console.String()
-			for _, m := range markers {
-				if strings.Contains(s, m) {
-					mu.Lock()
-					seen = m
-					mu.Unlock()
-					cancel()
-					return
-				}
-			}
-		}
-	}()
-	return func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return seen
-	}
 }
 
 func indent(s, pre string) string {

@@ -110,47 +110,25 @@ func ubootBoot(t *testing.T, b uboot.Board) ([]ubootFigure, string) {
 	b.Require(t)
 	bin := nstest.Binary(t)
 	p, _, tap := nstest.GuestLAN(t)
-
-	dir := t.TempDir()
-	root := filepath.Join(dir, "root")
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	size := ubootImageBytes()
 	img := fmt.Sprintf("img%dm", size>>20)
-	nstest.Run(t, "", bin, "images", "generate", img, "--size", fmt.Sprint(size), "--root", root)
-	data, err := os.ReadFile(filepath.Join(root, img))
-	if err != nil || int64(len(data)) != size {
-		t.Fatalf("images generate: %v, %d bytes", err, len(data))
-	}
-	wantCRC := crc32.ChecksumIEEE(data)
 	kernel := "kernel-" + b.Name + ".img"
-	if err := os.WriteFile(filepath.Join(root, kernel), ubootKernels[b.Name](), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	host := "uboot-" + b.Name
+	var wantCRC uint32
 
 	// One host entry; pxelinux.cfg/01-MAC and boot.scr.uimg are pxeperf's.
-	cfg := fmt.Sprintf(`root: %s
-data: %s
-log_level: debug
-dhcp:
-  %s
-http:
-  listen: %s:8080
-tftp:
-  listen: %s:69
-hosts:
-  - mac: %s
-    name: %s
-    kernel: %s
-    cmdline: %q
-`, root, filepath.Join(dir, "data"), fullDHCP(p), p.ServerIP, p.ServerIP, b.MAC, host, kernel, b.Cmdline)
-	cfgPath := filepath.Join(dir, "pxeperf.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	srv := startServe(t, bin, p, cfgPath)
+	hosts := fmt.Sprintf("  - mac: %s\n    name: %s\n    kernel: %s\n    cmdline: %q\n", b.MAC, host, kernel, b.Cmdline)
+	srv := serveGuestLAN(t, p, fullDHCP(p), hosts, func(root string) {
+		nstest.Run(t, "", bin, "images", "generate", img, "--size", fmt.Sprint(size), "--root", root)
+		data, err := os.ReadFile(filepath.Join(root, img))
+		if err != nil || int64(len(data)) != size {
+			t.Fatalf("images generate: %v, %d bytes", err, len(data))
+		}
+		wantCRC = crc32.ChecksumIEEE(data)
+		if err := os.WriteFile(filepath.Join(root, kernel), ubootKernels[b.Name](), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
 	sniff := sniffDHCP(t, p.Client, tap)
 
 	// Boot 1: dhcp, tftpboot x3 with crc32, pxe get, pxe boot.
@@ -169,27 +147,9 @@ hosts:
 		c.Fatalf("after dhcp, %q; want serverip=%s: pxeperf's reply had no siaddr for this client (%s)", got, p.ServerIP, sniff)
 	}
 
-	var figs []ubootFigure
-	for _, tr := range ubootTransfers {
-		c.Run(fmt.Sprintf("setenv tftpblocksize %d; setenv tftpwindowsize %d", tr.blksize, tr.windowsize), 10*time.Second)
-		tf := c.TFTPBoot(img, size, 5*time.Minute)
-		c.CheckCRC32(wantCRC, fmt.Sprintf("blksize %d windowsize %d", tr.blksize, tr.windowsize))
-		f := ubootFigure{arch: b.Name, blksize: tr.blksize, windowsize: tr.windowsize, bytes: size, wall: tf.Wall, ubootRate: tf.Rate}
-		fe := waitFetch(t, srv, img, func(fe map[string]string) bool {
-			return fe["blksize"] == fmt.Sprint(tr.blksize) && fe["windowsize"] == fmt.Sprint(tr.windowsize)
-		})
-		if fe == nil {
-			c.Fatalf("pxeperf logged no fetch of %s at blksize %d windowsize %d", img, tr.blksize, tr.windowsize)
-		}
-		f.serverMbps, _ = strconv.ParseFloat(fe["mbps"], 64)
-		f.server, _ = time.ParseDuration(fe["duration"])
-		f.resends, f.timeouts = fe["retransmits"], fe["timeouts"]
-		t.Logf("%s: %s blksize %d windowsize %d: %d bytes, crc32 %08x ok; pxeperf %.2f Mbit/s in %s, tftpboot %s, U-Boot says %s",
-			b.Name, img, tr.blksize, tr.windowsize, size, wantCRC, f.serverMbps, f.server, f.wall.Round(time.Millisecond), f.ubootRate)
-		figs = append(figs, f)
-	}
+	figs := ubootTFTPBoots(t, c, srv, b, img, size, wantCRC)
 
-	if peers := ubootPeerRounds(t, c, p, root, img, size); peers != "" {
+	if peers := ubootPeerRounds(t, c, p, srv.Root, img, size); peers != "" {
 		t.Logf("%s: %s", b.Name, peers)
 		// tftpboot IP:FILE left the server address at the peer's.
 		c.Run("setenv serverip "+p.ServerIP.String(), 10*time.Second)
@@ -208,6 +168,44 @@ hosts:
 	t.Logf("%s: pxe boot started %s and it ended QEMU with status %d", b.Name, kernel, ubootKernelStatus)
 
 	// Boot 2: the distro boot path, bootcmd_dhcp sourcing boot.scr.uimg.
+	ubootDistroBoot(t, b, p, tap, srv, host)
+
+	ubootCheckFetches(t, srv.Out.String(), b, host, kernel)
+	return figs, sniff.String()
+}
+
+// ubootTFTPBoots fetches img at each of ubootTransfers' blksize x
+// windowsize points with tftpboot, checks U-Boot's crc32 of it and returns
+// each transfer's figures, pxeperf's from its fetch log line.
+func ubootTFTPBoots(t *testing.T, c *uboot.Console, srv *nstest.Served, b uboot.Board, img string, size int64, wantCRC uint32) []ubootFigure {
+	t.Helper()
+	var figs []ubootFigure
+	for _, tr := range ubootTransfers {
+		c.Run(fmt.Sprintf("setenv tftpblocksize %d; setenv tftpwindowsize %d", tr.blksize, tr.windowsize), 10*time.Second)
+		tf := c.TFTPBoot(img, size, 5*time.Minute)
+		c.CheckCRC32(wantCRC, fmt.Sprintf("blksize %d windowsize %d", tr.blksize, tr.windowsize))
+		f := ubootFigure{arch: b.Name, blksize: tr.blksize, windowsize: tr.windowsize, bytes: size, wall: tf.Wall, ubootRate: tf.Rate}
+		fe := waitFetch(t, srv.Proc, img, func(fe map[string]string) bool {
+			return fe["blksize"] == fmt.Sprint(tr.blksize) && fe["windowsize"] == fmt.Sprint(tr.windowsize)
+		})
+		if fe == nil {
+			c.Fatalf("pxeperf logged no fetch of %s at blksize %d windowsize %d", img, tr.blksize, tr.windowsize)
+		}
+		f.serverMbps, _ = strconv.ParseFloat(fe["mbps"], 64)
+		f.server, _ = time.ParseDuration(fe["duration"])
+		f.resends, f.timeouts = fe["retransmits"], fe["timeouts"]
+		t.Logf("%s: %s blksize %d windowsize %d: %d bytes, crc32 %08x ok; pxeperf %.2f Mbit/s in %s, tftpboot %s, U-Boot says %s",
+			b.Name, img, tr.blksize, tr.windowsize, size, wantCRC, f.serverMbps, f.server, f.wall.Round(time.Millisecond), f.ubootRate)
+		figs = append(figs, f)
+	}
+	return figs
+}
+
+// ubootDistroBoot boots the board again and runs the distro boot path
+// (bootcmd_dhcp, or its equivalent where the build lacks it), which must
+// source pxeperf's boot.scr.uimg for host and start the crafted kernel.
+func ubootDistroBoot(t *testing.T, b uboot.Board, p *nstest.Pair, tap string, srv *nstest.Served, host string) {
+	t.Helper()
 	c2 := uboot.Boot(t, b, b.Name+" boot 2", p.Client, tap, srv.Out.String)
 	c2.StopAutoboot(90 * time.Second)
 	// No autoload=no here: bootcmd_dhcp's `dhcp ADDR FILE` loads nothing with it.
@@ -217,7 +215,7 @@ hosts:
 		t.Logf("%s: this build has no bootcmd_dhcp; running its equivalent", b.Name)
 		distro = "dhcp ${scriptaddr} boot.scr.uimg; source ${scriptaddr}"
 	}
-	from = c2.Send(distro)
+	from := c2.Send(distro)
 	echo := c2.WaitFor(from, 2*time.Minute, `the script's "pxeperf:" line`, func(s string) bool {
 		return regexp.MustCompile(`(?m)^pxeperf: .*` + regexp.QuoteMeta(host)).MatchString(s)
 	})
@@ -226,9 +224,6 @@ hosts:
 		c2.Fatalf("%s: QEMU exit status %d, want %d (the crafted kernel did not run)", distro, st, ubootKernelStatus)
 	}
 	t.Logf("%s: %s: %s", b.Name, distro, regexp.MustCompile(`(?m)^pxeperf: .*$`).FindString(echo))
-
-	ubootCheckFetches(t, srv.Out.String(), b, host, kernel)
-	return figs, sniff.String()
 }
 
 // logKV matches one key=value pair of slog's text format.

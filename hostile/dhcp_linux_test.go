@@ -29,14 +29,11 @@ var pxeClass = dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00000
 // dhcpLabYAML is a DHCP-only serve: no TFTP or HTTP, the admin listener
 // for /metrics, plus extra lines under dhcp:.
 func dhcpLabYAML(mode, pool string, extra ...string) string {
-	y := "tftp:\n  enabled: false\nhttp:\n  enabled: false\ndhcp:\n  mode: " + mode + "\n"
+	lines := []string{"mode: " + mode}
 	if pool != "" {
-		y += "  pool: " + pool + "\n"
+		lines = append(lines, "pool: "+pool)
 	}
-	for _, e := range extra {
-		y += "  " + e + "\n"
-	}
-	return y
+	return "tftp:\n  enabled: false\nhttp:\n  enabled: false\n" + yamlSection("dhcp", append(lines, extra...)...)
 }
 
 // labPool is FIRST-LAST in the pair's /24 (host numbers first..last).
@@ -301,8 +298,7 @@ func TestDHCPUnansweredReplies(t *testing.T) {
 	nstest.RequireTool(t, "busybox")
 	t.Run("full", func(t *testing.T) {
 		p := nstest.NewPair(t, nstest.Options{})
-		l := &lab{P: p, S: nstest.Serve(t, p.Server, dhcpLabYAML("full", labPool(p, 20, 60), "relays: ["+p.Prefix.String()+"]"),
-			nil, "--iface", p.ServerIf, "--addr", p.ServerIP.String())}
+		l := &lab{P: p, S: p.Serve(t, dhcpLabYAML("full", labPool(p, 20, 60), "relays: ["+p.Prefix.String()+"]"), nil)}
 		dhcpSiege(t, l, floodUnansweredReplies, 8*time.Second, 500*time.Millisecond,
 			board{"udhcpc DORA (full mode)", dora(t, l)},
 			board{"OFFER through the configured relay", func(ctx context.Context) error {
@@ -313,7 +309,7 @@ func TestDHCPUnansweredReplies(t *testing.T) {
 	})
 	t.Run("proxy", func(t *testing.T) {
 		p := nstest.NewPair(t, nstest.Options{})
-		l := &lab{P: p, S: nstest.Serve(t, p.Server, dhcpLabYAML("proxy", ""), nil, "--iface", p.ServerIf, "--addr", p.ServerIP.String())}
+		l := &lab{P: p, S: p.Serve(t, dhcpLabYAML("proxy", ""), nil)}
 		dhcpSiege(t, l, floodUnansweredReplies, 8*time.Second, 500*time.Millisecond,
 			board{"PXE ROM proxy OFFER + 4011 ACK", func(ctx context.Context) error {
 				return pxeClient(ctx, l, net.HardwareAddr{0x02, 0x00, 0x00, 0xbb, 0x00, 0x01})
@@ -354,9 +350,8 @@ func checkUnansweredCounted(t *testing.T, l *lab) {
 func TestDHCPPoolGrab(t *testing.T) {
 	nstest.RequireTool(t, "busybox")
 	p := nstest.NewPair(t, nstest.Options{})
-	l := &lab{P: p, S: nstest.Serve(t, p.Server,
-		dhcpLabYAML("full", labPool(p, 20, 219), "relays: [10.99.0.0/16]", "new_clients_per_second: 2"),
-		nil, "--iface", p.ServerIf, "--addr", p.ServerIP.String())}
+	l := &lab{P: p, S: p.Serve(t,
+		dhcpLabYAML("full", labPool(p, 20, 219), "relays: [10.99.0.0/16]", "new_clients_per_second: 2"), nil)}
 	dhcpSiege(t, l, floodPoolGrab, 8*time.Second, 1200*time.Millisecond, board{"udhcpc DORA", dora(t, l)})
 	acks := metric(t, l, "pxeperf_dhcp_packets_total", `type="request"`, `outcome="ack"`)
 	offers := metric(t, l, "pxeperf_dhcp_packets_total", `type="discover"`, `outcome="offer"`)

@@ -24,13 +24,13 @@ import (
 // iperf2Port is where the iperf 2 labs listen.
 const iperf2Port = 5001
 
-// newIperf2Lab is a lab with the iperf 2 server on :5001 and the boot
-// services off (the floods here aim at iperf 2 alone; the soak's lab
-// turns everything on).
-func newIperf2Lab(t *testing.T) *lab {
+// newIperf2Lab is a lab with the iperf 2 server on :5001, extra lines
+// ("key: value") in its iperf2 section, and the boot services off (the
+// floods here aim at iperf 2 alone; the soak's lab turns everything on).
+func newIperf2Lab(t *testing.T, extra ...string) *lab {
 	t.Helper()
 	nstest.RequireTool(t, "iperf")
-	return newLab(t, nstest.Options{}, "iperf2:\n  enabled: true\n", nil,
+	return newLab(t, nstest.Options{}, yamlSection("iperf2", append([]string{"enabled: true"}, extra...)...), nil,
 		"--dhcp", "off", "--tftp-addr", "off", "--http-addr", "off", "--iperf2-addr", fmt.Sprintf(":%d", iperf2Port))
 }
 

@@ -33,10 +33,7 @@ const iperf3Port = 5201
 func iperf3Lab(t *testing.T, extra ...string) *lab {
 	t.Helper()
 	nstest.RequireTool(t, "iperf3", "curl")
-	yaml := "dhcp:\n  mode: off\niperf3:\n  enabled: true\n  listen: \":" + strconv.Itoa(iperf3Port) + "\"\n"
-	for _, e := range extra {
-		yaml += "  " + e + "\n"
-	}
+	yaml := "dhcp:\n  mode: off\n" + yamlSection("iperf3", append([]string{"enabled: true", `listen: ":` + strconv.Itoa(iperf3Port) + `"`}, extra...)...)
 	return newLab(t, nstest.Options{}, yaml, func(root string) {
 		nstest.RandomFile(t, filepath.Join(root, "probe"), 64<<10, 27)
 	})
@@ -381,7 +378,7 @@ func TestIperf3TinyUDP(t *testing.T) {
 	siege(t, l, cpuSiegeOpts(l, floodIperf3TinyUDP))
 }
 
-// endlessRun is one iperf3 client run and how it ended.
+// endlessRun is one client run (iperf3, iperf 2) and how it ended.
 type endlessRun struct {
 	args []string
 	took time.Duration
@@ -392,18 +389,22 @@ type endlessRun struct {
 // iperf3Runs runs the real iperf3 client once per args, all at once, from
 // address from of the client side, and returns how each ended.
 func iperf3Runs(ctx context.Context, l *lab, from netip.Addr, args ...[]string) []*endlessRun {
+	return clientRuns(ctx, l, "iperf3", []string{"-c", l.P.ServerIP.String(), "-p", strconv.Itoa(iperf3Port), "-B", from.String()}, args...)
+}
+
+// clientRuns runs client (iperf3, iperf) from the client side once per
+// args, each after base, all at once, and returns how each ended.
+func clientRuns(ctx context.Context, l *lab, client string, base []string, args ...[]string) []*endlessRun {
 	var wg sync.WaitGroup
 	runs := make([]*endlessRun, len(args))
 	for i, a := range args {
-		runs[i] = &endlessRun{args: a}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := runs[i]
+		r := &endlessRun{args: a}
+		runs[i] = r
+		wg.Go(func() {
 			start := time.Now()
-			r.out, r.err = runIperf3(ctx, l.P.Client, append([]string{"-c", l.P.ServerIP.String(), "-p", strconv.Itoa(iperf3Port), "-B", from.String()}, a...)...)
-			r.took = time.Since(start)
-		}()
+			out, err := nstest.Command(ctx, l.P.Client, client, append(slices.Clone(base), a...)...).CombinedOutput()
+			r.took, r.out, r.err = time.Since(start), string(out), err
+		})
 	}
 	wg.Wait()
 	return runs

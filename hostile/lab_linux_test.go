@@ -15,12 +15,20 @@ type lab struct {
 }
 
 // newLab makes a pair and starts serve in its server namespace with yaml
-// (root, data and the pair's interface and address filled in); before, when
-// not nil, fills the root first.
+// (Pair.Serve: root, data and the pair's interface and address filled in);
+// before, when not nil, fills the root first.
 func newLab(t *testing.T, opt nstest.Options, yaml string, before func(root string), args ...string) *lab {
 	t.Helper()
 	p := nstest.NewPair(t, opt)
-	base := []string{"--iface", p.ServerIf, "--addr", p.ServerIP.String()}
-	s := nstest.Serve(t, p.Server, yaml, before, append(base, args...)...)
-	return &lab{P: p, S: s}
+	return &lab{P: p, S: p.Serve(t, yaml, before, args...)}
+}
+
+// yamlSection is a config section: name, then each line ("key: value")
+// indented under it.
+func yamlSection(name string, lines ...string) string {
+	s := name + ":\n"
+	for _, l := range lines {
+		s += "  " + l + "\n"
+	}
+	return s
 }

@@ -20,35 +20,10 @@ import (
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
-// iperf2LabWith is newIperf2Lab with extra lines ("key: value") in its
-// iperf2 section.
-func iperf2LabWith(t *testing.T, extra ...string) *lab {
-	t.Helper()
-	nstest.RequireTool(t, "iperf")
-	yaml := "iperf2:\n  enabled: true\n"
-	for _, e := range extra {
-		yaml += "  " + e + "\n"
-	}
-	return newLab(t, nstest.Options{}, yaml, nil,
-		"--dhcp", "off", "--tftp-addr", "off", "--http-addr", "off", "--iperf2-addr", fmt.Sprintf(":%d", iperf2Port))
-}
-
 // iperf2Runs runs the real iperf 2 client once per args, all at once, from
-// the pair's client side, and returns how each ended (iperf3Runs' type).
+// the pair's client side, and returns how each ended.
 func iperf2Runs(ctx context.Context, l *lab, args ...[]string) []*endlessRun {
-	runs := make([]*endlessRun, len(args))
-	var wg sync.WaitGroup
-	for i := range args {
-		r := &endlessRun{args: args[i]}
-		runs[i] = r
-		wg.Go(func() {
-			start := time.Now()
-			out, err := nstest.Command(ctx, l.P.Client, "iperf", append([]string{"-c", l.P.ServerIP.String(), "-p", fmt.Sprint(iperf2Port)}, r.args...)...).CombinedOutput()
-			r.took, r.out, r.err = time.Since(start), string(out), err
-		})
-	}
-	wg.Wait()
-	return runs
+	return clientRuns(ctx, l, "iperf", []string{"-c", l.P.ServerIP.String(), "-p", fmt.Sprint(iperf2Port)}, args...)
 }
 
 // TestIperf2EndlessTests (issue 27 row 18, iperf 2): with max_duration
@@ -58,7 +33,7 @@ func iperf2Runs(ctx context.Context, l *lab, args ...[]string) []*endlessRun {
 // Before, the board's leg read until max_duration + the 10 s set-up
 // timeout: 13 s.
 func TestIperf2EndlessTests(t *testing.T) {
-	l := iperf2LabWith(t, "max_duration: 3s")
+	l := newIperf2Lab(t, "max_duration: 3s")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	runs := iperf2Runs(ctx, l, []string{"-n", "100G", "-b", "100M"}, []string{"-n", "100G", "-b", "100M", "-R"}, []string{"-t", "3", "-b", "100M"})

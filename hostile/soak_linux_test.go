@@ -443,47 +443,9 @@ func leased(l *lab, mac, addr string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("no lease for %s (%s) among %d", mac, addr, len(ls))
 }
 
-// soakRecord is /api/fetches' record, the fields the match needs.
-type soakRecord struct {
-	ID      int64     `json:"id"`
-	Time    time.Time `json:"time"`
-	Proto   string    `json:"proto"`
-	Client  string    `json:"client_ip"`
-	File    string    `json:"file"`
-	Bytes   int64     `json:"bytes"`
-	Outcome string    `json:"outcome"`
-}
-
-// recordsOf pages /api/fetches?client=addr to its end.
-func recordsOf(l *lab, addr netip.Addr) ([]soakRecord, error) {
-	var all []soakRecord
-	before := ""
-	for range 1000 {
-		q := url.Values{"client": {addr.String()}, "limit": {"1000"}}
-		if before != "" {
-			q.Set("before", before)
-		}
-		body, err := l.S.Get("/api/fetches?" + q.Encode())
-		if err != nil {
-			return nil, err
-		}
-		var page []soakRecord
-		if err := json.Unmarshal([]byte(body), &page); err != nil {
-			return nil, fmt.Errorf("/api/fetches: %v: %.200s", err, body)
-		}
-		all = append(all, page...)
-		if len(page) < 1000 {
-			return all, nil
-		}
-		last := page[len(page)-1]
-		before = strconv.FormatInt(last.Time.UnixNano(), 10) + "." + strconv.FormatInt(last.ID, 10)
-	}
-	return nil, fmt.Errorf("/api/fetches for %s: more than 1000 pages", addr)
-}
-
 // fits says whether record r is of board exchange x's protocol and file
 // and begun while x ran (the record's time is the fetch's start).
-func (x exchange) fits(r soakRecord) bool {
+func (x exchange) fits(r nstest.Record) bool {
 	if r.Time.Before(x.start.Add(-250*time.Millisecond)) || r.Time.After(x.end.Add(250*time.Millisecond)) {
 		return false
 	}
@@ -500,7 +462,7 @@ func (x exchange) fits(r soakRecord) bool {
 
 // whole says whether a record that fits x says what the board got: ok,
 // and every byte (iperf3: the 1 MiB asked for, at least).
-func (x exchange) whole(r soakRecord) bool {
+func (x exchange) whole(r nstest.Record) bool {
 	switch {
 	case r.Outcome != "ok":
 		return false
@@ -567,87 +529,156 @@ func TestSoak(t *testing.T) {
 	d := soakDuration(t)
 	nstest.RequireTool(t, "busybox", "curl", "iperf3", "iperf")
 	p := nstest.NewPair(t, nstest.Options{})
-	l := &lab{P: p, S: nstest.Serve(t, p.Server, soakYAML(p), soakRoot(t), "--iface", p.ServerIf, "--addr", p.ServerIP.String())}
+	l := &lab{P: p, S: p.Serve(t, soakYAML(p), soakRoot(t))}
 	board := newSoakBoard(t, l)
+	a := newSoakAttack(t, l, d)
 
-	// What the floods need once, set up before them: the reflection's
-	// victim and the connect-back's services (each adds or binds an
-	// address once), floodIperf2Idle's extra addresses.
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	roundsOf := make([]int, len(a.floods))
+	for i, f := range a.floods {
+		wg.Go(func() { roundsOf[i] = f.run(ctx, t, l) })
+	}
+	var iperf3Rounds atomic.Int64
+	wg.Go(func() { soakIperf3Group(ctx, t, l, a.iperf3Floods, 5*time.Second, a.second, &iperf3Rounds) })
+	wg.Go(func() { a.victim.count(ctx) })
+	var samples []soakSample
+	sampled := make(chan struct{})
+	go func() { defer close(sampled); samples = sampleEvery1s(ctx, l, start) }()
+	xs := soakBoardCycles(ctx, l, board)
+	cancel()
+	wg.Wait()
+	<-sampled
+	elapsed := time.Since(start)
+
+	// Every record a board completed must reach the store: wait until the
+	// recorder has nothing pending (30 s at most).
+	var h nstest.Health
+	nstest.WaitFor(30*time.Second, func() bool {
+		h = getHealth(t, l)
+		return h.Records.Pending == 0 && h.Records.Backlog == 0
+	})
+	recs, err := l.S.Fetches(url.Values{"client": {board.addr.String()}})
+	if err != nil {
+		t.Fatalf("the boards' records: %v", err)
+	}
+	leasesEnd, err := leasesNow(l)
+	if err != nil {
+		t.Fatalf("leases at the end: %v", err)
+	}
+	by, used := soakMatch(t, xs, recs, leasesEnd, start)
+
+	// The summary table.
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "soak: %v of every flood at once beside a board cycle every %v\n", elapsed.Round(time.Second), soakEvery)
+	by.table(&sb)
+	fmt.Fprintf(&sb, "records of the board's address: %d (%d matched)\n", len(recs), countTrue(used))
+	soakUsage(t, &sb, samples)
+	a.figures(&sb, roundsOf, iperf3Rounds.Load())
+	fmt.Fprintf(&sb, "health at the end: %s, store %s, %d pending, journal %d B, %d dropped %v, problems %v\n",
+		h.Status, h.Records.Store, h.Records.Pending, h.Records.JournalBytes, h.Records.Dropped, h.Records.DroppedBy, h.Problems)
+	t.Log("\n" + sb.String())
+	by.check(t)
+}
+
+// soakAttack is every flood the soak runs, with what they need set up
+// once before them and the counters they fill.
+type soakAttack struct {
+	floods, iperf3Floods []soakFlood
+	// second is the header-less flood's second client address.
+	second   string
+	victim   *victim
+	svc, ssh *sink
+
+	largest, probes, opened, idle, ended, fetched, reflected, back, back22 atomic.Int64
+}
+
+// newSoakAttack sets up what the floods need once (the reflection's victim
+// and the connect-back's services each add or bind an address once;
+// floodIperf2Idle's extra addresses) and lists the floods for a run of d.
+func newSoakAttack(t *testing.T, l *lab, d time.Duration) *soakAttack {
+	p := l.P
+	a := &soakAttack{}
 	var victimPorts []uint16
 	for r := range 4 {
 		for i := range 4 {
 			victimPorts = append(victimPorts, 7000+uint16(r*10+i), 7100+uint16(r*10+i))
 		}
 	}
-	victim := newVictim(t, l, victimPorts...)
-	svc, ssh := newSink(t, l, 2222), newSink(t, l, 22)
+	a.victim = newVictim(t, l, victimPorts...)
+	a.svc, a.ssh = newSink(t, l, 2222), newSink(t, l, 22)
 	idleAddrs := []netip.Addr{p.ClientIP}
-	for _, a := range p.Unanswered(7)[4:7] {
-		nstest.Run(t, p.Client, "ip", "addr", "add", netip.PrefixFrom(a, p.Prefix.Bits()).String(), "dev", p.ClientIf)
-		idleAddrs = append(idleAddrs, a)
+	for _, x := range p.Unanswered(7)[4:7] {
+		nstest.Run(t, p.Client, "ip", "addr", "add", netip.PrefixFrom(x, p.Prefix.Bits()).String(), "dev", p.ClientIf)
+		idleAddrs = append(idleAddrs, x)
 	}
 	// headerless adds its second address and fails when it is there
 	// (iproute2 says "Address already assigned", not the "File exists" it
 	// looks for): each round removes it first.
-	second := p.ClientIP.Next().Next().Next().String() + "/24"
+	a.second = p.ClientIP.Next().Next().Next().String() + "/24"
 	adminFlood := func(ctx context.Context, t *testing.T, l *lab) {
-		_, _ = nstest.Output(l.P.Client, 10*time.Second, "ip", "addr", "del", second, "dev", l.P.ClientIf)
+		_, _ = nstest.Output(l.P.Client, 10*time.Second, "ip", "addr", "del", a.second, "dev", l.P.ClientIf)
 		headerless(1000)(ctx, t, l)
 	}
 
-	var largest, probes, opened, idle, ended, fetched, reflected, back, back22 atomic.Int64
 	missing := func(i int) string { return fmt.Sprintf("missing/%d.cfg", i) }
 	loader := func(int) string { return tftpBoot }
 	forever := int(d/time.Second) + 1 // rounds: the run's length bounds them
-	floods := []soakFlood{
+	a.floods = []soakFlood{
 		{"dhcp: replies to unanswered addresses (row 2)", floodUnansweredReplies, 5 * time.Second, 10 * time.Second, forever},
 		{"dhcp: pool grab, INIT-REBOOT and random relays (row 8)", floodPoolGrab, 5 * time.Second, 25 * time.Second, forever},
 		{"tftp: forged RRQs for missing files (rows 3, 10)", forgedRRQs(20000, 200, 5000, missing), 5 * time.Second, 10 * time.Second, forever},
 		{"tftp: forged RRQs for the loader", forgedRRQs(10000, 200, 2500, loader), 5 * time.Second, 10 * time.Second, forever},
 		// slowACKers adds its 18 addresses once: one round, the whole run.
 		{"tftp: 18 x 8 slow ACKers (row 15)", slowACKers(18, 8), d, 0, 1},
-		{"http: many ranges (row 9)", rangeFlood(&largest), 5 * time.Second, 10 * time.Second, forever},
-		{"http: HEAD and 0-0 probes (row 10)", probeFlood(&probes), 3 * time.Second, 10 * time.Second, forever},
-		{"http: 96 never-read (row 14)", neverRead(96, "/big.bin", &opened), 10 * time.Second, 10 * time.Second, forever},
-		{"http: 64 idle keep-alives (row 15)", idleKeepAlives(64, "/small", &idle), 20 * time.Second, 10 * time.Second, forever},
-		{"http: 8 trickles (row 15)", trickle(8, "/big.bin", &ended), 10 * time.Second, 5 * time.Second, forever},
-		{"store: fetch flood (rows 10-12)", fetchFlood(4, 20000, &fetched), 5 * time.Second, 10 * time.Second, forever},
+		{"http: many ranges (row 9)", rangeFlood(&a.largest), 5 * time.Second, 10 * time.Second, forever},
+		{"http: HEAD and 0-0 probes (row 10)", probeFlood(&a.probes), 3 * time.Second, 10 * time.Second, forever},
+		{"http: 96 never-read (row 14)", neverRead(96, "/big.bin", &a.opened), 10 * time.Second, 10 * time.Second, forever},
+		{"http: 64 idle keep-alives (row 15)", idleKeepAlives(64, "/small", &a.idle), 20 * time.Second, 10 * time.Second, forever},
+		{"http: 8 trickles (row 15)", trickle(8, "/big.bin", &a.ended), 10 * time.Second, 5 * time.Second, forever},
+		{"store: fetch flood (rows 10-12)", fetchFlood(4, 20000, &a.fetched), 5 * time.Second, 10 * time.Second, forever},
 		{"store: hostile names (row 16)", rrqFlood(hostileNames, 100), 2 * time.Second, 10 * time.Second, forever},
 		{"admin: header-less connections (row 4)", adminFlood, 6 * time.Second, 10 * time.Second, forever},
-		{"iperf2: reflection (row 1)", floodIperf2Reflect(victim, 4, &reflected), 2 * time.Second, 10 * time.Second, forever},
+		{"iperf2: reflection (row 1)", floodIperf2Reflect(a.victim, 4, &a.reflected), 2 * time.Second, 10 * time.Second, forever},
 		{"iperf2: forged sources (row 7)", floodIperf2Sources(50000, 10000), 6 * time.Second, 10 * time.Second, forever},
 		{"iperf2: idle connections (row 15)", floodIperf2Idle(idleAddrs, 4, 100), 20 * time.Second, 5 * time.Second, forever},
-		{"iperf2: connect-back to 2222 (row 17)", floodIperf2ConnectBack(2222, 2, &back), 5 * time.Second, 10 * time.Second, forever},
-		{"iperf2: connect-back to 22 (row 17)", floodIperf2ConnectBack(22, 2, &back22), 5 * time.Second, 10 * time.Second, forever},
+		{"iperf2: connect-back to 2222 (row 17)", floodIperf2ConnectBack(2222, 2, &a.back), 5 * time.Second, 10 * time.Second, forever},
+		{"iperf2: connect-back to 22 (row 17)", floodIperf2ConnectBack(22, 2, &a.back22), 5 * time.Second, 10 * time.Second, forever},
 		{"iperf2: unanswered reports", floodIperf2Unanswered(4000, 1000), 5 * time.Second, 10 * time.Second, forever},
 	}
 	// The iperf3 floods run as one group (soakIperf3Group), each its own
 	// round length; the lying client sends as fast as it can, so its
 	// rounds are short.
-	iperf3Floods := []soakFlood{
+	a.iperf3Floods = []soakFlood{
 		{name: "iperf3: silent connections (row 4)", fl: floodIperf3Silent, round: 30 * time.Second},
 		{name: "iperf3: unread streams (row 5)", fl: floodIperf3Unread, round: 30 * time.Second},
 		{name: "iperf3: tiny UDP (row 6)", fl: floodIperf3TinyUDP, round: 30 * time.Second},
 		{name: "iperf3: endless tests (row 18)", fl: floodIperf3Endless, round: 30 * time.Second},
 		{name: "iperf3: lying UDP (row 6)", fl: floodIperf3LyingUDP, round: 5 * time.Second},
 	}
+	return a
+}
 
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	var wg sync.WaitGroup
-	roundsOf := make([]int, len(floods))
-	for i, f := range floods {
-		wg.Go(func() { roundsOf[i] = f.run(ctx, t, l) })
+// figures writes the rounds each flood ran and what the floods counted.
+func (a *soakAttack) figures(sb *strings.Builder, roundsOf []int, iperf3Rounds int64) {
+	fmt.Fprintf(sb, "floods (rounds run):\n")
+	for i, f := range a.floods {
+		fmt.Fprintf(sb, "  %4d  %s\n", roundsOf[i], f.name)
 	}
-	var iperf3Rounds atomic.Int64
-	wg.Go(func() { soakIperf3Group(ctx, t, l, iperf3Floods, 5*time.Second, second, &iperf3Rounds) })
-	wg.Go(func() { victim.count(ctx) })
-	var samples []soakSample
-	sampled := make(chan struct{})
-	go func() { defer close(sampled); samples = sampleEvery1s(ctx, l, start) }()
+	for _, f := range a.iperf3Floods {
+		fmt.Fprintf(sb, "  %4d  %s\n", iperf3Rounds, f.name)
+	}
+	fmt.Fprintf(sb, "flood figures: largest range answer %d B; %d probes; %d never-read and %d idle keep-alives opened; %d trickles ended by serve; %d small fetches; iperf 2: %d B forged for reflection, the victim got %d B; connect-back sent %d B, port 2222 got %d B, port 22 %d B\n",
+		a.largest.Load(), a.probes.Load(), a.opened.Load(), a.idle.Load(), a.ended.Load(), a.fetched.Load(), a.reflected.Load(), a.victim.bytes.Load(),
+		a.back.Load()+a.back22.Load(), a.svc.bytes.Load(), a.ssh.bytes.Load())
+}
 
-	// The boards, a cycle every soakEvery until the run ends.
+// soakBoardCycles runs the board's cycle (DORA, TFTP fetch of the loader,
+// HTTP fetch of the image, iperf3 test) every soakEvery until ctx ends,
+// each request within soakDeadline, and returns every exchange.
+func soakBoardCycles(ctx context.Context, l *lab, board *soakBoard) []exchange {
 	var xs []exchange
 	srv := l.P.ServerIP.String()
 	for ctx.Err() == nil {
@@ -680,40 +711,34 @@ func TestSoak(t *testing.T) {
 		case <-time.After(time.Until(cycle.Add(soakEvery))):
 		}
 	}
-	cancel()
-	wg.Wait()
-	<-sampled
-	elapsed := time.Since(start)
+	return xs
+}
 
-	// Every record a board completed must reach the store: wait until the
-	// recorder has nothing pending (30 s at most).
-	var h healthz
-	nstest.WaitFor(30*time.Second, func() bool {
-		h = getHealth(t, l)
-		return h.Records.Pending == 0 && h.Records.Backlog == 0
-	})
-	recs, err := recordsOf(l, board.addr)
-	if err != nil {
-		t.Fatalf("the boards' records: %v", err)
-	}
-	leasesEnd, err := leasesNow(l)
-	if err != nil {
-		t.Fatalf("leases at the end: %v", err)
-	}
-	// Oldest first, and each exchange (oldest first too) takes the oldest
-	// record that fits it: two exchanges a moment apart each get their own.
-	slices.SortFunc(recs, func(a, b soakRecord) int { return a.Time.Compare(b.Time) })
+// soakKinds are the board's exchanges, in the summary's order.
+var soakKinds = []string{"dhcp", "tftp", "http", "iperf3"}
+
+// soakTally is how one kind of the board's exchanges went.
+type soakTally struct {
+	firsts, totals  []time.Duration
+	n, failed, late int
+	lost, wrong     int
+	examples        []string
+}
+
+// soakTallies are the board's exchanges by kind.
+type soakTallies map[string]*soakTally
+
+// soakMatch tallies each exchange by kind and matches each completed one
+// to its record: oldest first, and each exchange (oldest first too) takes
+// the oldest record that fits it, so two exchanges a moment apart each get
+// their own; each DHCP ACK not yet expired must still be a lease. It
+// returns the tallies and which records were matched.
+func soakMatch(t *testing.T, xs []exchange, recs []nstest.Record, leasesEnd []soakLease, start time.Time) (soakTallies, []bool) {
+	slices.SortFunc(recs, func(a, b nstest.Record) int { return a.Time.Compare(b.Time) })
 	used := make([]bool, len(recs))
-	type tally struct {
-		firsts, totals  []time.Duration
-		n, failed, late int
-		lost, wrong     int
-		examples        []string
-	}
-	kinds := []string{"dhcp", "tftp", "http", "iperf3"}
-	by := map[string]*tally{}
-	for _, k := range kinds {
-		by[k] = &tally{}
+	by := soakTallies{}
+	for _, k := range soakKinds {
+		by[k] = &soakTally{}
 	}
 	now := time.Now()
 	for _, x := range xs {
@@ -736,61 +761,88 @@ func TestSoak(t *testing.T) {
 		}
 		if x.kind == "dhcp" {
 			// A lease that has not expired yet must still be held.
-			if x.expiry.After(now.Add(5 * time.Second)) {
-				held := false
-				for _, e := range leasesEnd {
-					held = held || (strings.EqualFold(e.MAC, x.mac) && e.Addr == x.addr)
-				}
-				if !held {
-					tl.lost++
-					t.Errorf("the lease of %s (%s, ACKed at %v, expiring %v) is gone before its expiry", x.mac, x.addr,
-						x.start.Sub(start).Round(time.Second), x.expiry.Format(time.TimeOnly))
-				}
+			if x.expiry.After(now.Add(5*time.Second)) && !soakHeld(leasesEnd, x) {
+				tl.lost++
+				t.Errorf("the lease of %s (%s, ACKed at %v, expiring %v) is gone before its expiry", x.mac, x.addr,
+					x.start.Sub(start).Round(time.Second), x.expiry.Format(time.TimeOnly))
 			}
 			continue
 		}
-		found, near := false, -1
-		for i, r := range recs {
-			if !used[i] && x.fits(r) {
-				if x.whole(r) {
-					used[i], found = true, true
-					break
-				}
-				if near < 0 {
-					near = i
-				}
+		tl.matchRecord(t, x, recs, used, start)
+	}
+	return by, used
+}
+
+// soakHeld says whether DHCP exchange x's lease is among leases.
+func soakHeld(leases []soakLease, x exchange) bool {
+	held := false
+	for _, e := range leases {
+		held = held || (strings.EqualFold(e.MAC, x.mac) && e.Addr == x.addr)
+	}
+	return held
+}
+
+// matchRecord finds the oldest unused record of recs that fits x and says
+// what it holds: the whole exchange (matched), less (wrong), or nothing
+// fits (lost).
+func (tl *soakTally) matchRecord(t *testing.T, x exchange, recs []nstest.Record, used []bool, start time.Time) {
+	found, near := false, -1
+	for i, r := range recs {
+		if !used[i] && x.fits(r) {
+			if x.whole(r) {
+				used[i], found = true, true
+				break
+			}
+			if near < 0 {
+				near = i
 			}
 		}
-		switch {
-		case found:
-		case near >= 0:
-			used[near] = true
-			tl.wrong++
-			t.Errorf("the board's %s at %v (%v) completed, but its record says %d bytes, %s",
-				x.kind, x.start.Sub(start).Round(time.Second), x.total.Round(time.Millisecond), recs[near].Bytes, recs[near].Outcome)
-		default:
-			tl.lost++
-			t.Errorf("no record of the board's %s at %v (%v): completed, lost", x.kind, x.start.Sub(start).Round(time.Second), x.total.Round(time.Millisecond))
-		}
 	}
+	switch {
+	case found:
+	case near >= 0:
+		used[near] = true
+		tl.wrong++
+		t.Errorf("the board's %s at %v (%v) completed, but its record says %d bytes, %s",
+			x.kind, x.start.Sub(start).Round(time.Second), x.total.Round(time.Millisecond), recs[near].Bytes, recs[near].Outcome)
+	default:
+		tl.lost++
+		t.Errorf("no record of the board's %s at %v (%v): completed, lost", x.kind, x.start.Sub(start).Round(time.Second), x.total.Round(time.Millisecond))
+	}
+}
 
-	// The summary table.
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "soak: %v of every flood at once beside a board cycle every %v\n", elapsed.Round(time.Second), soakEvery)
-	fmt.Fprintf(&sb, "%-7s %6s %8s %8s %8s %6s %6s %5s %5s %9s %9s %9s  (first reply, budget %v; then whole exchange)\n",
+// table writes the board's rows: first-reply and whole-exchange
+// quantiles, and the late, failed, lost and wrong counts.
+func (by soakTallies) table(sb *strings.Builder) {
+	fmt.Fprintf(sb, "%-7s %6s %8s %8s %8s %6s %6s %5s %5s %9s %9s %9s  (first reply, budget %v; then whole exchange)\n",
 		"board", "count", "p50", "p99", "max", "late", "failed", "lost", "wrong", "total p50", "total p99", "total max", soakBudget)
-	for _, k := range kinds {
+	for _, k := range soakKinds {
 		tl := by[k]
 		slices.Sort(tl.firsts)
 		slices.Sort(tl.totals)
 		ms := func(ds []time.Duration, q float64) time.Duration { return quantile(ds, q).Round(time.Millisecond) }
-		fmt.Fprintf(&sb, "%-7s %6d %8v %8v %8v %6d %6d %5d %5d %9v %9v %9v\n", k, tl.n, ms(tl.firsts, 0.5), ms(tl.firsts, 0.99),
+		fmt.Fprintf(sb, "%-7s %6d %8v %8v %8v %6d %6d %5d %5d %9v %9v %9v\n", k, tl.n, ms(tl.firsts, 0.5), ms(tl.firsts, 0.99),
 			ms(tl.firsts, 1), tl.late, tl.failed, tl.lost, tl.wrong, ms(tl.totals, 0.5), ms(tl.totals, 0.99), ms(tl.totals, 1))
 	}
-	fmt.Fprintf(&sb, "records of the board's address: %d (%d matched)\n", len(recs), countTrue(used))
+}
 
-	// What serve held, and whether it grew: the first third's median
-	// against the last third's.
+// check fails t for each kind with late or failed exchanges, or none.
+func (by soakTallies) check(t *testing.T) {
+	for _, k := range soakKinds {
+		tl := by[k]
+		if tl.late+tl.failed > 0 {
+			t.Errorf("board %s: %d of %d late (first reply over %v) and %d failed; e.g.\n  %s", k, tl.late, tl.n, soakBudget, tl.failed,
+				strings.Join(tl.examples, "\n  "))
+		}
+		if tl.n == 0 {
+			t.Errorf("board %s never ran", k)
+		}
+	}
+}
+
+// soakUsage writes what serve held, and whether it grew: the first
+// third's median against the last third's, each within soakBounds.
+func soakUsage(t *testing.T, sb *strings.Builder, samples []soakSample) {
 	third := len(samples) / 3
 	var rss []int64
 	var fds, gs []int
@@ -803,9 +855,9 @@ func TestSoak(t *testing.T) {
 		peak.rss, peak.fds, peak.goroutines = max(peak.rss, s.rss), max(peak.fds, s.fds), max(peak.goroutines, s.goroutines)
 	}
 	b := soakBounds
-	fmt.Fprintf(&sb, "%-10s %10s %10s %10s %10s  (%d samples, 1/s)\n", "serve", "first 1/3", "last 1/3", "peak", "bound", len(samples))
+	fmt.Fprintf(sb, "%-10s %10s %10s %10s %10s  (%d samples, 1/s)\n", "serve", "first 1/3", "last 1/3", "peak", "bound", len(samples))
 	grew := func(what string, first, last, peakV, bound, slack int64, unit string) {
-		fmt.Fprintf(&sb, "%-10s %10s %10s %10s %10s\n", what, fmtUnit(first, unit), fmtUnit(last, unit), fmtUnit(peakV, unit), fmtUnit(bound, unit))
+		fmt.Fprintf(sb, "%-10s %10s %10s %10s %10s\n", what, fmtUnit(first, unit), fmtUnit(last, unit), fmtUnit(peakV, unit), fmtUnit(bound, unit))
 		if peakV > bound {
 			t.Errorf("serve's %s peaked at %s, bound %s", what, fmtUnit(peakV, unit), fmtUnit(bound, unit))
 		}
@@ -821,31 +873,6 @@ func TestSoak(t *testing.T) {
 	grew("fds", int64(median(fds[:third])), int64(median(fds[len(fds)-third:])), int64(peak.fds), int64(b.FDs), int64(b.slackFDs), "")
 	gt := len(gs) / 3
 	grew("goroutines", int64(median(gs[:gt])), int64(median(gs[len(gs)-gt:])), int64(peak.goroutines), int64(b.Goroutines), int64(b.slackGo), "")
-
-	fmt.Fprintf(&sb, "floods (rounds run):\n")
-	for i, f := range floods {
-		fmt.Fprintf(&sb, "  %4d  %s\n", roundsOf[i], f.name)
-	}
-	for _, f := range iperf3Floods {
-		fmt.Fprintf(&sb, "  %4d  %s\n", iperf3Rounds.Load(), f.name)
-	}
-	fmt.Fprintf(&sb, "flood figures: largest range answer %d B; %d probes; %d never-read and %d idle keep-alives opened; %d trickles ended by serve; %d small fetches; iperf 2: %d B forged for reflection, the victim got %d B; connect-back sent %d B, port 2222 got %d B, port 22 %d B\n",
-		largest.Load(), probes.Load(), opened.Load(), idle.Load(), ended.Load(), fetched.Load(), reflected.Load(), victim.bytes.Load(),
-		back.Load()+back22.Load(), svc.bytes.Load(), ssh.bytes.Load())
-	fmt.Fprintf(&sb, "health at the end: %s, store %s, %d pending, journal %d B, %d dropped %v, problems %v\n",
-		h.Status, h.Records.Store, h.Records.Pending, h.Records.JournalBytes, h.Records.Dropped, h.Records.DroppedBy, h.Problems)
-	t.Log("\n" + sb.String())
-
-	for _, k := range kinds {
-		tl := by[k]
-		if tl.late+tl.failed > 0 {
-			t.Errorf("board %s: %d of %d late (first reply over %v) and %d failed; e.g.\n  %s", k, tl.late, tl.n, soakBudget, tl.failed,
-				strings.Join(tl.examples, "\n  "))
-		}
-		if tl.n == 0 {
-			t.Errorf("board %s never ran", k)
-		}
-	}
 }
 
 func countTrue(bs []bool) int {

@@ -4,7 +4,6 @@ package hostile
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -67,10 +66,12 @@ func fetchFlood(conns int, max int64, done *atomic.Int64) flood {
 	}
 }
 
-// curlSmall is the real board: curl fetching smallImage.
+// curlSmall is the real board: curl fetching smallImage (lab.curlOK),
+// each completed fetch added to done.
 func curlSmall(l *lab, done *atomic.Int64) func(ctx context.Context) error {
+	fetch := l.curlOK("/"+smallImage, 4096)
 	return func(ctx context.Context) error {
-		if _, err := l.curl(ctx, "-sSf", "-o", "/dev/null", "-w", "%{size_download}", l.httpURL("/"+smallImage)); err != nil {
+		if err := fetch(ctx); err != nil {
 			return err
 		}
 		done.Add(1)
@@ -86,32 +87,12 @@ func accounted(records, completed int64) bool {
 	return records >= completed && records <= completed+4
 }
 
-// healthz is the admin listener's /healthz, decoded.
-type healthz struct {
-	Status   string   `json:"status"`
-	Problems []string `json:"problems"`
-	Records  struct {
-		Store           string            `json:"store"`
-		Pending         int               `json:"pending"`
-		Backlog         int64             `json:"journal_backlog"`
-		JournalBytes    int64             `json:"journal_bytes"`
-		JournalMaxBytes int64             `json:"journal_max_bytes"`
-		Dropped         int64             `json:"dropped"`
-		DroppedBy       map[string]uint64 `json:"dropped_by"`
-		DiskFull        bool              `json:"disk_full"`
-		DataFreeBytes   int64             `json:"data_free_bytes"`
-	} `json:"records"`
-}
-
-func getHealth(t *testing.T, l *lab) healthz {
+// getHealth is the lab's /healthz; the test ends when it cannot be read.
+func getHealth(t *testing.T, l *lab) nstest.Health {
 	t.Helper()
-	body, err := l.S.Get("/healthz")
+	h, err := l.S.Health()
 	if err != nil {
-		t.Fatalf("/healthz: %v", err)
-	}
-	var h healthz
-	if err := json.Unmarshal([]byte(body), &h); err != nil {
-		t.Fatalf("/healthz: %v: %s", err, body)
+		t.Fatal(err)
 	}
 	return h
 }

@@ -5,9 +5,12 @@ package nstest
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,6 +67,13 @@ func Serve(t testing.TB, ns, yaml string, before func(root string), args ...stri
 	return s
 }
 
+// Serve starts `pxeperf serve` (Serve) in the pair's server namespace,
+// bound to its interface and address (--iface, --addr) before args.
+func (p *Pair) Serve(t testing.TB, yaml string, before func(root string), args ...string) *Served {
+	t.Helper()
+	return Serve(t, p.Server, yaml, before, append([]string{"--iface", p.ServerIf, "--addr", p.ServerIP.String()}, args...)...)
+}
+
 // PID is the serving process (`ip netns exec` execs it in place).
 func (s *Served) PID() int { return s.Cmd.Process.Pid }
 
@@ -75,9 +85,13 @@ type Usage struct {
 }
 
 // Usage reads the process's resident memory, descriptors and threads.
-func (s *Served) Usage() (Usage, error) {
+func (s *Served) Usage() (Usage, error) { return ProcUsage(s.PID()) }
+
+// ProcUsage reads what process pid holds from /proc/PID/status and
+// /proc/PID/fd.
+func ProcUsage(pid int) (Usage, error) {
 	var u Usage
-	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.PID()))
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return u, err
 	}
@@ -94,12 +108,22 @@ func (s *Served) Usage() (Usage, error) {
 			u.Threads, _ = strconv.Atoi(f[1])
 		}
 	}
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.PID()))
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
 		return u, err
 	}
 	u.FDs = len(fds)
 	return u, nil
+}
+
+// Max is the larger of u and v in each field: a peak over samples.
+func (u Usage) Max(v Usage) Usage {
+	return Usage{RSS: max(u.RSS, v.RSS), FDs: max(u.FDs, v.FDs), Threads: max(u.Threads, v.Threads)}
+}
+
+// over says whether u exceeds bound in a field bound sets (zero: unchecked).
+func (u Usage) over(bound Usage) bool {
+	return (bound.RSS > 0 && u.RSS > bound.RSS) || (bound.FDs > 0 && u.FDs > bound.FDs) || (bound.Threads > 0 && u.Threads > bound.Threads)
 }
 
 // Get fetches path from the admin listener (inside NS) and returns the body.
@@ -159,6 +183,49 @@ func (s *Served) Metric(name string, match ...string) (float64, error) {
 	return sum, nil
 }
 
+// Record is a fetch record as the admin API and `pxeperf report --format
+// json` give it (record.Record's JSON, which nstest cannot import: record's
+// dependencies' tests import nstest): the fields the tests read.
+type Record struct {
+	ID        int64             `json:"id"`
+	Time      time.Time         `json:"time"`
+	Proto     string            `json:"proto"`
+	ClientMAC string            `json:"client_mac"`
+	ClientIP  string            `json:"client_ip"`
+	Host      string            `json:"host"`
+	File      string            `json:"file"`
+	Bytes     int64             `json:"bytes"`
+	Duration  time.Duration     `json:"duration_ns"`
+	Mbps      float64           `json:"mbps"`
+	Outcome   string            `json:"outcome"`
+	Labels    map[string]string `json:"labels"`
+}
+
+// Fetches pages /api/fetches?q (1000 records a page) to its end and
+// returns every record, in the API's order.
+func (s *Served) Fetches(q url.Values) ([]Record, error) {
+	var all []Record
+	q = maps.Clone(q)
+	q.Set("limit", "1000")
+	for range 1000 {
+		body, err := s.Get("/api/fetches?" + q.Encode())
+		if err != nil {
+			return nil, err
+		}
+		var page []Record
+		if err := json.Unmarshal([]byte(body), &page); err != nil {
+			return nil, fmt.Errorf("/api/fetches: %v: %.200s", err, body)
+		}
+		all = append(all, page...)
+		if len(page) < 1000 {
+			return all, nil
+		}
+		last := page[len(page)-1]
+		q.Set("before", strconv.FormatInt(last.Time.UnixNano(), 10)+"."+strconv.FormatInt(last.ID, 10))
+	}
+	return nil, fmt.Errorf("/api/fetches?%s: more than 1000 pages", q.Encode())
+}
+
 // Goroutines is go_goroutines from /metrics.
 func (s *Served) Goroutines() (int, error) {
 	v, err := s.Metric("go_goroutines")
@@ -174,13 +241,12 @@ func (s *Served) Within(ctx context.Context, t testing.TB, max Usage) Usage {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		u, err := s.Usage()
-		if err == nil {
-			peak.RSS, peak.FDs, peak.Threads = maxI(peak.RSS, u.RSS), maxI(peak.FDs, u.FDs), maxI(peak.Threads, u.Threads)
+		if u, err := s.Usage(); err == nil {
+			peak = peak.Max(u)
 		}
 		select {
 		case <-ctx.Done():
-			if (max.RSS > 0 && peak.RSS > max.RSS) || (max.FDs > 0 && peak.FDs > max.FDs) || (max.Threads > 0 && peak.Threads > max.Threads) {
+			if peak.over(max) {
 				t.Errorf("serve held more than its bound: peak RSS %d MiB, %d fds, %d threads; bound %d MiB, %d fds, %d threads",
 					peak.RSS>>20, peak.FDs, peak.Threads, max.RSS>>20, max.FDs, max.Threads)
 			}
@@ -190,9 +256,34 @@ func (s *Served) Within(ctx context.Context, t testing.TB, max Usage) Usage {
 	}
 }
 
-func maxI[T int | int64](a, b T) T {
-	if a > b {
-		return a
+// Health is the admin listener's /healthz (and the boot port's), decoded:
+// the fields the tests read.
+type Health struct {
+	Status   string   `json:"status"`
+	Problems []string `json:"problems"`
+	Active   int64    `json:"active"` // HTTP fetches in flight
+	Records  struct {
+		Store           string            `json:"store"`
+		Pending         int               `json:"pending"`
+		Backlog         int64             `json:"journal_backlog"`
+		JournalBytes    int64             `json:"journal_bytes"`
+		JournalMaxBytes int64             `json:"journal_max_bytes"`
+		Dropped         int64             `json:"dropped"`
+		DroppedBy       map[string]uint64 `json:"dropped_by"`
+		DiskFull        bool              `json:"disk_full"`
+		DataFreeBytes   int64             `json:"data_free_bytes"`
+	} `json:"records"`
+}
+
+// Health reads /healthz from the admin listener.
+func (s *Served) Health() (Health, error) {
+	var h Health
+	body, err := s.Get("/healthz")
+	if err != nil {
+		return h, fmt.Errorf("/healthz: %w", err)
 	}
-	return b
+	if err := json.Unmarshal([]byte(body), &h); err != nil {
+		return h, fmt.Errorf("/healthz: %w: %s", err, body)
+	}
+	return h, nil
 }

@@ -44,22 +44,8 @@ type Board struct {
 // Boards is the table of Debian's QEMU builds, arm64 first.
 func Boards() []Board {
 	return []Board{
-		{
-			Name: "arm64", QEMU: "qemu-system-aarch64", QEMUPkg: "qemu-system-arm",
-			Firmware: "/usr/lib/u-boot/qemu_arm64/u-boot.bin", MAC: "52:54:00:e2:b0:01",
-			Machine: []string{"-M", "virt", "-cpu", "cortex-a57"},
-			NIC:     "e1000", Ethact: "e1000#0",
-			ExitArgs: []string{"-semihosting-config", "enable=on,target=native"},
-			Arch93:   22, Vendor: "U-Boot.armv8", Cmdline: "console=ttyAMA0",
-		},
-		{
-			Name: "arm", QEMU: "qemu-system-arm", QEMUPkg: "qemu-system-arm",
-			Firmware: "/usr/lib/u-boot/qemu_arm/u-boot.bin", MAC: "52:54:00:e2:b0:02",
-			Machine: []string{"-M", "virt", "-cpu", "cortex-a15"},
-			NIC:     "e1000", Ethact: "e1000#0",
-			ExitArgs: []string{"-semihosting-config", "enable=on,target=native"},
-			Arch93:   21, Vendor: "U-Boot.armv7", Cmdline: "console=ttyAMA0",
-		},
+		armVirt("arm64", "qemu-system-aarch64", "cortex-a57", "52:54:00:e2:b0:01", 22, "U-Boot.armv8"),
+		armVirt("arm", "qemu-system-arm", "cortex-a15", "52:54:00:e2:b0:02", 21, "U-Boot.armv7"),
 		{
 			Name: "x86_64", QEMU: "qemu-system-x86_64", QEMUPkg: "qemu-system-x86",
 			Firmware: "/usr/lib/u-boot/qemu-x86_64/u-boot.rom", MAC: "52:54:00:e2:b0:03",
@@ -79,6 +65,20 @@ func Boards() []Board {
 			NIC: "virtio-net-device", Ethact: "virtio-net#0",
 			Arch93: -1, Vendor: "U-Boot", Cmdline: "console=ttyS0",
 		},
+	}
+}
+
+// armVirt is an Arm build on QEMU's virt board (qemu-system-arm's
+// package has both QEMUs): e1000, the console on the PL011, and Arm
+// semihosting for the crafted kernel's exit.
+func armVirt(name, qemu, cpu, mac string, arch93 int, vendor string) Board {
+	return Board{
+		Name: name, QEMU: qemu, QEMUPkg: "qemu-system-arm",
+		Firmware: "/usr/lib/u-boot/qemu_" + name + "/u-boot.bin", MAC: mac,
+		Machine: []string{"-M", "virt", "-cpu", cpu},
+		NIC:     "e1000", Ethact: "e1000#0",
+		ExitArgs: []string{"-semihosting-config", "enable=on,target=native"},
+		Arch93:   arch93, Vendor: vendor, Cmdline: "console=ttyAMA0",
 	}
 }
 

@@ -214,10 +214,8 @@ type Fetch struct {
 	// RateMbps is Rate in Mbit/s, 0 if none. U-Boot times the transfer
 	// from tftp_start to the last block (net/tftp.c) and prints it with
 	// one decimal (print_size, 1024-based units): it leaves out the NIC
-	// start and stop and the console (about 0.6 s of a 3.2 s tftpboot of
-	// 16 MiB on arm64's e1000), but is coarse (6.2 MiB/s is +-1%) and
-	// still about 1 s longer there than the server's own fetch time
-	// (before the request reaches the server; not looked into).
+	// start and stop and the console, but is coarse, and still longer
+	// than the server's own fetch time (see uboot/DESIGN.md#rate-line).
 	RateMbps float64
 }
 
