@@ -534,13 +534,39 @@ func validateTFTPBudgets(t *TFTP, add func(key, format string, a ...any)) {
 	}
 }
 
+// problems collects what Validate finds, each naming its key.
+type problems []error
+
+// add records a problem with key, its message formatted from format and a.
+func (p *problems) add(key, format string, a ...any) {
+	*p = append(*p, &Error{Key: key, Msg: fmt.Sprintf(format, a...)})
+}
+
 // Validate checks the configuration as a whole. Errors name the key and say
 // how to fix it.
 func (c *Config) Validate() error {
-	var errs []error
-	add := func(key, format string, a ...any) {
-		errs = append(errs, &Error{Key: key, Msg: fmt.Sprintf(format, a...)})
+	var p problems
+	c.validateTop(p.add)
+	validateDHCP(&c.DHCP, p.add)
+	validateTFTP(&c.TFTP, p.add)
+	validateHTTPServer(&c.HTTP, p.add)
+	c.validateHTTPBudgets(p.add)
+	c.validateStore(p.add)
+	if _, err := netip.ParseAddrPort(fixHostPort(c.Bench.Listen)); err != nil {
+		p.add("bench.listen", "%q is not HOST:PORT; use e.g. :5211 or 0.0.0.0:5211", c.Bench.Listen)
 	}
+	validateBudgets(c, p.add)
+	for key, ip := range map[string]*Iperf{"iperf3": &c.Iperf3, "iperf2": &c.Iperf2} {
+		validateIperf(key, ip, p.add)
+	}
+	c.validateImages(p.add)
+	validateHosts(c.Hosts, p.add)
+	return joinErrors(p)
+}
+
+// validateTop checks the top-level keys: log level and format, the root
+// and data folders, the address.
+func (c *Config) validateTop(add func(key, format string, a ...any)) {
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -560,7 +586,10 @@ func (c *Config) Validate() error {
 	if c.Address.IsValid() && !c.Address.Is4() {
 		add("address", "%s is not an IPv4 address; PXE needs IPv4", c.Address)
 	}
-	d := &c.DHCP
+}
+
+// validateDHCP checks the dhcp section but its budgets (validateBudgets).
+func validateDHCP(d *DHCP, add func(key, format string, a ...any)) {
 	switch d.Mode {
 	case ModeFull:
 		if !d.Pool.IsValid() {
@@ -601,7 +630,11 @@ func (c *Config) Validate() error {
 			add(fmt.Sprintf("dhcp.relays[%d]", i), "%q is not an IPv4 relay; write a relay's giaddr (10.0.8.1) or a prefix of /8 or longer (10.0.8.0/22)", r.String())
 		}
 	}
-	t := &c.TFTP
+}
+
+// validateTFTP checks the tftp section: its budgets, then the protocol
+// settings.
+func validateTFTP(t *TFTP, add func(key, format string, a ...any)) {
 	validateTFTPBudgets(t, add)
 	if _, err := netip.ParseAddrPort(fixHostPort(t.Listen)); err != nil {
 		add("tftp.listen", "%q is not HOST:PORT; use e.g. :69 or 0.0.0.0:69", t.Listen)
@@ -618,7 +651,11 @@ func (c *Config) Validate() error {
 	if t.Retries < 1 {
 		add("tftp.retries", "%d must be at least 1; use e.g. 5", t.Retries)
 	}
-	h := &c.HTTP
+}
+
+// validateHTTPServer checks http.listen and the http timeouts (the
+// budgets are validateHTTPBudgets').
+func validateHTTPServer(h *HTTP, add func(key, format string, a ...any)) {
 	if _, err := netip.ParseAddrPort(fixHostPort(h.Listen)); err != nil {
 		add("http.listen", "%q is not HOST:PORT; use e.g. :80 or 0.0.0.0:8080", h.Listen)
 	}
@@ -630,36 +667,36 @@ func (c *Config) Validate() error {
 			add(key, "%s must be positive; e.g. 30s", v)
 		}
 	}
-	errs = append(errs, c.validateHTTPBudgets()...)
-	errs = append(errs, c.validateStore()...)
-	if _, err := netip.ParseAddrPort(fixHostPort(c.Bench.Listen)); err != nil {
-		add("bench.listen", "%q is not HOST:PORT; use e.g. :5211 or 0.0.0.0:5211", c.Bench.Listen)
+}
+
+// validateIperf checks one iperf server's section (key iperf3 or iperf2).
+func validateIperf(key string, ip *Iperf, add func(key, format string, a ...any)) {
+	if _, err := netip.ParseAddrPort(fixHostPort(ip.Listen)); err != nil {
+		add(key+".listen", "%q is not HOST:PORT; use e.g. :5201 (iperf3) or :5001 (iperf2)", ip.Listen)
 	}
-	validateBudgets(c, add)
-	for key, ip := range map[string]*Iperf{"iperf3": &c.Iperf3, "iperf2": &c.Iperf2} {
-		if _, err := netip.ParseAddrPort(fixHostPort(ip.Listen)); err != nil {
-			add(key+".listen", "%q is not HOST:PORT; use e.g. :5201 (iperf3) or :5001 (iperf2)", ip.Listen)
-		}
-		if ip.MaxTests < 1 || ip.MaxPerClient < 1 || ip.MaxStreams < 1 {
-			add(key, "max_tests, max_per_client and max_streams must be at least 1 (defaults 16, 4, 16)")
-		}
-		if ip.MaxDuration < time.Second || ip.MaxRateMbps < 1 {
-			add(key, "max_duration must be at least 1s and max_rate_mbps at least 1 (defaults 60s, 10000)")
-		}
-		if ip.VerifiedFor < 0 {
-			add(key+".verified_for", "%s is negative; use 0 (never) or e.g. 10m (the default)", ip.VerifiedFor)
-		}
-		if ip.MinUDPLen < 16 || ip.MinUDPLen > 65507 {
-			add(key+".min_udp_len", "%d is outside 16..65507 (iperf3's and iperf 2's datagram header is 16 bytes); default 128", ip.MinUDPLen)
-		}
-		if ip.MaxPPS < 1 || ip.MaxPPSTotal < ip.MaxPPS {
-			add(key+".max_pps", "max_pps %d and max_pps_total %d: both at least 1, the total at least max_pps (defaults 100000, 200000)", ip.MaxPPS, ip.MaxPPSTotal)
-		}
+	if ip.MaxTests < 1 || ip.MaxPerClient < 1 || ip.MaxStreams < 1 {
+		add(key, "max_tests, max_per_client and max_streams must be at least 1 (defaults 16, 4, 16)")
 	}
-	c.validateImages(add)
+	if ip.MaxDuration < time.Second || ip.MaxRateMbps < 1 {
+		add(key, "max_duration must be at least 1s and max_rate_mbps at least 1 (defaults 60s, 10000)")
+	}
+	if ip.VerifiedFor < 0 {
+		add(key+".verified_for", "%s is negative; use 0 (never) or e.g. 10m (the default)", ip.VerifiedFor)
+	}
+	if ip.MinUDPLen < 16 || ip.MinUDPLen > 65507 {
+		add(key+".min_udp_len", "%d is outside 16..65507 (iperf3's and iperf 2's datagram header is 16 bytes); default 128", ip.MinUDPLen)
+	}
+	if ip.MaxPPS < 1 || ip.MaxPPSTotal < ip.MaxPPS {
+		add(key+".max_pps", "max_pps %d and max_pps_total %d: both at least 1, the total at least max_pps (defaults 100000, 200000)", ip.MaxPPS, ip.MaxPPSTotal)
+	}
+}
+
+// validateHosts checks every host entry has a MAC, and that no MAC or
+// fixed address is given twice.
+func validateHosts(hosts []Host, add func(key, format string, a ...any)) {
 	seenMAC := map[string]int{}
 	seenAddr := map[netip.Addr]int{}
-	for i, host := range c.Hosts {
+	for i, host := range hosts {
 		key := fmt.Sprintf("hosts[%d]", i)
 		if len(host.MAC.HardwareAddr) == 0 {
 			add(key+".mac", "every host needs a mac, e.g. mac: 52:54:00:12:34:56")
@@ -679,7 +716,6 @@ func (c *Config) Validate() error {
 			seenAddr[host.Address.Addr] = i
 		}
 	}
-	return joinErrors(errs)
 }
 
 // validateBudgets checks the resource budgets of dhcp and records.
@@ -703,11 +739,7 @@ func validateBudgets(c *Config, add func(key, format string, a ...any)) {
 }
 
 // validateHTTPBudgets checks the http budgets and the admin section.
-func (c *Config) validateHTTPBudgets() []error {
-	var errs []error
-	add := func(key, format string, a ...any) {
-		errs = append(errs, &Error{Key: key, Msg: fmt.Sprintf(format, a...)})
-	}
+func (c *Config) validateHTTPBudgets(add func(key, format string, a ...any)) {
 	h := &c.HTTP
 	for _, b := range []struct {
 		key      string
@@ -758,7 +790,6 @@ func (c *Config) validateHTTPBudgets() []error {
 	if a.TokenFile != "" && strings.TrimSpace(a.TokenFile) != a.TokenFile {
 		add("admin.token_file", "%q has leading or trailing spaces; write the path alone", a.TokenFile)
 	}
-	return errs
 }
 
 // fixHostPort accepts ":69" as "0.0.0.0:69" for parsing.
