@@ -47,11 +47,11 @@ type Config struct {
 	// line). Default text.
 	LogFormat string `yaml:"log_format"`
 
-	DHCP  DHCP  `yaml:"dhcp"`
-	TFTP  TFTP  `yaml:"tftp"`
-	HTTP  HTTP  `yaml:"http"`
-	Admin Admin `yaml:"admin"`
-	Bench Bench `yaml:"bench"`
+	DHCP   DHCP   `yaml:"dhcp"`
+	TFTP   TFTP   `yaml:"tftp"`
+	HTTP   HTTP   `yaml:"http"`
+	Admin  Admin  `yaml:"admin"`
+	Stream Stream `yaml:"stream"`
 	// Records bounds the memory the record queue may take.
 	Records Records `yaml:"records"`
 	// Iperf3 and Iperf2 are the servers boards measure against with their
@@ -78,6 +78,10 @@ type Config struct {
 	// itself sets; none for the embedded default. Some defaults depend on
 	// whether a setting was chosen: see IsSet.
 	Set map[string]bool `yaml:"-"`
+	// Warnings are what the file should change though it loads: each an
+	// old key name (see aliases) read under its new one, with the file,
+	// line and the name to write.
+	Warnings []string `yaml:"-"`
 }
 
 // IsSet reports whether the config file sets key (dotted, e.g.
@@ -368,18 +372,20 @@ type Admin struct {
 // AdminOff is the admin.listen value that turns the admin listener off.
 const AdminOff = "off"
 
-// Bench configures the stream server (package stream) that
+// Stream configures pxeperf's own throughput server (package stream) that
 // `pxeperf bench --server HOST` runs its TCP and UDP tests against. It is
 // off by default: it sends as fast as it is asked to (bounded to 60 s and
 // 10 Gbit/s per test, 8 tests at once), which a lab turns on on purpose.
-type Bench struct {
+// Its key was bench until the service was named for what it serves; an
+// old file's bench: is read as stream: with a warning (see aliases).
+type Stream struct {
 	Enabled bool `yaml:"enabled"`
 	// Listen address. Default ":5211".
 	Listen string `yaml:"listen"`
 }
 
 // Iperf configures an iperf3- or iperf 2-compatible server (package
-// perfsrv). Off by default, like the bench stream server: it sends as fast
+// perfsrv). Off by default, like the stream server: it sends as fast
 // as a board asks, within the caps. Every test is recorded (source iperf3 or
 // iperf2, one record per direction).
 type Iperf struct {
@@ -552,8 +558,8 @@ func (c *Config) Validate() error {
 	validateHTTPServer(&c.HTTP, p.add)
 	c.validateHTTPBudgets(p.add)
 	c.validateStore(p.add)
-	if _, err := netip.ParseAddrPort(fixHostPort(c.Bench.Listen)); err != nil {
-		p.add("bench.listen", "%q is not HOST:PORT; use e.g. :5211 or 0.0.0.0:5211", c.Bench.Listen)
+	if _, err := netip.ParseAddrPort(fixHostPort(c.Stream.Listen)); err != nil {
+		p.add("stream.listen", "%q is not HOST:PORT; use e.g. :5211 or 0.0.0.0:5211", c.Stream.Listen)
 	}
 	validateBudgets(c, p.add)
 	for key, ip := range map[string]*Iperf{"iperf3": &c.Iperf3, "iperf2": &c.Iperf2} {

@@ -33,9 +33,11 @@ import (
 
 // serveFlags are the flags of `pxeperf serve`; set ones override the file.
 type serveFlags struct {
-	config, iface, addr, dhcpMode, pool, root, httpAddr, tftpAddr, benchAddr, adminAddr, iperf3Addr, iperf2Addr, data, logLevel string
-	store, logFormat                                                                                                            string
-	relays                                                                                                                      string
+	config, iface, addr, dhcpMode, pool, root, httpAddr, tftpAddr, streamAddr, adminAddr, iperf3Addr, iperf2Addr, data, logLevel string
+	store, logFormat                                                                                                             string
+	relays                                                                                                                       string
+	// oldStreamAddr is --bench-addr, the old name of --stream-addr.
+	oldStreamAddr string
 }
 
 // serveEnv is what every service is built from.
@@ -108,6 +110,12 @@ log says why. Other keys (interface, ports, pool, ...) need a restart.`,
 			})
 		},
 	}
+	addServeFlags(cmd, &f)
+	return cmd
+}
+
+// addServeFlags adds serve's flags to cmd, read into f.
+func addServeFlags(cmd *cobra.Command, f *serveFlags) {
 	fl := cmd.Flags()
 	addConfigFlag(cmd, &f.config)
 	fl.StringVar(&f.iface, "iface", "", "interface to serve on (default: first up interface with IPv4)")
@@ -119,8 +127,10 @@ log says why. Other keys (interface, ports, pool, ...) need a restart.`,
 	fl.StringVar(&f.root, "root", "", "folder served over TFTP and HTTP (default ./images)")
 	fl.StringVar(&f.httpAddr, "http-addr", "", "HTTP listen address HOST:PORT (default :80); \"off\" disables HTTP")
 	fl.StringVar(&f.tftpAddr, "tftp-addr", "", "TFTP listen address HOST:PORT (default :69); \"off\" disables TFTP")
-	fl.StringVar(&f.benchAddr, "bench-addr", "", "stream server HOST:PORT for pxeperf bench --server "+
+	fl.StringVar(&f.streamAddr, "stream-addr", "", "stream server HOST:PORT for pxeperf bench --server "+
 		"(default off; :5211 turns it on); \"off\" disables it")
+	fl.StringVar(&f.oldStreamAddr, "bench-addr", "", "the old name of --stream-addr")
+	_ = fl.MarkHidden("bench-addr")
 	fl.StringVar(&f.adminAddr, "admin-addr", "", "admin listener HOST:PORT serving the record API /api/ "+
 		"(default 127.0.0.1:9069); \"off\" disables it")
 	fl.StringVar(&f.iperf3Addr, "iperf3-addr", "", "iperf3-compatible server HOST:PORT "+
@@ -136,14 +146,13 @@ log says why. Other keys (interface, ports, pool, ...) need a restart.`,
 	_ = cmd.RegisterFlagCompletionFunc("dhcp", cobra.FixedCompletions([]string{"full", "proxy", "off"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("root")
 	_ = cmd.MarkFlagDirname("data")
-	return cmd
 }
 
 // loadServeConfig reads the config (--config, else the first of
 // configSearch, else the default) and applies set flags. A flag that
 // cannot be read is a usage error.
 func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error) {
-	cfg, err := loadConfig(f.config)
+	cfg, err := findConfig(f.config) // its warnings go to the log (runServe, reloadConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +161,9 @@ func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error)
 		return nil, err
 	}
 	applyPathFlags(cfg, f, set)
-	applyListenFlags(cfg, f, set)
+	if err := applyListenFlags(cfg, f, set); err != nil {
+		return nil, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, usageErrorf("invalid settings (flags over %s):\n%w", configName(cfg), err)
 	}
@@ -224,8 +235,18 @@ func applyPathFlags(cfg *configs.Config, f *serveFlags, set func(string) bool) {
 
 // applyListenFlags applies the --*-addr flags: HOST:PORT turns the service
 // on there, "off" turns it off (the admin listener takes "off" as its
-// listen value).
-func applyListenFlags(cfg *configs.Config, f *serveFlags, set func(string) bool) {
+// listen value). The old --bench-addr is read as --stream-addr, with a
+// warning; both at once is a usage error.
+func applyListenFlags(cfg *configs.Config, f *serveFlags, set func(string) bool) error {
+	if set("bench-addr") {
+		if set("stream-addr") {
+			return usageErrorf("--bench-addr is the old name of --stream-addr: give --stream-addr alone")
+		}
+		f.streamAddr = f.oldStreamAddr
+		given := set
+		set = func(flag string) bool { return flag == "stream-addr" || given(flag) }
+		cfg.Warnings = append(cfg.Warnings, "--bench-addr was renamed --stream-addr; read as --stream-addr for now: rename the flag")
+	}
 	if set("admin-addr") {
 		cfg.Admin.Listen = f.adminAddr
 	}
@@ -235,7 +256,7 @@ func applyListenFlags(cfg *configs.Config, f *serveFlags, set func(string) bool)
 		listen    *string
 	}{
 		{"http-addr", f.httpAddr, &cfg.HTTP.Enabled, &cfg.HTTP.Listen},
-		{"bench-addr", f.benchAddr, &cfg.Bench.Enabled, &cfg.Bench.Listen},
+		{"stream-addr", f.streamAddr, &cfg.Stream.Enabled, &cfg.Stream.Listen},
 		{"iperf3-addr", f.iperf3Addr, &cfg.Iperf3.Enabled, &cfg.Iperf3.Listen},
 		{"iperf2-addr", f.iperf2Addr, &cfg.Iperf2.Enabled, &cfg.Iperf2.Listen},
 		{"tftp-addr", f.tftpAddr, &cfg.TFTP.Enabled, &cfg.TFTP.Listen},
@@ -247,6 +268,7 @@ func applyListenFlags(cfg *configs.Config, f *serveFlags, set func(string) bool)
 			}
 		}
 	}
+	return nil
 }
 
 func newLogger(level, format string) *slog.Logger {
@@ -273,6 +295,9 @@ type namedService struct {
 // arrives.
 func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error {
 	logger := newLogger(cfg.LogLevel, cfg.LogFormat)
+	for _, w := range cfg.Warnings {
+		logger.Warn(w)
+	}
 	pre, err := preflight(cfg, logger)
 	if err != nil {
 		return err
@@ -425,7 +450,7 @@ func eventChain(cfg *configs.Config, logger *slog.Logger, live *liveState, rec *
 var serviceBuilders = []struct {
 	name  string
 	build func(*serveEnv) (service, error)
-}{{"dhcp", newDHCPService}, {"tftp", newTFTPService}, {"http", newHTTPService}, {"bench", newStreamService},
+}{{"dhcp", newDHCPService}, {"tftp", newTFTPService}, {"http", newHTTPService}, {"stream", newStreamService},
 	{"iperf3", newIperf3Service}, {"iperf2", newIperf2Service}, {"admin", newAdminService}}
 
 // buildServices builds every service turned on, binding its sockets. When
@@ -450,7 +475,7 @@ func buildServices(env *serveEnv) ([]namedService, error) {
 	}
 	if boards == 0 {
 		releaseAll(services)
-		return nil, errors.New("nothing to serve: DHCP, TFTP, HTTP and the bench and iperf servers are all off")
+		return nil, errors.New("nothing to serve: DHCP, TFTP, HTTP and the stream and iperf servers are all off")
 	}
 	return services, nil
 }
@@ -539,6 +564,9 @@ func reloadConfig(env *serveEnv, load func() (*configs.Config, error)) {
 	if err := env.boot.Reload(bootcfg.Options{Config: &next, Server: env.net.Addr, HTTPBase: base, Logger: log}); err != nil {
 		log.Error("SIGHUP: reload refused; still serving the previous hosts and templates", "config", configName(cfg), "err", err)
 		return
+	}
+	for _, w := range cfg.Warnings {
+		log.Warn("SIGHUP: " + w)
 	}
 	env.hosts.Replace(cfg.Hosts)
 	if restart := restartKeys(env.cfg, cfg); len(restart) > 0 {
