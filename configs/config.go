@@ -239,9 +239,10 @@ type TFTP struct {
 	SinglePortBudgetKiB int `yaml:"single_port_budget_kib"`
 	// TransferThreads is how many transfers (lock-step or windowed) at
 	// once wait for their ACKs on an OS thread of their own (Linux)
-	// instead of Go's poller: more than atftpd's speed for the first ones,
-	// bounded threads for a crowd. Default 16; 0: none. It was
-	// lockstep_threads when only lock-step transfers had threads.
+	// instead of Go's poller: a blocking read per ACK for the first ones,
+	// bounded threads for a crowd (see configs/DESIGN.md#transfer-threads).
+	// Default 16; 0: none. It was lockstep_threads when only lock-step
+	// transfers had threads.
 	TransferThreads int `yaml:"transfer_threads"`
 }
 
@@ -299,14 +300,15 @@ type HTTP struct {
 	ErrorRecordsPerMinute int `yaml:"error_records_per_minute"`
 	// ProbeRecordsPerMinute is how many HEAD requests and small range
 	// answers (206 with under 64 KiB of body) one client may put on record
-	// per minute, the same way: a loop of them on one keep-alive
-	// connection wrote 8,500 records a second. Default 120.
+	// per minute, the same way: each costs its client one line, so without
+	// a bound one connection fills the store (see
+	// configs/DESIGN.md#probe-records). Default 120.
 	ProbeRecordsPerMinute int `yaml:"probe_records_per_minute"`
 	// MaxRanges caps the ranges of one Range header, as nginx's
 	// max_ranges does: a request with more is served whole (200, by
-	// sendfile), since 15,500 one-byte ranges made a 2.25 MB multipart
-	// answer that took 0.25 s of CPU. Overlapping and adjacent ranges are
-	// merged first. Default 16.
+	// sendfile), as many tiny ranges make a multipart answer far larger
+	// and costlier than the file (see configs/DESIGN.md#max-ranges).
+	// Overlapping and adjacent ranges are merged first. Default 16.
 	MaxRanges int `yaml:"max_ranges"`
 	// SendBufferTotalMiB caps the send buffers (send_buffer_kib and its
 	// boosts) that big downloads hold together: each takes its buffer
