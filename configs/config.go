@@ -47,11 +47,11 @@ type Config struct {
 	// line). Default text.
 	LogFormat string `yaml:"log_format"`
 
-	DHCP  DHCP  `yaml:"dhcp"`
-	TFTP  TFTP  `yaml:"tftp"`
-	HTTP  HTTP  `yaml:"http"`
-	Admin Admin `yaml:"admin"`
-	Bench Bench `yaml:"bench"`
+	DHCP   DHCP   `yaml:"dhcp"`
+	TFTP   TFTP   `yaml:"tftp"`
+	HTTP   HTTP   `yaml:"http"`
+	Admin  Admin  `yaml:"admin"`
+	Stream Stream `yaml:"stream"`
 	// Records bounds the memory the record queue may take.
 	Records Records `yaml:"records"`
 	// Iperf3 and Iperf2 are the servers boards measure against with their
@@ -78,6 +78,10 @@ type Config struct {
 	// itself sets; none for the embedded default. Some defaults depend on
 	// whether a setting was chosen: see IsSet.
 	Set map[string]bool `yaml:"-"`
+	// Warnings are what the file should change though it loads: each an
+	// old key name (see aliases) read under its new one, with the file,
+	// line and the name to write.
+	Warnings []string `yaml:"-"`
 }
 
 // IsSet reports whether the config file sets key (dotted, e.g.
@@ -235,9 +239,10 @@ type TFTP struct {
 	SinglePortBudgetKiB int `yaml:"single_port_budget_kib"`
 	// TransferThreads is how many transfers (lock-step or windowed) at
 	// once wait for their ACKs on an OS thread of their own (Linux)
-	// instead of Go's poller: more than atftpd's speed for the first ones,
-	// bounded threads for a crowd. Default 16; 0: none. It was
-	// lockstep_threads when only lock-step transfers had threads.
+	// instead of Go's poller: a blocking read per ACK for the first ones,
+	// bounded threads for a crowd (see configs/DESIGN.md#transfer-threads).
+	// Default 16; 0: none. It was lockstep_threads when only lock-step
+	// transfers had threads.
 	TransferThreads int `yaml:"transfer_threads"`
 }
 
@@ -295,14 +300,15 @@ type HTTP struct {
 	ErrorRecordsPerMinute int `yaml:"error_records_per_minute"`
 	// ProbeRecordsPerMinute is how many HEAD requests and small range
 	// answers (206 with under 64 KiB of body) one client may put on record
-	// per minute, the same way: a loop of them on one keep-alive
-	// connection wrote 8,500 records a second. Default 120.
+	// per minute, the same way: each costs its client one line, so without
+	// a bound one connection fills the store (see
+	// configs/DESIGN.md#probe-records). Default 120.
 	ProbeRecordsPerMinute int `yaml:"probe_records_per_minute"`
 	// MaxRanges caps the ranges of one Range header, as nginx's
 	// max_ranges does: a request with more is served whole (200, by
-	// sendfile), since 15,500 one-byte ranges made a 2.25 MB multipart
-	// answer that took 0.25 s of CPU. Overlapping and adjacent ranges are
-	// merged first. Default 16.
+	// sendfile), as many tiny ranges make a multipart answer far larger
+	// and costlier than the file (see configs/DESIGN.md#max-ranges).
+	// Overlapping and adjacent ranges are merged first. Default 16.
 	MaxRanges int `yaml:"max_ranges"`
 	// SendBufferTotalMiB caps the send buffers (send_buffer_kib and its
 	// boosts) that big downloads hold together: each takes its buffer
@@ -368,18 +374,20 @@ type Admin struct {
 // AdminOff is the admin.listen value that turns the admin listener off.
 const AdminOff = "off"
 
-// Bench configures the stream server (package stream) that
+// Stream configures pxeperf's own throughput server (package stream) that
 // `pxeperf bench --server HOST` runs its TCP and UDP tests against. It is
 // off by default: it sends as fast as it is asked to (bounded to 60 s and
 // 10 Gbit/s per test, 8 tests at once), which a lab turns on on purpose.
-type Bench struct {
+// Its key was bench until the service was named for what it serves; an
+// old file's bench: is read as stream: with a warning (see aliases).
+type Stream struct {
 	Enabled bool `yaml:"enabled"`
 	// Listen address. Default ":5211".
 	Listen string `yaml:"listen"`
 }
 
 // Iperf configures an iperf3- or iperf 2-compatible server (package
-// perfsrv). Off by default, like the bench stream server: it sends as fast
+// perfsrv). Off by default, like the stream server: it sends as fast
 // as a board asks, within the caps. Every test is recorded (source iperf3 or
 // iperf2, one record per direction).
 type Iperf struct {
@@ -534,13 +542,39 @@ func validateTFTPBudgets(t *TFTP, add func(key, format string, a ...any)) {
 	}
 }
 
+// problems collects what Validate finds, each naming its key.
+type problems []error
+
+// add records a problem with key, its message formatted from format and a.
+func (p *problems) add(key, format string, a ...any) {
+	*p = append(*p, &Error{Key: key, Msg: fmt.Sprintf(format, a...)})
+}
+
 // Validate checks the configuration as a whole. Errors name the key and say
 // how to fix it.
 func (c *Config) Validate() error {
-	var errs []error
-	add := func(key, format string, a ...any) {
-		errs = append(errs, &Error{Key: key, Msg: fmt.Sprintf(format, a...)})
+	var p problems
+	c.validateTop(p.add)
+	validateDHCP(&c.DHCP, p.add)
+	validateTFTP(&c.TFTP, p.add)
+	validateHTTPServer(&c.HTTP, p.add)
+	c.validateHTTPBudgets(p.add)
+	c.validateStore(p.add)
+	if _, err := netip.ParseAddrPort(fixHostPort(c.Stream.Listen)); err != nil {
+		p.add("stream.listen", "%q is not HOST:PORT; use e.g. :5211 or 0.0.0.0:5211", c.Stream.Listen)
 	}
+	validateBudgets(c, p.add)
+	for key, ip := range map[string]*Iperf{"iperf3": &c.Iperf3, "iperf2": &c.Iperf2} {
+		validateIperf(key, ip, p.add)
+	}
+	c.validateImages(p.add)
+	validateHosts(c.Hosts, p.add)
+	return joinErrors(p)
+}
+
+// validateTop checks the top-level keys: log level and format, the root
+// and data folders, the address.
+func (c *Config) validateTop(add func(key, format string, a ...any)) {
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -560,7 +594,10 @@ func (c *Config) Validate() error {
 	if c.Address.IsValid() && !c.Address.Is4() {
 		add("address", "%s is not an IPv4 address; PXE needs IPv4", c.Address)
 	}
-	d := &c.DHCP
+}
+
+// validateDHCP checks the dhcp section but its budgets (validateBudgets).
+func validateDHCP(d *DHCP, add func(key, format string, a ...any)) {
 	switch d.Mode {
 	case ModeFull:
 		if !d.Pool.IsValid() {
@@ -601,7 +638,11 @@ func (c *Config) Validate() error {
 			add(fmt.Sprintf("dhcp.relays[%d]", i), "%q is not an IPv4 relay; write a relay's giaddr (10.0.8.1) or a prefix of /8 or longer (10.0.8.0/22)", r.String())
 		}
 	}
-	t := &c.TFTP
+}
+
+// validateTFTP checks the tftp section: its budgets, then the protocol
+// settings.
+func validateTFTP(t *TFTP, add func(key, format string, a ...any)) {
 	validateTFTPBudgets(t, add)
 	if _, err := netip.ParseAddrPort(fixHostPort(t.Listen)); err != nil {
 		add("tftp.listen", "%q is not HOST:PORT; use e.g. :69 or 0.0.0.0:69", t.Listen)
@@ -618,7 +659,11 @@ func (c *Config) Validate() error {
 	if t.Retries < 1 {
 		add("tftp.retries", "%d must be at least 1; use e.g. 5", t.Retries)
 	}
-	h := &c.HTTP
+}
+
+// validateHTTPServer checks http.listen and the http timeouts (the
+// budgets are validateHTTPBudgets').
+func validateHTTPServer(h *HTTP, add func(key, format string, a ...any)) {
 	if _, err := netip.ParseAddrPort(fixHostPort(h.Listen)); err != nil {
 		add("http.listen", "%q is not HOST:PORT; use e.g. :80 or 0.0.0.0:8080", h.Listen)
 	}
@@ -630,36 +675,36 @@ func (c *Config) Validate() error {
 			add(key, "%s must be positive; e.g. 30s", v)
 		}
 	}
-	errs = append(errs, c.validateHTTPBudgets()...)
-	errs = append(errs, c.validateStore()...)
-	if _, err := netip.ParseAddrPort(fixHostPort(c.Bench.Listen)); err != nil {
-		add("bench.listen", "%q is not HOST:PORT; use e.g. :5211 or 0.0.0.0:5211", c.Bench.Listen)
+}
+
+// validateIperf checks one iperf server's section (key iperf3 or iperf2).
+func validateIperf(key string, ip *Iperf, add func(key, format string, a ...any)) {
+	if _, err := netip.ParseAddrPort(fixHostPort(ip.Listen)); err != nil {
+		add(key+".listen", "%q is not HOST:PORT; use e.g. :5201 (iperf3) or :5001 (iperf2)", ip.Listen)
 	}
-	validateBudgets(c, add)
-	for key, ip := range map[string]*Iperf{"iperf3": &c.Iperf3, "iperf2": &c.Iperf2} {
-		if _, err := netip.ParseAddrPort(fixHostPort(ip.Listen)); err != nil {
-			add(key+".listen", "%q is not HOST:PORT; use e.g. :5201 (iperf3) or :5001 (iperf2)", ip.Listen)
-		}
-		if ip.MaxTests < 1 || ip.MaxPerClient < 1 || ip.MaxStreams < 1 {
-			add(key, "max_tests, max_per_client and max_streams must be at least 1 (defaults 16, 4, 16)")
-		}
-		if ip.MaxDuration < time.Second || ip.MaxRateMbps < 1 {
-			add(key, "max_duration must be at least 1s and max_rate_mbps at least 1 (defaults 60s, 10000)")
-		}
-		if ip.VerifiedFor < 0 {
-			add(key+".verified_for", "%s is negative; use 0 (never) or e.g. 10m (the default)", ip.VerifiedFor)
-		}
-		if ip.MinUDPLen < 16 || ip.MinUDPLen > 65507 {
-			add(key+".min_udp_len", "%d is outside 16..65507 (iperf3's and iperf 2's datagram header is 16 bytes); default 128", ip.MinUDPLen)
-		}
-		if ip.MaxPPS < 1 || ip.MaxPPSTotal < ip.MaxPPS {
-			add(key+".max_pps", "max_pps %d and max_pps_total %d: both at least 1, the total at least max_pps (defaults 100000, 200000)", ip.MaxPPS, ip.MaxPPSTotal)
-		}
+	if ip.MaxTests < 1 || ip.MaxPerClient < 1 || ip.MaxStreams < 1 {
+		add(key, "max_tests, max_per_client and max_streams must be at least 1 (defaults 16, 4, 16)")
 	}
-	c.validateImages(add)
+	if ip.MaxDuration < time.Second || ip.MaxRateMbps < 1 {
+		add(key, "max_duration must be at least 1s and max_rate_mbps at least 1 (defaults 60s, 10000)")
+	}
+	if ip.VerifiedFor < 0 {
+		add(key+".verified_for", "%s is negative; use 0 (never) or e.g. 10m (the default)", ip.VerifiedFor)
+	}
+	if ip.MinUDPLen < 16 || ip.MinUDPLen > 65507 {
+		add(key+".min_udp_len", "%d is outside 16..65507 (iperf3's and iperf 2's datagram header is 16 bytes); default 128", ip.MinUDPLen)
+	}
+	if ip.MaxPPS < 1 || ip.MaxPPSTotal < ip.MaxPPS {
+		add(key+".max_pps", "max_pps %d and max_pps_total %d: both at least 1, the total at least max_pps (defaults 100000, 200000)", ip.MaxPPS, ip.MaxPPSTotal)
+	}
+}
+
+// validateHosts checks every host entry has a MAC, and that no MAC or
+// fixed address is given twice.
+func validateHosts(hosts []Host, add func(key, format string, a ...any)) {
 	seenMAC := map[string]int{}
 	seenAddr := map[netip.Addr]int{}
-	for i, host := range c.Hosts {
+	for i, host := range hosts {
 		key := fmt.Sprintf("hosts[%d]", i)
 		if len(host.MAC.HardwareAddr) == 0 {
 			add(key+".mac", "every host needs a mac, e.g. mac: 52:54:00:12:34:56")
@@ -679,7 +724,6 @@ func (c *Config) Validate() error {
 			seenAddr[host.Address.Addr] = i
 		}
 	}
-	return joinErrors(errs)
 }
 
 // validateBudgets checks the resource budgets of dhcp and records.
@@ -703,11 +747,7 @@ func validateBudgets(c *Config, add func(key, format string, a ...any)) {
 }
 
 // validateHTTPBudgets checks the http budgets and the admin section.
-func (c *Config) validateHTTPBudgets() []error {
-	var errs []error
-	add := func(key, format string, a ...any) {
-		errs = append(errs, &Error{Key: key, Msg: fmt.Sprintf(format, a...)})
-	}
+func (c *Config) validateHTTPBudgets(add func(key, format string, a ...any)) {
 	h := &c.HTTP
 	for _, b := range []struct {
 		key      string
@@ -758,7 +798,6 @@ func (c *Config) validateHTTPBudgets() []error {
 	if a.TokenFile != "" && strings.TrimSpace(a.TokenFile) != a.TokenFile {
 		add("admin.token_file", "%q has leading or trailing spaces; write the path alone", a.TokenFile)
 	}
-	return errs
 }
 
 // fixHostPort accepts ":69" as "0.0.0.0:69" for parsing.

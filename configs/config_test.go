@@ -30,8 +30,8 @@ func TestDefaultIsSafe(t *testing.T) {
 		t.Errorf("default tftp budgets = %+v", tf)
 	}
 	// The stream server sends as fast as a client asks: a lab turns it on.
-	if c.Bench.Enabled || c.Bench.Listen != ":5211" {
-		t.Errorf("default bench = %+v, want off, listen :5211", c.Bench)
+	if c.Stream.Enabled || c.Stream.Listen != ":5211" {
+		t.Errorf("default stream = %+v, want off, listen :5211", c.Stream)
 	}
 }
 
@@ -75,8 +75,10 @@ func TestErrors(t *testing.T) {
 		{"relay prefix too wide", "dhcp:\n  relays: [0.0.0.0/0]\n", []string{"dhcp.relays[0]", "/8 or longer"}},
 		{"bad arch name", "dhcp:\n  boot_files:\n    efi-x65: a.efi\n", []string{"t.yaml:3", "dhcp.boot_files.efi-x65", "efi-x64"}},
 		{"bad listen", "http:\n  listen: nowhere\n", []string{"http.listen", "HOST:PORT"}},
-		{"bad bench listen", "bench:\n  enabled: true\n  listen: 5211\n", []string{"bench.listen", "HOST:PORT", ":5211"}},
-		{"bench typo", "bench:\n  enable: true\n", []string{"t.yaml:2", "bench.enable", `did you mean "enabled"`}},
+		{"bad stream listen", "stream:\n  enabled: true\n  listen: 5211\n", []string{"stream.listen", "HOST:PORT", ":5211"}},
+		{"stream typo", "stream:\n  enable: true\n", []string{"t.yaml:2", "stream.enable", `did you mean "enabled"`}},
+		{"old name, bad value", "bench:\n  enabled: true\n  listen: 5211\n", []string{"t.yaml:1", "bench: was renamed stream", "t.yaml:3", "stream.listen", "HOST:PORT"}},
+		{"old name beside new", "stream:\n  enabled: true\nbench:\n  listen: :5300\n", []string{"t.yaml:3", "bench", "old name of stream, which is also set"}},
 		{"blksize range", "tftp:\n  max_blksize: 70000\n", []string{"tftp.max_blksize", "8..65464"}},
 		{"no transfers", "tftp:\n  max_transfers: 0\n", []string{"tftp.max_transfers", "at least 1", "1024"}},
 		{"per client over all", "tftp:\n  max_transfers: 10\n  max_transfers_per_client: 20\n", []string{"tftp.max_transfers_per_client", "over tftp.max_transfers"}},
@@ -323,5 +325,26 @@ func TestBootFileKeys(t *testing.T) {
 	a, _ := ArchByCode(19)
 	if k := d.BootFileKey(a); k != "efi-arm64" {
 		t.Errorf("key for http-arm64 = %q", k)
+	}
+}
+
+// TestRenamedSection: an old file's bench: (the stream server's key before
+// it was named stream) loads as stream:, with a warning naming the new key
+// and the line; the new name loads without one.
+func TestRenamedSection(t *testing.T) {
+	c, err := Parse("t.yaml", []byte("log_level: info\nbench:\n  enabled: true\n  listen: :5300\n"), Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Stream.Enabled || c.Stream.Listen != ":5300" || !c.IsSet("stream.enabled") {
+		t.Errorf("bench: read as %+v (stream.enabled set: %v), want on at :5300", c.Stream, c.IsSet("stream.enabled"))
+	}
+	want := "t.yaml:2: bench: was renamed stream; read as stream for now: rename the key"
+	if len(c.Warnings) != 1 || c.Warnings[0] != want {
+		t.Errorf("warnings %q, want [%q]", c.Warnings, want)
+	}
+	c, err = Parse("t.yaml", []byte("stream:\n  enabled: true\n"), Default())
+	if err != nil || !c.Stream.Enabled || len(c.Warnings) != 0 {
+		t.Errorf("stream: read as %+v, warnings %q, err %v; want on, no warning", c.Stream, c.Warnings, err)
 	}
 }

@@ -102,10 +102,11 @@ func Parse(name string, data []byte, base *Config) (*Config, error) {
 		return nil, &Error{File: name, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
 	lines := map[string]int{}
+	var errs Errors
+	renames := readAliases(&doc, "", &errs)
 	// Every problem is reported at once: unknown keys, values that do not
 	// decode (the decoder goes on past them, keeping the base's value),
 	// and what Validate finds in the rest.
-	var errs Errors
 	var keyErrs []error
 	checkKeys(&doc, reflect.TypeOf(Config{}), "", lines, &keyErrs)
 	errs = append(errs, flatten(joinErrors(keyErrs))...)
@@ -122,12 +123,19 @@ func Parse(name string, data []byte, base *Config) (*Config, error) {
 		}
 	}
 	if len(errs) > 0 {
+		// A file refused anyway says its old names too: its errors name
+		// the new keys.
+		errs = append(errs, renames...)
 		sort.SliceStable(errs, func(i, j int) bool { return lineOr(errs[i], lines) < lineOr(errs[j], lines) })
 		return nil, withFile(errs, name, lines)
 	}
 	c.Set = make(map[string]bool, len(lines))
 	for k := range lines {
 		c.Set[k] = true
+	}
+	for _, w := range renames {
+		w.File = name
+		c.Warnings = append(c.Warnings, w.Error())
 	}
 	return c, nil
 }
@@ -170,6 +178,60 @@ func typeError(line int, msg string) error {
 // changed, so an old file gets an error saying what to write instead.
 var renamed = map[string]string{
 	"tftp.lockstep_threads": "tftp.transfer_threads (it now counts windowed transfers too)",
+}
+
+// aliases maps keys that were renamed but are still read, by their dotted
+// path, to their new name in the same section: a file that has one loads
+// as if it said the new name, with a warning naming it (renamed keys whose
+// meaning changed are refused instead). bench configured the stream server
+// (package stream), pxeperf's own throughput server.
+var aliases = map[string]string{
+	"bench": "stream",
+}
+
+// readAliases renames, in the YAML tree under path, every key of aliases
+// to its new name and returns a warning for each; an old key beside its
+// new one in the same section is an error (one of them would be lost).
+func readAliases(n *yaml.Node, path string, errs *Errors) Errors {
+	var warnings Errors
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			warnings = append(warnings, readAliases(c, path, errs)...)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key := n.Content[i]
+			k := join(path, key.Value)
+			if to, ok := aliases[k]; ok {
+				switch {
+				case hasKey(n, to):
+					*errs = append(*errs, &Error{Line: key.Line, Key: k, Msg: fmt.Sprintf("is the old name of %s, which is also set; "+
+						"keep %s alone", join(path, to), join(path, to))})
+					n.Content = append(n.Content[:i], n.Content[i+2:]...) // reported once, here
+					i -= 2
+					continue
+				default:
+					warnings = append(warnings, &Error{Line: key.Line, Key: k,
+						Msg: fmt.Sprintf("was renamed %s; read as %s for now: rename the key", join(path, to), join(path, to))})
+					key.Value = to
+					k = join(path, to)
+				}
+			}
+			warnings = append(warnings, readAliases(n.Content[i+1], k, errs)...)
+		}
+	}
+	return warnings
+}
+
+// hasKey reports whether the mapping node m has key.
+func hasKey(m *yaml.Node, key string) bool {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
 }
 
 // checkKeys walks the YAML tree beside the Go type, recording each key's line

@@ -1,7 +1,6 @@
 package configs
 
 import (
-	"fmt"
 	"os"
 	"strings"
 )
@@ -41,11 +40,7 @@ func (c *Config) ServerName() string {
 }
 
 // validateStore checks store and server.
-func (c *Config) validateStore() []error {
-	var errs []error
-	add := func(key, format string, a ...any) {
-		errs = append(errs, &Error{Key: key, Msg: fmt.Sprintf(format, a...)})
-	}
+func (c *Config) validateStore(add func(key, format string, a ...any)) {
 	u := strings.TrimSpace(c.Store.URL)
 	switch {
 	case u == "", strings.HasPrefix(u, "postgres://"), strings.HasPrefix(u, "postgresql://"):
@@ -64,5 +59,4 @@ func (c *Config) validateStore() []error {
 			add(key, "%q: use a short name on one line (at most 64 bytes), e.g. lab-north", v)
 		}
 	}
-	return errs
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // dockerfile reads the repository's Dockerfile with its continuation lines
@@ -80,24 +82,12 @@ var (
 	helpErr  error
 )
 
-// serveFlags are the flags of the built binary's `serve --help` (built once
-// per test process).
-func serveFlags(t *testing.T, root string) map[string]bool {
+// serveFlags are the flags of the built binary's `serve --help` (asked
+// once per test process).
+func serveFlags(t *testing.T) map[string]bool {
 	t.Helper()
+	bin := nstest.Binary(t)
 	helpOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "pxeperf-help-")
-		if err != nil {
-			helpErr = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		bin := filepath.Join(dir, "pxeperf")
-		cmd := exec.Command("go", "build", "-o", bin, "./cmd/pxeperf")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			helpErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
 		helpOut, helpErr = exec.Command(bin, "serve", "--help").CombinedOutput()
 		if helpErr != nil {
 			helpErr = fmt.Errorf("pxeperf serve --help: %v\n%s", helpErr, helpOut)
@@ -204,7 +194,7 @@ func TestContribCompose(t *testing.T) {
 	if got := mountTargets(s.Volumes); !slices.Equal(got, vols) {
 		t.Errorf("compose.yaml mounts %q, want the image's volumes %q", got, vols)
 	}
-	checkServeArgs(t, "compose.yaml", s.Command, serveFlags(t, root), vols)
+	checkServeArgs(t, "compose.yaml", s.Command, serveFlags(t), vols)
 }
 
 // TestContribDaemonSet parses contrib/kubernetes/daemonset.yaml and checks
@@ -290,7 +280,7 @@ func TestContribDaemonSet(t *testing.T) {
 	if len(c.Command) != 0 {
 		t.Errorf("command %q overrides the image's entrypoint", c.Command)
 	}
-	checkServeArgs(t, "daemonset.yaml", c.Args, serveFlags(t, root), vols)
+	checkServeArgs(t, "daemonset.yaml", c.Args, serveFlags(t), vols)
 	var hc []string
 	for _, l := range dockerfile(t, root) {
 		if rest, ok := strings.CutPrefix(l, "HEALTHCHECK "); ok {

@@ -261,99 +261,127 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// Collect reads every source present and sends its series.
 func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.src
-	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
-	}
-	counter := func(d *prometheus.Desc, v float64, lv ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, lv...)
-	}
-	// Label values that fold together are summed: a series is sent once.
-	refusals := func(proto string, counts map[string]uint64) {
-		sum := map[string]uint64{}
-		for reason, n := range counts {
-			sum[strings.TrimPrefix(reason, proto+": ")] += n
-		}
-		for reason, n := range sum {
-			counter(c.ref, float64(n), proto, reason)
-		}
-	}
+	s, out := c.src, collection{c: c, ch: ch}
 	if s.Active != nil {
 		n := s.Active.Count()
 		for _, p := range []string{event.ProtoTFTP, event.ProtoHTTP} {
-			gauge(c.active, float64(n[p]), p)
+			out.gauge(c.active, float64(n[p]), p)
 		}
 	}
 	if s.DHCP != nil {
-		st := s.DHCP.Stats()
-		sum := map[dhcp.PacketKind]uint64{}
-		for k, n := range st.Packets {
-			sum[dhcp.PacketKind{Type: dhcpKind(k.Type), Reply: dhcpKind(k.Reply)}] += n
-		}
-		for k, n := range sum {
-			counter(c.dhcpPackets, float64(n), k.Type, k.Reply)
-		}
-		counter(c.malformed, float64(st.Malformed), "dhcp")
-		counter(c.dhcpReceived, float64(st.Received))
-		counter(c.dhcpIgnored, float64(st.Ignored))
-		counter(c.dhcpErrors, float64(st.Errors))
-		counter(c.reclaimed, float64(st.Reclaimed))
-		counter(c.dhcpFlushes, float64(st.JournalFlushes))
-		counter(c.ended, float64(st.Releases), "release")
-		counter(c.ended, float64(st.Declines), "decline")
-		refusals("dhcp", st.Refused)
+		out.dhcp(s.DHCP.Stats())
 		if s.PoolSize > 0 {
-			gauge(c.leasesInUse, float64(len(s.DHCP.Leases())))
-			gauge(c.poolSize, float64(s.PoolSize))
+			out.gauge(c.leasesInUse, float64(len(s.DHCP.Leases())))
+			out.gauge(c.poolSize, float64(s.PoolSize))
 		}
 	}
 	if s.TFTP != nil {
-		st := s.TFTP.Stats()
-		counter(c.malformed, float64(st.Malformed), "tftp")
-		refusals("tftp", st.Refused)
-		counter(c.threaded, float64(st.Threaded), "thread")
-		counter(c.threaded, float64(st.Polled), "poller")
-		counter(c.threadRecvs, float64(st.ThreadRecvs))
-		counter(c.threadPinned, float64(st.Pinned))
-		gauge(c.threadsBusy, float64(st.ThreadsBusy))
-		gauge(c.threadsCap, float64(st.ThreadsCap))
-		counter(c.tftpRequests, float64(st.Requests))
-		counter(c.tftpDropped, float64(st.Duplicates), "repeated-request")
-		counter(c.tftpDropped, float64(st.Stray), "stray")
-		counter(c.tftpDropped, float64(st.Unsent), "unsent-error")
-		counter(c.tftpReplaced, float64(st.Replaced))
-		counter(c.tftpPassedOn, float64(st.PassedOn))
+		out.tftp(s.TFTP.Stats())
 	}
 	if s.HTTP != nil {
-		counter(c.malformed, float64(s.HTTP.BadRequests()), "http")
-		gauge(c.httpConns, float64(s.HTTP.Conns()))
-		refusals("http", s.HTTP.Refused().Counts())
+		out.counter(c.malformed, float64(s.HTTP.BadRequests()), "http")
+		out.gauge(c.httpConns, float64(s.HTTP.Conns()))
+		out.refusals("http", s.HTTP.Refused().Counts())
 	}
 	if s.Admin != nil {
-		refusals("admin", s.Admin.Counts())
+		out.refusals("admin", s.Admin.Counts())
 	}
 	if s.Iperf3 != nil {
-		refusals("iperf3", s.Iperf3.Refusals())
+		out.refusals("iperf3", s.Iperf3.Refusals())
 	}
 	if s.Iperf2 != nil {
-		refusals("iperf2", s.Iperf2.Refusals())
+		out.refusals("iperf2", s.Iperf2.Refusals())
 	}
 	if s.Records != nil {
-		st := s.Records.Stats()
-		gauge(c.queue, float64(st.Pending))
-		gauge(c.queueBytes, float64(st.PendingBytes))
-		gauge(c.backlog, float64(max(st.JournalOnly-st.Recovered, 0)))
-		counter(c.storeErrs, float64(st.StoreErrors))
-		counter(c.written, float64(st.Written))
-		counter(c.commits, float64(st.Batches))
-		counter(c.dropped, float64(st.Dropped))
-		gauge(c.journalBytes, float64(st.JournalBytes))
-		gauge(c.journalCap, float64(st.JournalMaxBytes))
-		gauge(c.storeFailing, b2f(st.Failing))
-		counter(c.journalErrs, float64(st.JournalErrors))
-		refusals("record", st.Refused)
+		out.records(s.Records.Stats())
 	}
+}
+
+// collection is one Collect: the collector's descriptions and the channel the
+// series go to.
+type collection struct {
+	c  *statsCollector
+	ch chan<- prometheus.Metric
+}
+
+func (s collection) gauge(d *prometheus.Desc, v float64, lv ...string) {
+	s.ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
+}
+
+func (s collection) counter(d *prometheus.Desc, v float64, lv ...string) {
+	s.ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, lv...)
+}
+
+// refusals sends refusals_total for proto. Label values that fold together
+// are summed: a series is sent once.
+func (s collection) refusals(proto string, counts map[string]uint64) {
+	sum := map[string]uint64{}
+	for reason, n := range counts {
+		sum[strings.TrimPrefix(reason, proto+": ")] += n
+	}
+	for reason, n := range sum {
+		s.counter(s.c.ref, float64(n), proto, reason)
+	}
+}
+
+// dhcp sends the DHCP server's counters, packet kinds folded to the
+// bounded label values.
+func (s collection) dhcp(st dhcp.Stats) {
+	c := s.c
+	sum := map[dhcp.PacketKind]uint64{}
+	for k, n := range st.Packets {
+		sum[dhcp.PacketKind{Type: dhcpKind(k.Type), Reply: dhcpKind(k.Reply)}] += n
+	}
+	for k, n := range sum {
+		s.counter(c.dhcpPackets, float64(n), k.Type, k.Reply)
+	}
+	s.counter(c.malformed, float64(st.Malformed), "dhcp")
+	s.counter(c.dhcpReceived, float64(st.Received))
+	s.counter(c.dhcpIgnored, float64(st.Ignored))
+	s.counter(c.dhcpErrors, float64(st.Errors))
+	s.counter(c.reclaimed, float64(st.Reclaimed))
+	s.counter(c.dhcpFlushes, float64(st.JournalFlushes))
+	s.counter(c.ended, float64(st.Releases), "release")
+	s.counter(c.ended, float64(st.Declines), "decline")
+	s.refusals("dhcp", st.Refused)
+}
+
+// tftp sends the TFTP server's counters and its thread gauges.
+func (s collection) tftp(st tftp.Stats) {
+	c := s.c
+	s.counter(c.malformed, float64(st.Malformed), "tftp")
+	s.refusals("tftp", st.Refused)
+	s.counter(c.threaded, float64(st.Threaded), "thread")
+	s.counter(c.threaded, float64(st.Polled), "poller")
+	s.counter(c.threadRecvs, float64(st.ThreadRecvs))
+	s.counter(c.threadPinned, float64(st.Pinned))
+	s.gauge(c.threadsBusy, float64(st.ThreadsBusy))
+	s.gauge(c.threadsCap, float64(st.ThreadsCap))
+	s.counter(c.tftpRequests, float64(st.Requests))
+	s.counter(c.tftpDropped, float64(st.Duplicates), "repeated-request")
+	s.counter(c.tftpDropped, float64(st.Stray), "stray")
+	s.counter(c.tftpDropped, float64(st.Unsent), "unsent-error")
+	s.counter(c.tftpReplaced, float64(st.Replaced))
+	s.counter(c.tftpPassedOn, float64(st.PassedOn))
+}
+
+// records sends the record sink's queue, store and journal state.
+func (s collection) records(st record.SinkStats) {
+	c := s.c
+	s.gauge(c.queue, float64(st.Pending))
+	s.gauge(c.queueBytes, float64(st.PendingBytes))
+	s.gauge(c.backlog, float64(max(st.JournalOnly-st.Recovered, 0)))
+	s.counter(c.storeErrs, float64(st.StoreErrors))
+	s.counter(c.written, float64(st.Written))
+	s.counter(c.commits, float64(st.Batches))
+	s.counter(c.dropped, float64(st.Dropped))
+	s.gauge(c.journalBytes, float64(st.JournalBytes))
+	s.gauge(c.journalCap, float64(st.JournalMaxBytes))
+	s.gauge(c.storeFailing, b2f(st.Failing))
+	s.counter(c.journalErrs, float64(st.JournalErrors))
+	s.refusals("record", st.Refused)
 }
 
 func b2f(b bool) float64 {

@@ -27,7 +27,7 @@ func freePort(t *testing.T) int {
 }
 
 // TestBenchRemote runs the real `pxeperf serve` binary on loopback with HTTP
-// and the bench stream server on, then `pxeperf bench --server 127.0.0.1`
+// and the stream server on, then `pxeperf bench --server 127.0.0.1`
 // against it: HTTP fetches of a generated image by window, and TCP/UDP
 // streams both ways; the records land in the bench's own store.
 func TestBenchRemote(t *testing.T) {
@@ -38,9 +38,9 @@ func TestBenchRemote(t *testing.T) {
 	}
 	httpPort, streamPort := freePort(t), freePort(t)
 	srv := startServe(t, "", "", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off", "--tftp-addr", "off", "--admin-addr", "off",
-		"--http-addr", "127.0.0.1:"+strconv.Itoa(httpPort), "--bench-addr", "127.0.0.1:"+strconv.Itoa(streamPort),
+		"--http-addr", "127.0.0.1:"+strconv.Itoa(httpPort), "--stream-addr", "127.0.0.1:"+strconv.Itoa(streamPort),
 		"--root", root, "--data", filepath.Join(dir, "serve-data"))
-	if !strings.Contains(srv.out.String(), "bench stream server listening") {
+	if !strings.Contains(srv.out.String(), "stream server listening") {
 		t.Errorf("serve did not start the stream server:\n%s", srv.out.String())
 	}
 

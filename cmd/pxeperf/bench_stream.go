@@ -43,8 +43,8 @@ elsewhere, records labelled remote=HOST:
   pxeperf bench --server 192.168.50.1 --proto http --window 16K,auto --file bench.img
   pxeperf bench --server 192.168.50.1:5211 --proto tcp,udp --duration 5s
 The server needs the image in its root (pxeperf images generate bench.img
---size 64MiB) and its stream server on (config bench.enabled: true, or
-pxeperf serve --bench-addr :5211).`
+--size 64MiB) and its stream server on (config stream.enabled: true, or
+pxeperf serve --stream-addr :5211).`
 
 func addStreamFlags(cmd *cobra.Command, f *benchFlags) {
 	fl := cmd.Flags()

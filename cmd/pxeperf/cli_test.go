@@ -362,8 +362,8 @@ func TestHelpText(t *testing.T) {
 					t.Errorf("--%s takes a number but is typed %s (%q)", f.Name, f.Value.Type(), f.Usage)
 				}
 			})
-			if c.Name() == "serve" && !strings.Contains(out.String(), "--bench-addr string") {
-				t.Errorf("serve --help: --bench-addr is not typed string:\n%s", out.String())
+			if c.Name() == "serve" && !strings.Contains(out.String(), "--stream-addr string") {
+				t.Errorf("serve --help: --stream-addr is not typed string:\n%s", out.String())
 			}
 		})
 	}

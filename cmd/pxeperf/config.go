@@ -48,6 +48,12 @@ with the config key to set or the package to install.`,
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "# %s is valid; effective configuration:\n%s", args[0], b)
+			if len(c.Warnings) > 0 {
+				fmt.Fprintf(out, "\n# old names, read as the new ones:\n")
+				for _, w := range c.Warnings {
+					fmt.Fprintf(out, "# WARNING %s\n", w)
+				}
+			}
 			if len(notes) > 0 {
 				fmt.Fprintf(out, "\n# boot files and configs (root %s):\n", c.Root)
 				for _, n := range notes {

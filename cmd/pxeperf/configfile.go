@@ -25,10 +25,22 @@ func addConfigFlag(cmd *cobra.Command, p *string) {
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 }
 
-// loadConfig reads path, or when path is "" the first file of configSearch
+// loadConfig is findConfig, its warnings (old key names) written to
+// stderr.
+func loadConfig(path string) (*configs.Config, error) {
+	c, err := findConfig(path)
+	if c != nil {
+		for _, w := range c.Warnings {
+			fmt.Fprintln(os.Stderr, "pxeperf: warning: "+w)
+		}
+	}
+	return c, err
+}
+
+// findConfig reads path, or when path is "" the first file of configSearch
 // that exists, or else the embedded default (File ""). A file that exists
 // but does not load is an error, never silently skipped.
-func loadConfig(path string) (*configs.Config, error) {
+func findConfig(path string) (*configs.Config, error) {
 	if path != "" {
 		return loadFile(path)
 	}

@@ -60,7 +60,7 @@ var badValue = map[string]string{
 	"pxeperf report --table":         "no-such-table",
 	"pxeperf serve --addr":           "192.168.50",
 	"pxeperf serve --admin-addr":     "no-port",
-	"pxeperf serve --bench-addr":     "no-port",
+	"pxeperf serve --bench-addr":     "no-port", // the old name of --stream-addr
 	"pxeperf serve --config":         "no-such.yaml",
 	"pxeperf serve --dhcp":           "ful",
 	"pxeperf serve --dhcp-relays":    "10.0.8",
@@ -71,6 +71,7 @@ var badValue = map[string]string{
 	"pxeperf serve --log-level":      "loud",
 	"pxeperf serve --pool":           "10.0.0.9-10.0.0.1",
 	"pxeperf serve --store":          "mysql://db/x",
+	"pxeperf serve --stream-addr":    "no-port",
 	"pxeperf serve --tftp-addr":      "no-port",
 	"pxeperf status --admin-addr":    "no-port",
 	"pxeperf status --config":        "no-such.yaml",

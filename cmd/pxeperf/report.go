@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -102,6 +104,49 @@ rx_offload=on|off on the host entry or the script URL.`,
 
 func runReport(cmd *cobra.Command, f *reportFlags) error {
 	// Every argument is checked before the store is opened.
+	args, err := parseReportArgs(cmd, f)
+	if err != nil {
+		return err
+	}
+	st, data, err := openReportStore(cmd, f)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	var t report.Table
+	if args.oneRecord() {
+		t, err = recordTable(cmd.Context(), st, f, args)
+	} else {
+		var done bool
+		t, done, err = queryTable(cmd.Context(), st, f, args, data, errOut)
+		if done {
+			return err
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if len(t.Rows) == 0 && t.Layout == "" && (args.format == report.CSV || args.format == report.JSON) {
+		fmt.Fprintln(errOut, t.Empty)
+	}
+	return report.Render(out, t, args.format)
+}
+
+// reportArgs are report's flags, parsed and checked against each other.
+type reportArgs struct {
+	set    func(string) bool
+	format report.Format
+	filter record.Filter
+	opt    report.Options
+}
+
+// oneRecord: --intervals or --netperf print one record, not a table of many.
+func (a reportArgs) oneRecord() bool { return a.set("intervals") || a.set("netperf") }
+
+// parseReportArgs parses the format, filter and merge flags and refuses
+// flags that ask for two outputs at once; every refusal is a usage error.
+func parseReportArgs(cmd *cobra.Command, f *reportFlags) (reportArgs, error) {
 	set := cmd.Flags().Changed
 	var picked []string
 	for _, n := range []string{"table", "intervals", "netperf", "compare"} {
@@ -110,16 +155,16 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 		}
 	}
 	if len(picked) > 1 {
-		return usageErrorf("%s: give one of --table, --intervals, --netperf and --compare (each prints something else)",
+		return reportArgs{}, usageErrorf("%s: give one of --table, --intervals, --netperf and --compare (each prints something else)",
 			strings.Join(picked, " and "))
 	}
 	format, err := report.ParseFormat(f.format)
 	if err != nil {
-		return usageErrorf("--format: %w", err)
+		return reportArgs{}, usageErrorf("--format: %w", err)
 	}
 	if set("limit") {
 		if f.limit < 0 {
-			return usageErrorf("--limit %d: want a count of fetches, e.g. --limit 20", f.limit)
+			return reportArgs{}, usageErrorf("--limit %d: want a count of fetches, e.g. --limit 20", f.limit)
 		}
 		if f.limit > 0 {
 			f.filter.Limit = strconv.Itoa(f.limit)
@@ -127,16 +172,25 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 	}
 	filter, err := report.ParseFilter(f.filter, time.Now())
 	if err != nil {
-		return usageErrorf("bad filter (--client, --file, --since, --label, --kind, --min-size, --limit): %w", err)
+		return reportArgs{}, usageErrorf("bad filter (--client, --file, --since, --label, --kind, --min-size, --limit): %w", err)
 	}
 	if _, err := report.Build(f.table, nil); err != nil {
-		return usageErrorf("--table: %w", err)
+		return reportArgs{}, usageErrorf("--table: %w", err)
 	}
 	merge, err := report.ParseMerge(f.merge)
 	if err != nil {
-		return usageErrorf("--merge: %w", err)
+		return reportArgs{}, usageErrorf("--merge: %w", err)
 	}
-	opt := report.Options{Kinds: filter.Kinds, Merge: merge}
+	if err := checkReportOutputs(f, set); err != nil {
+		return reportArgs{}, err
+	}
+	return reportArgs{set: set, format: format, filter: filter, opt: report.Options{Kinds: filter.Kinds, Merge: merge}}, nil
+}
+
+// checkReportOutputs refuses a chart file that is neither .svg nor .png,
+// a record ID that is not positive, and --chart beside an output it does
+// not draw.
+func checkReportOutputs(f *reportFlags, set func(string) bool) error {
 	ext := strings.ToLower(filepath.Ext(f.chart))
 	if f.chart != "" && ext != ".svg" && ext != ".png" {
 		return usageErrorf("--chart %s: the file name must end in .svg or .png", f.chart)
@@ -151,83 +205,90 @@ func runReport(cmd *cobra.Command, f *reportFlags) error {
 	if f.chart != "" && (set("intervals") || set("netperf")) {
 		return usageError(errors.New("--chart draws the window-offload chart of many fetches: use it without --intervals or --netperf"))
 	}
+	return nil
+}
+
+// openReportStore opens --store, else the config's store over the data
+// folder, read-only. data is that folder ("" for --store: a shared
+// database's journals are its servers').
+func openReportStore(cmd *cobra.Command, f *reportFlags) (st *record.Store, data string, err error) {
 	var loc record.Location
-	data := "" // the data folder whose journal may hold records not yet stored
-	if set("store") {
+	if cmd.Flags().Changed("store") {
 		if loc, err = record.ParseLocation(f.store, ""); err != nil {
-			return usageErrorf("--store: %w", err)
+			return nil, "", usageErrorf("--store: %w", err)
 		}
 	} else {
 		data, err = dataFolder(cmd, f.config, f.data)
 		if err != nil {
-			return err
+			return nil, "", err
 		}
 		if loc, err = storeLocation(cmd, f.config, "", data); err != nil {
-			return err
+			return nil, "", err
 		}
 	}
-	st, err := record.OpenURLReadOnly(cmd.Context(), loc)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	ctx := cmd.Context()
-	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	st, err = record.OpenURLReadOnly(cmd.Context(), loc)
+	return st, data, err
+}
 
-	var t report.Table
-	switch {
-	case set("intervals") || set("netperf"):
-		id := max(f.intervals, f.netperf)
-		rec, err := st.Get(ctx, id)
-		if err != nil {
-			return err
-		}
-		if set("netperf") {
-			t = report.Netperf(rec)
-		} else {
-			ivs, err := st.Intervals(ctx, id)
-			if err != nil {
-				return err
-			}
-			t = report.Intervals(rec, ivs)
-		}
-	default:
-		recs, err := st.Query(ctx, filter)
-		if err != nil {
-			return err
-		}
-		// Records a crash left in the journal are not in the store until
-		// the next serve imports them: say how many, never print silently
-		// short tables.
-		if data == "" {
-			// --store names a shared database: its servers' journals are theirs.
-		} else if n, path, err := st.Waiting(ctx, data); err != nil {
-			fmt.Fprintf(errOut, "note: could not check %s for records not yet in the store: %v\n", path, err)
-		} else if n > 0 {
-			fmt.Fprintf(errOut, "note: %d fetch record(s) wait in %s and are not in these tables; "+
-				"serve imports them (a running serve within seconds, else at its next start)\n", n, path)
-		}
-		if f.chart != "" {
-			if err := writeChart(f.chart, recs, opt); err != nil {
-				return err
-			}
-			fmt.Fprintf(errOut, "wrote %s\n", f.chart)
-			if !set("table") {
-				return nil
-			}
-		}
-		if f.compare != "" {
-			if t, err = report.CompareWith(f.compare, recs, opt); err != nil {
-				return fmt.Errorf("--compare: %w", err)
-			}
-			break
-		}
-		t, _ = report.BuildWith(f.table, recs, opt)
+// recordTable is one record's --intervals or --netperf table.
+func recordTable(ctx context.Context, st *record.Store, f *reportFlags, args reportArgs) (report.Table, error) {
+	id := max(f.intervals, f.netperf)
+	rec, err := st.Get(ctx, id)
+	if err != nil {
+		return report.Table{}, err
 	}
-	if len(t.Rows) == 0 && t.Layout == "" && (format == report.CSV || format == report.JSON) {
-		fmt.Fprintln(errOut, t.Empty)
+	if args.set("netperf") {
+		return report.Netperf(rec), nil
 	}
-	return report.Render(out, t, format)
+	ivs, err := st.Intervals(ctx, id)
+	if err != nil {
+		return report.Table{}, err
+	}
+	return report.Intervals(rec, ivs), nil
+}
+
+// queryTable queries the records the filter picks and builds --table (or
+// --compare's) from them, drawing --chart first; done is true when the
+// chart was all that was asked for (or err is set).
+func queryTable(ctx context.Context, st *record.Store, f *reportFlags, args reportArgs, data string, errOut io.Writer) (t report.Table, done bool, err error) {
+	recs, err := st.Query(ctx, args.filter)
+	if err != nil {
+		return t, true, err
+	}
+	noteWaiting(ctx, st, data, errOut)
+	if f.chart != "" {
+		if err := writeChart(f.chart, recs, args.opt); err != nil {
+			return t, true, err
+		}
+		fmt.Fprintf(errOut, "wrote %s\n", f.chart)
+		if !args.set("table") {
+			return t, true, nil
+		}
+	}
+	if f.compare != "" {
+		if t, err = report.CompareWith(f.compare, recs, args.opt); err != nil {
+			return t, true, fmt.Errorf("--compare: %w", err)
+		}
+		return t, false, nil
+	}
+	t, _ = report.BuildWith(f.table, recs, args.opt)
+	return t, false, nil
+}
+
+// noteWaiting says how many records a crash left in data's journal: they
+// are not in the store until the next serve imports them, and a table
+// never silently prints short. Without a data folder (--store names a
+// shared database) there is nothing to check.
+func noteWaiting(ctx context.Context, st *record.Store, data string, errOut io.Writer) {
+	if data == "" {
+		return
+	}
+	if n, path, err := st.Waiting(ctx, data); err != nil {
+		fmt.Fprintf(errOut, "note: could not check %s for records not yet in the store: %v\n", path, err)
+	} else if n > 0 {
+		fmt.Fprintf(errOut, "note: %d fetch record(s) wait in %s and are not in these tables; "+
+			"serve imports them (a running serve within seconds, else at its next start)\n", n, path)
+	}
 }
 
 // dataFolder is --data when given, else the config's data folder; a file

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -30,13 +29,6 @@ import (
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/sync/errgroup"
 )
-
-// serveFlags are the flags of `pxeperf serve`; set ones override the file.
-type serveFlags struct {
-	config, iface, addr, dhcpMode, pool, root, httpAddr, tftpAddr, benchAddr, adminAddr, iperf3Addr, iperf2Addr, data, logLevel string
-	store, logFormat                                                                                                            string
-	relays                                                                                                                      string
-}
 
 // serveEnv is what every service is built from.
 type serveEnv struct {
@@ -108,140 +100,8 @@ log says why. Other keys (interface, ports, pool, ...) need a restart.`,
 			})
 		},
 	}
-	fl := cmd.Flags()
-	addConfigFlag(cmd, &f.config)
-	fl.StringVar(&f.iface, "iface", "", "interface to serve on (default: first up interface with IPv4)")
-	fl.StringVar(&f.addr, "addr", "", "address clients reach pxeperf at, one of the interface's (default: its first IPv4)")
-	fl.StringVar(&f.dhcpMode, "dhcp", "", "DHCP mode: full, proxy or off (default proxy)")
-	fl.StringVar(&f.pool, "pool", "", "address pool for --dhcp full, FIRST-LAST, inside the interface's subnet")
-	fl.StringVar(&f.relays, "dhcp-relays", "", "DHCP relays answered, comma-separated giaddrs or prefixes, "+
-		"e.g. 10.0.8.1,10.0.12.0/22 (dhcp.relays; default none: a relayed request is dropped)")
-	fl.StringVar(&f.root, "root", "", "folder served over TFTP and HTTP (default ./images)")
-	fl.StringVar(&f.httpAddr, "http-addr", "", "HTTP listen address HOST:PORT (default :80); \"off\" disables HTTP")
-	fl.StringVar(&f.tftpAddr, "tftp-addr", "", "TFTP listen address HOST:PORT (default :69); \"off\" disables TFTP")
-	fl.StringVar(&f.benchAddr, "bench-addr", "", "stream server HOST:PORT for pxeperf bench --server "+
-		"(default off; :5211 turns it on); \"off\" disables it")
-	fl.StringVar(&f.adminAddr, "admin-addr", "", "admin listener HOST:PORT serving the record API /api/ "+
-		"(default 127.0.0.1:9069); \"off\" disables it")
-	fl.StringVar(&f.iperf3Addr, "iperf3-addr", "", "iperf3-compatible server HOST:PORT "+
-		"(default off; :5201 turns it on); \"off\" disables it")
-	fl.StringVar(&f.iperf2Addr, "iperf2-addr", "", "iperf 2 server HOST:PORT "+
-		"(default off; :5001 turns it on); \"off\" disables it")
-	fl.StringVar(&f.data, "data", "", "state folder: leases, records, cache (default ./pxeperf-data)")
-	fl.StringVar(&f.store, "store", "", "record store: postgres://USER@HOST/DB shared by many servers, or sqlite:PATH "+
-		"(default store.url, else <data>/pxeperf.db); the journal in --data stays the commit point")
-	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default info)")
-	fl.StringVar(&f.logFormat, "log-format", "", "text or json: json writes one object per line, fetches and leases "+
-		"with the record fields (default text)")
-	_ = cmd.RegisterFlagCompletionFunc("dhcp", cobra.FixedCompletions([]string{"full", "proxy", "off"}, cobra.ShellCompDirectiveNoFileComp))
-	_ = cmd.MarkFlagDirname("root")
-	_ = cmd.MarkFlagDirname("data")
+	addServeFlags(cmd, &f)
 	return cmd
-}
-
-// loadServeConfig reads the config (--config, else the first of
-// configSearch, else the default) and applies set flags. A flag that
-// cannot be read is a usage error.
-func loadServeConfig(cmd *cobra.Command, f *serveFlags) (*configs.Config, error) {
-	cfg, err := loadConfig(f.config)
-	if err != nil {
-		return nil, err
-	}
-	set := cmd.Flags().Changed
-	// Flags choose as the file does (see configs.Config.IsSet).
-	for flag, key := range map[string]string{"iface": "interface", "addr": "address", "dhcp": "dhcp.mode"} {
-		if set(flag) {
-			if cfg.Set == nil {
-				cfg.Set = map[string]bool{}
-			}
-			cfg.Set[key] = true
-		}
-	}
-	if set("iface") {
-		cfg.Interface = f.iface
-	}
-	if set("addr") {
-		a, err := netip.ParseAddr(f.addr)
-		if err != nil || !a.Is4() {
-			return nil, usageErrorf("--addr %q is not an IPv4 address; write e.g. --addr 192.168.50.1", f.addr)
-		}
-		cfg.Address = configs.Addr{Addr: a}
-	}
-	if set("dhcp") {
-		cfg.DHCP.Mode = f.dhcpMode
-	}
-	if set("pool") {
-		p, err := configs.ParsePool(f.pool)
-		if err != nil {
-			return nil, usageErrorf("--pool: %w", err)
-		}
-		if cfg.DHCP.Mode != configs.ModeFull {
-			return nil, usageErrorf("--pool is for --dhcp full; in %s mode pxeperf hands out no addresses "+
-				"(dhcp.mode from %s): add --dhcp full, or drop --pool", cfg.DHCP.Mode, configName(cfg))
-		}
-		cfg.DHCP.Pool = p
-	}
-	if set("dhcp-relays") {
-		cfg.DHCP.Relays = nil
-		for _, r := range strings.Split(f.relays, ",") {
-			p, err := configs.ParsePrefix(strings.TrimSpace(r))
-			if err != nil {
-				return nil, usageErrorf("--dhcp-relays: %w", err)
-			}
-			cfg.DHCP.Relays = append(cfg.DHCP.Relays, p)
-		}
-	}
-	if set("root") {
-		cfg.Root = f.root
-	}
-	if set("data") {
-		cfg.Data = f.data
-	}
-	if set("log-level") {
-		cfg.LogLevel = f.logLevel
-	}
-	if set("store") {
-		cfg.Store.URL = f.store
-	}
-	if set("log-format") {
-		cfg.LogFormat = f.logFormat
-	}
-	if set("http-addr") {
-		cfg.HTTP.Enabled = f.httpAddr != "off"
-		if cfg.HTTP.Enabled {
-			cfg.HTTP.Listen = f.httpAddr
-		}
-	}
-	if set("bench-addr") {
-		cfg.Bench.Enabled = f.benchAddr != "off"
-		if cfg.Bench.Enabled {
-			cfg.Bench.Listen = f.benchAddr
-		}
-	}
-	for _, a := range []struct {
-		flag, val string
-		c         *configs.Iperf
-	}{{"iperf3-addr", f.iperf3Addr, &cfg.Iperf3}, {"iperf2-addr", f.iperf2Addr, &cfg.Iperf2}} {
-		if set(a.flag) {
-			a.c.Enabled = a.val != "off"
-			if a.c.Enabled {
-				a.c.Listen = a.val
-			}
-		}
-	}
-	if set("admin-addr") {
-		cfg.Admin.Listen = f.adminAddr
-	}
-	if set("tftp-addr") {
-		cfg.TFTP.Enabled = f.tftpAddr != "off"
-		if cfg.TFTP.Enabled {
-			cfg.TFTP.Listen = f.tftpAddr
-		}
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, usageErrorf("invalid settings (flags over %s):\n%w", configName(cfg), err)
-	}
-	return cfg, nil
 }
 
 func newLogger(level, format string) *slog.Logger {
@@ -268,28 +128,13 @@ type namedService struct {
 // arrives.
 func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error {
 	logger := newLogger(cfg.LogLevel, cfg.LogFormat)
-	ni, err := netif.Resolve(cfg.Interface, cfg.Address.Addr)
+	for _, w := range cfg.Warnings {
+		logger.Warn(w)
+	}
+	pre, err := preflight(cfg, logger)
 	if err != nil {
 		return err
 	}
-	if err := checkNetSettings(cfg, ni); err != nil {
-		return err
-	}
-	pick := pickFor(cfg, ni)
-	root, err := folderFor("root", "--root", cfg.Root)
-	if err != nil {
-		return err
-	}
-	// Nothing is created before the settings and the privileges are
-	// known to be good: a run without root fails here, leaving no
-	// ./images or ./pxeperf-data behind.
-	if _, err := folderFor("data", "--data", cfg.Data); err != nil {
-		return err
-	}
-	if err := checkPrivileges(cfg, pick.dhcpOn(cfg), ni.Iface.Name); err != nil {
-		return err
-	}
-	pick.log(logger, cfg, ni)
 	data, err := ensureFolder("data", "--data", cfg.Data, logger)
 	if err != nil {
 		return err
@@ -301,25 +146,119 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 		return err
 	}
 	defer lock.Release()
-	if err := images.EnsureRoot(root, logger); err != nil {
+	store, err := openImages(cfg, pre.root, logger)
+	if err != nil {
 		return err
+	}
+	defer store.Close()
+	env, closeRecording, err := newServeEnv(cfg, pre, store, logger)
+	if err != nil {
+		return err
+	}
+	defer closeRecording()
+	services, err := buildServices(env)
+	if err != nil {
+		return err
+	}
+	dhcpMode := cfg.DHCP.Mode
+	if pre.pick.held {
+		dhcpMode = "off (no interface named)"
+	}
+	logger.Info("pxeperf serving", "iface", pre.net.Iface.Name, "addr", pre.net.Addr, "dhcp", dhcpMode,
+		"root", cfg.Root, "data", data, "config", configName(cfg), "version", versionString())
+	return serveUntilStopped(ctx, env, services, sig)
+}
+
+// preflighted is what serve knows once the settings and privileges are
+// checked: the interface, the DHCP pick and the root folder.
+type preflighted struct {
+	net  *netif.Info
+	pick interfacePick
+	root string
+}
+
+// preflight checks the settings against the interface and the privileges
+// serve needs. Nothing is created before they are known to be good: a run
+// without root fails here, leaving no ./images or ./pxeperf-data behind.
+func preflight(cfg *configs.Config, logger *slog.Logger) (preflighted, error) {
+	ni, err := netif.Resolve(cfg.Interface, cfg.Address.Addr)
+	if err != nil {
+		return preflighted{}, err
+	}
+	if err := checkNetSettings(cfg, ni); err != nil {
+		return preflighted{}, err
+	}
+	pick := pickFor(cfg, ni)
+	root, err := folderFor("root", "--root", cfg.Root)
+	if err != nil {
+		return preflighted{}, err
+	}
+	if _, err := folderFor("data", "--data", cfg.Data); err != nil {
+		return preflighted{}, err
+	}
+	if err := checkPrivileges(cfg, pick.dhcpOn(cfg), ni.Iface.Name); err != nil {
+		return preflighted{}, err
+	}
+	pick.log(logger, cfg, ni)
+	return preflighted{net: ni, pick: pick, root: root}, nil
+}
+
+// openImages makes the root (with its sample script when new) and opens the
+// image store over it, its decompression cache in the data folder.
+func openImages(cfg *configs.Config, root string, logger *slog.Logger) (*images.Store, error) {
+	if err := images.EnsureRoot(root, logger); err != nil {
+		return nil, err
 	}
 	if goSourceFolder(root) {
 		logger.Warn("the root is a Go source folder (serve runs in a checkout of pxeperf, whose images/ package "+
 			"shares the default root's name): run serve from a folder of its own, or set --root", "root", root)
 	}
-	store, err := images.Open(cfg.Root, filepath.Join(cfg.Data, "cache"), logger,
+	return images.Open(cfg.Root, filepath.Join(cfg.Data, "cache"), logger,
 		images.WithCacheLimits(int64(cfg.Images.CacheMaxBytes), int64(cfg.Images.MinFreeBytes)),
 		images.WithMaxUnpacked(int64(cfg.Images.MaxUnpackedBytes)))
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+}
+
+// newServeEnv builds what the services share: the hosts table, the live
+// state, the event sink chain (with the record sink when recording) and the
+// boot config source. closeRecording flushes and closes the record store at
+// shutdown; when err is set it has already run.
+func newServeEnv(cfg *configs.Config, pre preflighted, store *images.Store, logger *slog.Logger) (env *serveEnv, closeRecording func(), err error) {
 	table := hosts.New(cfg.Hosts)
 	live, err := newLiveState(cfg, logger)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
+	env = &serveEnv{
+		cfg:      cfg,
+		net:      pre.net,
+		logger:   logger,
+		hosts:    table,
+		images:   store,
+		live:     live,
+		built:    map[string]service{},
+		dhcpHeld: pre.pick.held,
+	}
+	closeRecording = func() {}
+	rec := openRecording(cfg, pre.net.Iface.Name, table, logger)
+	if rec != nil {
+		env.records = rec.sink
+		if live != nil {
+			live.records = rec.sink
+		}
+		closeRecording = func() { rec.close(logger) }
+	}
+	env.sink = eventChain(cfg, logger, live, rec, table)
+	env.boot, err = newBootSource(cfg, pre.net.Addr, store, table, logger)
+	if err != nil {
+		closeRecording()
+		return nil, nil, err
+	}
+	return env, closeRecording, nil
+}
+
+// eventChain is the sink every service reports to: host stamping, then the
+// record sink (when recording), the live state's sinks and the log line.
+func eventChain(cfg *configs.Config, logger *slog.Logger, live *liveState, rec *recording, table *hosts.Table) event.Sink {
 	// JSON lines carry the record store's field names; the text format
 	// keeps its established keys (rtt=, max_wnd=), which tests and lab
 	// scripts read.
@@ -328,13 +267,7 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 		logSink = metrics.Log{Logger: logger}
 	}
 	sink := event.Sink(append(event.Multi(live.sinks()), logSink))
-	var records *record.Sink
-	if rec := openRecording(cfg, ni.Iface.Name, table, logger); rec != nil {
-		records = rec.sink
-		defer rec.close(logger)
-		if live != nil {
-			live.records = rec.sink
-		}
+	if rec != nil {
 		// The record sink first: a fetch is committed (journaled) as soon
 		// as possible after its last byte, before the log line is written.
 		sink = event.Multi{rec.sink, sink}
@@ -342,40 +275,32 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 	// Every event learns its host entry (MAC, name, labels) once, here,
 	// before any sink: the record, the dashboard's recent fetches, the
 	// metrics and the log line agree (iperf tests know only an address).
-	sink = hosts.Stamping{Table: table, Next: sink}
-	boot, err := newBootSource(cfg, ni.Addr, store, table, logger)
-	if err != nil {
-		return err
-	}
-	env := &serveEnv{
-		cfg:      cfg,
-		net:      ni,
-		logger:   logger,
-		sink:     sink,
-		hosts:    table,
-		images:   store,
-		boot:     boot,
-		live:     live,
-		built:    map[string]service{},
-		dhcpHeld: pick.held,
-	}
-	env.records = records
+	return hosts.Stamping{Table: table, Next: sink}
+}
+
+// serviceBuilders build the services in the order they bind; the admin
+// listener is last, as its metrics read the others (serveEnv.built).
+var serviceBuilders = []struct {
+	name  string
+	build func(*serveEnv) (service, error)
+}{{"dhcp", newDHCPService}, {"tftp", newTFTPService}, {"http", newHTTPService}, {"stream", newStreamService},
+	{"iperf3", newIperf3Service}, {"iperf2", newIperf2Service}, {"admin", newAdminService}}
+
+// buildServices builds every service turned on, binding its sockets. When
+// one fails, or only the admin listener (which serves no board) is on, the
+// ones built are released and nothing serves.
+func buildServices(env *serveEnv) ([]namedService, error) {
 	var services []namedService
-	var names []string
-	boards := 0 // every service but the admin listener, which alone serves no board
-	for _, b := range []struct {
-		name  string
-		build func(*serveEnv) (service, error)
-	}{{"dhcp", newDHCPService}, {"tftp", newTFTPService}, {"http", newHTTPService}, {"bench", newStreamService}, {"iperf3", newIperf3Service}, {"iperf2", newIperf2Service}, {"admin", newAdminService}} {
+	boards := 0
+	for _, b := range serviceBuilders {
 		s, err := b.build(env)
 		if err != nil {
 			releaseAll(services)
-			return bindHint(err)
+			return nil, bindHint(err)
 		}
 		if s != nil {
 			env.built[b.name] = s
 			services = append(services, namedService{b.name, s})
-			names = append(names, b.name)
 			if b.name != "admin" {
 				boards++
 			}
@@ -383,14 +308,20 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 	}
 	if boards == 0 {
 		releaseAll(services)
-		return errors.New("nothing to serve: DHCP, TFTP, HTTP and the bench and iperf servers are all off")
+		return nil, errors.New("nothing to serve: DHCP, TFTP, HTTP and the stream and iperf servers are all off")
 	}
-	dhcpMode := cfg.DHCP.Mode
-	if pick.held {
-		dhcpMode = "off (no interface named)"
+	return services, nil
+}
+
+// serveUntilStopped runs every service under one errgroup, with the signal
+// watcher beside them, until ctx ends, a stop signal arrives or a service
+// fails; SIGHUP reloads the config and serving goes on.
+func serveUntilStopped(ctx context.Context, env *serveEnv, services []namedService, sig serveSignals) error {
+	logger := env.logger
+	names := make([]string, len(services))
+	for i, s := range services {
+		names[i] = s.name
 	}
-	logger.Info("pxeperf serving", "iface", ni.Iface.Name, "addr", ni.Addr, "dhcp", dhcpMode,
-		"root", cfg.Root, "data", data, "config", configName(cfg), "version", versionString())
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	g, gctx := errgroup.WithContext(ctx)
@@ -408,13 +339,13 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 					continue
 				}
 				logger.Info("stopping on "+signalName(s), "signal", signalName(s), "services", strings.Join(names, ","),
-					"http_grace", cfg.HTTP.ShutdownGrace)
+					"http_grace", env.cfg.HTTP.ShutdownGrace)
 				stop()
 				return nil
 			}
 		}
 	})
-	err = g.Wait()
+	err := g.Wait()
 	if err != nil {
 		logger.Error("pxeperf stopped on an error", "err", err)
 	} else {
@@ -466,6 +397,9 @@ func reloadConfig(env *serveEnv, load func() (*configs.Config, error)) {
 	if err := env.boot.Reload(bootcfg.Options{Config: &next, Server: env.net.Addr, HTTPBase: base, Logger: log}); err != nil {
 		log.Error("SIGHUP: reload refused; still serving the previous hosts and templates", "config", configName(cfg), "err", err)
 		return
+	}
+	for _, w := range cfg.Warnings {
+		log.Warn("SIGHUP: " + w)
 	}
 	env.hosts.Replace(cfg.Hosts)
 	if restart := restartKeys(env.cfg, cfg); len(restart) > 0 {

@@ -99,8 +99,8 @@ func lowPorts(cfg *configs.Config, dhcpOn bool, start int) []string {
 	if cfg.HTTP.Enabled {
 		add("http", cfg.HTTP.Listen)
 	}
-	if cfg.Bench.Enabled {
-		add("bench", cfg.Bench.Listen)
+	if cfg.Stream.Enabled {
+		add("stream", cfg.Stream.Listen)
 	}
 	if cfg.Iperf3.Enabled {
 		add("iperf3", cfg.Iperf3.Listen)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"maps"
 	"net"
-	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -17,8 +16,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pxeperf/pxeperf/admin"
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/dashboard"
+	"github.com/pxeperf/pxeperf/dhcp"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
 )
@@ -36,11 +37,9 @@ func addAdminFlags(cmd *cobra.Command, f *adminFlags) {
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 }
 
-// adminClient reads a running serve's admin API.
-type adminClient struct {
-	base, token string
-	hc          *http.Client
-}
+// adminClient reads a running serve's admin API (admin.Client), its
+// unreachable errors saying what to check.
+type adminClient struct{ *admin.Client }
 
 func newAdminClient(f *adminFlags) (*adminClient, *configs.Config, error) {
 	if f.format != "text" && f.format != "json" {
@@ -67,27 +66,17 @@ func newAdminClient(f *adminFlags) (*adminClient, *configs.Config, error) {
 	if err != nil {
 		return nil, cfg, err
 	}
-	return &adminClient{base: "http://" + addr, token: tok, hc: &http.Client{Timeout: 10 * time.Second}}, cfg, nil
+	return &adminClient{admin.NewClient(addr, tok)}, cfg, nil
 }
 
+// get is admin.Client.Get, an unreachable listener's error with a hint.
 func (c *adminClient) get(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
-	if err != nil {
-		return err
+	err := c.Get(ctx, path, v)
+	var ue *admin.UnreachableError
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%w (is pxeperf serve running? set --admin-addr)", err)
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("reaching serve's admin listener: %w (is pxeperf serve running? set --admin-addr)", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("%s: HTTP %d: %s", path, resp.StatusCode, strings.TrimSpace(string(b)))
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
+	return err
 }
 
 // statusView is what `pxeperf status` shows.
@@ -334,7 +323,7 @@ proxy-mode answers of the last day).`,
 }
 
 // storedLeases is the latest recorded lease of each MAC that is still in
-// force at now (proxy answers: seen within a day).
+// force at now (dhcp.InForce).
 func storedLeases(ctx context.Context, cfg *configs.Config, now time.Time) ([]dashboard.Lease, error) {
 	st, err := record.OpenReadOnly(cfg.Data)
 	if err != nil {
@@ -351,7 +340,7 @@ func storedLeases(ctx context.Context, cfg *configs.Config, now time.Time) ([]da
 	}
 	var out []dashboard.Lease
 	for _, l := range latest {
-		if l.Proxy && now.Sub(l.Time) > 24*time.Hour || !l.Proxy && !l.Expiry.After(now) {
+		if !dhcp.InForce(l.Proxy, l.Time, l.Expiry, now) {
 			continue
 		}
 		out = append(out, dashboard.Lease{MAC: l.MAC, Addr: l.Addr, Arch: l.Arch, Host: l.Host, BootFile: l.BootFile,

@@ -162,18 +162,20 @@ func TestTwoLabsOnePostgres(t *testing.T) {
 		}
 	}()
 
-	time.Sleep(2 * time.Second)
-	t.Log("stopping PostgreSQL")
-	pg.Stop()
-	time.Sleep(1500 * time.Millisecond)
-	t.Log("SIGKILL lab-a while the database is down")
-	a.killAndRestart()
-	time.Sleep(1500 * time.Millisecond)
-	t.Log("starting PostgreSQL")
-	pg.StartAgain()
-	time.Sleep(300 * time.Millisecond)
-	t.Log("SIGKILL lab-b while it ships its backlog")
-	b.killAndRestart()
+	for _, step := range []struct {
+		after time.Duration // of traffic before the step
+		what  string
+		do    func()
+	}{
+		{2 * time.Second, "stopping PostgreSQL", pg.Stop},
+		{1500 * time.Millisecond, "SIGKILL lab-a while the database is down", a.killAndRestart},
+		{1500 * time.Millisecond, "starting PostgreSQL", pg.StartAgain},
+		{300 * time.Millisecond, "SIGKILL lab-b while it ships its backlog", b.killAndRestart},
+	} {
+		time.Sleep(step.after)
+		t.Log(step.what)
+		step.do()
+	}
 	time.Sleep(2 * time.Second)
 	close(stop)
 	wg.Wait()

@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
 // TestVersionFrom: the version line says what the build stamped, and
@@ -91,16 +93,11 @@ func TestVersionOfABuildInACheckout(t *testing.T) {
 	rev := git("rev-parse", "HEAD")
 	build := func() (string, string) {
 		t.Helper()
-		bin := filepath.Join(dir, "pxeperf.bin")
 		// -buildvcs=true: go build's default (auto) stamps in a checkout;
 		// this says so over a GOFLAGS=-buildvcs=false of the environment.
 		// -trimpath: the next run, in another folder, finds the packages
 		// in the build cache.
-		cmd := exec.Command("go", "build", "-buildvcs=true", "-trimpath", "-o", bin, "./cmd/pxeperf")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build: %v\n%s", err, out)
-		}
+		bin := nstest.BuildBinary(t, nstest.Build{Dir: dir, Flags: []string{"-buildvcs=true", "-trimpath"}})
 		flag, err := exec.Command(bin, "--version").Output()
 		if err != nil {
 			t.Fatal(err)
@@ -109,7 +106,6 @@ func TestVersionOfABuildInACheckout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = os.Remove(bin)
 		return strings.TrimSpace(string(flag)), strings.TrimSpace(string(sub))
 	}
 	flag, sub := build()

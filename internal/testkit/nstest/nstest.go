@@ -16,7 +16,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -221,47 +220,6 @@ func DialContext(ns string) func(ctx context.Context, network, addr string) (net
 		})
 		return c, err
 	}
-}
-
-var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
-)
-
-// Binary builds cmd/pxeperf once per test process and returns its path.
-func Binary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		root, err := moduleRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "pxeperf-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildPath = filepath.Join(dir, "pxeperf")
-		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/pxeperf")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return buildPath
-}
-
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	return filepath.Dir(strings.TrimSpace(string(out))), nil
 }
 
 // FileSHA256 returns the hex sha256 of a file.
