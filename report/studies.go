@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pxeperf/pxeperf/measure"
 	"github.com/pxeperf/pxeperf/record"
 )
 
@@ -167,7 +168,7 @@ func measuredConditions(recs []record.Record) string {
 		s += "; image " + strings.Join(sizes, ",")
 	}
 	if len(rtts) > 0 {
-		s += fmt.Sprintf("; median TCP min RTT %v", time.Duration(Median(rtts))*time.Microsecond)
+		s += fmt.Sprintf("; median TCP min RTT %v", time.Duration(measure.Median(rtts))*time.Microsecond)
 	}
 	return s + "."
 }
@@ -176,7 +177,7 @@ func medianCell(xs []float64) string {
 	if len(xs) == 0 {
 		return ""
 	}
-	return mbps(Median(xs))
+	return mbps(measure.Median(xs))
 }
 
 // ratioCell is measured / published as a percentage (its column's Unit
@@ -186,7 +187,7 @@ func ratioCell(meas []float64, pub string) string {
 	if len(meas) == 0 || err != nil || p <= 0 {
 		return ""
 	}
-	return strconv.FormatFloat(Median(meas)/p*100, 'f', 0, 64)
+	return strconv.FormatFloat(measure.Median(meas)/p*100, 'f', 0, 64)
 }
 
 // GPXERow is one window of the gPXE comparison.
@@ -267,10 +268,10 @@ func compareGPXE(_ Study, rows [][]string, recs []record.Record, sp splitter) Ta
 			m := meas[key{r.Window, st}]
 			off, on := m[record.OffloadOff], m[record.OffloadOn]
 			if len(off) > 0 {
-				r.MeasuredOff = Median(off)
+				r.MeasuredOff = measure.Median(off)
 			}
 			if len(on) > 0 {
-				r.MeasuredOn = Median(on)
+				r.MeasuredOn = measure.Median(on)
 			}
 			r.NOff, r.NOn = len(off), len(on)
 			wname := strconv.Itoa(r.Window)
@@ -380,7 +381,7 @@ func streamRow(m streamMatch, st Setup, xs []float64, sp splitter) (StreamCompar
 	row := StreamCompareRow{Setting: m.setting, Setup: st, N: len(xs)}
 	pub := m.as
 	if len(m.published) > 0 {
-		pub = mbps(Median(m.published))
+		pub = mbps(measure.Median(m.published))
 		if len(m.published) > 1 {
 			row.Min, row.Max = slices.Min(m.published), slices.Max(m.published)
 			row.Range = mbps(row.Min) + "-" + mbps(row.Max)
@@ -388,7 +389,7 @@ func streamRow(m streamMatch, st Setup, xs []float64, sp splitter) (StreamCompar
 	}
 	row.Published, row.PubMbps = pub, pubNumber(pub)
 	if len(xs) > 0 {
-		row.Measured = Median(xs)
+		row.Measured = measure.Median(xs)
 	}
 	lo, hi := "", ""
 	if row.Range != "" {

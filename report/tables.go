@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pxeperf/pxeperf/measure"
 	"github.com/pxeperf/pxeperf/record"
 )
 
@@ -66,22 +67,7 @@ func stat(mbps []float64) *Stat {
 	if len(mbps) == 0 {
 		return nil
 	}
-	return &Stat{Median: Median(mbps), Best: slices.Max(mbps), Count: len(mbps)}
-}
-
-// Median of xs (the mean of the two middle values for an even count); NaN
-// when xs is empty. xs is not changed.
-func Median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
+	return &Stat{Median: measure.Median(mbps), Best: slices.Max(mbps), Count: len(mbps)}
 }
 
 // measured reports whether r's throughput means something: the whole file

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/pxeperf/pxeperf/measure"
 	"github.com/pxeperf/pxeperf/record"
 )
 
@@ -57,8 +58,8 @@ func adaptOf(rs []record.Record) *TFTPAdapt {
 	if len(meds) == 0 {
 		return nil
 	}
-	med := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
-	a.WndMedian, a.Losses, a.Resent = int(med(meds)), med(losses), med(resent)
+	a.WndMedian = int(measure.Median(meds))
+	a.Losses, a.Resent = measure.Median(losses), measure.Median(resent)
 	return &a
 }
 
