@@ -132,3 +132,18 @@ func TestMarshalEntryEveryField(t *testing.T) {
 		checkMarshal(t, "Interval."+it.Field(i).Name, &entry{UID: "u", Record: &r, Intervals: []Interval{iv}})
 	}
 }
+
+// BenchmarkMarshalEntry is the journal line of a served HTTP fetch
+// (httpFetch: TCP_INFO, a label, nine intervals), the encoding every
+// recorded fetch pays on its handler's path.
+func BenchmarkMarshalEntry(b *testing.B) {
+	s := &Sink{opt: SinkOptions{Interface: "lo", Server: "bench", Site: "lab"}}
+	r, ivs := s.convert(httpFetch(1))
+	e := &entry{UID: newUID(), Record: r, Intervals: ivs}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := marshalEntry(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
