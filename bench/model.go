@@ -3,9 +3,9 @@ package bench
 import (
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
+	"github.com/pxeperf/pxeperf/measure"
 	"github.com/pxeperf/pxeperf/record"
 )
 
@@ -92,11 +92,7 @@ func FitModel(recs []record.Record) Fit {
 		return f
 	}
 	if len(rtts) > 0 {
-		slices.Sort(rtts)
-		f.MeasuredRTT = time.Duration(rtts[len(rtts)/2])
-		if len(rtts)%2 == 0 {
-			f.MeasuredRTT = time.Duration((rtts[len(rtts)/2-1] + rtts[len(rtts)/2]) / 2)
-		}
+		f.MeasuredRTT = time.Duration(measure.Median(rtts))
 	}
 	cost := func(rtt time.Duration) float64 {
 		var c float64

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/measure"
 	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
@@ -240,11 +241,11 @@ func Summary(results []Result, fit Fit) report.Table {
 		row := g.row
 		row.N = len(g.mbps)
 		if row.N > 0 {
-			row.Median, row.Min, row.Max = report.Median(g.mbps), slices.Min(g.mbps), slices.Max(g.mbps)
-			row.Observed = uint32(report.Median(g.obs))
+			row.Median, row.Min, row.Max = measure.Median(g.mbps), slices.Min(g.mbps), slices.Max(g.mbps)
+			row.Observed = uint32(measure.Median(g.obs))
 		}
 		if len(g.rtt) > 0 {
-			row.MinRTT = report.Median(g.rtt)
+			row.MinRTT = measure.Median(g.rtt)
 		}
 		if rate := row.RateMbps * 1e6; row.Observed > 0 && fit.RTT > 0 && rate > 0 {
 			row.Model = ModelMbps(row.Observed, fit.RTT, int64(rate), row.MTU)

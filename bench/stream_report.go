@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/measure"
 	"github.com/pxeperf/pxeperf/report"
 )
 
@@ -96,20 +97,20 @@ func StreamSummary(results []Result) report.Table {
 			row.Setting, win, auto, udp, line, strconv.Itoa(row.N), "", "", "", "", "", "", "", strconv.Itoa(row.Failed))
 		const med = 12 // cells[med]: the median, then min-max, min, max, Retr, Lost %, Jitter
 		if row.N > 0 {
-			row.Median, row.Min, row.Max = report.Median(g.mbps), slices.Min(g.mbps), slices.Max(g.mbps)
+			row.Median, row.Min, row.Max = measure.Median(g.mbps), slices.Min(g.mbps), slices.Max(g.mbps)
 			cells[med] = f1(row.Median)
 			copy(cells[med+1:med+4], spreadCells(row.Min, row.Max))
 			if row.Proto == ProtoTCP {
-				row.Retr = report.Median(g.retr)
+				row.Retr = measure.Median(g.retr)
 				cells[med+4] = strconv.FormatFloat(row.Retr, 'f', 0, 64)
 			}
 		}
 		if len(g.lost) > 0 {
-			row.LostPct = report.Median(g.lost)
+			row.LostPct = measure.Median(g.lost)
 			cells[med+5] = strconv.FormatFloat(row.LostPct, 'f', 2, 64)
 		}
 		if len(g.j) > 0 {
-			row.JitterMs = report.Median(g.j)
+			row.JitterMs = measure.Median(g.j)
 			cells[med+6] = strconv.FormatFloat(row.JitterMs, 'f', 3, 64)
 		}
 		rows = append(rows, row)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/configs"
+	"github.com/pxeperf/pxeperf/measure"
 	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
@@ -312,12 +313,12 @@ func TFTPSummary(results []Result) report.Table {
 			strconv.FormatInt(row.Resent, 10), strconv.FormatInt(row.Timeouts, 10), strconv.FormatInt(row.EarlyACKs, 10), "",
 			strconv.Itoa(row.Failed))
 		if row.N > 0 {
-			row.Median, row.Min, row.Max = report.Median(g.mbps), slices.Min(g.mbps), slices.Max(g.mbps)
+			row.Median, row.Min, row.Max = measure.Median(g.mbps), slices.Min(g.mbps), slices.Max(g.mbps)
 			cells[7] = f1(row.Median)
 			copy(cells[8:11], spreadCells(row.Min, row.Max))
 		}
 		if len(g.cpu) > 0 {
-			row.CPUms = report.Median(g.cpu)
+			row.CPUms = measure.Median(g.cpu)
 			cells[15] = strconv.FormatFloat(row.CPUms, 'f', 0, 64)
 		}
 		rows = append(rows, row)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 	"github.com/pxeperf/pxeperf/internal/testkit/uboot"
+	"github.com/pxeperf/pxeperf/measure"
 )
 
 // ubootPeerRounds compares pxeperf's lock-step TFTP (blksize 1468, no
@@ -61,8 +61,7 @@ func ubootPeerRounds(t *testing.T, c *uboot.Console, p *nstest.Pair, root, img s
 	fmt.Fprintf(&b, "U-Boot lock-step 1468x1, %d MiB, tftpboot wall time, %d alternating rounds:\n", size>>20, rounds)
 	for _, s := range servers {
 		v := mbps[s.name]
-		sorted := slices.Sorted(slices.Values(v))
-		fmt.Fprintf(&b, "  %-8s median %.1f Mbit/s, rounds %s\n", s.name, sorted[len(sorted)/2], fmtMbps(v))
+		fmt.Fprintf(&b, "  %-8s median %.1f Mbit/s, rounds %s\n", s.name, measure.Median(v), fmtMbps(v))
 	}
 	return b.String()
 }

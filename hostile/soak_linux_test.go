@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/measure"
 )
 
 // The soak (issue 27's acceptance): one serve with every service on, every
@@ -483,15 +484,6 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 	return ds[min(max(i, 0), len(ds)-1)]
 }
 
-func median[T int | int64](vs []T) T {
-	if len(vs) == 0 {
-		return 0
-	}
-	s := slices.Clone(vs)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
 // soakDuration is PXEPERF_SOAK_DURATION, 30 minutes without it.
 func soakDuration(t *testing.T) time.Duration {
 	v := os.Getenv("PXEPERF_SOAK_DURATION")
@@ -869,10 +861,10 @@ func soakUsage(t *testing.T, sb *strings.Builder, samples []soakSample) {
 	if third < 10 {
 		t.Fatalf("only %d samples of serve's usage", len(samples))
 	}
-	grew("RSS", median(rss[:third]), median(rss[len(rss)-third:]), peak.rss, b.RSS, b.slackRSS, "MiB")
-	grew("fds", int64(median(fds[:third])), int64(median(fds[len(fds)-third:])), int64(peak.fds), int64(b.FDs), int64(b.slackFDs), "")
+	grew("RSS", measure.Median(rss[:third]), measure.Median(rss[len(rss)-third:]), peak.rss, b.RSS, b.slackRSS, "MiB")
+	grew("fds", int64(measure.Median(fds[:third])), int64(measure.Median(fds[len(fds)-third:])), int64(peak.fds), int64(b.FDs), int64(b.slackFDs), "")
 	gt := len(gs) / 3
-	grew("goroutines", int64(median(gs[:gt])), int64(median(gs[len(gs)-gt:])), int64(peak.goroutines), int64(b.Goroutines), int64(b.slackGo), "")
+	grew("goroutines", int64(measure.Median(gs[:gt])), int64(measure.Median(gs[len(gs)-gt:])), int64(peak.goroutines), int64(b.Goroutines), int64(b.slackGo), "")
 }
 
 func countTrue(bs []bool) int {

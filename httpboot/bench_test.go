@@ -9,7 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +19,7 @@ import (
 	"github.com/pxeperf/pxeperf/images"
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
+	"github.com/pxeperf/pxeperf/measure"
 	"golang.org/x/sys/unix"
 )
 
@@ -89,8 +90,7 @@ func TestBenchTable(t *testing.T) {
 		fmt.Fprintf(&sb, "%-28s", s.name)
 		for _, clients := range []int{1, 32} {
 			v := res[key{s.name, clients}]
-			sort.Float64s(v)
-			fmt.Fprintf(&sb, " %10.0f / %9.0f", v[len(v)/2], v[len(v)-1])
+			fmt.Fprintf(&sb, " %10.0f / %9.0f", measure.Median(v), slices.Max(v))
 		}
 		sb.WriteString("\n")
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/pxeperf/pxeperf/bench/peers"
 	"github.com/pxeperf/pxeperf/images"
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/measure"
 	"golang.org/x/sys/unix"
 )
 
@@ -133,8 +134,8 @@ func TestBenchPeers(t *testing.T) {
 				runs[i] = strconv.FormatFloat(v, 'f', 3, 64)
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%.3f\t%.2f\t%s\t\n", c.Link, c.Streams, s.Name,
-				peers.Median(gbps[k]), peers.Median(cpu[k]),
-				peers.Median(peers.Ratios(cpu[k], cpu[key{c, "nginx"}])), strings.Join(runs, " "))
+				measure.Median(gbps[k]), measure.Median(cpu[k]),
+				measure.Median(peers.Ratios(cpu[k], cpu[key{c, "nginx"}])), strings.Join(runs, " "))
 		}
 	}
 	tw.Flush()

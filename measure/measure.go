@@ -11,7 +11,6 @@
 package measure
 
 import (
-	"cmp"
 	"slices"
 	"time"
 )
@@ -126,13 +125,33 @@ func LostPercent(lost, expected int64) float64 {
 	return 100 * float64(lost) / float64(expected)
 }
 
-// Median of v (the upper one for an even count); the zero value when v is
-// empty. It sorts v in place.
-func Median[T cmp.Ordered](v []T) T {
-	var zero T
+// Number is what Median takes: a value two of which can be averaged.
+type Number interface {
+	~int | ~int8 | ~int16 | ~int32 | ~int64 |
+		~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uintptr |
+		~float32 | ~float64
+}
+
+// Median is the middle value of v, and for an even count the mean of the
+// two middle values (for an integer type rounded down to the lower middle
+// plus half the gap, which cannot overflow for values within the type's
+// range of each other); 0 when v is empty. v is not changed: Median sorts
+// a copy. It is the one median of the tree (report's tables, the bench and
+// its peers lab, TCP_INFO's sampled windows), so an even count is read the
+// same way everywhere.
+func Median[T Number](v []T) T {
 	if len(v) == 0 {
-		return zero
+		return 0
 	}
-	slices.Sort(v)
-	return v[len(v)/2]
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	lo, hi := s[n/2-1], s[n/2]
+	if one := T(1); one/2 == 0 { // an integer type: (lo+hi)/2 could overflow
+		return lo + (hi-lo)/2
+	}
+	return (lo + hi) / 2
 }

@@ -1,6 +1,8 @@
 package measure
 
 import (
+	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -74,20 +76,46 @@ func TestMedian(t *testing.T) {
 		in   []uint32
 		want uint32
 	}{
-		"none":   {nil, 0},
-		"one":    {[]uint32{7}, 7},
-		"odd":    {[]uint32{9, 1, 5}, 5},
-		"even":   {[]uint32{4, 1, 3, 2}, 3},
-		"repeat": {[]uint32{65535, 65535, 1024}, 65535},
+		"none":     {nil, 0},
+		"one":      {[]uint32{7}, 7},
+		"odd":      {[]uint32{9, 1, 5}, 5},
+		"even":     {[]uint32{4, 1, 3, 2}, 2}, // 2 + (3-2)/2, rounded down
+		"even gap": {[]uint32{10, 1, 20, 2}, 6},
+		"repeat":   {[]uint32{65535, 65535, 1024}, 65535},
+		"no wrap":  {[]uint32{math.MaxUint32, math.MaxUint32 - 2}, math.MaxUint32 - 1},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := Median(append([]uint32(nil), tt.in...)); got != tt.want {
+			in := slices.Clone(tt.in)
+			if got := Median(in); got != tt.want {
 				t.Errorf("Median(%v) = %d, want %d", tt.in, got, tt.want)
+			}
+			if !slices.Equal(in, tt.in) {
+				t.Errorf("Median changed its argument: %v, was %v", in, tt.in)
 			}
 		})
 	}
-	if got := Median([]float64{0.5, 0.25, 2}); got != 0.5 {
-		t.Errorf("Median of floats %v", got)
+	floats := map[string]struct {
+		in   []float64
+		want float64
+	}{
+		"none": {nil, 0},
+		"odd":  {[]float64{0.5, 0.25, 2}, 0.5},
+		"even": {[]float64{4, 1, 3, 2}, 2.5},
+		"two":  {[]float64{1, 2}, 1.5},
+	}
+	for name, tt := range floats {
+		t.Run("float/"+name, func(t *testing.T) {
+			in := slices.Clone(tt.in)
+			if got := Median(in); got != tt.want {
+				t.Errorf("Median(%v) = %v, want %v", tt.in, got, tt.want)
+			}
+			if !slices.Equal(in, tt.in) {
+				t.Errorf("Median changed its argument: %v, was %v", in, tt.in)
+			}
+		})
+	}
+	if got := Median([]int{-3, -1}); got != -2 {
+		t.Errorf("Median(-3, -1) = %d, want -2", got)
 	}
 }

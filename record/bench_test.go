@@ -22,6 +22,7 @@ import (
 	"github.com/pxeperf/pxeperf/httpboot"
 	"github.com/pxeperf/pxeperf/images"
 	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
+	"github.com/pxeperf/pxeperf/measure"
 	"github.com/pxeperf/pxeperf/netstate"
 	"github.com/pxeperf/pxeperf/record"
 )
@@ -185,11 +186,7 @@ func TestRecordingOverhead(t *testing.T) {
 			ratios[r.name] = append(ratios[r.name], on[len(on)-1]/off[len(off)-1])
 		}
 	}
-	med := func(v []float64) float64 {
-		v = append([]float64(nil), v...)
-		sort.Float64s(v)
-		return v[len(v)/2]
-	}
+	med := measure.Median[float64]
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\nrecording off vs on, loopback, %d interleaved rounds, MB/s (10^6 B/s) median;\n", rounds)
 	fmt.Fprintf(&sb, "on/off: median of each round's ratio, and its range\n")

@@ -11,11 +11,11 @@ import (
 )
 
 // marshalEntry is json.Marshal(e), byte for byte, without reflection for a
-// record entry: encoding/json cost a served fetch more than the journal
-// write it feeds (the reflection walk of 51 fields and nine intervals, and
-// its allocations). Lease entries, and values json.Marshal refuses (a NaN
-// rate, a year past 9999), go through json.Marshal; TestMarshalEntry and
-// FuzzMarshalEntry hold the two to the same bytes.
+// record entry, because it runs on every served fetch's path (see
+// DESIGN.md#the-journal-line-without-reflection). Lease entries, and values
+// json.Marshal refuses (a NaN rate, a year past 9999), go through
+// json.Marshal; TestMarshalEntry and FuzzMarshalEntry hold the two to the
+// same bytes.
 func marshalEntry(e *entry) ([]byte, error) {
 	if e.Lease != nil || e.Record == nil || !plain(e.Record) {
 		return json.Marshal(e)
@@ -24,7 +24,35 @@ func marshalEntry(e *entry) ([]byte, error) {
 	b := make([]byte, 0, 1024+len(r.File)+len(r.Err)+160*len(e.Intervals))
 	b = append(b, `{"uid":`...)
 	b = appendString(b, e.UID)
-	b = append(b, `,"record":{"id":`...)
+	b = append(b, `,"record":`...)
+	b = appendRecord(b, r)
+	if len(e.Intervals) > 0 {
+		b = appendIntervals(append(b, `,"intervals":`...), e.Intervals)
+	}
+	return append(b, '}'), nil
+}
+
+// appendRecord writes r as json.Marshal does: every field in Record's
+// order, an omitempty one only when set. Each step is one of Record's
+// groups of fields.
+func appendRecord(b []byte, r *Record) []byte {
+	b = appendFetch(b, r)
+	b = appendTCP(b, r)
+	b = appendTFTP(b, r)
+	b = appendInterface(b, r)
+	b = appendDelay(b, r)
+	b = optString(b, `,"link_driver":`, r.LinkDriver)
+	b = appendUDP(b, r)
+	b = appendPerfsrv(b, r)
+	b = appendBenchClient(b, r)
+	b = appendCrossCheck(b, r)
+	return append(b, '}')
+}
+
+// appendFetch opens the record with what every record has: who fetched
+// what, when, how much and how it ended, its labels and its server.
+func appendFetch(b []byte, r *Record) []byte {
+	b = append(b, `{"id":`...)
 	b = strconv.AppendInt(b, r.ID, 10)
 	b = append(b, `,"time":"`...)
 	b = r.Time.AppendFormat(b, time.RFC3339Nano)
@@ -53,20 +81,31 @@ func marshalEntry(e *entry) ([]byte, error) {
 	b = append(b, `,"outcome":`...)
 	b = appendString(b, r.Outcome)
 	b = optString(b, `,"err":`, r.Err)
-	if len(r.Labels) > 0 {
-		b = append(b, `,"labels":{`...)
-		for i, k := range slices.Sorted(maps.Keys(r.Labels)) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, k)
-			b = append(b, ':')
-			b = appendString(b, r.Labels[k])
-		}
-		b = append(b, '}')
-	}
+	b = appendLabels(b, r.Labels)
 	b = optString(b, `,"server":`, r.Server)
-	b = optString(b, `,"site":`, r.Site)
+	return optString(b, `,"site":`, r.Site)
+}
+
+// appendLabels writes the labels sorted by key, as json.Marshal writes a
+// map; nothing when there are none.
+func appendLabels(b []byte, labels map[string]string) []byte {
+	if len(labels) == 0 {
+		return b
+	}
+	b = append(b, `,"labels":{`...)
+	for i, k := range slices.Sorted(maps.Keys(labels)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = appendString(b, labels[k])
+	}
+	return append(b, '}')
+}
+
+// appendTCP writes what TCP_INFO said of an HTTP (TCP) fetch.
+func appendTCP(b []byte, r *Record) []byte {
 	b = optInt(b, `,"wnd_max":`, int64(r.WndMax))
 	b = optInt(b, `,"wnd_median":`, int64(r.WndMedian))
 	b = optInt(b, `,"wnd_requested":`, int64(r.WndRequested))
@@ -81,19 +120,26 @@ func marshalEntry(e *entry) ([]byte, error) {
 	b = optInt(b, `,"rwnd_limited_ns":`, int64(r.RwndLimited))
 	b = optInt(b, `,"sndbuf_limited_ns":`, int64(r.SndbufLimited))
 	b = optInt(b, `,"mss":`, int64(r.MSS))
-	b = optInt(b, `,"pmtu":`, int64(r.PMTU))
+	return optInt(b, `,"pmtu":`, int64(r.PMTU))
+}
+
+// appendTFTP writes a TFTP transfer's options and what its sender did.
+func appendTFTP(b []byte, r *Record) []byte {
 	b = optInt(b, `,"blksize":`, int64(r.BlkSize))
 	b = optInt(b, `,"windowsize":`, int64(r.WindowSize))
-	if r.TSize {
-		b = append(b, `,"tsize":true`...)
-	}
+	b = optTrue(b, `,"tsize":true`, r.TSize)
 	b = optInt(b, `,"datagrams":`, r.Datagrams)
 	b = optInt(b, `,"acked":`, r.Acked)
 	b = optInt(b, `,"timeouts":`, r.Timeouts)
 	b = optInt(b, `,"eff_wnd_min":`, int64(r.EffWndMin))
 	b = optInt(b, `,"eff_wnd_median":`, int64(r.EffWndMedian))
 	b = optInt(b, `,"eff_wnd_max":`, int64(r.EffWndMax))
-	b = optInt(b, `,"loss_events":`, r.LossEvents)
+	return optInt(b, `,"loss_events":`, r.LossEvents)
+}
+
+// appendInterface writes the server's interface: MTU, speed, rate limit,
+// offloads and kernel.
+func appendInterface(b []byte, r *Record) []byte {
 	b = optString(b, `,"iface":`, r.Iface)
 	b = optInt(b, `,"mtu":`, int64(r.MTU))
 	b = optInt(b, `,"link_mbps":`, int64(r.LinkMbps))
@@ -103,70 +149,86 @@ func marshalEntry(e *entry) ([]byte, error) {
 	b = optString(b, `,"tso":`, string(r.TSO))
 	b = optString(b, `,"gso":`, string(r.GSO))
 	b = optString(b, `,"gro":`, string(r.GRO))
-	b = optString(b, `,"kernel":`, r.Kernel)
+	return optString(b, `,"kernel":`, r.Kernel)
+}
+
+// appendDelay writes the delay a bench fetch asked for and what the delay
+// line delivered.
+func appendDelay(b []byte, r *Record) []byte {
 	b = optInt(b, `,"delay_asked_ns":`, int64(r.DelayAsked))
 	b = optInt(b, `,"delay_p50_ns":`, int64(r.DelayP50))
 	b = optInt(b, `,"delay_p99_ns":`, int64(r.DelayP99))
 	b = optInt(b, `,"delay_max_ns":`, int64(r.DelayMax))
 	b = optInt(b, `,"delay_frames":`, r.DelayFrames)
 	b = optInt(b, `,"delay_late":`, r.DelayLate)
-	if r.DelayBehind {
-		b = append(b, `,"delay_behind":true`...)
-	}
-	b = optString(b, `,"link_driver":`, r.LinkDriver)
+	return optTrue(b, `,"delay_behind":true`, r.DelayBehind)
+}
+
+// appendUDP writes the receiving end's UDP counts.
+func appendUDP(b []byte, r *Record) []byte {
 	b = optFloat(b, `,"jitter_ms":`, r.JitterMs)
 	b = optInt(b, `,"udp_lost":`, r.UDPLost)
 	b = optInt(b, `,"udp_packets":`, r.UDPPackets)
-	b = optFloat(b, `,"udp_lost_pct":`, r.UDPLostPct)
+	return optFloat(b, `,"udp_lost_pct":`, r.UDPLostPct)
+}
+
+// appendPerfsrv writes perfsrv's own figures beside the board's.
+func appendPerfsrv(b []byte, r *Record) []byte {
 	b = optInt(b, `,"server_bytes":`, r.ServerBytes)
 	b = optInt(b, `,"server_written":`, r.ServerWritten)
 	b = optInt(b, `,"server_duration_ns":`, int64(r.ServerDuration))
-	if r.ClientClock {
-		b = append(b, `,"client_clock":true`...)
-	}
+	b = optTrue(b, `,"client_clock":true`, r.ClientClock)
 	b = optInt(b, `,"client_bytes":`, r.ClientBytes)
 	b = optFloat(b, `,"client_mbps":`, r.ClientMbps)
-	b = optInt(b, `,"client_retransmits":`, r.ClientRetransmits)
+	return optInt(b, `,"client_retransmits":`, r.ClientRetransmits)
+}
+
+// appendBenchClient writes the bench client's side of the fetch.
+func appendBenchClient(b []byte, r *Record) []byte {
 	b = optFloat(b, `,"sender_mbps":`, r.SenderMbps)
 	b = optInt(b, `,"rcvbuf":`, int64(r.Rcvbuf))
 	b = optInt(b, `,"cpu_ns":`, int64(r.CPU))
 	b = optInt(b, `,"client_duplicates":`, r.ClientDuplicates)
 	b = optInt(b, `,"client_out_of_order":`, r.ClientOutOfOrder)
 	b = optInt(b, `,"client_early_acks":`, r.ClientEarlyACKs)
-	b = optInt(b, `,"client_timeouts":`, r.ClientTimeouts)
+	return optInt(b, `,"client_timeouts":`, r.ClientTimeouts)
+}
+
+// appendCrossCheck writes iperf3's figures of bench --cross-check.
+func appendCrossCheck(b []byte, r *Record) []byte {
 	b = optFloat(b, `,"iperf3_mbps":`, r.Iperf3Mbps)
 	b = optFloat(b, `,"iperf3_dev_pct":`, r.Iperf3DevPct)
 	b = optFloat(b, `,"iperf3_udp_lost_pct":`, r.Iperf3LostPct)
-	b = optString(b, `,"iperf3_err":`, r.Iperf3Err)
-	b = append(b, '}')
-	if len(e.Intervals) > 0 {
-		b = append(b, `,"intervals":[`...)
-		for i := range e.Intervals {
-			iv := &e.Intervals[i]
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"record_id":`...)
-			b = strconv.AppendInt(b, iv.RecordID, 10)
-			b = append(b, `,"start_ns":`...)
-			b = strconv.AppendInt(b, int64(iv.Start), 10)
-			b = append(b, `,"end_ns":`...)
-			b = strconv.AppendInt(b, int64(iv.End), 10)
-			b = append(b, `,"bytes":`...)
-			b = strconv.AppendInt(b, iv.Bytes, 10)
-			b = append(b, `,"retransmits":`...)
-			b = strconv.AppendUint(b, uint64(iv.Retransmits), 10)
-			b = append(b, `,"cwnd":`...)
-			b = strconv.AppendUint(b, uint64(iv.Cwnd), 10)
-			b = append(b, `,"snd_wnd":`...)
-			b = strconv.AppendUint(b, uint64(iv.SndWnd), 10)
-			b = append(b, `,"rtt_ns":`...)
-			b = strconv.AppendInt(b, int64(iv.RTT), 10)
-			b = append(b, '}')
+	return optString(b, `,"iperf3_err":`, r.Iperf3Err)
+}
+
+// appendIntervals writes ivs as a JSON array (every field, none omitempty).
+func appendIntervals(b []byte, ivs []Interval) []byte {
+	b = append(b, '[')
+	for i := range ivs {
+		iv := &ivs[i]
+		if i > 0 {
+			b = append(b, ',')
 		}
-		b = append(b, ']')
+		b = append(b, `{"record_id":`...)
+		b = strconv.AppendInt(b, iv.RecordID, 10)
+		b = append(b, `,"start_ns":`...)
+		b = strconv.AppendInt(b, int64(iv.Start), 10)
+		b = append(b, `,"end_ns":`...)
+		b = strconv.AppendInt(b, int64(iv.End), 10)
+		b = append(b, `,"bytes":`...)
+		b = strconv.AppendInt(b, iv.Bytes, 10)
+		b = append(b, `,"retransmits":`...)
+		b = strconv.AppendUint(b, uint64(iv.Retransmits), 10)
+		b = append(b, `,"cwnd":`...)
+		b = strconv.AppendUint(b, uint64(iv.Cwnd), 10)
+		b = append(b, `,"snd_wnd":`...)
+		b = strconv.AppendUint(b, uint64(iv.SndWnd), 10)
+		b = append(b, `,"rtt_ns":`...)
+		b = strconv.AppendInt(b, int64(iv.RTT), 10)
+		b = append(b, '}')
 	}
-	return append(b, '}'), nil
+	return append(b, ']')
 }
 
 // plain reports whether json.Marshal takes r as it is: a finite rate and a
@@ -203,6 +265,14 @@ func optInt(b []byte, key string, v int64) []byte {
 		return b
 	}
 	return strconv.AppendInt(append(b, key...), v, 10)
+}
+
+// optTrue writes field, its key and the value true, when v is set.
+func optTrue(b []byte, field string, v bool) []byte {
+	if !v {
+		return b
+	}
+	return append(b, field...)
 }
 
 // appendFloat writes f as encoding/json does (ES6 number formatting).

@@ -52,7 +52,8 @@ const (
 
 // dataLow is the free space on the data folder below which Health says
 // the disk is full before a write fails: a few seconds of a record flood
-// (~3000 records/s of ~700 B) or one SQLite checkpoint.
+// (see DESIGN.md#the-journals-cap-and-what-a-failing-write-costs-issue-27-rows-11-and-12)
+// or one SQLite checkpoint.
 const dataLow = 16 << 20
 
 // Health reports the sink's state now.

@@ -262,9 +262,28 @@ func (b *pgBackend) addBatch(ctx context.Context, es []*entry) error {
 		return b.wrap("starting a write", err)
 	}
 	defer tx.Rollback()
-	// Records already stored (a journal replayed after a kill, a batch
-	// whose commit answer was lost, a copy run again) are looked up first:
-	// ON CONFLICT alone would still draw an id for each, leaving gaps.
+	ids, err := storedIDs(ctx, tx, es)
+	if err != nil {
+		return b.wrap("looking up stored records", err)
+	}
+	w, err := planBatch(es, ids)
+	if err != nil {
+		return err
+	}
+	if err := b.insertBatch(ctx, tx, w); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return b.wrap("committing", err)
+	}
+	return nil
+}
+
+// storedIDs looks up which of the batch's records are stored already (a
+// journal replayed after a kill, a batch whose commit answer was lost, a
+// copy run again), by uid: ON CONFLICT alone would still draw an id for
+// each, leaving gaps.
+func storedIDs(ctx context.Context, tx *sql.Tx, es []*entry) (map[string]int64, error) {
 	ids := map[string]int64{}
 	var uids []string
 	for _, e := range es {
@@ -272,27 +291,46 @@ func (b *pgBackend) addBatch(ctx context.Context, es []*entry) error {
 			uids = append(uids, e.UID)
 		}
 	}
-	if len(uids) > 0 {
-		rows, err := tx.QueryContext(ctx, "SELECT id, uid FROM records WHERE uid = ANY($1)", uids)
-		if err != nil {
-			return b.wrap("looking up stored records", err)
-		}
-		for rows.Next() {
-			var id int64
-			var uid string
-			if err := rows.Scan(&id, &uid); err != nil {
-				rows.Close()
-				return b.wrap("looking up stored records", err)
-			}
-			ids[uid] = id
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return b.wrap("looking up stored records", err)
+	if len(uids) == 0 {
+		return ids, nil
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT id, uid FROM records WHERE uid = ANY($1)", uids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scanID(rows, ids); err != nil {
+			return nil, err
 		}
 	}
-	var recs []*entry
-	var recArgs, leaseArgsAll []any
+	return ids, rows.Err()
+}
+
+// scanID reads a row of (id, uid) into ids.
+func scanID(rows *sql.Rows, ids map[string]int64) error {
+	var id int64
+	var uid string
+	if err := rows.Scan(&id, &uid); err != nil {
+		return err
+	}
+	ids[uid] = id
+	return nil
+}
+
+// pgBatch is what one batch inserts: the records not stored yet with
+// their columns' arguments, and the leases'.
+type pgBatch struct {
+	ids       map[string]int64 // by uid: stored before, or inserted now
+	recs      []*entry
+	recArgs   []any
+	leaseArgs []any
+}
+
+// planBatch sorts es out, once per uid: a record stored already gets its
+// id and is left out, the others' columns are bound; leases are bound.
+func planBatch(es []*entry, ids map[string]int64) (*pgBatch, error) {
+	w := &pgBatch{ids: ids}
 	seen := make(map[string]bool, len(es))
 	for _, e := range es {
 		if seen[e.UID] {
@@ -307,34 +345,52 @@ func (b *pgBackend) addBatch(ctx context.Context, es []*entry) error {
 			}
 			a, err := recordArgs(e)
 			if err != nil {
-				return fmt.Errorf("record %s: %w", e.UID, err)
+				return nil, fmt.Errorf("record %s: %w", e.UID, err)
 			}
-			recs = append(recs, e)
-			recArgs = append(recArgs, a...)
+			w.recs = append(w.recs, e)
+			w.recArgs = append(w.recArgs, a...)
 		case e.Lease != nil:
-			leaseArgsAll = append(leaseArgsAll, leaseArgs(e)...)
+			w.leaseArgs = append(w.leaseArgs, leaseArgs(e)...)
 		}
 	}
-	if len(recs) > 0 {
-		cols := len(recArgs) / len(recs)
+	return w, nil
+}
+
+// insertBatch inserts w: its records (learning their ids), their labels
+// and intervals, and the leases.
+func (b *pgBackend) insertBatch(ctx context.Context, tx *sql.Tx, w *pgBatch) error {
+	if len(w.recs) > 0 {
+		cols := len(w.recArgs) / len(w.recs)
 		err := insertRows(ctx, tx, "records ("+recordInsertColumns+")", "ON CONFLICT (uid) DO NOTHING RETURNING id, uid",
-			cols, recArgs, func(rows *sql.Rows) error {
-				var id int64
-				var uid string
-				if err := rows.Scan(&id, &uid); err != nil {
-					return err
-				}
-				ids[uid] = id
-				return nil
-			})
+			cols, w.recArgs, func(rows *sql.Rows) error { return scanID(rows, w.ids) })
 		if err != nil {
 			return b.wrap("adding records", err)
 		}
 	}
-	var labelArgs, ivArgs []any
-	for _, e := range recs {
+	labelArgs, ivArgs := w.childArgs()
+	if err := insertRows(ctx, tx, "labels(record_id, key, value)", "", 3, labelArgs, nil); err != nil {
+		return b.wrap("adding labels", err)
+	}
+	if err := insertRows(ctx, tx, "intervals(record_id, seq, start_us, end_us, bytes, retransmits, cwnd, snd_wnd, rtt_us)",
+		"", 9, ivArgs, nil); err != nil {
+		return b.wrap("adding intervals", err)
+	}
+	if len(w.leaseArgs) > 0 {
+		cols := strings.Count(leaseInsertColumns, ",") + 1
+		if err := insertRows(ctx, tx, "leases("+leaseInsertColumns+")", "ON CONFLICT (uid) DO NOTHING", cols,
+			w.leaseArgs, nil); err != nil {
+			return b.wrap("adding leases", err)
+		}
+	}
+	return nil
+}
+
+// childArgs gives each inserted record its id and binds its labels' and
+// intervals' rows to it.
+func (w *pgBatch) childArgs() (labelArgs, ivArgs []any) {
+	for _, e := range w.recs {
 		r := e.Record
-		id, ok := ids[e.UID]
+		id, ok := w.ids[e.UID]
 		if !ok {
 			continue // stored meanwhile by another writer (a concurrent copy)
 		}
@@ -349,24 +405,7 @@ func (b *pgBackend) addBatch(ctx context.Context, es []*entry) error {
 				int64(iv.Cwnd), int64(iv.SndWnd), us(iv.RTT))
 		}
 	}
-	if err := insertRows(ctx, tx, "labels(record_id, key, value)", "", 3, labelArgs, nil); err != nil {
-		return b.wrap("adding labels", err)
-	}
-	if err := insertRows(ctx, tx, "intervals(record_id, seq, start_us, end_us, bytes, retransmits, cwnd, snd_wnd, rtt_us)",
-		"", 9, ivArgs, nil); err != nil {
-		return b.wrap("adding intervals", err)
-	}
-	if len(leaseArgsAll) > 0 {
-		cols := strings.Count(leaseInsertColumns, ",") + 1
-		if err := insertRows(ctx, tx, "leases("+leaseInsertColumns+")", "ON CONFLICT (uid) DO NOTHING", cols,
-			leaseArgsAll, nil); err != nil {
-			return b.wrap("adding leases", err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return b.wrap("committing", err)
-	}
-	return nil
+	return labelArgs, ivArgs
 }
 
 // wrap turns a PostgreSQL or connection error into one that names the

@@ -141,8 +141,8 @@ type Store struct {
 
 	// ins are SQLite's inserts, prepared once on the database and bound to
 	// each write transaction (Tx.StmtContext reuses a connection's prepared
-	// statement): parsing a 51-column INSERT per batch cost more than a
-	// record's rows when each fetch gets a transaction of its own.
+	// statement), so that a batch of one fetch does not parse the record's
+	// wide INSERT again (see DESIGN.md#sqlites-inserts-are-prepared-once).
 	insMu sync.Mutex
 	ins   *stmts
 }

@@ -107,70 +107,114 @@ func WindowChartWith(recs []record.Record, o Options) (*Chart, error) {
 		return nil, ErrNoChartData
 	}
 	c := &Chart{W: 800, H: 500, Title: "Throughput by client window and RX checksum offload"}
-	left, right, top, bottom := 80.0, float64(c.W)-220, 60.0, float64(c.H)-70
+	p := newWindowPlot(c, rows)
+	p.yGrid()
+	p.windowTicks()
+	p.axes(windowAxis(recs, newCounter(o, throughputKinds)) + " (bytes, log scale)")
+	p.series(rows, states, sp)
+	return c, nil
+}
 
-	var setups []Setup
+// windowPlot is the window chart's frame: the plot area in pixels and its
+// scales, the window (log 2) across and Mbit/s up.
+type windowPlot struct {
+	c                        *Chart
+	left, right, top, bottom float64
+	lo, hi                   float64 // log2 of the windows at the left and right edges
+	step, yMax               float64 // Mbit/s between y ticks, and at the top
+}
+
+// newWindowPlot fits the scales to rows: half a power of two beyond the
+// smallest and largest window, and round steps up to a little above the
+// highest median.
+func newWindowPlot(c *Chart, rows []WindowOffloadRow) *windowPlot {
+	p := &windowPlot{c: c, left: 80, right: float64(c.W) - 220, top: 60, bottom: float64(c.H) - 70}
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, r := range rows {
-		if !slices.Contains(setups, r.Setup) {
-			setups = append(setups, r.Setup)
-		}
-		lo, hi = min(lo, math.Log2(float64(r.Window))), max(hi, math.Log2(float64(r.Window)))
-	}
-	lo, hi = lo-0.5, hi+0.5
-	x := func(w float64) float64 { return left + (math.Log2(w)-lo)/(hi-lo)*(right-left) }
 	var peak float64
 	for _, r := range rows {
+		lo, hi = min(lo, math.Log2(float64(r.Window))), max(hi, math.Log2(float64(r.Window)))
 		for _, s := range r.Cells {
 			peak = max(peak, s.Median)
 		}
 	}
-	step := niceStep(peak*1.05, 5)
-	yMax := math.Ceil(peak*1.05/step) * step
-	y := func(v float64) float64 { return bottom - v/yMax*(bottom-top) }
+	p.lo, p.hi = lo-0.5, hi+0.5
+	p.step = niceStep(peak*1.05, 5)
+	p.yMax = math.Ceil(peak*1.05/p.step) * p.step
+	return p
+}
 
-	text := func(p point, s string, size int, anchor string) {
-		c.shapes = append(c.shapes, shape{kind: kindText, pts: []point{p}, text: s, size: size, anchor: anchor, color: black})
-	}
-	line := func(col color.RGBA, w float64, pts ...point) {
-		c.shapes = append(c.shapes, shape{kind: kindLine, pts: pts, color: col, width: w})
-	}
+func (p *windowPlot) x(w float64) float64 {
+	return p.left + (math.Log2(w)-p.lo)/(p.hi-p.lo)*(p.right-p.left)
+}
 
-	// Grid and y ticks.
-	for v := 0.0; v <= yMax+step/2; v += step {
+func (p *windowPlot) y(v float64) float64 { return p.bottom - v/p.yMax*(p.bottom-p.top) }
+
+func (c *Chart) text(at point, s string, size int, anchor string) {
+	c.shapes = append(c.shapes, shape{kind: kindText, pts: []point{at}, text: s, size: size, anchor: anchor, color: black})
+}
+
+func (c *Chart) line(col color.RGBA, width float64, pts ...point) {
+	c.shapes = append(c.shapes, shape{kind: kindLine, pts: pts, color: col, width: width})
+}
+
+func (c *Chart) marker(at point, col color.RGBA) {
+	c.shapes = append(c.shapes, shape{kind: kindCircle, pts: []point{at}, color: col, width: 4})
+}
+
+// yGrid draws the grid lines and the y ticks with their Mbit/s.
+func (p *windowPlot) yGrid() {
+	for v := 0.0; v <= p.yMax+p.step/2; v += p.step {
 		if v > 0 {
-			line(gridGrey, 1, point{left, y(v)}, point{right, y(v)})
+			p.c.line(gridGrey, 1, point{p.left, p.y(v)}, point{p.right, p.y(v)})
 		}
-		line(axisGrey, 1, point{left - 5, y(v)}, point{left, y(v)})
-		text(point{left - 8, y(v) + 4}, strconv.FormatFloat(v, 'f', -1, 64), 12, "end")
+		p.c.line(axisGrey, 1, point{p.left - 5, p.y(v)}, point{p.left, p.y(v)})
+		p.c.text(point{p.left - 8, p.y(v) + 4}, strconv.FormatFloat(v, 'f', -1, 64), 12, "end")
 	}
-	// X ticks at every power of two in range (every other one when crowded).
+}
+
+// windowTicks draws the x ticks at every power of two in range (every
+// other one when crowded).
+func (p *windowPlot) windowTicks() {
 	every := 1
-	if hi-lo > 12 {
+	if p.hi-p.lo > 12 {
 		every = 2
 	}
-	for e := int(math.Ceil(lo)); float64(e) <= hi; e++ {
+	for e := int(math.Ceil(p.lo)); float64(e) <= p.hi; e++ {
 		if e%every != 0 {
 			continue
 		}
 		w := math.Exp2(float64(e))
-		line(axisGrey, 1, point{x(w), bottom}, point{x(w), bottom + 5})
-		text(point{x(w), bottom + 20}, windowTick(w), 12, "middle")
+		p.c.line(axisGrey, 1, point{p.x(w), p.bottom}, point{p.x(w), p.bottom + 5})
+		p.c.text(point{p.x(w), p.bottom + 20}, windowTick(w), 12, "middle")
 	}
-	// Axes.
-	line(axisGrey, 1.5, point{left, top}, point{left, bottom}, point{right, bottom})
+}
+
+// axes draws the axes, the title and the axes' names.
+func (p *windowPlot) axes(xName string) {
+	c := p.c
+	c.line(axisGrey, 1.5, point{p.left, p.top}, point{p.left, p.bottom}, point{p.right, p.bottom})
 	c.shapes = append(c.shapes,
 		shape{kind: kindText, pts: []point{{float64(c.W) / 2, 32}}, text: c.Title, size: 18, anchor: "middle", color: black, bold: true},
-		shape{kind: kindText, pts: []point{{(left + right) / 2, bottom + 48}}, text: windowAxis(recs, newCounter(o, throughputKinds)) + " (bytes, log scale)", size: 13, anchor: "middle", color: black},
-		shape{kind: kindText, pts: []point{{26, (top + bottom) / 2}}, text: "Median Mbit/s", size: 13, anchor: "middle", color: black, rotate: true},
+		shape{kind: kindText, pts: []point{{(p.left + p.right) / 2, p.bottom + 48}}, text: xName, size: 13, anchor: "middle", color: black},
+		shape{kind: kindText, pts: []point{{26, (p.top + p.bottom) / 2}}, text: "Median Mbit/s", size: 13, anchor: "middle", color: black, rotate: true},
 	)
+}
 
-	// One line per setup and offload setting, markers on each measured
-	// window; a setup's lines never join another's (Options.Merge).
-	ly := top + 10
+// series draws a line per setup and offload setting, with markers on each
+// measured window and an entry in the legend; a setup's lines never join
+// another's (Options.Merge), and with several setups each is named above
+// its entries.
+func (p *windowPlot) series(rows []WindowOffloadRow, states []record.Offload, sp splitter) {
+	var setups []Setup
+	for _, r := range rows {
+		if !slices.Contains(setups, r.Setup) {
+			setups = append(setups, r.Setup)
+		}
+	}
+	ly := p.top + 10
 	for si, st := range setups {
 		if len(setups) > 1 {
-			text(point{right + 20, ly + 4}, setupName(sp, st), 12, "start")
+			p.c.text(point{p.right + 20, ly + 4}, setupName(sp, st), 12, "start")
 			ly += 20
 		}
 		for _, o := range states {
@@ -178,29 +222,38 @@ func WindowChartWith(recs []record.Record, o Options) (*Chart, error) {
 			if si > 0 {
 				col = shade(col, si)
 			}
-			var pts []point
-			n := 0
-			for _, r := range rows {
-				if s := r.Cells[offloadName(o)]; s != nil && r.Setup == st {
-					pts = append(pts, point{x(float64(r.Window)), y(s.Median)})
-					n += s.Count
-				}
-			}
+			pts, n := p.points(rows, st, o)
 			if n == 0 {
 				continue
 			}
-			c.shapes = append(c.shapes, shape{kind: kindLine, pts: pts, color: col, width: 2.5, class: "series", series: offloadName(o)})
-			for _, p := range pts {
-				c.shapes = append(c.shapes, shape{kind: kindCircle, pts: []point{p}, color: col, width: 4})
+			p.c.shapes = append(p.c.shapes, shape{kind: kindLine, pts: pts, color: col, width: 2.5, class: "series", series: offloadName(o)})
+			for _, at := range pts {
+				p.c.marker(at, col)
 			}
-			// Legend entry.
-			line(col, 2.5, point{right + 20, ly}, point{right + 50, ly})
-			c.shapes = append(c.shapes, shape{kind: kindCircle, pts: []point{{right + 35, ly}}, color: col, width: 4})
-			text(point{right + 58, ly + 4}, fmt.Sprintf("RX csum %s (n=%d)", offloadName(o), n), 12, "start")
+			p.legendEntry(ly, col, fmt.Sprintf("RX csum %s (n=%d)", offloadName(o), n))
 			ly += 22
 		}
 	}
-	return c, nil
+}
+
+// points are the medians of setup st's rows with offload o, placed, and
+// the count of fetches behind them.
+func (p *windowPlot) points(rows []WindowOffloadRow, st Setup, o record.Offload) (pts []point, n int) {
+	for _, r := range rows {
+		if s := r.Cells[offloadName(o)]; s != nil && r.Setup == st {
+			pts = append(pts, point{p.x(float64(r.Window)), p.y(s.Median)})
+			n += s.Count
+		}
+	}
+	return pts, n
+}
+
+// legendEntry draws a series' sample line and marker and its label at
+// height ly, right of the plot.
+func (p *windowPlot) legendEntry(ly float64, col color.RGBA, label string) {
+	p.c.line(col, 2.5, point{p.right + 20, ly}, point{p.right + 50, ly})
+	p.c.marker(point{p.right + 35, ly}, col)
+	p.c.text(point{p.right + 58, ly + 4}, label, 12, "start")
 }
 
 // setupName is a Setup in a few words for the chart's legend: its

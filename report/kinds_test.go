@@ -8,21 +8,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/report/reporttest"
 )
 
 // scriptsAndImages is issue 10's lab: two 361-byte boot.ipxe fetches at
 // 6 Mbit/s, a probe of / and a 404 beside 5-13 Gbit/s image fetches.
 func scriptsAndImages() []record.Record {
-	var recs []record.Record
-	add := func(r record.Record) {
-		r.ID = int64(len(recs) + 1)
-		r.Time = t0.Add(time.Duration(r.ID) * time.Second)
+	b := &reporttest.Builder{Step: time.Second, Fill: func(r *record.Record) {
 		r.Source, r.Proto, r.Direction, r.ClientIP, r.ClientMAC = "serve", "http", "rx", "10.0.0.2", "52:54:00:00:00:02"
-		if r.Outcome == "" {
-			r.Outcome = "ok"
-		}
-		recs = append(recs, r)
-	}
+	}}
+	add := b.Add
 	for range 2 {
 		add(record.Record{File: "boot.ipxe", Kind: record.KindConfig, Bytes: 361, Size: 361, Mbps: 6.3, WndMax: 65535,
 			Labels: map[string]string{"rx_offload": "off"}})
@@ -33,7 +28,7 @@ func scriptsAndImages() []record.Record {
 		add(record.Record{File: "vmlinuz", Bytes: 8 << 20, Size: 8 << 20, Mbps: m, WndMax: 4 << 20,
 			Labels: map[string]string{"rx_offload": "off"}})
 	}
-	return recs
+	return b.Recs
 }
 
 // mergeAll lets rows share every split key: the tests of something else

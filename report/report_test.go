@@ -109,32 +109,6 @@ func TestWindowBucket(t *testing.T) {
 	}
 }
 
-func TestMedian(t *testing.T) {
-	tests := map[string]struct {
-		in   []float64
-		want float64
-	}{
-		"one":          {[]float64{5}, 5},
-		"odd unsorted": {[]float64{9, 1, 5}, 5},
-		"even":         {[]float64{4, 1, 3, 2}, 2.5},
-		"equal":        {[]float64{7, 7}, 7},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			in := append([]float64(nil), tc.in...)
-			if got := Median(in); got != tc.want {
-				t.Errorf("Median(%v) = %v, want %v", tc.in, got, tc.want)
-			}
-			if diff := cmp.Diff(tc.in, in); diff != "" {
-				t.Errorf("Median changed its input (-before +after):\n%s", diff)
-			}
-		})
-	}
-	if !math.IsNaN(Median(nil)) {
-		t.Error("Median(nil) is not NaN")
-	}
-}
-
 func TestRxOffload(t *testing.T) {
 	tests := map[string]struct {
 		labels map[string]string

@@ -67,16 +67,15 @@ func servers(recs []record.Record, o Options) Table {
 	slices.SortFunc(out, func(a, b ServerRow) int {
 		return cmp.Or(cmp.Compare(a.Site, b.Site), cmp.Compare(a.Server, b.Server), compareSetups(a.Setup, b.Setup), cmp.Compare(a.Proto, b.Proto))
 	})
+	countCols, speedCols := countColumns()
+	cols := append(append([]Column{{Name: "Site", Key: "site", Left: true}, {Name: "Server", Key: "server", Left: true}}, sp.columns()...),
+		Column{Name: "Proto", Key: "proto", Left: true})
 	t := Table{
-		Name:  TableServers,
-		Title: "Fetches per server, site and protocol (median and best Mbit/s over n completed fetches)",
-		Columns: append(append([]Column{{Name: "Site", Key: "site", Left: true}, {Name: "Server", Key: "server", Left: true}}, sp.columns()...),
-			Column{Name: "Proto", Key: "proto", Left: true}, Column{Name: "Fetches", Key: "fetches"}, Column{Name: "Failed", Key: "failed"}, Column{Name: "Probes", Key: "probes"},
-			Column{Name: "Clients", Key: "clients"},
-			Column{Name: "Last (UTC)", Key: "last_utc", Left: true}, Column{Name: "Median Mbit/s", Key: "median_mbps"},
-			Column{Name: "Best Mbit/s", Key: "best_mbps"}, Column{Name: "n", Key: "count"}),
-		Data:  out,
-		Empty: "No fetches match: serve some boots first, or widen the filters (--server, --site, --since, --label).",
+		Name:    TableServers,
+		Title:   "Fetches per server, site and protocol (median and best Mbit/s over n completed fetches)",
+		Columns: append(append(append(cols, countCols...), Column{Name: "Clients", Key: "clients"}), speedCols...),
+		Data:    out,
+		Empty:   "No fetches match: serve some boots first, or widen the filters (--server, --site, --since, --label).",
 	}
 	probes := false
 	for _, r := range out {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pxeperf/pxeperf/measure"
 	"github.com/pxeperf/pxeperf/record"
 )
 
@@ -167,7 +168,7 @@ func measuredConditions(recs []record.Record) string {
 		s += "; image " + strings.Join(sizes, ",")
 	}
 	if len(rtts) > 0 {
-		s += fmt.Sprintf("; median TCP min RTT %v", time.Duration(Median(rtts))*time.Microsecond)
+		s += fmt.Sprintf("; median TCP min RTT %v", time.Duration(measure.Median(rtts))*time.Microsecond)
 	}
 	return s + "."
 }
@@ -176,7 +177,7 @@ func medianCell(xs []float64) string {
 	if len(xs) == 0 {
 		return ""
 	}
-	return mbps(Median(xs))
+	return mbps(measure.Median(xs))
 }
 
 // ratioCell is measured / published as a percentage (its column's Unit
@@ -186,7 +187,7 @@ func ratioCell(meas []float64, pub string) string {
 	if len(meas) == 0 || err != nil || p <= 0 {
 		return ""
 	}
-	return strconv.FormatFloat(Median(meas)/p*100, 'f', 0, 64)
+	return strconv.FormatFloat(measure.Median(meas)/p*100, 'f', 0, 64)
 }
 
 // GPXERow is one window of the gPXE comparison.
@@ -205,7 +206,34 @@ type GPXERow struct {
 	NOn         int     `json:"n_on"`
 }
 
+// compareGPXE is the gPXE study's table: a row per published window and
+// Setup of the records measured at it, published beside measured, for
+// RX checksum offload off and on.
 func compareGPXE(_ Study, rows [][]string, recs []record.Record, sp splitter) Table {
+	meas := gpxeMeasured(recs, sp)
+	t := gpxeTable(sp)
+	var data []GPXERow
+	for _, pub := range gpxePublished(rows) {
+		sts := meas.setups[pub.Window]
+		slices.SortFunc(sts, compareSetups)
+		if len(sts) == 0 {
+			sts = []Setup{{}} // published only
+		}
+		for _, st := range sts {
+			m := meas.mbps[gpxeKey{pub.Window, st}]
+			r, cells := gpxeRow(pub, st, m, sp)
+			t.Rows = append(t.Rows, cells)
+			data = append(data, r)
+		}
+	}
+	t.Data = data
+	return t
+}
+
+// gpxePublished is the study's CSV as a row per window, in its order, with
+// both offload settings' figures; the two misprinted windows stand as the
+// 1024-byte steps they mean.
+func gpxePublished(rows [][]string) []GPXERow {
 	typo := map[string]int{"6114": 6144, "14436": 14336}
 	var out []GPXERow
 	idx := map[int]int{}
@@ -226,25 +254,43 @@ func compareGPXE(_ Study, rows [][]string, recs []record.Record, sp splitter) Ta
 			out[i].PublishedOff = r["mbit_s"]
 		}
 	}
-	type key struct {
-		w  int
-		st Setup
-	}
-	meas := map[key]map[record.Offload][]float64{}
-	setups := map[int][]Setup{}
+	return out
+}
+
+// gpxeKey is a window the client asked for and the Setup it ran in.
+type gpxeKey struct {
+	w  int
+	st Setup
+}
+
+// gpxeFetches are the completed HTTP fetches with a window asked: their
+// Mbit/s by window, Setup and RX offload, and each window's Setups in the
+// order first seen.
+type gpxeFetches struct {
+	mbps   map[gpxeKey]map[record.Offload][]float64
+	setups map[int][]Setup
+}
+
+func gpxeMeasured(recs []record.Record, sp splitter) gpxeFetches {
+	f := gpxeFetches{mbps: map[gpxeKey]map[record.Offload][]float64{}, setups: map[int][]Setup{}}
 	for _, r := range recs {
 		if !measured(r) || r.Proto != "http" || r.WndRequested == 0 {
 			continue
 		}
-		k := key{int(r.WndRequested), sp.of(&r)}
-		if meas[k] == nil {
-			meas[k] = map[record.Offload][]float64{}
-			setups[k.w] = append(setups[k.w], k.st)
+		k := gpxeKey{int(r.WndRequested), sp.of(&r)}
+		if f.mbps[k] == nil {
+			f.mbps[k] = map[record.Offload][]float64{}
+			f.setups[k.w] = append(f.setups[k.w], k.st)
 		}
 		o := RxOffload(r)
-		meas[k][o] = append(meas[k][o], r.Mbps)
+		f.mbps[k][o] = append(f.mbps[k][o], r.Mbps)
 	}
-	t := Table{
+	return f
+}
+
+// gpxeTable is the comparison's columns and notes, without rows.
+func gpxeTable(sp splitter) Table {
+	return Table{
 		Columns: append(append([]Column{{Name: "Window", Key: "window_text", TextOnly: true}, {Name: "Window", Key: "window", CSVOnly: true},
 			{Name: "As printed", Key: "window_as_printed", CSVOnly: true, Left: true}}, sp.columns()...),
 			Column{Name: "Published off", Key: "published_off_mbps"}, Column{Name: "Measured off", Key: "measured_off_mbps"},
@@ -253,38 +299,24 @@ func compareGPXE(_ Study, rows [][]string, recs []record.Record, sp splitter) Ta
 		Notes: []string{"Window: gPXE's TCP_MAX_WINDOW_SIZE, measured as the client's SO_RCVBUF asked (the bench's --window); the two misprinted windows (6114, 14436) are shown as the 1024-byte steps they stand in. Published cells empty in the source stay empty. %: measured median / published.",
 			"The published RTT is not stated: its 4096-byte row (136 Mbit/s) implies about 240 us per window; compare a run with --delay near half that."},
 	}
-	var data []GPXERow
-	for _, pub := range out {
-		sts := setups[pub.Window]
-		slices.SortFunc(sts, compareSetups)
-		if len(sts) == 0 {
-			sts = []Setup{{}} // published only
-		}
-		for _, st := range sts {
-			r := pub
-			r.Setup = st
-			r.PubOff, r.PubOn = pubNumber(r.PublishedOff), pubNumber(r.PublishedOn)
-			m := meas[key{r.Window, st}]
-			off, on := m[record.OffloadOff], m[record.OffloadOn]
-			if len(off) > 0 {
-				r.MeasuredOff = Median(off)
-			}
-			if len(on) > 0 {
-				r.MeasuredOn = Median(on)
-			}
-			r.NOff, r.NOn = len(off), len(on)
-			wname := strconv.Itoa(r.Window)
-			if r.AsPrinted != wname {
-				wname += " (" + r.AsPrinted + ")"
-			}
-			cells := append([]string{wname, strconv.Itoa(r.Window), r.AsPrinted}, setupCells(sp, st, m != nil)...)
-			t.Rows = append(t.Rows, append(cells, r.PublishedOff, medianCell(off), countCell(len(off)), ratioCell(off, r.PublishedOff),
-				r.PublishedOn, medianCell(on), countCell(len(on)), ratioCell(on, r.PublishedOn)))
-			data = append(data, r)
-		}
+}
+
+// gpxeRow is published row pub beside m, the Mbit/s measured at its window
+// in Setup st (nil: nothing matched), as data and as cells.
+func gpxeRow(pub GPXERow, st Setup, m map[record.Offload][]float64, sp splitter) (GPXERow, []string) {
+	r := pub
+	r.Setup = st
+	r.PubOff, r.PubOn = pubNumber(r.PublishedOff), pubNumber(r.PublishedOn)
+	off, on := m[record.OffloadOff], m[record.OffloadOn]
+	r.MeasuredOff, r.MeasuredOn = measure.Median(off), measure.Median(on) // 0 (omitted) when none
+	r.NOff, r.NOn = len(off), len(on)
+	wname := strconv.Itoa(r.Window)
+	if r.AsPrinted != wname {
+		wname += " (" + r.AsPrinted + ")"
 	}
-	t.Data = data
-	return t
+	cells := append([]string{wname, strconv.Itoa(r.Window), r.AsPrinted}, setupCells(sp, st, m != nil)...)
+	return r, append(cells, r.PublishedOff, medianCell(off), countCell(len(off)), ratioCell(off, r.PublishedOff),
+		r.PublishedOn, medianCell(on), countCell(len(on)), ratioCell(on, r.PublishedOn))
 }
 
 // setupCells are st's cells, or empty ones for a published row nothing
@@ -380,7 +412,7 @@ func streamRow(m streamMatch, st Setup, xs []float64, sp splitter) (StreamCompar
 	row := StreamCompareRow{Setting: m.setting, Setup: st, N: len(xs)}
 	pub := m.as
 	if len(m.published) > 0 {
-		pub = mbps(Median(m.published))
+		pub = mbps(measure.Median(m.published))
 		if len(m.published) > 1 {
 			row.Min, row.Max = slices.Min(m.published), slices.Max(m.published)
 			row.Range = mbps(row.Min) + "-" + mbps(row.Max)
@@ -388,7 +420,7 @@ func streamRow(m streamMatch, st Setup, xs []float64, sp splitter) (StreamCompar
 	}
 	row.Published, row.PubMbps = pub, pubNumber(pub)
 	if len(xs) > 0 {
-		row.Measured = Median(xs)
+		row.Measured = measure.Median(xs)
 	}
 	lo, hi := "", ""
 	if row.Range != "" {

@@ -3,6 +3,7 @@ package report
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"math"
 	"math/bits"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pxeperf/pxeperf/measure"
 	"github.com/pxeperf/pxeperf/record"
 )
 
@@ -66,22 +68,7 @@ func stat(mbps []float64) *Stat {
 	if len(mbps) == 0 {
 		return nil
 	}
-	return &Stat{Median: Median(mbps), Best: slices.Max(mbps), Count: len(mbps)}
-}
-
-// Median of xs (the mean of the two middle values for an even count); NaN
-// when xs is empty. xs is not changed.
-func Median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
+	return &Stat{Median: measure.Median(mbps), Best: slices.Max(mbps), Count: len(mbps)}
 }
 
 // measured reports whether r's throughput means something: the whole file
@@ -345,6 +332,19 @@ func protoClass(p string) string {
 	return ""
 }
 
+// classed yields the records of recs that c counts and that have a
+// protocol class (protoClass), with it.
+func (c *counter) classed(recs []record.Record) iter.Seq2[string, *record.Record] {
+	return func(yield func(string, *record.Record) bool) {
+		for i := range recs {
+			r := recs[i]
+			if p := protoClass(r.Proto); p != "" && c.use(&r) && !yield(p, &r) {
+				return
+			}
+		}
+	}
+}
+
 // DirectionMTU is throughput by protocol and direction (rows TCP Tx, TCP
 // Rx, UDP Tx, UDP Rx, as seen from the board: a served fetch is Rx, a
 // block of rows per Setup but its MTU) and MTU (columns, whatever MTUs
@@ -363,17 +363,12 @@ func directionMTU(recs []record.Record, o Options) Table {
 	var setups []Setup
 	c := newCounter(o, throughputKinds)
 	sp := newSplitter(o, SplitMTU)
-	for i := range recs {
-		r := recs[i]
-		p := protoClass(r.Proto)
-		if p == "" || !c.use(&r) {
-			continue
-		}
+	for p, r := range c.classed(recs) {
 		d := "Rx"
 		if strings.EqualFold(r.Direction, "tx") {
 			d = "Tx"
 		}
-		st := sp.of(&r)
+		st := sp.of(r)
 		k := key{st, p + " " + d, r.MTU}
 		if !slices.Contains(mtus, r.MTU) {
 			mtus = append(mtus, r.MTU)
@@ -483,6 +478,14 @@ func (c *Counts) speeds(mbps []float64) {
 	}
 }
 
+// countColumns are the columns of Counts.cells: the Fetches, Failed and
+// Probes ones, and the Last, Median, Best and n ones.
+func countColumns() (counts, speeds []Column) {
+	return []Column{{Name: "Fetches", Key: "fetches"}, {Name: "Failed", Key: "failed"}, {Name: "Probes", Key: "probes"}},
+		[]Column{{Name: "Last (UTC)", Key: "last_utc", Left: true}, {Name: "Median Mbit/s", Key: "median_mbps"},
+			{Name: "Best Mbit/s", Key: "best_mbps"}, {Name: "n", Key: "count"}}
+}
+
 // cells are the Fetches, Failed and Probes cells, and the Last, Median,
 // Best and n ones.
 func (c *Counts) cells() (counts, speeds []string) {
@@ -553,16 +556,15 @@ func clients(recs []record.Record, o Options) Table {
 		}
 		return cmp.Or(cmp.Compare(a.Client, b.Client), compareSetups(a.Setup, b.Setup), cmp.Compare(a.Proto, b.Proto))
 	})
+	countCols, speedCols := countColumns()
+	cols := append(append([]Column{{Name: "Client", Key: "client", Left: true}, {Name: "Host", Key: "host", Left: true},
+		{Name: "IP", Key: "ip", Left: true}}, sp.columns()...), Column{Name: "Proto", Key: "proto", Left: true})
 	t := Table{
-		Name:  TableClients,
-		Title: "Fetches per client and protocol (fetches of every kind; median and best Mbit/s over n completed " + strings.Join(cnt.kinds, " and ") + " fetches)",
-		Columns: append(append([]Column{{Name: "Client", Key: "client", Left: true}, {Name: "Host", Key: "host", Left: true},
-			{Name: "IP", Key: "ip", Left: true}}, sp.columns()...),
-			Column{Name: "Proto", Key: "proto", Left: true}, Column{Name: "Fetches", Key: "fetches"}, Column{Name: "Failed", Key: "failed"}, Column{Name: "Probes", Key: "probes"},
-			Column{Name: "Last (UTC)", Key: "last_utc", Left: true}, Column{Name: "Median Mbit/s", Key: "median_mbps"},
-			Column{Name: "Best Mbit/s", Key: "best_mbps"}, Column{Name: "n", Key: "count"}),
-		Data:  rows,
-		Empty: "No fetches match: serve some boots first, or widen the filters (--client, --file, --since, --label).",
+		Name:    TableClients,
+		Title:   "Fetches per client and protocol (fetches of every kind; median and best Mbit/s over n completed " + strings.Join(cnt.kinds, " and ") + " fetches)",
+		Columns: append(append(cols, countCols...), speedCols...),
+		Data:    rows,
+		Empty:   "No fetches match: serve some boots first, or widen the filters (--client, --file, --since, --label).",
 	}
 	probes := false
 	for _, c := range rows {
@@ -645,13 +647,8 @@ func linkSpeed(recs []record.Record, o Options) Table {
 	var keys []key
 	c := newCounter(o, throughputKinds)
 	sp := newSplitter(o, SplitSpeed)
-	for i := range recs {
-		r := recs[i]
-		p := protoClass(r.Proto)
-		if p == "" || !c.use(&r) {
-			continue
-		}
-		k := key{sp.of(&r), LinkOf(&r), p}
+	for p, r := range c.classed(recs) {
+		k := key{sp.of(r), LinkOf(r), p}
 		if !slices.Contains(keys, k) {
 			keys = append(keys, k)
 		}

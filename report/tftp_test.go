@@ -10,25 +10,20 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/pxeperf/pxeperf/internal/testkit/golden"
 	"github.com/pxeperf/pxeperf/record"
+	"github.com/pxeperf/pxeperf/report/reporttest"
 )
 
 // tftpStudy is a blksize x windowsize sweep as pxeperf bench --preset tftp
 // stores it (1gbit tbf), plus a served lock-step fetch without options, a
 // failed fetch and an HTTP fetch that must stay out.
 func tftpStudy() []record.Record {
-	var recs []record.Record
-	add := func(r record.Record) {
-		r.ID = int64(len(recs) + 1)
-		r.Time = t0.Add(time.Duration(r.ID) * time.Second)
-		if r.Outcome == "" {
-			r.Outcome = "ok"
-		}
+	b := &reporttest.Builder{Step: time.Second, Fill: func(r *record.Record) {
 		if r.Proto == "" {
 			r.Proto = "tftp"
 		}
 		r.Direction, r.MTU, r.RateLimit, r.Bytes, r.Size = "rx", 1500, 1e9, 64<<20, 64<<20
-		recs = append(recs, r)
-	}
+	}}
+	add := b.Add
 	for _, c := range []struct {
 		blk, win int
 		mbps     []float64
@@ -44,7 +39,7 @@ func tftpStudy() []record.Record {
 	add(record.Record{Source: "serve", File: "pxelinux.0", Mbps: 300}) // no options: 512 x 1
 	add(record.Record{Source: "bench", File: "bench.img", BlkSize: 1468, WindowSize: 64, Outcome: "error", Mbps: 5})
 	add(record.Record{Source: "bench", Proto: "http", File: "bench.img", Mbps: 940, WndMax: 65535})
-	return recs
+	return b.Recs
 }
 
 func TestTFTPGolden(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pxeperf/pxeperf/bench/peers"
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/measure"
 )
 
 // TestBenchAdaptive is issue 16's table: pxeperf against atftpd, same run,
@@ -108,13 +109,7 @@ func TestBenchAdaptive(t *testing.T) {
 				}
 			}
 		}
-		med := func(v []float64) float64 {
-			if len(v) == 0 {
-				return 0 // not run
-			}
-			s := slices.Sorted(slices.Values(v))
-			return s[len(s)/2]
-		}
+		med := measure.Median[float64] // 0: not run
 		show := func(v float64) string {
 			if v == 0 {
 				return fmt.Sprintf("dnf (>%s)", limit)

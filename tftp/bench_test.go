@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/pxeperf/pxeperf/bench/peers"
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/measure"
 )
 
 // TestBenchThroughput compares pxeperf's TFTP server with tftp-hpa's
@@ -81,8 +81,7 @@ func TestBenchThroughput(t *testing.T) {
 		for _, srv := range servers {
 			for _, blk := range blks {
 				s := secs[srv.name+"/"+blk]
-				sorted := slices.Sorted(slices.Values(s))
-				mibs := float64(mb) / sorted[len(sorted)/2]
+				mibs := float64(mb) / measure.Median(s)
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.0f\t%s\t\n", link, srv.name, blk, mibs, mibs*8*1.048576, fmtSecs(s))
 			}
 		}
@@ -239,9 +238,8 @@ func TestBenchWindowsize(t *testing.T) {
 			var all []string
 			for _, srv := range servers {
 				s := secs[key(srv.name, blk, win)]
-				sorted := slices.Sorted(slices.Values(s))
-				c := slices.Sorted(slices.Values(cpu[key(srv.name, blk, win)]))
-				fmt.Fprintf(tw, "%.0f\t%.2f\t", float64(mb<<20)*8/sorted[len(sorted)/2]/1e6, c[len(c)/2])
+				c := cpu[key(srv.name, blk, win)]
+				fmt.Fprintf(tw, "%.0f\t%.2f\t", float64(mb<<20)*8/measure.Median(s)/1e6, measure.Median(c))
 				all = append(all, srv.name+" "+fmtSecs(s))
 			}
 			fmt.Fprintf(tw, "%s\t\n", strings.Join(all, "; "))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pxeperf/pxeperf/bench/peers"
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/measure"
 )
 
 // TestBenchLockstep is the lock-step (RFC 1350 + blksize/tsize, no
@@ -162,7 +163,7 @@ func TestBenchLockstep(t *testing.T) {
 				}
 			}
 		}
-		median := func(v []float64) float64 { s := slices.Sorted(slices.Values(v)); return s[len(s)/2] }
+		median := measure.Median[float64]
 		for _, c := range clients {
 			var bestMbps, bestCPU float64
 			for _, srv := range servers {

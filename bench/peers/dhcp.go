@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/measure"
 )
 
 // DHCPLab runs DHCP servers one at a time against Kea's perfdhcp with 1000
@@ -266,7 +267,7 @@ func DHCPTable(results map[string][]DHCPResult, names []string, rates []int) str
 		for _, r := range results[name] {
 			v = append(v, f(r))
 		}
-		return Median(v)
+		return measure.Median(v)
 	}
 	ratio := func(f func(DHCPResult) float64, a, b string) float64 {
 		var va, vb []float64
@@ -276,7 +277,7 @@ func DHCPTable(results map[string][]DHCPResult, names []string, rates []int) str
 		for _, r := range results[b] {
 			vb = append(vb, f(r))
 		}
-		return Median(Ratios(va, vb))
+		return measure.Median(Ratios(va, vb))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-44s", "")

@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/measure"
 )
 
 // Server is one server process under test with its CPU meter.
@@ -202,18 +202,6 @@ func ProcCPU(pid int) (user, system float64, err error) {
 	return u / clockTicks, s / clockTicks, nil
 }
 
-// Median of v (the mean of the middle two for an even count); 0 if empty.
-func Median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	v = slices.Sorted(slices.Values(v))
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
-}
-
 // Ratios are a/b for each round where both exist and b > 0.
 func Ratios(a, b []float64) []float64 {
 	var r []float64
@@ -259,7 +247,7 @@ func Verdict(rs []float64, target float64, atMost bool) string {
 			behind++
 		}
 	}
-	m := Median(rs)
+	m := measure.Median(rs)
 	if atMost && m <= target || !atMost && m >= target {
 		return "yes"
 	}

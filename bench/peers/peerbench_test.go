@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/measure"
 )
 
 // perfdhcp 2.2's summary, cut to what ParsePerfdhcp reads.
@@ -62,8 +63,8 @@ func TestMedianRatiosRotate(t *testing.T) {
 	}{
 		"empty": {nil, 0}, "odd": {[]float64{3, 1, 2}, 2}, "even": {[]float64{4, 1, 3, 2}, 2.5},
 	} {
-		if got := Median(tc.in); got != tc.want {
-			t.Errorf("%s: Median(%v) = %v, want %v", name, tc.in, got, tc.want)
+		if got := measure.Median(tc.in); got != tc.want {
+			t.Errorf("%s: measure.Median(%v) = %v, want %v", name, tc.in, got, tc.want)
 		}
 	}
 	// A round without a peer figure (0) or without both figures is left out.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pxeperf/pxeperf/dhcp"
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/measure"
 )
 
 // TestPeers (PXEPERF_BENCH=1, with -v) is issue 12's table, measured in one
@@ -262,8 +263,8 @@ func TestPeers(t *testing.T) {
 	}
 
 	// The table: one line per job, pxeperf, its peers, the ratio and its target.
-	med := func(k string) float64 { return Median(fig[k]) }
-	ratio := func(a, b string) float64 { return Median(Ratios(fig[a], fig[b])) }
+	med := func(k string) float64 { return measure.Median(fig[k]) }
+	ratio := func(a, b string) float64 { return measure.Median(Ratios(fig[a], fig[b])) }
 	// better is the peer with the higher median; bestRatios is pxeperf
 	// over it, round by round. The better peer is picked over the whole
 	// run, not round by round: the larger of two noisy draws beats a third
@@ -297,7 +298,7 @@ func TestPeers(t *testing.T) {
 	}
 	// ratioBest is their median; ahead says in how many rounds pxeperf
 	// was at least as fast, and the range of the ratios.
-	ratioBest := func(a string, peers ...string) float64 { return Median(bestRatios(a, peers...)) }
+	ratioBest := func(a string, peers ...string) float64 { return measure.Median(bestRatios(a, peers...)) }
 	ahead := func(a string, peers ...string) string {
 		r := bestRatios(a, peers...)
 		if len(r) == 0 {
@@ -334,7 +335,7 @@ func TestPeers(t *testing.T) {
 			}
 			k := func(s string) string { return "http/" + c.String() + "/" + s + "/cpu" }
 			rs := Ratios(fig[k("pxeperf")], fig[k("nginx")])
-			r := Median(rs)
+			r := measure.Median(rs)
 			row(fmt.Sprintf("HTTP %d stream(s) over 1 Gbit/s tbf: server CPU s/GiB", c.Streams),
 				fmt.Sprintf("%.3f", med(k("pxeperf"))),
 				fmt.Sprintf("nginx %.3f; FileServer %.3f", med(k("nginx")), med(k("FileServer"))),
@@ -347,7 +348,7 @@ func TestPeers(t *testing.T) {
 			}
 			k := func(s, w string) string { return "http/" + c.String() + "/" + s + "/" + w }
 			rs := Ratios(fig[k("pxeperf", "gbps")], fig[k("nginx", "gbps")])
-			r := Median(rs)
+			r := measure.Median(rs)
 			row(fmt.Sprintf("HTTP unshaped veth, %d stream(s): Gbit/s; CPU s/GiB", c.Streams),
 				fmt.Sprintf("%.2f; %.3f", med(k("pxeperf", "gbps")), med(k("pxeperf", "cpu"))),
 				fmt.Sprintf("nginx %.2f; %.3f (FileServer %.2f; %.3f)", med(k("nginx", "gbps")), med(k("nginx", "cpu")),
@@ -365,7 +366,7 @@ func TestPeers(t *testing.T) {
 				peerKeys = append(peerKeys, k(s, "mbps"))
 			}
 			rs := bestRatios(k("pxeperf", "mbps"), peerKeys...)
-			r := Median(rs)
+			r := measure.Median(rs)
 			row("TFTP "+c.name+": Mbit/s; CPU s/GiB",
 				fmt.Sprintf("%.0f; %.1f", med(k("pxeperf", "mbps")), med(k("pxeperf", "cpu"))), strings.Join(peers, " / "),
 				rs, false, 1.0, fmt.Sprintf("%.2fx %s's Mbit/s (the better)%s; CPU %.2fx %s", r, serverOf(better(peerKeys...)), ahead(k("pxeperf", "mbps"), peerKeys...),
@@ -389,7 +390,7 @@ func TestPeers(t *testing.T) {
 			peers = append(peers, fmt.Sprintf("%s %.0f (%.0f); %.1f", s, med(k(s, "mbps")), med(k(s, "ubootmbps")), med(k(s, "cpu"))))
 		}
 		rs := bestRatios(k("pxeperf", "mbps"), keys("mbps")...)
-		r := Median(rs)
+		r := measure.Median(rs)
 		ru := ratioBest(k("pxeperf", "ubootmbps"), keys("ubootmbps")...)
 		rw := ratioBest(k("pxeperf", "wallmbps"), keys("wallmbps")...)
 		row("TFTP "+u.name+": Mbit/s RRQ to last ACK on the wire (U-Boot's own rate); CPU s/GiB",
@@ -412,10 +413,10 @@ func TestPeers(t *testing.T) {
 		dhcpRow := func(job, format string, f func(DHCPResult) float64, atMost bool, target float64) {
 			p, k, m := get("pxeperf", f), get("kea", f), get("kea-mt", f)
 			rs := Ratios(p, k)
-			r := Median(rs)
-			row(job, fmt.Sprintf(format, Median(p)),
-				fmt.Sprintf("kea "+format+"; kea-mt "+format, Median(k), Median(m)),
-				rs, atMost, target, fmt.Sprintf("%.2fx kea, %.2fx kea-mt", r, Median(Ratios(p, m))))
+			r := measure.Median(rs)
+			row(job, fmt.Sprintf(format, measure.Median(p)),
+				fmt.Sprintf("kea "+format+"; kea-mt "+format, measure.Median(k), measure.Median(m)),
+				rs, atMost, target, fmt.Sprintf("%.2fx kea, %.2fx kea-mt", r, measure.Median(Ratios(p, m))))
 		}
 		dhcpRow("DHCP perfdhcp 1000 clients: highest offered rate < 1% loss (/s)", "%.0f",
 			func(r DHCPResult) float64 { return float64(r.MaxOK) }, false, 1.0)
@@ -424,17 +425,17 @@ func TestPeers(t *testing.T) {
 		dhcpRow("DHCP server CPU per exchange at 1000/s (us)", "%.0f",
 			func(r DHCPResult) float64 { return r.CPUus }, true, 1.5)
 		writes := func(r DHCPResult) float64 { return r.Sys["write"] + r.Sys["pwrite64"] + r.Sys["writev"] }
-		w := Median(get("pxeperf", writes))
+		w := measure.Median(get("pxeperf", writes))
 		met := "yes"
 		if w > 2 {
 			met = "NO"
 		}
 		sys := func(name string) string {
 			return fmt.Sprintf("fsync %.2f, writes %.2f, sendmsg %.2f, total %.1f",
-				Median(get(name, func(r DHCPResult) float64 { return r.Sys["fsync"] + r.Sys["fdatasync"] })),
-				Median(get(name, writes)),
-				Median(get(name, func(r DHCPResult) float64 { return r.Sys["sendmsg"] + r.Sys["sendto"] })),
-				Median(get(name, func(r DHCPResult) float64 { return r.Sys["total"] })))
+				measure.Median(get(name, func(r DHCPResult) float64 { return r.Sys["fsync"] + r.Sys["fdatasync"] })),
+				measure.Median(get(name, writes)),
+				measure.Median(get(name, func(r DHCPResult) float64 { return r.Sys["sendmsg"] + r.Sys["sendto"] })),
+				measure.Median(get(name, func(r DHCPResult) float64 { return r.Sys["total"] })))
 		}
 		fmt.Fprintf(tw, "DHCP syscalls per ACK (strace -c -f, 100/s)\t%s\tkea %s; kea-mt %s\t-\twrites <= 2\t%s\n",
 			sys("pxeperf"), sys("kea"), sys("kea-mt"), met)

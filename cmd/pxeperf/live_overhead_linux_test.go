@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/measure"
 	"github.com/pxeperf/pxeperf/tftp"
 )
 
@@ -150,14 +150,7 @@ func TestLiveOverhead(t *testing.T) {
 			tftpFetch(s)
 		}
 	}
-	med := func(v []float64) float64 {
-		v = slices.Clone(v)
-		slices.Sort(v)
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
-		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
-	}
+	med := measure.Median[float64]
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d rounds, live and off alternating; medians\n", rounds)
 	fmt.Fprintf(&b, "%-5s %14s %14s %7s %16s %16s %7s\n", "proto", "live Mbit/s", "off Mbit/s", "ratio", "live CPU s/GiB", "off CPU s/GiB", "ratio")

@@ -13,6 +13,32 @@ import (
 // T0 is the labs' first minute.
 var T0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 
+// Builder makes a lab's records one at a time.
+type Builder struct {
+	Recs []record.Record
+	// Step is the time between one record and the next, from T0 on.
+	Step time.Duration
+	// Fill sets the lab's own defaults on a record before Add numbers it.
+	Fill func(*record.Record)
+}
+
+// Add appends r with Fill's defaults as the next record: its ID the next
+// number, its Time ID steps after T0 unless it has one, its Outcome "ok"
+// unless it has one.
+func (b *Builder) Add(r record.Record) {
+	if b.Fill != nil {
+		b.Fill(&r)
+	}
+	r.ID = int64(len(b.Recs) + 1)
+	if r.Time.IsZero() {
+		r.Time = T0.Add(time.Duration(r.ID) * b.Step)
+	}
+	if r.Outcome == "" {
+		r.Outcome = "ok"
+	}
+	b.Recs = append(b.Recs, r)
+}
+
 // GPXEStudy is the 2010 gPXE study's shape: a 500 MB HTTP imgfetch per
 // TCP_MAX_WINDOW_SIZE, with and without RX checksum offload (the board's
 // offload comes as the label rx_offload), two or three runs per cell.
@@ -57,17 +83,8 @@ func GPXEStudy() []record.Record {
 // bench runs both ways at tbf rates, a failed fetch and a client seen only
 // by IP.
 func Lab() []record.Record {
-	recs := GPXEStudy()
-	add := func(r record.Record) {
-		r.ID = int64(len(recs) + 1)
-		if r.Time.IsZero() {
-			r.Time = T0.Add(time.Duration(r.ID) * time.Minute)
-		}
-		if r.Outcome == "" {
-			r.Outcome = "ok"
-		}
-		recs = append(recs, r)
-	}
+	b := &Builder{Recs: GPXEStudy(), Step: time.Minute}
+	add := b.Add
 	for _, m := range []float64{41.5, 43.0} {
 		add(record.Record{Source: "serve", Proto: "tftp", Direction: "rx", ClientMAC: "52:54:00:aa:bb:01",
 			ClientIP: "192.168.50.102", Host: "rpi4", File: "ipxe.efi", Bytes: 1 << 20, Size: 1 << 20,
@@ -104,7 +121,7 @@ func Lab() []record.Record {
 	// A veth client: no link speed, no MAC.
 	add(record.Record{Source: "serve", Proto: "http", Direction: "rx", ClientIP: "10.251.3.2", File: "vmlinuz",
 		Bytes: 8 << 20, Size: 8 << 20, Duration: 20 * time.Millisecond, Mbps: 3355.4, WndMax: 3 << 20, MTU: 1500})
-	return recs
+	return b.Recs
 }
 
 // FetchWithIntervals is a 3.2 s HTTP fetch sampled every second.
@@ -128,13 +145,7 @@ func FetchWithIntervals() (record.Record, []record.Interval) {
 // board's iperf3 -R over that veth (13,657), bench runs at two MTUs and
 // tbf rates, and U-Boot's TFTP fetches with the adaptive sender's figures.
 func Issue28() []record.Record {
-	var recs []record.Record
-	add := func(r record.Record) {
-		r.ID = int64(len(recs) + 1)
-		r.Time = T0.Add(time.Duration(r.ID) * time.Minute)
-		if r.Outcome == "" {
-			r.Outcome = "ok"
-		}
+	b := &Builder{Step: time.Minute, Fill: func(r *record.Record) {
 		if r.Direction == "" {
 			r.Direction = "rx"
 		}
@@ -142,8 +153,8 @@ func Issue28() []record.Record {
 			r.Bytes, r.Size = 64<<20, 64<<20
 		}
 		r.Duration = time.Duration(float64(r.Bytes*8) / (r.Mbps * 1e6) * float64(time.Second))
-		recs = append(recs, r)
-	}
+	}}
+	add := b.Add
 	bridge := record.Record{Iface: "pxbr0", MTU: 1500, LinkDriver: "bridge", RxCsum: record.OffloadOn}
 	veth := record.Record{Iface: "vs28", MTU: 1500, LinkMbps: 10000, LinkDriver: "veth", RxCsum: record.OffloadOn}
 	on := func(link record.Record, r record.Record) record.Record {
@@ -184,7 +195,7 @@ func Issue28() []record.Record {
 	// And the bench's TFTP at 1gbit.
 	add(record.Record{Source: "bench", Proto: "tftp", ClientIP: "10.99.0.2", File: "bench.img", Iface: "pxl-client", MTU: 1500,
 		LinkMbps: 10000, LinkDriver: "veth", RateLimit: 1e9, Mbps: 650, BlkSize: 1468, WindowSize: 16})
-	return recs
+	return b.Recs
 }
 
 // CompareLab is issue 28's lab plus what the study grids measure: bench
@@ -192,17 +203,14 @@ func Issue28() []record.Record {
 // beside the board's iperf3 -R over its own veth, and bench HTTP fetches
 // at gPXE's 4096-byte window over both links.
 func CompareLab() []record.Record {
-	recs := Issue28()
-	add := func(r record.Record) {
-		r.ID = int64(len(recs) + 1)
-		r.Time = T0.Add(time.Duration(r.ID) * time.Minute)
+	b := &Builder{Recs: Issue28(), Step: time.Minute, Fill: func(r *record.Record) {
 		r.Outcome, r.Bytes, r.Size, r.ClientIP, r.Iface, r.LinkMbps, r.LinkDriver = "ok", 1<<30, 1<<30, "10.99.0.2", "pxl-client", 10000, "veth"
 		if r.MTU == 0 {
 			r.MTU = 1500
 		}
 		r.Duration = time.Duration(float64(r.Bytes*8) / (r.Mbps * 1e6) * float64(time.Second))
-		recs = append(recs, r)
-	}
+	}}
+	add := b.Add
 	for _, m := range []float64{11800, 12200} {
 		add(record.Record{Source: "bench", Proto: "tcp", Direction: "rx", File: "stream", Mbps: m})
 	}
@@ -217,5 +225,5 @@ func CompareLab() []record.Record {
 		add(record.Record{Source: "bench", Proto: "http", Direction: "rx", File: "bench.img", Mbps: c.mbps, RateLimit: c.rate,
 			WndRequested: 4096, Labels: map[string]string{"rx_offload": c.off}})
 	}
-	return recs
+	return b.Recs
 }
