@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/netlab"
 )
 
 // HTTPCase is one HTTP measurement: a link ("veth" unshaped, or "tbf", a
@@ -129,12 +130,7 @@ func (l *HTTPLab) Shape(t testing.TB, on bool) {
 	if on == l.shaped {
 		return
 	}
-	if on {
-		nstest.Run(t, l.Pair.Server, "tc", "qdisc", "replace", "dev", l.Pair.ServerIf, "root", "tbf",
-			"rate", "1gbit", "burst", "500000", "limit", "3000000")
-	} else {
-		nstest.Run(t, l.Pair.Server, "tc", "qdisc", "del", "dev", l.Pair.ServerIf, "root")
-	}
+	Shape(t, l.Pair, netlab.Server, on)
 	l.shaped = on
 }
 
