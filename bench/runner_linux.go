@@ -50,7 +50,7 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 		defer cleanup()
 		store = st
 	}
-	if removed, err := netlab.Sweep(log); err != nil {
+	if removed, err := netlab.ReapLeftovers(log); err != nil {
 		log.Warn("bench: removing leftovers of crashed runs", "err", err)
 	} else if len(removed) > 0 {
 		log.Info("bench: removed leftover testbeds", "namespaces", removed)

@@ -67,7 +67,7 @@ func New(opt Options) (*Testbed, error) {
 }
 
 // newTestbed names the namespaces after pid (a test passes a dead one to
-// exercise Sweep).
+// exercise ReapLeftovers).
 func newTestbed(opt Options, pid int) (*Testbed, error) {
 	mtu := opt.MTU
 	if mtu == 0 {
@@ -261,7 +261,7 @@ func (t *Testbed) createNamespaces(pid int) ([2]netns.NsHandle, error) {
 			h, created = [2]netns.NsHandle{hs, hc}, true
 			return nil
 		}
-		return fmt.Errorf("netlab: no free namespace name %s%d-0..%d under %s (run netlab.Sweep?)", Prefix, pid, maxNames-1, netnsDir)
+		return fmt.Errorf("netlab: no free namespace name %s%d-0..%d under %s (run netlab.ReapLeftovers?)", Prefix, pid, maxNames-1, netnsDir)
 	}, func() {
 		if created {
 			h[Server].Close()
