@@ -18,23 +18,11 @@
 // because the client's RX checksum offload is the knob of the gPXE study,
 // and the label rx_offload repeats RxCsum for report.RxOffload.
 //
-// How SO_RCVBUF maps to the advertised window (measured on Linux 6.18, MTU
-// 1500, tcp_adv_win_scale 1; the kernel doubles the request and advertises
-// what its scaling_ratio of payload to buffer memory allows, in whole MSS
-// while small):
-//
-//	asked   SO_RCVBUF  window seen (TCP_INFO max snd_wnd)
-//	1K      2304       576 (the kernel's minimum buffer; below one MSS)
-//	4K      8192       2896 (2 MSS)
-//	8K      16384      8688 (6 MSS)
-//	16K     32768      20272 .. 23892
-//	32K     65536      44888 .. 52128
-//	64K     131072     99500 .. 115208 (window scaling on)
-//	65532   131064     65535 (no window scaling: the unscaled cap, as gPXE's 65532)
-//	auto    131072     grows to 1.4 .. 8.5 MB (autotuning)
-//
-// So the request is not the window; the table rows (report.WindowOffload)
-// follow the window seen, the sweep table shows all three.
+// The SO_RCVBUF asked is not the window: the kernel doubles the request
+// and advertises what its scaling ratio of payload to buffer memory
+// allows. So the table rows (report.WindowOffload) follow the window seen,
+// and the sweep table shows all three (bench/DESIGN.md#so_rcvbuf-and-the-window
+// has the mapping as measured).
 package bench
 
 import (
