@@ -113,23 +113,8 @@ type remoteStreams struct {
 }
 
 func (d *remoteStreams) point(ctx context.Context, p Point) (*record.Record, []record.Interval, int, error) {
-	dir, _ := stream.ParseDirection(p.Direction)
-	cfg := stream.Config{Addr: d.addr, Direction: dir, Duration: p.Duration, Interval: time.Second}
-	if p.Proto == ProtoUDP {
-		cfg.Rate, cfg.PacketSize = UDPSendRate(p), UDPPacketSize(p.MTU)
-	} else if p.Window != WindowAuto {
-		cfg.RcvBuf, cfg.SndBuf, cfg.ServerBuf = p.Window, p.Window, p.Window
-	}
-	tctx, cancel := context.WithTimeout(ctx, p.Duration+30*time.Second)
-	defer cancel()
 	begin := time.Now()
-	var res stream.Result
-	var err error
-	if p.Proto == ProtoUDP {
-		res, err = stream.UDP(tctx, cfg)
-	} else {
-		res, err = stream.TCP(tctx, cfg)
-	}
+	res, err := runStream(ctx, p, streamConfig(d.addr, p))
 	if err != nil && ctx.Err() != nil {
 		return nil, nil, 0, err
 	}

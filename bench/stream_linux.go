@@ -83,19 +83,7 @@ func (r *testbedStreams) setup(p Point) (netlab.State, error) {
 	return st, nil
 }
 
-// config is the stream test for p; iperfConfig the same for iperf3.
-func (r *testbedStreams) config(p Point) stream.Config {
-	dir, _ := stream.ParseDirection(p.Direction)
-	c := stream.Config{Addr: r.addr, Direction: dir, Duration: p.Duration, Interval: time.Second}
-	if p.Proto == ProtoUDP {
-		c.Rate, c.PacketSize = UDPSendRate(p), UDPPacketSize(p.MTU)
-	} else if p.Window != WindowAuto {
-		// As iperf3 -w: both buffers on both ends.
-		c.RcvBuf, c.SndBuf, c.ServerBuf = p.Window, p.Window, p.Window
-	}
-	return c
-}
-
+// iperfConfig is the stream test c for iperf3.
 func iperfConfig(c stream.Config, udp bool) iperf.Config {
 	return iperf.Config{UDP: udp, Direction: c.Direction, Duration: c.Duration, Interval: c.Interval,
 		Window: c.ServerBuf, Rate: c.Rate, PacketSize: c.PacketSize}
@@ -108,19 +96,13 @@ func (r *testbedStreams) point(ctx context.Context, p Point) (*record.Record, []
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	cfg := r.config(p)
+	cfg := streamConfig(r.addr, p)
 	udp := p.Proto == ProtoUDP
 	var res stream.Result
 	begin := time.Now()
 	err = r.tb.Run(netlab.Client, func() error {
-		tctx, cancel := context.WithTimeout(ctx, p.Duration+30*time.Second)
-		defer cancel()
 		var err error
-		if udp {
-			res, err = stream.UDP(tctx, cfg)
-		} else {
-			res, err = stream.TCP(tctx, cfg)
-		}
+		res, err = runStream(ctx, p, cfg)
 		return err
 	})
 	if err != nil && ctx.Err() != nil {

@@ -45,6 +45,10 @@ type sweepOptions struct {
 	one      string // one point: "fetch", "run"
 }
 
+// NewRunID is a run ID from the time now (UTC): a sweep's LabelRun
+// unless the caller names it.
+func NewRunID() string { return time.Now().UTC().Format("20060102T150405Z") }
+
 // fill checks and defaults what Run and RunRemote share, the one place
 // for both: a store is required, the logger defaults to a discarding one,
 // the run ID to the start time (UTC), and proto names the points in
@@ -57,7 +61,7 @@ func (o *sweepOptions) fill(proto string) error {
 		o.log = slog.New(slog.DiscardHandler)
 	}
 	if o.runID == "" {
-		o.runID = time.Now().UTC().Format("20060102T150405Z")
+		o.runID = NewRunID()
 	}
 	o.what, o.one = "fetches", "fetch"
 	if proto == ProtoStream {
