@@ -9,7 +9,7 @@ import (
 )
 
 // The benchmark tests' environment knobs, read here and nowhere else, so
-// one list (doc.go, "Knobs") names them all and knobs_test.go keeps that
+// one list (doc.go, "Knobs") names them all and TestKnobsListed keeps that
 // list whole.
 
 // Enabled reports PXEPERF_BENCH=1: the benchmark tests run.
