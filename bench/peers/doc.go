@@ -25,7 +25,7 @@
 // # Knobs
 //
 // Every benchmark test reads its knobs through env.go (Require, Enabled,
-// Quick, Env, EnvInt, Rounds, EnvInts, Only, LogLevel); knobs_test.go
+// Quick, Env, EnvInt, Rounds, EnvInts, Only, LogLevel); TestKnobsListed
 // fails when a PXEPERF_BENCH* name in the tree is missing here. The
 // benchmark tests are: bench/peers TestPeers; tftp TestBenchThroughput,
 // TestBenchWindowsize, TestBenchLockstep, TestBenchAdaptive; httpboot
