@@ -8,7 +8,7 @@ import "github.com/pxeperf/pxeperf/event"
 // and target.
 var (
 	_ event.Sink = (*matcher)(nil)
-	_ driver     = (*httpDriver)(nil)
-	_ driver     = (*tftpDriver)(nil)
-	_ driver     = (*streamRunner)(nil)
+	_ driver     = (*testbedHTTP)(nil)
+	_ driver     = (*testbedTFTP)(nil)
+	_ driver     = (*testbedStreams)(nil)
 )

@@ -4,14 +4,11 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/netip"
-	"syscall"
 	"time"
 
 	"github.com/pxeperf/pxeperf/configs"
@@ -21,12 +18,11 @@ import (
 	"github.com/pxeperf/pxeperf/netlab"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/pxeperf/pxeperf/report"
-	"golang.org/x/sys/unix"
 )
 
-// httpDriver fetches the image from pxeperf's real HTTP boot server in the
+// testbedHTTP fetches the image from pxeperf's real HTTP boot server in the
 // server namespace with the bench's client in the client namespace.
-type httpDriver struct {
+type testbedHTTP struct {
 	*runner
 	sink *matcher
 	url  string
@@ -51,19 +47,19 @@ func startHTTP(ctx context.Context, r *runner, store *images.Store) (driver, fun
 		return nil, nil, fmt.Errorf("bench: starting the HTTP server in the testbed: %w", err)
 	}
 	stop := serveInBackground(ctx, r.log, "http", srv.Serve)
-	d := &httpDriver{runner: r, sink: sink, url: "http://" + srv.Addr().String() + "/" + imageName, addr: srv.Addr().String()}
+	d := &testbedHTTP{runner: r, sink: sink, url: "http://" + srv.Addr().String() + "/" + imageName, addr: srv.Addr().String()}
 	return d, stop, nil
 }
 
 // verbose prints the fetch's iperf3-style interval lines.
-func (r *httpDriver) verbose(w io.Writer, res Result) {
+func (r *testbedHTTP) verbose(w io.Writer, res Result) {
 	fmt.Fprintf(w, "\n%s (rep %d)\n", res.Point.Key(), res.Point.Rep)
 	io.WriteString(w, report.Intervals(res.Record, res.Intervals).Layout)
 }
 
 // point sets the testbed up for p (changing only what differs) and runs
 // one fetch.
-func (r *httpDriver) point(ctx context.Context, p Point) (*record.Record, []record.Interval, int, error) {
+func (r *testbedHTTP) point(ctx context.Context, p Point) (*record.Record, []record.Interval, int, error) {
 	st, err := r.setup(p)
 	if err != nil {
 		return nil, nil, 0, err
@@ -90,66 +86,36 @@ func (r *httpDriver) point(ctx context.Context, p Point) (*record.Record, []reco
 // goFetch GETs the image with Go's HTTP client from the client namespace
 // on a fresh connection whose SO_RCVBUF is set before connect, reads the
 // body to the end and waits for the server's event of the same connection.
-func (r *httpDriver) goFetch(ctx context.Context, p Point) (fr fetchResult) {
+func (r *testbedHTTP) goFetch(ctx context.Context, p Point) (fr fetchResult) {
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout(p))
 	defer cancel()
 	var local netip.AddrPort
+	var wait <-chan *event.Fetch
 	d := rcvbufDialer(p.Window, &fr.rcvbuf)
-	tr := &http.Transport{
-		DisableKeepAlives:  true,
-		DisableCompression: true,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var c net.Conn
-			err := r.tb.Run(netlab.Client, func() error {
-				var err error
-				c, err = d.DialContext(ctx, network, addr)
-				return err
-			})
-			if err != nil {
-				return nil, err
-			}
-			local = c.LocalAddr().(*net.TCPAddr).AddrPort()
-			return c, nil
-		},
-	}
-	defer tr.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url, nil)
-	if err != nil {
-		fr.err = err
-		return fr
-	}
-	var wrote time.Time
-	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(httptrace.WroteRequestInfo) { wrote = time.Now() },
-	}))
-	fr.start = time.Now()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		fr.err = fmt.Errorf("GET %s: %w", r.url, err)
-		return fr
-	}
-	wait := r.sink.expect(local)
-	buf := make([]byte, 256<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		fr.bytes += int64(n)
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := r.tb.Run(netlab.Client, func() error {
+			var err error
+			c, err = d.DialContext(ctx, network, addr)
+			return err
+		})
 		if err != nil {
-			fr.err = fmt.Errorf("reading the body: %w", err)
-			break
+			return nil, err
 		}
+		local = c.LocalAddr().(*net.TCPAddr).AddrPort()
+		return c, nil
 	}
-	end := time.Now()
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && fr.err == nil {
-		fr.err = fmt.Errorf("GET %s: %s", r.url, resp.Status)
+	res := httpGet{url: r.url, dial: dial, onResponse: func(*http.Response) error {
+		wait = r.sink.expect(local)
+		return nil
+	}}.do(ctx)
+	fr.start, fr.dur, fr.bytes, fr.err = res.start, res.dur, res.bytes, res.err
+	if res.code == 0 { // no response: no server event to wait for
+		return fr
 	}
-	if !wrote.IsZero() {
-		fr.start = wrote
+	if res.code != http.StatusOK && fr.err == nil {
+		fr.err = fmt.Errorf("GET %s: %s", r.url, res.status)
 	}
-	fr.dur = end.Sub(fr.start)
 	// The server emits its event just before the last byte: it is there or
 	// on its way.
 	fr.fetch = r.sink.await(ctx, wait, local, 5*time.Second, r.log)
@@ -178,7 +144,7 @@ func fetchTimeout(p Point) time.Duration {
 // the server's event of the same connection. Behind the delay line the
 // client reads on a thread of its own (rawGet), so its scheduling delay on
 // a loaded host does not join the round trip the window is divided by.
-func (r *httpDriver) fetch(ctx context.Context, p Point) (fr fetchResult) {
+func (r *testbedHTTP) fetch(ctx context.Context, p Point) (fr fetchResult) {
 	if p.Delay == 0 {
 		// Without a delay line the flow is bound by CPU, not by the window:
 		// Go's client, as the bench has always measured there.
@@ -220,23 +186,4 @@ func (r *httpDriver) fetch(ctx context.Context, p Point) (fr fetchResult) {
 	fr.fetch = r.sink.await(ctx, wait, local, 5*time.Second, r.log)
 	r.sink.forget(local)
 	return fr
-}
-
-// rcvbufDialer sets SO_RCVBUF to window before connect (WindowAuto leaves
-// the kernel's autotuning alone) and reads back what the kernel made of it
-// into got (it doubles the value asked for).
-func rcvbufDialer(window int, got *int) net.Dialer {
-	return net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			if window != WindowAuto {
-				if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, window); serr != nil {
-					serr = fmt.Errorf("SO_RCVBUF %d: %w", window, serr)
-					return
-				}
-			}
-			*got, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
-		})
-		return errors.Join(err, serr)
-	}}
 }

@@ -8,9 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/pxeperf/pxeperf/record"
@@ -64,20 +62,15 @@ func RemoteSpec(s Spec) (Spec, error) {
 // RunRemote runs opt.Spec against a pxeperf serve at opt.Server, one
 // record per fetch or stream run, as Run does on a testbed.
 func RunRemote(ctx context.Context, opt RemoteOptions) ([]Result, error) {
-	if opt.Store == nil {
-		return nil, errors.New("bench: no record store")
+	so := sweepOptions{store: opt.Store, runID: opt.RunID, by: opt.MeasuredBy, log: opt.Logger, progress: opt.Progress, verbose: opt.Verbose}
+	if err := so.fill(opt.Spec.Proto); err != nil {
+		return nil, err
 	}
 	spec, err := RemoteSpec(opt.Spec)
 	if err != nil {
 		return nil, err
 	}
-	log := opt.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if opt.RunID == "" {
-		opt.RunID = time.Now().UTC().Format("20060102T150405Z")
-	}
+	opt.RunID = so.runID
 	host, port := opt.Server, strconv.Itoa(stream.DefaultPort)
 	if h, p, err := net.SplitHostPort(opt.Server); err == nil {
 		host, port = h, p
@@ -95,11 +88,10 @@ func RunRemote(ctx context.Context, opt RemoteOptions) ([]Result, error) {
 	url := "http://" + net.JoinHostPort(host, strconv.Itoa(opt.HTTPPort)) + "/" + opt.File
 
 	var d driver = &remoteHTTP{host: host, url: url, file: opt.File, runID: opt.RunID}
-	what, one := "fetches", "fetch"
 	if spec.Proto == ProtoStream {
-		d, what, one = &remoteStreams{host: host, addr: streamAddr, runID: opt.RunID}, "runs", "run"
+		d = &remoteStreams{host: host, addr: streamAddr, runID: opt.RunID}
 	}
-	return sweep(ctx, sweepOptions{store: opt.Store, by: opt.MeasuredBy, log: log, progress: opt.Progress, verbose: opt.Verbose, what: what, one: one}, spec.Points(), d)
+	return sweep(ctx, so, spec.Points(), d)
 }
 
 // remoteHTTP fetches an image from a remote pxeperf serve's HTTP server.
@@ -121,23 +113,8 @@ type remoteStreams struct {
 }
 
 func (d *remoteStreams) point(ctx context.Context, p Point) (*record.Record, []record.Interval, int, error) {
-	dir, _ := stream.ParseDirection(p.Direction)
-	cfg := stream.Config{Addr: d.addr, Direction: dir, Duration: p.Duration, Interval: time.Second}
-	if p.Proto == ProtoUDP {
-		cfg.Rate, cfg.PacketSize = UDPSendRate(p), UDPPacketSize(p.MTU)
-	} else if p.Window != WindowAuto {
-		cfg.RcvBuf, cfg.SndBuf, cfg.ServerBuf = p.Window, p.Window, p.Window
-	}
-	tctx, cancel := context.WithTimeout(ctx, p.Duration+30*time.Second)
-	defer cancel()
 	begin := time.Now()
-	var res stream.Result
-	var err error
-	if p.Proto == ProtoUDP {
-		res, err = stream.UDP(tctx, cfg)
-	} else {
-		res, err = stream.TCP(tctx, cfg)
-	}
+	res, err := runStream(ctx, p, streamConfig(d.addr, p))
 	if err != nil && ctx.Err() != nil {
 		return nil, nil, 0, err
 	}
@@ -171,59 +148,21 @@ func remoteFetch(ctx context.Context, url, file string, p Point) (*record.Record
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	rcvbuf := 0
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) { rcvbuf, serr = setRcvbuf(fd, p.Window) })
-		return errors.Join(err, serr)
-	}}
-	tr := &http.Transport{DisableKeepAlives: true, DisableCompression: true, DialContext: d.DialContext}
-	defer tr.CloseIdleConnections()
+	d := rcvbufDialer(p.Window, &rcvbuf)
 	c := clientFetch{proto: ProtoHTTP, file: file, size: -1, serverless: true}
-	done := func() (*record.Record, int) {
-		rec, _ := fetchRecord(nil, c)
-		rec.WndRequested, rec.Rcvbuf = uint32(p.Window), rcvbuf
-		rec.Labels = map[string]string{"window": FormatWindow(p.Window)}
-		return &rec, rcvbuf
-	}
-	var wrote time.Time
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(httptrace.WroteRequestInfo) { wrote = time.Now() },
-	}), http.MethodGet, url, nil)
-	if err != nil {
-		c.err = err
-		return done()
-	}
-	c.start = time.Now()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		c.err = fmt.Errorf("GET %s: %w (is `pxeperf serve` running there with HTTP on?)", url, err)
-		return done()
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		c.err = fmt.Errorf("GET %s: %s (put the file in the server's root: pxeperf images generate %s --size 64MiB)", url, resp.Status, DefaultRemoteFile)
-		return done()
-	}
-	c.size = resp.ContentLength
-	begin := c.start
-	buf := make([]byte, 256<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		c.bytes += int64(n)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			c.err = fmt.Errorf("reading the body: %w", err)
-			break
-		}
-	}
-	end := time.Now()
-	if !wrote.IsZero() {
-		begin = wrote
-	}
-	c.dur = end.Sub(begin)
-	return done()
+	res := httpGet{url: url, dial: d.DialContext, doHint: " (is `pxeperf serve` running there with HTTP on?)",
+		onResponse: func(resp *http.Response) error {
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("GET %s: %s (put the file in the server's root: pxeperf images generate %s --size 64MiB)", url, resp.Status, DefaultRemoteFile)
+			}
+			c.size = resp.ContentLength
+			return nil
+		}}.do(ctx)
+	c.start, c.dur, c.bytes, c.err = res.sent, res.dur, res.bytes, res.err
+	rec, _ := fetchRecord(nil, c)
+	rec.WndRequested, rec.Rcvbuf = uint32(p.Window), rcvbuf
+	rec.Labels = map[string]string{"window": FormatWindow(p.Window)}
+	return &rec, rcvbuf
 }
 
 var (

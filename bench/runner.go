@@ -189,39 +189,93 @@ func spreadCells(lo, hi float64) []string {
 // spread (min-max) over its repeats, the requested, read-back and observed
 // windows, and the model at the fitted RTT.
 func Summary(results []Result, fit Fit) report.Table {
-	type group struct {
-		row  SummaryRow
-		mbps []float64
-		obs  []float64
-		rtt  []float64
+	var rows []SummaryRow
+	for _, g := range byPoint(results, newSummaryGroup, (*summaryGroup).add) {
+		rows = append(rows, g.summarize(fit))
 	}
-	groups := byPoint(results, func(r Result) *group {
-		g := &group{row: SummaryRow{MTU: r.Point.MTU, Rate: FormatRate(r.Point.Rate), RateMbps: float64(r.Point.Rate) / 1e6,
-			Window: FormatWindow(r.Point.Window), WindowBytes: r.Point.Window, WindowAuto: r.Point.Window == WindowAuto,
-			RxOffload: string(r.Record.RxCsum)}}
-		if r.Point.Delay > 0 {
-			g.row.Delay, g.row.DelayUs = FormatDelay(r.Point.Delay), float64(r.Point.Delay)/float64(time.Microsecond)
+	t := summaryTable()
+	delayed := slices.ContainsFunc(rows, func(r SummaryRow) bool { return r.Delay != "" })
+	if delayed {
+		t.Columns = slices.Insert(t.Columns, 4, report.Column{Name: "Delay", Key: "delay_name", TextOnly: true},
+			report.Column{Name: "Delay us", Key: "delay_us", CSVOnly: true})
+		t.Notes = append(t.Notes, "Delay: one way, added each way (netem where the kernel has it, else netlab's delay line: label delay_via), so the RTT is twice it plus the veth and forwarding time.")
+	}
+	line := slices.ContainsFunc(rows, func(r SummaryRow) bool { return r.LineP99 > 0 })
+	if line {
+		t.Columns = append(t.Columns, report.Column{Name: "Line p99 us", Key: "delay_p99_us"}, report.Column{Name: "Line behind", Key: "delay_behind"})
+		t.Notes = append(t.Notes, "Line p99 us: the 99th percentile of the delay netlab's delay line added per frame (kernel receive to sent on; the largest over the repeats); Line behind: repeats in which it fell behind (more than 1% of the frames held past the asked delay + max(50 us, half of it)).")
+	}
+	for _, r := range rows {
+		t.Rows = append(t.Rows, r.cells(delayed, line))
+	}
+	t.Data = rows
+	if rows == nil {
+		t.Data = []SummaryRow{}
+	}
+	return t
+}
+
+// summaryGroup gathers one point's repeats for Summary.
+type summaryGroup struct {
+	row  SummaryRow
+	mbps []float64
+	obs  []float64
+	rtt  []float64
+}
+
+// newSummaryGroup starts a point's group from its first result: the
+// point's settings as named and in numbers.
+func newSummaryGroup(r Result) *summaryGroup {
+	g := &summaryGroup{row: SummaryRow{MTU: r.Point.MTU, Rate: FormatRate(r.Point.Rate), RateMbps: float64(r.Point.Rate) / 1e6,
+		Window: FormatWindow(r.Point.Window), WindowBytes: r.Point.Window, WindowAuto: r.Point.Window == WindowAuto,
+		RxOffload: string(r.Record.RxCsum)}}
+	if r.Point.Delay > 0 {
+		g.row.Delay, g.row.DelayUs = FormatDelay(r.Point.Delay), float64(r.Point.Delay)/float64(time.Microsecond)
+	}
+	return g
+}
+
+// add counts one repeat: a failure, or its figures for the medians.
+func (g *summaryGroup) add(r Result) {
+	g.row.Rcvbuf = r.Rcvbuf
+	if r.Record.DelayFrames > 0 {
+		g.row.LineP99 = max(g.row.LineP99, float64(r.Record.DelayP99.Microseconds()))
+		if r.Record.DelayBehind {
+			g.row.LineBehind++
 		}
-		return g
-	}, func(g *group, r Result) {
-		g.row.Rcvbuf = r.Rcvbuf
-		if r.Record.DelayFrames > 0 {
-			g.row.LineP99 = max(g.row.LineP99, float64(r.Record.DelayP99.Microseconds()))
-			if r.Record.DelayBehind {
-				g.row.LineBehind++
-			}
-		}
-		if r.Record.Outcome != "ok" {
-			g.row.Failed++
-			return
-		}
-		g.mbps = append(g.mbps, r.Record.Mbps)
-		g.obs = append(g.obs, float64(r.Record.WndMax))
-		if r.Record.MinRTT > 0 {
-			g.rtt = append(g.rtt, float64(r.Record.MinRTT.Microseconds()))
-		}
-	})
-	t := report.Table{
+	}
+	if r.Record.Outcome != "ok" {
+		g.row.Failed++
+		return
+	}
+	g.mbps = append(g.mbps, r.Record.Mbps)
+	g.obs = append(g.obs, float64(r.Record.WndMax))
+	if r.Record.MinRTT > 0 {
+		g.rtt = append(g.rtt, float64(r.Record.MinRTT.Microseconds()))
+	}
+}
+
+// summarize is the group's row: medians and spread over the completed
+// repeats, and the model at the fitted RTT.
+func (g *summaryGroup) summarize(fit Fit) SummaryRow {
+	row := g.row
+	row.N = len(g.mbps)
+	if row.N > 0 {
+		row.Median, row.Min, row.Max = measure.Median(g.mbps), slices.Min(g.mbps), slices.Max(g.mbps)
+		row.Observed = uint32(measure.Median(g.obs))
+	}
+	if len(g.rtt) > 0 {
+		row.MinRTT = measure.Median(g.rtt)
+	}
+	if rate := row.RateMbps * 1e6; row.Observed > 0 && fit.RTT > 0 && rate > 0 {
+		row.Model = ModelMbps(row.Observed, fit.RTT, int64(rate), row.MTU)
+	}
+	return row
+}
+
+// summaryTable is Summary's table before its rows and optional columns.
+func summaryTable() report.Table {
+	return report.Table{
 		Name:  "bench-summary",
 		Title: "Sweep by point (median and min-max over repeats)",
 		Columns: append(append([]report.Column{{Name: "MTU", Key: "mtu"}}, rateColumns...), report.Column{Name: "RX csum", Key: "rx_offload"},
@@ -236,72 +290,43 @@ func Summary(results []Result, fit Fit) report.Table {
 			"Model: min(window seen / RTT, rate x 1448/1514 at MTU 1500) at the fitted RTT.",
 		},
 	}
-	var rows []SummaryRow
-	for _, g := range groups {
-		row := g.row
-		row.N = len(g.mbps)
-		if row.N > 0 {
-			row.Median, row.Min, row.Max = measure.Median(g.mbps), slices.Min(g.mbps), slices.Max(g.mbps)
-			row.Observed = uint32(measure.Median(g.obs))
-		}
-		if len(g.rtt) > 0 {
-			row.MinRTT = measure.Median(g.rtt)
-		}
-		if rate := row.RateMbps * 1e6; row.Observed > 0 && fit.RTT > 0 && rate > 0 {
-			row.Model = ModelMbps(row.Observed, fit.RTT, int64(rate), row.MTU)
-		}
-		rows = append(rows, row)
-	}
+}
+
+// cells are the row's table cells; delayed and line add the optional
+// Delay and delay-line columns.
+func (r SummaryRow) cells(delayed, line bool) []string {
 	f1 := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
-	delayed := slices.ContainsFunc(rows, func(r SummaryRow) bool { return r.Delay != "" })
+	win, auto := strconv.Itoa(r.WindowBytes), ""
+	if r.WindowAuto {
+		win, auto = "", "auto"
+	}
+	cells := append(append([]string{strconv.Itoa(r.MTU)}, rateCells(r.Rate, r.RateMbps)...), r.RxOffload, r.Window, win, auto,
+		strconv.Itoa(r.Rcvbuf), "", strconv.Itoa(r.N), "", "", "", "", "", "", strconv.Itoa(r.Failed))
+	if r.N > 0 {
+		cells[9] = strconv.FormatUint(uint64(r.Observed), 10)
+		cells[11] = f1(r.Median)
+		copy(cells[12:15], spreadCells(r.Min, r.Max))
+	}
+	if r.MinRTT > 0 {
+		cells[15] = strconv.FormatFloat(r.MinRTT, 'f', 0, 64)
+	}
+	if r.Model > 0 && !math.IsInf(r.Model, 0) {
+		cells[16] = f1(r.Model)
+	}
 	if delayed {
-		t.Columns = slices.Insert(t.Columns, 4, report.Column{Name: "Delay", Key: "delay_name", TextOnly: true},
-			report.Column{Name: "Delay us", Key: "delay_us", CSVOnly: true})
-		t.Notes = append(t.Notes, "Delay: one way, added each way (netem where the kernel has it, else netlab's delay line: label delay_via), so the RTT is twice it plus the veth and forwarding time.")
+		d, us := r.Delay, strconv.FormatFloat(r.DelayUs, 'f', -1, 64)
+		if d == "" {
+			d, us = "none", "0"
+		}
+		cells = slices.Insert(cells, 4, d, us)
 	}
-	line := slices.ContainsFunc(rows, func(r SummaryRow) bool { return r.LineP99 > 0 })
 	if line {
-		t.Columns = append(t.Columns, report.Column{Name: "Line p99 us", Key: "delay_p99_us"}, report.Column{Name: "Line behind", Key: "delay_behind"})
-		t.Notes = append(t.Notes, "Line p99 us: the 99th percentile of the delay netlab's delay line added per frame (kernel receive to sent on; the largest over the repeats); Line behind: repeats in which it fell behind (more than 1% of the frames held past the asked delay + max(50 us, half of it)).")
+		cells = append(cells, "", strconv.Itoa(r.LineBehind))
+		if r.LineP99 > 0 {
+			cells[len(cells)-2] = strconv.FormatFloat(r.LineP99, 'f', 0, 64)
+		}
 	}
-	for _, r := range rows {
-		win, auto := strconv.Itoa(r.WindowBytes), ""
-		if r.WindowAuto {
-			win, auto = "", "auto"
-		}
-		cells := append(append([]string{strconv.Itoa(r.MTU)}, rateCells(r.Rate, r.RateMbps)...), r.RxOffload, r.Window, win, auto,
-			strconv.Itoa(r.Rcvbuf), "", strconv.Itoa(r.N), "", "", "", "", "", "", strconv.Itoa(r.Failed))
-		if r.N > 0 {
-			cells[9] = strconv.FormatUint(uint64(r.Observed), 10)
-			cells[11] = f1(r.Median)
-			copy(cells[12:15], spreadCells(r.Min, r.Max))
-		}
-		if r.MinRTT > 0 {
-			cells[15] = strconv.FormatFloat(r.MinRTT, 'f', 0, 64)
-		}
-		if r.Model > 0 && !math.IsInf(r.Model, 0) {
-			cells[16] = f1(r.Model)
-		}
-		if delayed {
-			d, us := r.Delay, strconv.FormatFloat(r.DelayUs, 'f', -1, 64)
-			if d == "" {
-				d, us = "none", "0"
-			}
-			cells = slices.Insert(cells, 4, d, us)
-		}
-		if line {
-			cells = append(cells, "", strconv.Itoa(r.LineBehind))
-			if r.LineP99 > 0 {
-				cells[len(cells)-2] = strconv.FormatFloat(r.LineP99, 'f', 0, 64)
-			}
-		}
-		t.Rows = append(t.Rows, cells)
-	}
-	t.Data = rows
-	if rows == nil {
-		t.Data = []SummaryRow{}
-	}
-	return t
+	return cells
 }
 
 // FitLines say how the sweep fits min(window/RTT, line rate), for under the

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -27,19 +26,15 @@ const imageName = "bench.img"
 // far and the first error that stopped the sweep; a fetch that fails is a
 // record with its outcome, not an error.
 func Run(ctx context.Context, opt Options) ([]Result, error) {
-	if opt.Store == nil {
-		return nil, errors.New("bench: no record store (Options.Store)")
+	so := sweepOptions{store: opt.Store, runID: opt.RunID, by: opt.MeasuredBy, log: opt.Logger, progress: opt.Progress, verbose: opt.Verbose}
+	if err := so.fill(opt.Spec.Proto); err != nil {
+		return nil, err
 	}
 	if err := opt.Spec.Validate(); err != nil {
 		return nil, err
 	}
-	log := opt.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if opt.RunID == "" {
-		opt.RunID = time.Now().UTC().Format("20060102T150405Z")
-	}
+	log := so.log
+	opt.RunID = so.runID
 	start, ok := testbedDrivers[opt.Spec.Proto]
 	if !ok {
 		return nil, fmt.Errorf("bench: no testbed driver for %q", opt.Spec.Proto)
@@ -55,7 +50,7 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 		defer cleanup()
 		store = st
 	}
-	if removed, err := netlab.Sweep(log); err != nil {
+	if removed, err := netlab.ReapLeftovers(log); err != nil {
 		log.Warn("bench: removing leftovers of crashed runs", "err", err)
 	} else if len(removed) > 0 {
 		log.Info("bench: removed leftover testbeds", "namespaces", removed)
@@ -73,11 +68,7 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 		return nil, err
 	}
 	defer stop()
-	what, one := "fetches", "fetch"
-	if opt.Spec.Proto == ProtoStream {
-		what, one = "runs", "run"
-	}
-	return sweep(ctx, sweepOptions{store: opt.Store, by: opt.MeasuredBy, log: log, progress: opt.Progress, verbose: opt.Verbose, what: what, one: one}, pts, d)
+	return sweep(ctx, so, pts, d)
 }
 
 // testbedDrivers start each protocol's driver on a built testbed: its

@@ -18,23 +18,11 @@
 // because the client's RX checksum offload is the knob of the gPXE study,
 // and the label rx_offload repeats RxCsum for report.RxOffload.
 //
-// How SO_RCVBUF maps to the advertised window (measured on Linux 6.18, MTU
-// 1500, tcp_adv_win_scale 1; the kernel doubles the request and advertises
-// what its scaling_ratio of payload to buffer memory allows, in whole MSS
-// while small):
-//
-//	asked   SO_RCVBUF  window seen (TCP_INFO max snd_wnd)
-//	1K      2304       576 (the kernel's minimum buffer; below one MSS)
-//	4K      8192       2896 (2 MSS)
-//	8K      16384      8688 (6 MSS)
-//	16K     32768      20272 .. 23892
-//	32K     65536      44888 .. 52128
-//	64K     131072     99500 .. 115208 (window scaling on)
-//	65532   131064     65535 (no window scaling: the unscaled cap, as gPXE's 65532)
-//	auto    131072     grows to 1.4 .. 8.5 MB (autotuning)
-//
-// So the request is not the window; the table rows (report.WindowOffload)
-// follow the window seen, the sweep table shows all three.
+// The SO_RCVBUF asked is not the window: the kernel doubles the request
+// and advertises what its scaling ratio of payload to buffer memory
+// allows. So the table rows (report.WindowOffload) follow the window seen,
+// and the sweep table shows all three (bench/DESIGN.md#so_rcvbuf-and-the-window
+// has the mapping as measured).
 package bench
 
 import (
@@ -402,13 +390,9 @@ func Preset(name string) (Spec, bool) {
 // every non-empty flag replaces that part of it. All errors are reported
 // together, each naming its flag and the forms it takes.
 func ParseSpec(f Flags) (Spec, error) {
-	s := Default()
-	if f.Preset != "" {
-		p, ok := Preset(strings.ToLower(strings.TrimSpace(f.Preset)))
-		if !ok {
-			return Spec{}, fmt.Errorf("--preset %q: unknown; presets: %s", f.Preset, strings.Join(PresetNames(), ", "))
-		}
-		s = p
+	s, err := presetOrDefault(f.Preset)
+	if err != nil {
+		return Spec{}, err
 	}
 	var errs []error
 	if f.Proto != "" {
@@ -417,57 +401,8 @@ func ParseSpec(f Flags) (Spec, error) {
 			errs = append(errs, err)
 		}
 	}
-	for _, name := range protoOrder {
-		pr := protocols[name]
-		switch {
-		case s.Proto == name && pr.flags != nil:
-			errs = append(errs, pr.flags(&s, f)...)
-		case s.Proto != name && pr.foreign != nil:
-			errs = append(errs, pr.foreign(f)...)
-		}
-	}
-	if f.Window != "" {
-		w, err := ParseWindows(f.Window)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--window: %w", err))
-		}
-		s.Windows = w
-	}
-	if f.Offload != "" {
-		o, err := ParseOffloads(f.Offload)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--offload: %w", err))
-		}
-		s.Offloads = o
-	}
-	if f.MTU != "" {
-		m, err := ParseMTUs(f.MTU)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--mtu: %w", err))
-		}
-		s.MTUs = m
-	}
-	if f.Rate != "" {
-		r, err := ParseRates(f.Rate)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--rate: %w", err))
-		}
-		s.Rates = r
-	}
-	if f.Delay != "" {
-		d, err := ParseDelays(f.Delay)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--delay: %w", err))
-		}
-		s.Delays = d
-	}
-	if f.Size != "" {
-		n, err := parseBytes(f.Size)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--size: %w", err))
-		}
-		s.Size = n
-	}
+	errs = append(errs, s.protocolFlags(f)...)
+	errs = append(errs, s.testbedFlags(f)...)
 	if f.Repeat != 0 {
 		s.Repeat = f.Repeat
 	}
@@ -481,6 +416,61 @@ func ParseSpec(f Flags) (Spec, error) {
 		return Spec{}, err
 	}
 	return s, nil
+}
+
+// presetOrDefault is the spec the flags start from: --preset's, else
+// Default.
+func presetOrDefault(name string) (Spec, error) {
+	if name == "" {
+		return Default(), nil
+	}
+	p, ok := Preset(strings.ToLower(strings.TrimSpace(name)))
+	if !ok {
+		return Spec{}, fmt.Errorf("--preset %q: unknown; presets: %s", name, strings.Join(PresetNames(), ", "))
+	}
+	return p, nil
+}
+
+// protocolFlags applies the flags of s's protocol and rejects those of the
+// others (each protocol's flags and foreign hooks).
+func (s *Spec) protocolFlags(f Flags) []error {
+	var errs []error
+	for _, name := range protoOrder {
+		pr := protocols[name]
+		switch {
+		case s.Proto == name && pr.flags != nil:
+			errs = append(errs, pr.flags(s, f)...)
+		case s.Proto != name && pr.foreign != nil:
+			errs = append(errs, pr.foreign(f)...)
+		}
+	}
+	return errs
+}
+
+// testbedFlags applies the flags every protocol shares: the window, the
+// testbed's knobs and the image size.
+func (s *Spec) testbedFlags(f Flags) []error {
+	var errs []error
+	parseFlag(&errs, "--window", f.Window, ParseWindows, &s.Windows)
+	parseFlag(&errs, "--offload", f.Offload, ParseOffloads, &s.Offloads)
+	parseFlag(&errs, "--mtu", f.MTU, ParseMTUs, &s.MTUs)
+	parseFlag(&errs, "--rate", f.Rate, ParseRates, &s.Rates)
+	parseFlag(&errs, "--delay", f.Delay, ParseDelays, &s.Delays)
+	parseFlag(&errs, "--size", f.Size, parseBytes, &s.Size)
+	return errs
+}
+
+// parseFlag sets *dst to parse(value) when the flag was given (value not
+// empty), adding an error that names the flag to errs.
+func parseFlag[T any](errs *[]error, flag, value string, parse func(string) (T, error), dst *T) {
+	if value == "" {
+		return
+	}
+	v, err := parse(value)
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("%s: %w", flag, err))
+	}
+	*dst = v
 }
 
 // useProto applies --proto: the first protocol that takes its value turns

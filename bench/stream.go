@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -301,4 +302,30 @@ func parseStreamFlags(s *Spec, f Flags) []error {
 		s.UDPRates = rs
 	}
 	return errs
+}
+
+// streamConfig is the stream test of point p against the stream server at
+// addr, on a testbed and remotely alike: UDP at the point's send rate and
+// packet size; TCP with the window, unless auto, as both buffers on both
+// ends (as iperf3 -w).
+func streamConfig(addr string, p Point) stream.Config {
+	dir, _ := stream.ParseDirection(p.Direction)
+	c := stream.Config{Addr: addr, Direction: dir, Duration: p.Duration, Interval: time.Second}
+	if p.Proto == ProtoUDP {
+		c.Rate, c.PacketSize = UDPSendRate(p), UDPPacketSize(p.MTU)
+	} else if p.Window != WindowAuto {
+		c.RcvBuf, c.SndBuf, c.ServerBuf = p.Window, p.Window, p.Window
+	}
+	return c
+}
+
+// runStream runs cfg, a UDP or TCP test as p says, for at most its
+// duration plus 30 s.
+func runStream(ctx context.Context, p Point, cfg stream.Config) (stream.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.Duration+30*time.Second)
+	defer cancel()
+	if p.Proto == ProtoUDP {
+		return stream.UDP(ctx, cfg)
+	}
+	return stream.TCP(ctx, cfg)
 }

@@ -35,7 +35,7 @@ func startStreams(ctx context.Context, r *runner, _ *images.Store) (driver, func
 		return nil, nil, fmt.Errorf("bench: starting the stream server in the testbed: %w", err)
 	}
 	stop := serveInBackground(ctx, r.log, "stream", srv.Serve)
-	return &streamRunner{runner: r, addr: srv.Addr().String()}, stop, nil
+	return &testbedStreams{runner: r, addr: srv.Addr().String()}, stop, nil
 }
 
 // writeStreamVerbose prints a run's iperf3-style interval lines (and
@@ -52,9 +52,9 @@ func writeStreamVerbose(w io.Writer, res Result) {
 	}
 }
 
-// streamRunner runs stream points on a runner's testbed (the streams'
+// testbedStreams runs stream points on a runner's testbed (the streams'
 // driver).
-type streamRunner struct {
+type testbedStreams struct {
 	*runner
 	addr       string // the stream server, in the server namespace
 	clientRate uint64
@@ -62,7 +62,7 @@ type streamRunner struct {
 
 // setup is runner.setup with the tbf on both veth ends: a stream runs
 // either way, and a link is limited both ways.
-func (r *streamRunner) setup(p Point) (netlab.State, error) {
+func (r *testbedStreams) setup(p Point) (netlab.State, error) {
 	mtuChanged := p.MTU != r.mtu
 	st, err := r.runner.setup(p)
 	if err != nil {
@@ -83,19 +83,7 @@ func (r *streamRunner) setup(p Point) (netlab.State, error) {
 	return st, nil
 }
 
-// config is the stream test for p; iperfConfig the same for iperf3.
-func (r *streamRunner) config(p Point) stream.Config {
-	dir, _ := stream.ParseDirection(p.Direction)
-	c := stream.Config{Addr: r.addr, Direction: dir, Duration: p.Duration, Interval: time.Second}
-	if p.Proto == ProtoUDP {
-		c.Rate, c.PacketSize = UDPSendRate(p), UDPPacketSize(p.MTU)
-	} else if p.Window != WindowAuto {
-		// As iperf3 -w: both buffers on both ends.
-		c.RcvBuf, c.SndBuf, c.ServerBuf = p.Window, p.Window, p.Window
-	}
-	return c
-}
-
+// iperfConfig is the stream test c for iperf3.
 func iperfConfig(c stream.Config, udp bool) iperf.Config {
 	return iperf.Config{UDP: udp, Direction: c.Direction, Duration: c.Duration, Interval: c.Interval,
 		Window: c.ServerBuf, Rate: c.Rate, PacketSize: c.PacketSize}
@@ -103,24 +91,18 @@ func iperfConfig(c stream.Config, udp bool) iperf.Config {
 
 // point sets the testbed up for p, runs one stream test (and iperf3 with
 // CrossCheck) and stores the record.
-func (r *streamRunner) point(ctx context.Context, p Point) (*record.Record, []record.Interval, int, error) {
+func (r *testbedStreams) point(ctx context.Context, p Point) (*record.Record, []record.Interval, int, error) {
 	st, err := r.setup(p)
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	cfg := r.config(p)
+	cfg := streamConfig(r.addr, p)
 	udp := p.Proto == ProtoUDP
 	var res stream.Result
 	begin := time.Now()
 	err = r.tb.Run(netlab.Client, func() error {
-		tctx, cancel := context.WithTimeout(ctx, p.Duration+30*time.Second)
-		defer cancel()
 		var err error
-		if udp {
-			res, err = stream.UDP(tctx, cfg)
-		} else {
-			res, err = stream.TCP(tctx, cfg)
-		}
+		res, err = runStream(ctx, p, cfg)
 		return err
 	})
 	if err != nil && ctx.Err() != nil {
@@ -155,4 +137,4 @@ func addCrossCheck(rec *record.Record, ours, theirs stream.Result, udp bool) {
 }
 
 // verbose prints a run's interval lines (writeStreamVerbose).
-func (r *streamRunner) verbose(w io.Writer, res Result) { writeStreamVerbose(w, res) }
+func (r *testbedStreams) verbose(w io.Writer, res Result) { writeStreamVerbose(w, res) }

@@ -36,33 +36,54 @@ type StreamRow struct {
 // StreamSummary is the stream sweep by point: receiver Mbit/s median and
 // min-max over repeats, median retransmits (TCP) or loss and jitter (UDP).
 func StreamSummary(results []Result) report.Table {
-	type group struct {
-		row                 StreamRow
-		mbps, retr, lost, j []float64
+	t := streamTable()
+	rows := []StreamRow{}
+	for _, g := range byPoint(results, newStreamGroup, (*streamGroup).add) {
+		row, cells := g.summarize()
+		rows = append(rows, row)
+		t.Rows = append(t.Rows, cells)
 	}
-	groups := byPoint(results, func(r Result) *group {
-		p := r.Point
-		row := StreamRow{Proto: p.Proto, Direction: p.Direction, MTU: p.MTU, Rate: FormatRate(p.Rate), RateMbps: float64(p.Rate) / 1e6,
-			Setting: "window=" + FormatWindow(p.Window), Window: p.Window, WindowAuto: p.Window == WindowAuto}
-		if p.Proto == ProtoUDP {
-			row.Setting, row.Window, row.WindowAuto = "udp_rate="+FormatUDPRate(p.UDPRate), 0, false
-			if row.UDPLine = p.UDPRate == UDPRateLine; !row.UDPLine {
-				row.UDPRateMbps = float64(p.UDPRate) / 1e6
-			}
+	t.Data = rows
+	return t
+}
+
+// streamGroup gathers one stream point's repeats for StreamSummary.
+type streamGroup struct {
+	row                 StreamRow
+	mbps, retr, lost, j []float64
+}
+
+// newStreamGroup starts a point's group from its first result: the
+// protocol, direction and setting (a TCP window or a UDP rate).
+func newStreamGroup(r Result) *streamGroup {
+	p := r.Point
+	row := StreamRow{Proto: p.Proto, Direction: p.Direction, MTU: p.MTU, Rate: FormatRate(p.Rate), RateMbps: float64(p.Rate) / 1e6,
+		Setting: "window=" + FormatWindow(p.Window), Window: p.Window, WindowAuto: p.Window == WindowAuto}
+	if p.Proto == ProtoUDP {
+		row.Setting, row.Window, row.WindowAuto = "udp_rate="+FormatUDPRate(p.UDPRate), 0, false
+		if row.UDPLine = p.UDPRate == UDPRateLine; !row.UDPLine {
+			row.UDPRateMbps = float64(p.UDPRate) / 1e6
 		}
-		return &group{row: row}
-	}, func(g *group, r Result) {
-		if r.Record.Outcome != event.OutcomeOK {
-			g.row.Failed++
-			return
-		}
-		g.mbps = append(g.mbps, r.Record.Mbps)
-		g.retr = append(g.retr, float64(r.Record.Retransmits))
-		if r.Record.Proto == ProtoUDP {
-			g.lost, g.j = append(g.lost, r.Record.UDPLostPct), append(g.j, r.Record.JitterMs)
-		}
-	})
-	t := report.Table{
+	}
+	return &streamGroup{row: row}
+}
+
+// add counts one repeat: a failure, or its figures for the medians.
+func (g *streamGroup) add(r Result) {
+	if r.Record.Outcome != event.OutcomeOK {
+		g.row.Failed++
+		return
+	}
+	g.mbps = append(g.mbps, r.Record.Mbps)
+	g.retr = append(g.retr, float64(r.Record.Retransmits))
+	if r.Record.Proto == ProtoUDP {
+		g.lost, g.j = append(g.lost, r.Record.UDPLostPct), append(g.j, r.Record.JitterMs)
+	}
+}
+
+// streamTable is StreamSummary's table before its rows.
+func streamTable() report.Table {
+	return report.Table{
 		Name:  "bench-streams",
 		Title: "Streams by point (receiver Mbit/s, median and min-max over repeats)",
 		Columns: append(append(append([]report.Column{{Name: "Proto", Key: "proto", Left: true}, {Name: "Dir", Key: "direction", Left: true},
@@ -77,47 +98,46 @@ func StreamSummary(results []Result) report.Table {
 			"Dir as seen from the board: tx = the client sends, rx = the server sends. Rate: tbf on both veth ends. UDP loss and jitter at the receiver, as iperf3 defines them.",
 		},
 	}
-	rows := []StreamRow{}
+}
+
+// summarize is the group's row (medians over the completed repeats) and
+// its table cells.
+func (g *streamGroup) summarize() (StreamRow, []string) {
 	f1 := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
-	for _, g := range groups {
-		row := g.row
-		row.N = len(g.mbps)
-		win, auto, udp, line := "", "", "", ""
-		switch {
-		case row.Proto == ProtoUDP && row.UDPLine:
-			line = "line"
-		case row.Proto == ProtoUDP:
-			udp = strconv.FormatFloat(row.UDPRateMbps, 'f', -1, 64)
-		case row.WindowAuto:
-			auto = "auto"
-		default:
-			win = strconv.Itoa(row.Window)
-		}
-		cells := append(append([]string{row.Proto, row.Direction, strconv.Itoa(row.MTU)}, rateCells(row.Rate, row.RateMbps)...),
-			row.Setting, win, auto, udp, line, strconv.Itoa(row.N), "", "", "", "", "", "", "", strconv.Itoa(row.Failed))
-		const med = 12 // cells[med]: the median, then min-max, min, max, Retr, Lost %, Jitter
-		if row.N > 0 {
-			row.Median, row.Min, row.Max = measure.Median(g.mbps), slices.Min(g.mbps), slices.Max(g.mbps)
-			cells[med] = f1(row.Median)
-			copy(cells[med+1:med+4], spreadCells(row.Min, row.Max))
-			if row.Proto == ProtoTCP {
-				row.Retr = measure.Median(g.retr)
-				cells[med+4] = strconv.FormatFloat(row.Retr, 'f', 0, 64)
-			}
-		}
-		if len(g.lost) > 0 {
-			row.LostPct = measure.Median(g.lost)
-			cells[med+5] = strconv.FormatFloat(row.LostPct, 'f', 2, 64)
-		}
-		if len(g.j) > 0 {
-			row.JitterMs = measure.Median(g.j)
-			cells[med+6] = strconv.FormatFloat(row.JitterMs, 'f', 3, 64)
-		}
-		rows = append(rows, row)
-		t.Rows = append(t.Rows, cells)
+	row := g.row
+	row.N = len(g.mbps)
+	win, auto, udp, line := "", "", "", ""
+	switch {
+	case row.Proto == ProtoUDP && row.UDPLine:
+		line = "line"
+	case row.Proto == ProtoUDP:
+		udp = strconv.FormatFloat(row.UDPRateMbps, 'f', -1, 64)
+	case row.WindowAuto:
+		auto = "auto"
+	default:
+		win = strconv.Itoa(row.Window)
 	}
-	t.Data = rows
-	return t
+	cells := append(append([]string{row.Proto, row.Direction, strconv.Itoa(row.MTU)}, rateCells(row.Rate, row.RateMbps)...),
+		row.Setting, win, auto, udp, line, strconv.Itoa(row.N), "", "", "", "", "", "", "", strconv.Itoa(row.Failed))
+	const med = 12 // cells[med]: the median, then min-max, min, max, Retr, Lost %, Jitter
+	if row.N > 0 {
+		row.Median, row.Min, row.Max = measure.Median(g.mbps), slices.Min(g.mbps), slices.Max(g.mbps)
+		cells[med] = f1(row.Median)
+		copy(cells[med+1:med+4], spreadCells(row.Min, row.Max))
+		if row.Proto == ProtoTCP {
+			row.Retr = measure.Median(g.retr)
+			cells[med+4] = strconv.FormatFloat(row.Retr, 'f', 0, 64)
+		}
+	}
+	if len(g.lost) > 0 {
+		row.LostPct = measure.Median(g.lost)
+		cells[med+5] = strconv.FormatFloat(row.LostPct, 'f', 2, 64)
+	}
+	if len(g.j) > 0 {
+		row.JitterMs = measure.Median(g.j)
+		cells[med+6] = strconv.FormatFloat(row.JitterMs, 'f', 3, 64)
+	}
+	return row, cells
 }
 
 // CrossCheckPair is one run next to iperf3's at the same point.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,10 +12,11 @@ import (
 	"github.com/pxeperf/pxeperf/record"
 )
 
-// driver runs one protocol's points on one target: HTTP, TFTP and streams
-// on a testbed (http_linux.go, tftp_linux.go, stream_linux.go), HTTP and
-// streams against a remote pxeperf serve (remote.go). The sweep around it
-// is the same for all (sweep).
+// driver runs one protocol's points on one target, and is named target
+// then protocol: testbedHTTP, testbedTFTP and testbedStreams on a testbed
+// (http_linux.go, tftp_linux.go, stream_linux.go), remoteHTTP and
+// remoteStreams against a remote pxeperf serve (remote.go). The sweep
+// around it is the same for all (sweep).
 type driver interface {
 	// point sets the target up for p, runs it and returns its record, not
 	// yet stored (Outcome says whether it completed), with its interval
@@ -34,12 +36,38 @@ type Origin struct {
 // sweepOptions are what the sweep needs of Options or RemoteOptions.
 type sweepOptions struct {
 	store    *record.Store
+	runID    string
 	by       Origin
 	log      *slog.Logger
 	progress func(Progress)
 	verbose  io.Writer
 	what     string // points in messages: "fetches", "runs"
 	one      string // one point: "fetch", "run"
+}
+
+// NewRunID is a run ID from the time now (UTC): a sweep's LabelRun
+// unless the caller names it.
+func NewRunID() string { return time.Now().UTC().Format("20060102T150405Z") }
+
+// fill checks and defaults what Run and RunRemote share, the one place
+// for both: a store is required, the logger defaults to a discarding one,
+// the run ID to the start time (UTC), and proto names the points in
+// messages (streams are runs, the rest fetches).
+func (o *sweepOptions) fill(proto string) error {
+	if o.store == nil {
+		return errors.New("bench: no record store (Options.Store)")
+	}
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
+	}
+	if o.runID == "" {
+		o.runID = NewRunID()
+	}
+	o.what, o.one = "fetches", "fetch"
+	if proto == ProtoStream {
+		o.what, o.one = "runs", "run"
+	}
+	return nil
 }
 
 // sweep runs every point in order through d, stores each record as it

@@ -24,10 +24,10 @@ import (
 // hold (the kernel caps it at net.core.rmem_max; read back into a label).
 const tftpRcvbuf = 1 << 20
 
-// tftpDriver fetches the image from pxeperf's tftp server in the server
+// testbedTFTP fetches the image from pxeperf's tftp server in the server
 // namespace with the bench's TFTP client (tftp.Get) in the client
 // namespace, one record per fetch.
-type tftpDriver struct {
+type testbedTFTP struct {
 	*runner
 	sink   *matcher
 	server netip.AddrPort
@@ -62,11 +62,11 @@ func startTFTP(ctx context.Context, r *runner, store *images.Store) (driver, fun
 		return nil, nil, fmt.Errorf("bench: starting the TFTP server in the testbed: %w", err)
 	}
 	stop := serveInBackground(ctx, r.log, "tftp", srv.Serve)
-	return &tftpDriver{runner: r, sink: sink, server: srv.Addr()}, stop, nil
+	return &testbedTFTP{runner: r, sink: sink, server: srv.Addr()}, stop, nil
 }
 
 // verbose prints the fetch's counts, the server's and the client's.
-func (r *tftpDriver) verbose(w io.Writer, res Result) {
+func (r *testbedTFTP) verbose(w io.Writer, res Result) {
 	p, rec := res.Point, res.Record
 	fmt.Fprintf(w, "%s (rep %d): %.1f Mbit/s, %d bytes in %v; server sent %d datagrams, %d again, %d timeouts, window %d/%d/%d, %d loss events, RTT %v; client: %d duplicates, %d out of order, %d early ACKs, %d timeouts\n",
 		p.Key(), p.Rep, rec.Mbps, rec.Bytes, rec.Duration.Round(time.Millisecond), rec.Datagrams, rec.Retransmits, rec.Timeouts,
@@ -75,7 +75,7 @@ func (r *tftpDriver) verbose(w io.Writer, res Result) {
 }
 
 // point sets the testbed up for p and runs one TFTP fetch.
-func (r *tftpDriver) point(ctx context.Context, p Point) (*record.Record, []record.Interval, int, error) {
+func (r *testbedTFTP) point(ctx context.Context, p Point) (*record.Record, []record.Interval, int, error) {
 	server := r.server
 	st, err := r.setup(p)
 	if err != nil {

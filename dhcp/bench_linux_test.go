@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pxeperf/pxeperf/bench/peers"
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
 
@@ -25,12 +26,10 @@ var perfRateRE = regexp.MustCompile(`(?m)^Rate: ([0-9.]+)`)
 // perfdhcp acts as a relay (giaddr = its address), so replies are unicast
 // to it on port 67: this measures the servers, not broadcast handling.
 func TestPerfdhcpBench(t *testing.T) {
-	if os.Getenv("PXEPERF_BENCH") != "1" {
-		t.Skip("benchmark: set PXEPERF_BENCH=1 to run perfdhcp against pxeperf and dnsmasq")
-	}
+	peers.Require(t, "benchmark: set PXEPERF_BENCH=1 to run perfdhcp against pxeperf and dnsmasq")
 	nstest.RequireRoot(t)
 	nstest.RequireTool(t, "perfdhcp", "dnsmasq")
-	rates := strings.Fields(os.Getenv("PXEPERF_BENCH_RATES"))
+	rates := strings.Fields(peers.Env("PXEPERF_BENCH_RATES"))
 	if len(rates) == 0 {
 		rates = []string{"500", "2000", "8000"}
 	}

@@ -4,7 +4,6 @@ package dhcp
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -35,21 +34,19 @@ import (
 // main, say) to the same alternating run, as "before". bench/peers's
 // TestPeers runs the same sweep as part of the whole peers table.
 func TestVersusKea(t *testing.T) {
-	if os.Getenv("PXEPERF_BENCH") != "1" {
-		t.Skip("benchmark: set PXEPERF_BENCH=1 to run pxeperf and kea side by side")
-	}
+	peers.Require(t, "benchmark: set PXEPERF_BENCH=1 to run pxeperf and kea side by side")
 	nstest.RequireRoot(t)
 	rates := peers.EnvInts(t, "PXEPERF_BENCH_RATES", "1000 2000 3000 4000 5000 6000 8000 12000")
-	rounds := peers.EnvInt("PXEPERF_BENCH_ROUNDS", 3)
+	rounds := peers.Rounds(3)
 	period := peers.EnvInt("PXEPERF_BENCH_PERIOD", 6)
 	p := nstest.NewPair(t, nstest.Options{})
 	lab := peers.NewDHCPLab(t, p, nstest.Binary(t), JournalName, rates, period)
 
 	names := []string{"pxeperf", "kea", "kea-mt"}
-	if before := os.Getenv("PXEPERF_BENCH_BEFORE"); before != "" {
+	if before := peers.Env("PXEPERF_BENCH_BEFORE"); before != "" {
 		names = []string{"pxeperf", "before=" + before, "kea", "kea-mt"}
 	}
-	if only := os.Getenv("PXEPERF_BENCH_SERVERS"); only != "" {
+	if only := peers.Env("PXEPERF_BENCH_SERVERS"); only != "" {
 		names = strings.Fields(only) // for profiling one of them
 	}
 	results := map[string][]peers.DHCPResult{}
@@ -61,7 +58,7 @@ func TestVersusKea(t *testing.T) {
 		}
 		for _, name := range order {
 			s := lab.Start(t, name)
-			results[name] = append(results[name], lab.Sweep(t, s, round+1, os.Getenv("PXEPERF_BENCH_PERF")))
+			results[name] = append(results[name], lab.Sweep(t, s, round+1, peers.Env("PXEPERF_BENCH_PERF")))
 			s.Proc.Kill()
 		}
 	}

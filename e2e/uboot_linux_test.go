@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/pxeperf/pxeperf/bench/peers"
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 	"github.com/pxeperf/pxeperf/internal/testkit/uboot"
 )
@@ -38,7 +39,7 @@ const (
 )
 
 func ubootImageBytes() int64 {
-	if os.Getenv("PXEPERF_BENCH") == "1" {
+	if peers.Enabled() {
 		return ubootBenchImageSize
 	}
 	return ubootImageSize

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pxeperf/pxeperf/bench/peers"
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 	"github.com/pxeperf/pxeperf/measure"
 )
@@ -515,9 +516,7 @@ func soakDuration(t *testing.T) time.Duration {
 // flood runs, the process keeps its own limit), TFTP single-port mode
 // (another tftp mode).
 func TestSoak(t *testing.T) {
-	if os.Getenv("PXEPERF_BENCH") != "1" {
-		t.Skip("the soak runs every hostile flood at once for 30 minutes: set PXEPERF_BENCH=1 (PXEPERF_SOAK_DURATION=3m shortens it)")
-	}
+	peers.Require(t, "the soak runs every hostile flood at once for 30 minutes: set PXEPERF_BENCH=1 (PXEPERF_SOAK_DURATION=3m shortens it)")
 	d := soakDuration(t)
 	nstest.RequireTool(t, "busybox", "curl", "iperf3", "iperf")
 	p := nstest.NewPair(t, nstest.Options{})

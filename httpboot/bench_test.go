@@ -58,13 +58,8 @@ func BenchmarkServe(b *testing.B) {
 // load from other processes hits every server alike, and logs a table of
 // median and best MB/s.
 func TestBenchTable(t *testing.T) {
-	if os.Getenv("PXEPERF_BENCH") != "1" {
-		t.Skip("benchmark table: set PXEPERF_BENCH=1 (and -v) to run")
-	}
-	rounds := 5
-	if v, err := strconv.Atoi(os.Getenv("PXEPERF_BENCH_ROUNDS")); err == nil && v > 0 {
-		rounds = v
-	}
+	peers.Require(t, "benchmark table: set PXEPERF_BENCH=1 (and -v) to run")
+	rounds := peers.Rounds(5)
 	servers, client, size := benchSetup(t)
 	type key struct {
 		server  string
@@ -100,7 +95,7 @@ func TestBenchTable(t *testing.T) {
 type benchServer struct{ name, url string }
 
 func benchNet() string {
-	if os.Getenv("PXEPERF_BENCH_NET") == "veth" {
+	if peers.Env("PXEPERF_BENCH_NET") == "veth" {
 		return "veth between two namespaces (MTU 1500)"
 	}
 	return "loopback"
@@ -108,10 +103,7 @@ func benchNet() string {
 
 // benchSetup writes the test file and starts every server once.
 func benchSetup(tb testing.TB) ([]benchServer, *http.Client, int64) {
-	mb := 256
-	if v, err := strconv.Atoi(os.Getenv("PXEPERF_BENCH_MB")); err == nil && v > 0 {
-		mb = v
-	}
+	mb := peers.EnvInt("PXEPERF_BENCH_MB", 256)
 	size := int64(mb) << 20
 	root := tb.TempDir()
 	if err := os.Chmod(root, 0o755); err != nil {
@@ -122,7 +114,7 @@ func benchSetup(tb testing.TB) ([]benchServer, *http.Client, int64) {
 	// Where servers listen and how clients dial.
 	serverNS, host := "", "127.0.0.1"
 	dial := (&net.Dialer{}).DialContext
-	if os.Getenv("PXEPERF_BENCH_NET") == "veth" {
+	if peers.Env("PXEPERF_BENCH_NET") == "veth" {
 		p := nstest.NewPair(tb, nstest.Options{})
 		serverNS, host = p.Server, p.ServerIP.String()
 		dial = nstest.DialContext(p.Client)

@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -48,17 +47,15 @@ import (
 //
 // PXEPERF_BENCH=1 go test ./httpboot -run TestBenchPeers -v -timeout 60m
 func TestBenchPeers(t *testing.T) {
-	if os.Getenv("PXEPERF_BENCH") != "1" {
-		t.Skip("peer benchmark: set PXEPERF_BENCH=1 (and -v) to run")
-	}
+	peers.Require(t, "peer benchmark: set PXEPERF_BENCH=1 (and -v) to run")
 	nstest.RequireRoot(t)
 	nstest.RequireTool(t, "nginx", "tc")
-	rounds := peers.EnvInt("PXEPERF_BENCH_ROUNDS", 3)
+	rounds := peers.Rounds(3)
 	mb1, mb32 := peers.EnvInt("PXEPERF_BENCH_MB", 512), peers.EnvInt("PXEPERF_BENCH_MB32", 32)
 
 	p := nstest.NewPair(t, nstest.Options{})
 	lab := peers.NewHTTPLab(t, p, nstest.Binary(t), mb1, mb32)
-	profDir := os.Getenv("PXEPERF_BENCH_PROFILE")
+	profDir := peers.Env("PXEPERF_BENCH_PROFILE")
 	helper := func(name, kind string) {
 		prof := ""
 		if profDir != "" {
@@ -74,18 +71,18 @@ func TestBenchPeers(t *testing.T) {
 	helper("go-FileServer", "fileserver")
 	if profDir != "" {
 		helper("pxeperf-inproc", "pxeperf")
-		if os.Getenv("PXEPERF_BENCH_NOSAMPLE") == "1" {
+		if peers.Env("PXEPERF_BENCH_NOSAMPLE") == "1" {
 			helper("pxeperf-inproc-nosample", "pxeperf-nosample")
 			helper("pxeperf-inproc-nostall", "pxeperf-nostall")
 		}
 	}
 
-	if dir := os.Getenv("PXEPERF_BENCH_PERF"); dir != "" {
+	if dir := peers.Env("PXEPERF_BENCH_PERF"); dir != "" {
 		// perf record each server (kernel stacks too), stopped with SIGINT
 		// at the end of the test.
 		for _, s := range lab.Servers {
 			args := []string{"record", "-e", "cpu-clock", "-F", "997", "-g", "-o", filepath.Join(dir, s.Name+".perf.data")}
-			if os.Getenv("PXEPERF_BENCH_PERF_STAT") == "1" {
+			if peers.Env("PXEPERF_BENCH_PERF_STAT") == "1" {
 				args = []string{"stat", "-o", filepath.Join(dir, s.Name+".stat"), "-e", "task-clock," +
 					"syscalls:sys_enter_sendfile64,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_futex," +
 					"syscalls:sys_enter_getsockopt,syscalls:sys_enter_nanosleep,context-switches"}
@@ -96,9 +93,8 @@ func TestBenchPeers(t *testing.T) {
 	}
 
 	var cases []peers.HTTPCase
-	want := os.Getenv("PXEPERF_BENCH_CASES")
 	for _, c := range []peers.HTTPCase{{Link: "veth", Streams: 1}, {Link: "veth", Streams: 32}, {Link: "tbf", Streams: 1}, {Link: "tbf", Streams: 32}} {
-		if want == "" || slices.Contains(strings.Split(want, ","), c.String()) {
+		if peers.Only("PXEPERF_BENCH_CASES", c.String()) {
 			cases = append(cases, c)
 		}
 	}
@@ -150,11 +146,11 @@ func TestBenchPeers(t *testing.T) {
 // root with Go's http.FileServer, "pxeperf" with this package's Server (and
 // a CPU profile to PXEPERF_BENCH_HELPER_PROFILE). It serves until SIGTERM.
 func TestBenchHelper(t *testing.T) {
-	kind := os.Getenv("PXEPERF_BENCH_HELPER")
+	kind := os.Getenv(peers.HelperEnv)
 	if kind == "" {
 		t.Skip("server process of TestBenchPeers")
 	}
-	addr, root := os.Getenv("PXEPERF_BENCH_HELPER_ADDR"), os.Getenv("PXEPERF_BENCH_HELPER_ROOT")
+	addr, root := os.Getenv(peers.HelperAddr), os.Getenv(peers.HelperRoot)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if prof := os.Getenv("PXEPERF_BENCH_HELPER_PROFILE"); prof != "" {

@@ -30,9 +30,9 @@ const (
 	// PACKET_VNET_HDR: the 10-byte virtio header and up to a 64 KiB GSO
 	// super-frame (veth's gso_max_size), with room to spare.
 	frameBuf = 128 << 10
-	// lineQueue bounds the frames in flight per direction; at 1 Gbit/s and
-	// 10 ms one way that is ~1.25 MB, i.e. 20..900 frames. A full queue
-	// drops, as a switch port would.
+	// lineQueue bounds the frames in flight per direction, room for a
+	// 1 Gbit/s link at 10 ms one way (netlab/DESIGN.md#delay-line-sizing).
+	// A full queue drops, as a switch port would.
 	lineQueue = 4096
 	// sockBuf is each packet socket's SO_RCVBUF/SO_SNDBUF (forced, root).
 	sockBuf = 8 << 20
@@ -43,8 +43,9 @@ const (
 // delayLine forwards frames between the two sides' delay ends, holding
 // each for the one-way delay: pxeperf's own netem for kernels without
 // sch_netem. The sockets ask for the virtio-net header (PACKET_VNET_HDR),
-// so TSO/GSO super-frames cross whole with their checksum state: at
-// 1 Gbit/s the line moves ~2000 frames a second, not 80000. A frame is due
+// so TSO/GSO super-frames cross whole with their checksum state, a few
+// frames where MTU-sized ones would be many (netlab/DESIGN.md#delay-line-sizing).
+// A frame is due
 // at its kernel receive time (SO_TIMESTAMPNS) plus the delay, so the time
 // it waited for this process counts toward its delay.
 //

@@ -15,9 +15,9 @@ import (
 // cannot be loaded), as on this project's CI kernel.
 var errNoNetem = errors.New("netlab: the kernel has no netem qdisc (sch_netem)")
 
-// netemLimit is the netem queue in packets. Its default, 1000, holds 1.5 MB
-// of full frames: 12 ms at 1 Gbit/s, 1.2 ms at 10 Gbit/s, so a longer
-// delay would drop. 65536 packets hold ~100 MB of frames.
+// netemLimit is the netem queue in packets: netem's default (1000) drops
+// at the delays the bench asks for at 1 Gbit/s and more; this one holds
+// them (netlab/DESIGN.md#delay-line-sizing).
 const netemLimit = 65536
 
 // Each end's root netem, and the tbf SetRate puts under it.

@@ -10,7 +10,7 @@
 //	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 //	defer stop()
 //	go func() { <-ctx.Done(); reg.CloseAll() }() // Ctrl-C tears everything down
-//	netlab.Sweep(logger)                          // leftovers of crashed runs
+//	netlab.ReapLeftovers(logger)                  // leftovers of crashed runs
 //	tb, err := netlab.New(netlab.Options{MTU: 1500, Registry: reg, Logger: logger})
 //	defer tb.Close()
 //	for _, point := range sweep {
@@ -30,8 +30,9 @@
 // used by all of them.
 //
 // Names are "pxl-<pid>-<n>-server" and "pxl-<pid>-<n>-client", mounted under
-// /run/netns so `ip netns exec` and the tools it launches find them; Sweep
-// removes those whose creating process is dead.
+// /run/netns so `ip netns exec` and the tools it launches find them;
+// ReapLeftovers removes those whose creating process is dead (the clean-up
+// of crashed runs; bench's "sweep" is its loop over points, not this).
 package netlab
 
 import (
@@ -74,7 +75,7 @@ func (s Side) valid() error {
 // Defaults.
 const (
 	DefaultMTU = 1500
-	// Prefix is the namespace prefix; Sweep only touches names starting with it.
+	// Prefix is the namespace prefix; ReapLeftovers only touches names starting with it.
 	Prefix = "pxl-"
 	// ServerIf and ClientIf are the veth ends' names inside their namespaces.
 	ServerIf = "pxl-server"

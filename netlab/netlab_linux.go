@@ -67,7 +67,7 @@ func New(opt Options) (*Testbed, error) {
 }
 
 // newTestbed names the namespaces after pid (a test passes a dead one to
-// exercise Sweep).
+// exercise ReapLeftovers).
 func newTestbed(opt Options, pid int) (*Testbed, error) {
 	mtu := opt.MTU
 	if mtu == 0 {
@@ -261,7 +261,7 @@ func (t *Testbed) createNamespaces(pid int) ([2]netns.NsHandle, error) {
 			h, created = [2]netns.NsHandle{hs, hc}, true
 			return nil
 		}
-		return fmt.Errorf("netlab: no free namespace name %s%d-0..%d under %s (run netlab.Sweep?)", Prefix, pid, maxNames-1, netnsDir)
+		return fmt.Errorf("netlab: no free namespace name %s%d-0..%d under %s (run netlab.ReapLeftovers?)", Prefix, pid, maxNames-1, netnsDir)
 	}, func() {
 		if created {
 			h[Server].Close()
@@ -276,9 +276,7 @@ func (t *Testbed) createNamespaces(pid int) ([2]netns.NsHandle, error) {
 // same TCP state. Otherwise the kernel seeds each new connection to an
 // address with what the last one learnt (ip tcp_metrics show: RTT,
 // ssthresh, cwnd, reordering), and a point inherits the previous point's
-// MTU, rate and delay: after unshaped fetches the cache held reordering
-// 225, which gave nginx's autotuned buffers 1.25 MiB from the first packet
-// in the next, shaped case (0.72-0.80x its CPU there; TestPeers).
+// MTU, rate and delay (see netlab/DESIGN.md#tcp-metrics).
 func forgetTCPMetrics() error {
 	if err := os.WriteFile("/proc/sys/net/ipv4/tcp_no_metrics_save", []byte("1"), 0o644); err != nil {
 		return fmt.Errorf("netlab: turning off TCP metrics in the new namespace: %w", err)

@@ -60,7 +60,7 @@ func TestNewClose(t *testing.T) {
 			t.Fatalf("namespace %s not under %s", n, netnsDir)
 		}
 		if _, ok := parseName(n); !ok {
-			t.Errorf("name %s is not one Sweep recognises", n)
+			t.Errorf("name %s is not one ReapLeftovers recognises", n)
 		}
 	}
 	if reg.Len() != 1 {
@@ -147,7 +147,7 @@ func TestRegistryCloseAll(t *testing.T) {
 	}
 }
 
-func TestSweep(t *testing.T) {
+func TestReapLeftovers(t *testing.T) {
 	requireRoot(t)
 	// A pid that existed and is gone: a testbed "left by a crash".
 	dead := exec.Command("true")
@@ -168,7 +168,7 @@ func TestSweep(t *testing.T) {
 	go func() { waited <- sleeper.Wait() }()
 	live := newTB(t, Options{})
 
-	removed, err := Sweep(nil)
+	removed, err := ReapLeftovers(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestSweep(t *testing.T) {
 	}
 	requireGone(t, crashed.ServerNS, crashed.ClientNS)
 	if !exists(live.ServerNS) || !exists(live.ClientNS) {
-		t.Errorf("Sweep removed the live testbed %s", live.ServerNS)
+		t.Errorf("ReapLeftovers removed the live testbed %s", live.ServerNS)
 	}
 	select {
 	case err := <-waited:

@@ -26,7 +26,7 @@ type Testbed struct {
 
 func New(Options) (*Testbed, error)                   { return nil, ErrUnsupported }
 func RunIn(string, func() error) error                { return ErrUnsupported }
-func Sweep(*slog.Logger) ([]string, error)            { return nil, nil }
+func ReapLeftovers(*slog.Logger) ([]string, error)    { return nil, nil }
 func (t *Testbed) NS(Side) string                     { return "" }
 func (t *Testbed) Iface(Side) string                  { return "" }
 func (t *Testbed) IP(Side) netip.Addr                 { return netip.Addr{} }

@@ -11,8 +11,8 @@ const (
 	// Debian's default and this kernel's). tbf's watchdog uses a high-res
 	// timer, but the qdisc is dequeued from softirq context, which a busy
 	// host may delay by up to a tick: a bucket smaller than one tick of
-	// tokens would overflow and lose them, and the link would run slow. On
-	// an HZ=100 kernel 1gbit wants 2.5 times the burst.
+	// tokens would overflow and lose them, and the link would run slow. A
+	// kernel with a lower HZ wants a larger burst (netlab/DESIGN.md#tbf-sizing).
 	kernelHZ = 250
 	// minBurst covers one GSO/TSO super-packet (64 KiB), so tbf does not
 	// have to segment in software, and any MTU up to 65521.
@@ -34,8 +34,7 @@ const (
 //	burst = max(rate/8/HZ, 64 KiB, MTU+14)
 //	limit = burst + rate/8 * TBFLatency
 //
-// 1gbit: 500000 and 3000000; 100mbit: 65536 and 315536; 10mbit: 65536 and
-// 90536.
+// (worked examples in netlab/DESIGN.md#tbf-sizing).
 func tbfSize(bitsPerSec uint64, mtu int) (burst, limit uint32, err error) {
 	if bitsPerSec < MinRate || bitsPerSec > MaxRate {
 		return 0, 0, fmt.Errorf("netlab: rate %d bit/s out of range %d..%d (e.g. 1e9 for 1gbit)", bitsPerSec, uint64(MinRate), uint64(MaxRate))

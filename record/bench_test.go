@@ -11,12 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/pxeperf/pxeperf/bench/peers"
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/httpboot"
@@ -69,7 +69,7 @@ func benchServers(tb testing.TB, root string) (off, on string, sink *record.Sink
 		j.Close()
 		ns.Close()
 	})
-	if os.Getenv("PXEPERF_BENCH_AA") == "1" {
+	if peers.Env("PXEPERF_BENCH_AA") == "1" {
 		// Control run: both servers discard, to see the noise floor.
 		return start(event.Discard{}), start(event.Discard{}), sink
 	}
@@ -131,17 +131,9 @@ func fetchN(c *http.Client, url string, size int64, clients, times int) error {
 // PXEPERF_BENCH_AA=1 makes both servers discard (an A/A run): its ratios
 // show how far apart two identical servers measure on this machine.
 func TestRecordingOverhead(t *testing.T) {
-	if os.Getenv("PXEPERF_BENCH") != "1" {
-		t.Skip("benchmark: set PXEPERF_BENCH=1 (and -v) to run")
-	}
-	rounds := 5
-	if v, err := strconv.Atoi(os.Getenv("PXEPERF_BENCH_ROUNDS")); err == nil && v > 0 {
-		rounds = v
-	}
-	mb := int64(256)
-	if v, err := strconv.Atoi(os.Getenv("PXEPERF_BENCH_MB")); err == nil && v > 0 {
-		mb = int64(v)
-	}
+	peers.Require(t, "benchmark: set PXEPERF_BENCH=1 (and -v) to run")
+	rounds := peers.Rounds(5)
+	mb := int64(peers.EnvInt("PXEPERF_BENCH_MB", 256))
 	root := t.TempDir()
 	big, small := mb<<20, int64(64<<10)
 	benchFile(t, root, "big.img", big)
@@ -203,7 +195,7 @@ func TestRecordingOverhead(t *testing.T) {
 	st := sink.Stats()
 	fmt.Fprintf(&sb, "records written %d, dropped %d, journal-only %d\n", st.Written, st.Dropped, st.JournalOnly)
 	t.Log(sb.String())
-	if os.Getenv("PXEPERF_BENCH_AA") != "1" && (st.Dropped != 0 || st.JournalOnly != 0) {
+	if peers.Env("PXEPERF_BENCH_AA") != "1" && (st.Dropped != 0 || st.JournalOnly != 0) {
 		t.Errorf("recording lost or deferred entries: %+v", st)
 	}
 }

@@ -40,24 +40,16 @@ import (
 // the 2% x 16 cell alone, "mtu9000", "tbf", comma-separated; default all) and PXEPERF_BENCH_SERVERS the servers
 // ("pxeperf,atftpd,peer"; default all).
 func TestBenchAdaptive(t *testing.T) {
-	if os.Getenv("PXEPERF_BENCH") != "1" {
-		t.Skip("benchmark: set PXEPERF_BENCH=1 to run")
-	}
-	nstest.RequireTool(t, "atftp", "tc", "nft")
+	requireBench(t, "atftp", "nft")
 	atftpd := requireAtftpd(t)
-	runs := peers.EnvInt("PXEPERF_BENCH_RUNS", 1)
-	peer := os.Getenv("PXEPERF_BENCH_PEER")
+	runs := benchRuns(1)
+	peer := peers.Env("PXEPERF_BENCH_PEER")
 	servers := []string{"pxeperf", "atftpd"}
 	if peer != "" {
 		servers = append(servers, "peer")
 	}
-	if only := os.Getenv("PXEPERF_BENCH_SERVERS"); only != "" {
-		servers = slices.DeleteFunc(servers, func(s string) bool { return !slices.Contains(strings.Split(only, ","), s) })
-	}
-	want := func(name string) bool {
-		cases := os.Getenv("PXEPERF_BENCH_CASES")
-		return cases == "" || slices.Contains(strings.Split(cases, ","), name)
-	}
+	servers = slices.DeleteFunc(servers, func(s string) bool { return !peers.Only("PXEPERF_BENCH_SERVERS", s) })
+	want := func(name string) bool { return peers.Only("PXEPERF_BENCH_CASES", name) }
 	limit := time.Duration(peers.EnvInt("PXEPERF_BENCH_CAP", 30)) * time.Second
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -109,14 +101,13 @@ func TestBenchAdaptive(t *testing.T) {
 				}
 			}
 		}
-		med := measure.Median[float64] // 0: not run
 		show := func(v float64) string {
 			if v == 0 {
 				return fmt.Sprintf("dnf (>%s)", limit)
 			}
 			return fmt.Sprintf("%.0f", v)
 		}
-		p, a := med(mbps["pxeperf"]), med(mbps["atftpd"])
+		p, a := measure.Median(mbps["pxeperf"]), measure.Median(mbps["atftpd"]) // 0: not run
 		ratio := "-"
 		if a > 0 {
 			ratio = fmt.Sprintf("%.1fx", p/a)
@@ -131,7 +122,7 @@ func TestBenchAdaptive(t *testing.T) {
 		}
 		pm := "-"
 		if peer != "" {
-			pm = show(med(mbps["peer"]))
+			pm = show(measure.Median(mbps["peer"]))
 		}
 		fmt.Fprintf(tw, "%s\t%.1f\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c.name, float64(c.loss)/10, c.blk, c.win, show(p), show(a), ratio, pm,
 			field("eff_window"), field("losses"), field("retransmits"), field("timeouts"))
@@ -162,52 +153,37 @@ func TestBenchAdaptive(t *testing.T) {
 		runs, table.String())
 }
 
-// adaptBed is a veth pair with pxeperf (:69), atftpd (:1069) and maybe a
-// peer pxeperf (:1070) serving one root in the server namespace, and a loss table in the client namespace.
+// adaptBed is a benchBed with pxeperf (:69, logging every fetch), atftpd
+// (:1069) and maybe a peer pxeperf (:1070) serving one root in the server
+// namespace, and a loss table in the client namespace.
 type adaptBed struct {
-	pair      *nstest.Pair
-	root, out string
-	ip        string
-	pxe       *nstest.Proc
+	*benchBed
+	out string
+	pxe *nstest.Proc
 }
 
 func newAdaptBed(t *testing.T, atftpd, peer string, opt nstest.Options, shaped bool) *adaptBed {
 	t.Helper()
-	p := nstest.NewPair(t, opt)
-	if shaped {
-		for ns, dev := range map[string]string{p.Server: p.ServerIf, p.Client: p.ClientIf} {
-			nstest.Run(t, ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", "1gbit", "burst", "256kb", "latency", "10ms")
-		}
-	}
-	b := &adaptBed{pair: p, root: t.TempDir(), out: t.TempDir(), ip: p.ServerIP.String()}
-	if err := os.Chmod(b.root, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bed := newBenchBed(t, opt, shaped, 0)
+	b := &adaptBed{benchBed: bed, out: t.TempDir()}
 	mtu := 1500
 	if opt.MTU != 0 {
 		mtu = opt.MTU
 	}
-	b.pxe = nstest.Start(t, p.Server, nstest.Binary(t), "serve", "--dhcp", "off", "--http-addr", "off",
-		"--tftp-addr", b.ip+":69", "--root", b.root, "--data", t.TempDir(), "--iface", p.ServerIf, "--log-level", "info")
-	nstest.Start(t, p.Server, atftpd, "--daemon", "--no-fork", "--user", "root", "--group", "root",
-		"--port", "1069", "--bind-address", b.ip, "--logfile", "/dev/null", b.root)
+	bed.logLevel, bed.adminAddr = "info", true // the fetch lines give the sender's window
+	b.pxe = bed.startPxeperf(t, nstest.Binary(t), "69", "")
+	bed.logLevel, bed.adminAddr = "warn", false
+	bed.startAtftpd(t, atftpd, "1069", "/dev/null")
 	ports := []string{"69", "1069"}
 	if peer != "" {
-		nstest.Start(t, p.Server, peer, "serve", "--dhcp", "off", "--http-addr", "off",
-			"--tftp-addr", b.ip+":1070", "--admin-addr", "off", "--root", b.root, "--data", t.TempDir(), "--iface", p.ServerIf, "--log-level", "warn")
+		bed.startPxeperf(t, peer, "1070", "")
 		ports = append(ports, "1070")
 	}
 	for _, port := range ports {
-		ok := nstest.WaitFor(20*time.Second, func() bool {
-			o, _ := nstest.Output(p.Client, 5*time.Second, "atftp", "-g", "-r", "none", "-l", "/dev/null", b.ip, port)
-			return strings.Contains(strings.ToLower(o), "not found")
-		})
-		if !ok {
-			t.Fatalf("TFTP server on port %s did not come up (MTU %d)", port, mtu)
-		}
+		waitTFTP(t, bed.pair, bed.ip, port, fmt.Sprintf("TFTP server (MTU %d)", mtu))
 	}
-	nstest.Run(t, p.Client, "nft", "add", "table", "inet", "loss")
-	nstest.Run(t, p.Client, "nft", "add", "chain", "inet", "loss", "in", "{ type filter hook input priority 0; }")
+	nstest.Run(t, bed.pair.Client, "nft", "add", "table", "inet", "loss")
+	nstest.Run(t, bed.pair.Client, "nft", "add", "chain", "inet", "loss", "in", "{ type filter hook input priority 0; }")
 	return b
 }
 

@@ -27,12 +27,8 @@ import (
 // repeats (default 3, the median is shown). Each link is measured plain and
 // under a 1 Gbit/s token bucket on both ends.
 func TestBenchThroughput(t *testing.T) {
-	if os.Getenv("PXEPERF_BENCH") != "1" {
-		t.Skip("benchmark: set PXEPERF_BENCH=1 to run")
-	}
-	nstest.RequireTool(t, "atftp", "in.tftpd", "tc")
-	mb := peers.EnvInt("PXEPERF_BENCH_MB", 64)
-	runs := peers.EnvInt("PXEPERF_BENCH_RUNS", 3)
+	requireBench(t, "atftp", "in.tftpd")
+	mb, runs := benchSize(), benchRuns(3)
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "link\tserver\tblksize\tMiB/s (median)\tMbit/s\tall runs (s)\t\n")
@@ -41,18 +37,10 @@ func TestBenchThroughput(t *testing.T) {
 		if shaped {
 			link = "veth+tbf 1gbit"
 		}
-		p := nstest.NewPair(t, nstest.Options{})
-		if shaped {
-			shapeTBF(t, p)
-		}
-		root := t.TempDir()
-		if err := os.Chmod(root, 0o755); err != nil { // in.tftpd drops to nobody
-			t.Fatal(err)
-		}
-		nstest.RandomFile(t, filepath.Join(root, "img.bin"), mb<<20, 42)
-		ip := p.ServerIP.String()
+		b := newBenchBed(t, nstest.Options{}, shaped, mb)
+		p, ip := b.pair, b.ip
 		servers := []struct{ name, port string }{{"pxeperf", "69"}, {"pxeperf single-port", "70"}, {"in.tftpd", "1069"}}
-		startBenchServers(t, p, root, ip)
+		b.startThroughputServers(t)
 		out := t.TempDir()
 		blks := []string{"default", "512", "1468"}
 		secs := map[string][]float64{}
@@ -90,36 +78,96 @@ func TestBenchThroughput(t *testing.T) {
 	t.Logf("TFTP throughput, %d MiB file, atftp client, median of %d:\n%s", mb, runs, table.String())
 }
 
-// startBenchServers runs pxeperf (per-transfer ports on :69, single-port on
-// :70) and in.tftpd (:1069) in the server namespace, all serving root.
-func startBenchServers(t *testing.T, p *nstest.Pair, root, ip string) {
+// The set-up every TFTP benchmark (bench_test.go, lockstep_bench_test.go,
+// adapt_bench_test.go) shares: one gate, the size and rounds knobs, one bed
+// of a veth pair and a served root, one way to start each server.
+
+// requireBench skips t unless PXEPERF_BENCH=1 and tools are in PATH.
+func requireBench(t *testing.T, tools ...string) {
 	t.Helper()
-	bin := nstest.Binary(t)
-	for _, s := range []struct{ port, yaml string }{{"69", ""}, {"70", "tftp:\n  single_port: true\n"}} {
-		data := t.TempDir()
-		args := []string{"serve", "--admin-addr", "off", "--dhcp", "off", "--http-addr", "off", "--tftp-addr", ip + ":" + s.port,
-			"--root", root, "--data", data, "--iface", p.ServerIf, "--log-level", "warn"}
-		if s.yaml != "" {
-			cfg := filepath.Join(data, "c.yaml")
-			if err := os.WriteFile(cfg, []byte(s.yaml), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			args = append(args, "--config", cfg)
-		}
-		nstest.Start(t, p.Server, bin, args...)
-	}
-	nstest.Start(t, p.Server, "in.tftpd", "-L", "-s", root, "-a", ip+":1069")
-	// Ready when each answers a missing-file request.
-	for _, port := range []string{"69", "70", "1069"} {
-		waitTFTP(t, p, ip, port, "TFTP server")
-	}
+	peers.Require(t, "benchmark: set PXEPERF_BENCH=1 to run")
+	nstest.RequireTool(t, tools...)
 }
 
-// shapeTBF puts a 1 Gbit/s token bucket on both ends of p.
-func shapeTBF(t *testing.T, p *nstest.Pair) {
+// benchSize is PXEPERF_BENCH_MB, the image size in MiB (default 64).
+func benchSize() int { return peers.EnvInt("PXEPERF_BENCH_MB", 64) }
+
+// benchRuns is PXEPERF_BENCH_RUNS, the rounds (default def).
+func benchRuns(def int) int { return peers.EnvInt("PXEPERF_BENCH_RUNS", def) }
+
+// median is the median of a benchmark's samples (measure.Median on a
+// copy, so the samples keep their round order).
+
+// benchBed is a veth pair, shaped to 1 Gbit/s both ways or not, with a root
+// the servers in the server namespace share (img.bin of mb MiB when mb > 0).
+type benchBed struct {
+	pair      *nstest.Pair
+	root, ip  string
+	logLevel  string // pxeperf's --log-level (warn)
+	adminAddr bool   // leave pxeperf's admin server on (default off)
+}
+
+func newBenchBed(t *testing.T, opt nstest.Options, shaped bool, mb int) *benchBed {
 	t.Helper()
-	for ns, dev := range map[string]string{p.Server: p.ServerIf, p.Client: p.ClientIf} {
-		nstest.Run(t, ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", "1gbit", "burst", "256kb", "latency", "10ms")
+	p := nstest.NewPair(t, opt)
+	if shaped {
+		peers.ShapeBoth(t, p, true)
+	}
+	b := &benchBed{pair: p, root: t.TempDir(), ip: p.ServerIP.String(), logLevel: "warn"}
+	if err := os.Chmod(b.root, 0o755); err != nil { // in.tftpd drops to nobody
+		t.Fatal(err)
+	}
+	if mb > 0 {
+		nstest.RandomFile(t, filepath.Join(b.root, "img.bin"), mb<<20, 42)
+	}
+	return b
+}
+
+// startPxeperf runs bin's serve with TFTP only on port, serving the root;
+// yaml, when set, is its config file.
+func (b *benchBed) startPxeperf(t *testing.T, bin, port, yaml string) *nstest.Proc {
+	t.Helper()
+	data := t.TempDir()
+	args := []string{"serve", "--dhcp", "off", "--http-addr", "off", "--tftp-addr", b.ip + ":" + port,
+		"--root", b.root, "--data", data, "--iface", b.pair.ServerIf, "--log-level", b.logLevel}
+	if !b.adminAddr {
+		args = append(args[:1], append([]string{"--admin-addr", "off"}, args[1:]...)...)
+	}
+	if yaml != "" {
+		cfg := filepath.Join(data, "c.yaml")
+		if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--config", cfg)
+	}
+	return nstest.Start(t, b.pair.Server, bin, args...)
+}
+
+// startAtftpd runs atftpd on port, logging to logfile, with extra flags.
+func (b *benchBed) startAtftpd(t *testing.T, atftpd, port, logfile string, extra ...string) *nstest.Proc {
+	t.Helper()
+	args := append([]string{"--daemon", "--no-fork", "--user", "root", "--group", "root",
+		"--port", port, "--bind-address", b.ip, "--logfile", logfile}, extra...)
+	return nstest.Start(t, b.pair.Server, atftpd, append(args, b.root)...)
+}
+
+// startInTFTPD runs tftp-hpa's in.tftpd on port.
+func (b *benchBed) startInTFTPD(t *testing.T, port string) *nstest.Proc {
+	t.Helper()
+	return nstest.Start(t, b.pair.Server, "in.tftpd", "-L", "-s", b.root, "-a", b.ip+":"+port)
+}
+
+// startThroughputServers runs pxeperf (per-transfer ports on :69,
+// single-port on :70) and in.tftpd (:1069), and waits until each answers.
+func (b *benchBed) startThroughputServers(t *testing.T) {
+	t.Helper()
+	bin := nstest.Binary(t)
+	b.startPxeperf(t, bin, "69", "")
+	b.startPxeperf(t, bin, "70", "tftp:\n  single_port: true\n")
+	b.startInTFTPD(t, "1069")
+	// Ready when each answers a missing-file request.
+	for _, port := range []string{"69", "70", "1069"} {
+		waitTFTP(t, b.pair, b.ip, port, "TFTP server")
 	}
 }
 
@@ -159,40 +207,24 @@ func requireAtftpd(t *testing.T) string {
 // another pxeperf binary (a variant to compare, as pxeperf-alt), and
 // PXEPERF_BENCH_WINDOWS the window sizes (space-separated).
 func TestBenchWindowsize(t *testing.T) {
-	if os.Getenv("PXEPERF_BENCH") != "1" {
-		t.Skip("benchmark: set PXEPERF_BENCH=1 to run")
-	}
-	nstest.RequireTool(t, "atftp", "tc")
+	requireBench(t, "atftp")
 	atftpd := requireAtftpd(t)
-	mb := peers.EnvInt("PXEPERF_BENCH_MB", 64)
-	runs := peers.EnvInt("PXEPERF_BENCH_RUNS", 3)
-	p := nstest.NewPair(t, nstest.Options{})
+	mb, runs := benchSize(), benchRuns(3)
+	unshaped := peers.Env("PXEPERF_BENCH_LINK") == "veth"
 	link := "veth + tbf 1gbit"
-	if os.Getenv("PXEPERF_BENCH_LINK") == "veth" {
+	if unshaped {
 		link = "veth, unshaped (CPU-bound)"
-	} else {
-		shapeTBF(t, p)
 	}
-	root := t.TempDir()
-	if err := os.Chmod(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	nstest.RandomFile(t, filepath.Join(root, "img.bin"), mb<<20, 42)
-	ip := p.ServerIP.String()
-	bin := nstest.Binary(t)
+	b := newBenchBed(t, nstest.Options{}, !unshaped, mb)
+	p, ip := b.pair, b.ip
 	type server struct {
 		name, port string
 		proc       *nstest.Proc
 	}
-	servers := []*server{{name: "pxeperf", port: "69"}, {name: "atftpd", port: "1069"}}
-	servers[0].proc = nstest.Start(t, p.Server, bin, "serve", "--admin-addr", "off", "--dhcp", "off", "--http-addr", "off", "--tftp-addr", ip+":69",
-		"--root", root, "--data", t.TempDir(), "--iface", p.ServerIf, "--log-level", "warn")
-	servers[1].proc = nstest.Start(t, p.Server, atftpd, "--daemon", "--no-fork", "--user", "root", "--group", "root",
-		"--port", "1069", "--bind-address", ip, "--logfile", "-", "--verbose=3", root)
-	if alt := os.Getenv("PXEPERF_BENCH_ALTBIN"); alt != "" {
-		servers = append(servers, &server{name: "pxeperf-alt", port: "3069", proc: nstest.Start(t, p.Server, alt, "serve", "--admin-addr", "off",
-			"--dhcp", "off", "--http-addr", "off", "--tftp-addr", ip+":3069", "--root", root, "--data", t.TempDir(), "--iface", p.ServerIf,
-			"--log-level", "warn")})
+	servers := []*server{{name: "pxeperf", port: "69", proc: b.startPxeperf(t, nstest.Binary(t), "69", "")},
+		{name: "atftpd", port: "1069", proc: b.startAtftpd(t, atftpd, "1069", "-", "--verbose=3")}}
+	if alt := peers.Env("PXEPERF_BENCH_ALTBIN"); alt != "" {
+		servers = append(servers, &server{name: "pxeperf-alt", port: "3069", proc: b.startPxeperf(t, alt, "3069", "")})
 	}
 	for _, srv := range servers {
 		waitTFTP(t, p, ip, srv.port, srv.name)
@@ -238,8 +270,7 @@ func TestBenchWindowsize(t *testing.T) {
 			var all []string
 			for _, srv := range servers {
 				s := secs[key(srv.name, blk, win)]
-				c := cpu[key(srv.name, blk, win)]
-				fmt.Fprintf(tw, "%.0f\t%.2f\t", float64(mb<<20)*8/measure.Median(s)/1e6, measure.Median(c))
+				fmt.Fprintf(tw, "%.0f\t%.2f\t", float64(mb<<20)*8/measure.Median(s)/1e6, measure.Median(cpu[key(srv.name, blk, win)]))
 				all = append(all, srv.name+" "+fmtSecs(s))
 			}
 			fmt.Fprintf(tw, "%s\t\n", strings.Join(all, "; "))

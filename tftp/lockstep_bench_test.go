@@ -42,20 +42,12 @@ import (
 // better peer's in that round (steadier than the ratio of medians on a
 // machine others load), "x pxeperf" the same against pxeperf's.
 func TestBenchLockstep(t *testing.T) {
-	if os.Getenv("PXEPERF_BENCH") != "1" {
-		t.Skip("benchmark: set PXEPERF_BENCH=1 to run")
-	}
-	nstest.RequireTool(t, "atftp", "curl", "tftp", "in.tftpd", "tc")
+	requireBench(t, "atftp", "curl", "tftp", "in.tftpd")
 	atftpd := requireAtftpd(t)
-	mb := peers.EnvInt("PXEPERF_BENCH_MB", 64)
-	runs := peers.EnvInt("PXEPERF_BENCH_RUNS", 3)
+	mb, runs := benchSize(), benchRuns(3)
 	mtu := peers.EnvInt("PXEPERF_BENCH_MTU", 1500)
-	only := func(env, name string) bool {
-		v := os.Getenv(env)
-		return v == "" || slices.Contains(strings.Split(v, ","), name)
-	}
 	links := []string{"veth", "veth+tbf 1gbit"}
-	switch os.Getenv("PXEPERF_BENCH_LINK") {
+	switch peers.Env("PXEPERF_BENCH_LINK") {
 	case "veth":
 		links = links[:1]
 	case "tbf":
@@ -85,54 +77,36 @@ func TestBenchLockstep(t *testing.T) {
 		return "tftp", []string{"-m", "binary", ip, port, "-c", "get", "img.bin", out}
 	}})
 	clients = slices.DeleteFunc(clients, func(c client) bool {
-		return !only("PXEPERF_BENCH_CLIENTS", fmt.Sprintf("%s/%d", c.name, c.blk))
+		return !peers.Only("PXEPERF_BENCH_CLIENTS", fmt.Sprintf("%s/%d", c.name, c.blk))
 	})
 	if len(clients) == 0 {
 		t.Fatalf("PXEPERF_BENCH_CLIENTS=%q names no case: use client/blksize, e.g. curl/512, atftp/1468, tftp-hpa/512",
-			os.Getenv("PXEPERF_BENCH_CLIENTS"))
+			peers.Env("PXEPERF_BENCH_CLIENTS"))
 	}
 
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "link\tclient\tblksize\tserver\tMbit/s\tCPU s/GiB\tx best peer Mbit/s\tsame round\tx pxeperf\tx best peer CPU\truns (s)\t\n")
 	for _, link := range links {
-		p := nstest.NewPair(t, nstest.Options{MTU: mtu})
-		if link != "veth" {
-			shapeTBF(t, p)
-		}
-		root := t.TempDir()
-		if err := os.Chmod(root, 0o755); err != nil { // in.tftpd drops to nobody
-			t.Fatal(err)
-		}
-		nstest.RandomFile(t, filepath.Join(root, "img.bin"), mb<<20, 42)
-		ip := p.ServerIP.String()
+		b := newBenchBed(t, nstest.Options{MTU: mtu}, link != "veth", mb)
+		p, ip := b.pair, b.ip
 		type server struct {
 			name, port string
 			proc       *nstest.Proc
 			peer       bool
 		}
-		pxeperf := func(bin, port, yaml string) *nstest.Proc {
-			data := t.TempDir()
-			cfg := filepath.Join(data, "c.yaml")
-			if err := os.WriteFile(cfg, []byte("tftp:\n"+yaml), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			return nstest.Start(t, p.Server, bin, "serve", "--admin-addr", "off", "--dhcp", "off", "--http-addr", "off",
-				"--tftp-addr", ip+":"+port, "--root", root, "--data", data, "--iface", p.ServerIf, "--log-level", "warn",
-				"--config", cfg)
-		}
+		threads := func(n int) string { return fmt.Sprintf("tftp:\n  transfer_threads: %d\n", n) }
 		bin := nstest.Binary(t)
 		servers := []*server{
-			{name: "pxeperf", port: "69", proc: pxeperf(bin, "69", "  transfer_threads: 16\n")},
-			{name: "pxeperf poller", port: "70", proc: pxeperf(bin, "70", "  transfer_threads: 0\n")},
-			{name: "atftpd", port: "1069", peer: true, proc: nstest.Start(t, p.Server, atftpd, "--daemon", "--no-fork",
-				"--user", "root", "--group", "root", "--port", "1069", "--bind-address", ip, "--logfile", "/dev/null", root)},
-			{name: "in.tftpd", port: "1070", peer: true, proc: nstest.Start(t, p.Server, "in.tftpd", "-L", "-s", root, "-a", ip+":1070")},
+			{name: "pxeperf", port: "69", proc: b.startPxeperf(t, bin, "69", threads(16))},
+			{name: "pxeperf poller", port: "70", proc: b.startPxeperf(t, bin, "70", threads(0))},
+			{name: "atftpd", port: "1069", peer: true, proc: b.startAtftpd(t, atftpd, "1069", "/dev/null")},
+			{name: "in.tftpd", port: "1070", peer: true, proc: b.startInTFTPD(t, "1070")},
 		}
-		if alt := os.Getenv("PXEPERF_BENCH_ALTBIN"); alt != "" {
-			servers = append(servers, &server{name: "pxeperf alt", port: "71", proc: pxeperf(alt, "71", "  transfer_threads: 16\n")})
+		if alt := peers.Env("PXEPERF_BENCH_ALTBIN"); alt != "" {
+			servers = append(servers, &server{name: "pxeperf alt", port: "71", proc: b.startPxeperf(t, alt, "71", threads(16))})
 		}
-		servers = slices.DeleteFunc(servers, func(s *server) bool { return !only("PXEPERF_BENCH_SERVERS", s.name) })
+		servers = slices.DeleteFunc(servers, func(s *server) bool { return !peers.Only("PXEPERF_BENCH_SERVERS", s.name) })
 		for _, srv := range servers {
 			waitTFTP(t, p, ip, srv.port, srv.name)
 		}
@@ -163,13 +137,12 @@ func TestBenchLockstep(t *testing.T) {
 				}
 			}
 		}
-		median := measure.Median[float64]
 		for _, c := range clients {
 			var bestMbps, bestCPU float64
 			for _, srv := range servers {
 				if srv.peer {
-					bestMbps = max(bestMbps, float64(mb<<20)*8/median(secs[key(c, srv)])/1e6)
-					if cp := median(cpu[key(c, srv)]); bestCPU == 0 || cp < bestCPU {
+					bestMbps = max(bestMbps, float64(mb<<20)*8/measure.Median(secs[key(c, srv)])/1e6)
+					if cp := measure.Median(cpu[key(c, srv)]); bestCPU == 0 || cp < bestCPU {
 						bestCPU = cp
 					}
 				}
@@ -192,14 +165,14 @@ func TestBenchLockstep(t *testing.T) {
 				}
 			}
 			for _, srv := range servers {
-				mbps := float64(mb<<20) * 8 / median(secs[key(c, srv)]) / 1e6
-				cp := median(cpu[key(c, srv)])
+				mbps := float64(mb<<20) * 8 / measure.Median(secs[key(c, srv)]) / 1e6
+				cp := measure.Median(cpu[key(c, srv)])
 				x := "-"
 				if len(vs[srv.name]) > 0 {
-					x = fmt.Sprintf("%.2f", median(vs[srv.name]))
+					x = fmt.Sprintf("%.2f", measure.Median(vs[srv.name]))
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.0f\t%.1f\t%.2f\t%.2f\t%s\t%.2f\t%s\t\n", link, c.name, c.blk, srv.name, mbps, cp,
-					mbps/bestMbps, median(rounds[srv.name]), x, cp/bestCPU, fmtSecs(secs[key(c, srv)]))
+					mbps/bestMbps, measure.Median(rounds[srv.name]), x, cp/bestCPU, fmtSecs(secs[key(c, srv)]))
 			}
 		}
 	}

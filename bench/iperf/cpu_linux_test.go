@@ -94,14 +94,7 @@ func selfCPU(b *testing.B) time.Duration {
 //
 //	go test -run '^$' -bench ClientCPU -benchtime 3x ./bench/iperf
 func BenchmarkClientCPU(b *testing.B) {
-	nstest.RequireRoot(b)
-	nstest.RequireTool(b, "iperf3")
-	tb, err := netlab.New(netlab.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tb.Close()
-	addr := childServer(b, tb)
+	tb, addr := cpuBed(b)
 	const gib = 1 << 30
 	for _, dir := range []stream.Direction{stream.Tx, stream.Rx} {
 		b.Run("pxeperf/"+dir.String(), func(b *testing.B) {
@@ -135,6 +128,19 @@ func BenchmarkClientCPU(b *testing.B) {
 	}
 }
 
+// cpuBed is the client-CPU benchmarks' testbed, closed when b ends, with
+// pxeperf's stream server in another process on its server side (addr).
+func cpuBed(b *testing.B) (*netlab.Testbed, string) {
+	nstest.RequireRoot(b)
+	nstest.RequireTool(b, "iperf3")
+	tb, err := netlab.New(netlab.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tb.Close() })
+	return tb, childServer(b, tb)
+}
+
 func reportCPU(b *testing.B, cpu, wall time.Duration) {
 	b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/GiB")
 	b.ReportMetric(float64(b.N)*8*(1<<30)/wall.Seconds()/1e9, "Gbit/s")
@@ -145,14 +151,7 @@ func reportCPU(b *testing.B, cpu, wall time.Duration) {
 //
 //	go test -run '^$' -bench ClientCPUUDP -benchtime 3x ./bench/iperf
 func BenchmarkClientCPUUDP(b *testing.B) {
-	nstest.RequireRoot(b)
-	nstest.RequireTool(b, "iperf3")
-	tb, err := netlab.New(netlab.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tb.Close()
-	addr := childServer(b, tb)
+	tb, addr := cpuBed(b)
 	const rate, d = 1e9, 2 * time.Second
 	perGiB := func(b *testing.B, cpu time.Duration, bytes int64) {
 		b.ReportMetric(cpu.Seconds()*1000/(float64(bytes)/(1<<30)), "cpu-ms/GiB")

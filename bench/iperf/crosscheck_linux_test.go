@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pxeperf/pxeperf/bench/peers"
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
 	"github.com/pxeperf/pxeperf/netlab"
@@ -168,9 +168,7 @@ func TestCrossCheckQuick(t *testing.T) {
 //
 //	PXEPERF_BENCH=1 go test -run CrossCheck -v ./bench/iperf
 func TestCrossCheck(t *testing.T) {
-	if os.Getenv("PXEPERF_BENCH") == "" {
-		t.Skip("set PXEPERF_BENCH=1 for the 5% cross-check against iperf3 (about 40 s)")
-	}
+	peers.Require(t, "set PXEPERF_BENCH=1 for the 5% cross-check against iperf3 (about 40 s)")
 	b := newBed(t)
 	b.shape(t, 1e9)
 	crossCheck(t, b, append(append([]point{}, windowSweep...), rateSweep...), 2*time.Second, 0.05, 1)

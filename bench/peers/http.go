@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/netlab"
 )
 
 // HTTPCase is one HTTP measurement: a link ("veth" unshaped, or "tbf", a
@@ -62,13 +63,9 @@ func NewHTTPLab(t testing.TB, p *nstest.Pair, bin string, mb1, mbMany int) *HTTP
 	}
 	// Each case starts from the same TCP state: the pair is a netlab
 	// testbed, whose namespaces keep no TCP metrics (netlab's
-	// forgetTCPMetrics). With them, the unshaped veth cases left
-	// "reordering 225" in the cache, which sized nginx's autotuned send
-	// buffers at 1.25 MiB from the first packet of the tbf cases (4400
-	// against 5800 sendfile calls per GiB, 0.72-0.80x its CPU); pxeperf's
-	// fixed buffer (http.send_buffer_kib) did not change, so the tbf/32 row
-	// read 1.22x nginx with every case in the run against 0.86-0.87x with
-	// tbf/32 alone or beside TFTP (TestPeers, 15 and 21 rounds).
+	// forgetTCPMetrics); otherwise one case's cached metrics size nginx's
+	// buffers in the next and skew its row (see
+	// bench/DESIGN.md#tcp-metrics-between-cases).
 	WriteFile(t, filepath.Join(l.Root, "one.img"), l.Size1)
 	WriteFile(t, filepath.Join(l.Root, "many.img"), l.SizeMany)
 	l.transport = &http.Transport{
@@ -129,12 +126,7 @@ func (l *HTTPLab) Shape(t testing.TB, on bool) {
 	if on == l.shaped {
 		return
 	}
-	if on {
-		nstest.Run(t, l.Pair.Server, "tc", "qdisc", "replace", "dev", l.Pair.ServerIf, "root", "tbf",
-			"rate", "1gbit", "burst", "500000", "limit", "3000000")
-	} else {
-		nstest.Run(t, l.Pair.Server, "tc", "qdisc", "del", "dev", l.Pair.ServerIf, "root")
-	}
+	Shape(t, l.Pair, netlab.Server, on)
 	l.shaped = on
 }
 

@@ -53,15 +53,13 @@ import (
 // the wire time into the server's turnarounds and the board's. A TFTP row
 // compares pxeperf with the peer of the better median over the run.
 func TestPeers(t *testing.T) {
-	if os.Getenv("PXEPERF_BENCH") != "1" {
-		t.Skip("peers table: set PXEPERF_BENCH=1 (and -v) to run; PXEPERF_BENCH_QUICK=1 for the ~10 minute version")
-	}
+	Require(t, "peers table: set PXEPERF_BENCH=1 (and -v) to run; PXEPERF_BENCH_QUICK=1 for the ~10 minute version")
 	nstest.RequireRoot(t)
 	quick := Quick()
-	rounds := EnvInt("PXEPERF_BENCH_ROUNDS", 3)
-	only := os.Getenv("PXEPERF_BENCH_ONLY")
+	rounds := Rounds(3)
+	only := Env("PXEPERF_BENCH_ONLY")
 	want := func(part string) bool {
-		if part == "uboot" && os.Getenv("PXEPERF_BENCH_UBOOT") == "1" {
+		if part == "uboot" && Env("PXEPERF_BENCH_UBOOT") == "1" {
 			return true
 		}
 		return only == "" && part != "uboot" || slices.Contains(strings.Split(only, ","), part)
@@ -98,7 +96,7 @@ func TestPeers(t *testing.T) {
 	// HTTP: pxeperf, nginx, Go's FileServer on one pair.
 	var httpLab *HTTPLab
 	httpCases := []HTTPCase{{Link: "tbf", Streams: 1}, {Link: "tbf", Streams: 32}, {Link: "veth", Streams: 1}, {Link: "veth", Streams: 32}}
-	if only := os.Getenv("PXEPERF_BENCH_HTTP"); only != "" {
+	if only := Env("PXEPERF_BENCH_HTTP"); only != "" {
 		httpCases = slices.DeleteFunc(httpCases, func(c HTTPCase) bool {
 			return !slices.Contains(strings.Split(only, ","), c.String())
 		})
@@ -110,7 +108,7 @@ func TestPeers(t *testing.T) {
 		httpLab = NewHTTPLab(t, nstest.NewPair(t, nstest.Options{}), bin, mbHTTP, mbHTTP32)
 		addr := httpLab.NextAddr()
 		httpLab.Add(t, StartHelper(t, httpLab.Pair.Server, "FileServer", "TestPeersHelper", "fileserver", addr, httpLab.Root), addr)
-		if alt := os.Getenv("PXEPERF_BENCH_ALTBIN"); alt != "" {
+		if alt := Env("PXEPERF_BENCH_ALTBIN"); alt != "" {
 			httpLab.AddPxeperf(t, "pxeperf-alt", alt)
 		}
 	}
@@ -130,7 +128,7 @@ func TestPeers(t *testing.T) {
 		{"lock-step 8192 curl MTU 9000", TFTPGet{Client: "curl", Blksize: 8192}, 9000, false, []string{"pxeperf", "atftpd", "in.tftpd"}},
 		{"windowed 1468x16 atftp tbf", TFTPGet{Client: "atftp", Blksize: 1468, Windows: 16}, 1500, true, []string{"pxeperf", "atftpd"}},
 	}
-	if only := os.Getenv("PXEPERF_BENCH_TFTP"); only != "" {
+	if only := Env("PXEPERF_BENCH_TFTP"); only != "" {
 		tftpCases = slices.DeleteFunc(tftpCases, func(c tftpCase) bool {
 			return !slices.ContainsFunc(strings.Split(only, ","), func(w string) bool { return w != "" && strings.Contains(c.name, w) })
 		})
@@ -158,7 +156,7 @@ func TestPeers(t *testing.T) {
 			for kind, port := range map[string]string{"pxeperf": "69", "atftpd": "1069", "in.tftpd": "2069"} {
 				tftpServers[c.mtu][kind] = StartTFTP(t, p, kind, bin, root, port, "")
 			}
-			if alt := os.Getenv("PXEPERF_BENCH_ALTBIN"); alt != "" {
+			if alt := Env("PXEPERF_BENCH_ALTBIN"); alt != "" {
 				s := StartTFTP(t, p, "pxeperf", alt, root, "3069", "")
 				s.Name = "pxeperf-alt"
 				tftpServers[c.mtu][s.Name] = s
@@ -448,7 +446,7 @@ func TestPeers(t *testing.T) {
 		"TFTP file %d MiB (U-Boot %d MiB); load average %s at start, %s at end; %s\n%s",
 		rounds, quick, mbHTTP, mbHTTP32, mbTFTP, mbUBoot, loadStart, load(), time.Since(started).Round(time.Second), sb.String())
 	if httpLab != nil && httpLab.URLs["pxeperf-alt"] != "" {
-		fmt.Printf("\nHTTP, this tree's pxeperf against PXEPERF_BENCH_ALTBIN (%s) in the same rounds:\n", os.Getenv("PXEPERF_BENCH_ALTBIN"))
+		fmt.Printf("\nHTTP, this tree's pxeperf against PXEPERF_BENCH_ALTBIN (%s) in the same rounds:\n", Env("PXEPERF_BENCH_ALTBIN"))
 		for _, c := range httpCases {
 			k := func(s, w string) string { return "http/" + c.String() + "/" + s + "/" + w }
 			fmt.Printf("  %-8s CPU s/GiB %.3f vs %.3f (%.2fx; nginx %.2fx); Gbit/s %.2f vs %.2f (%.2fx; nginx %.2fx)\n", c,
@@ -458,7 +456,7 @@ func TestPeers(t *testing.T) {
 				ratio(k("pxeperf-alt", "gbps"), k("nginx", "gbps")))
 		}
 	}
-	if alt := os.Getenv("PXEPERF_BENCH_ALTBIN"); alt != "" && len(tftpPairs) > 0 {
+	if alt := Env("PXEPERF_BENCH_ALTBIN"); alt != "" && len(tftpPairs) > 0 {
 		fmt.Printf("\nTFTP, this tree's pxeperf against PXEPERF_BENCH_ALTBIN (%s) in the same rounds:\n", alt)
 		for _, c := range tftpCases {
 			k := func(s, w string) string { return "tftp/" + c.name + "/" + s + "/" + w }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/netlab"
 )
 
 // AtftpdPath finds atftpd, which is not installed with the other tools
@@ -156,15 +157,27 @@ func fileSize(fi os.FileInfo) int64 {
 	return fi.Size()
 }
 
-// ShapeBoth puts (on) or takes off a 1 Gbit/s tbf on both veth ends, as
-// the TFTP window benchmarks have always used (burst 256kb, 10 ms).
+// ShapeBoth puts (on) or takes off a 1 Gbit/s tbf on both veth ends of p,
+// through netlab's Testbed.SetRate (its sizing: see netlab/tbf.go), as
+// `pxeperf bench` shapes streams.
 func ShapeBoth(t testing.TB, p *nstest.Pair, on bool) {
 	t.Helper()
-	for ns, dev := range map[string]string{p.Server: p.ServerIf, p.Client: p.ClientIf} {
-		if on {
-			nstest.Run(t, ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", "1gbit", "burst", "256kb", "latency", "10ms")
-		} else {
-			nstest.Run(t, ns, "tc", "qdisc", "del", "dev", dev, "root")
-		}
+	for _, side := range []netlab.Side{netlab.Server, netlab.Client} {
+		Shape(t, p, side, on)
+	}
+}
+
+// Shape puts (on) or takes off a 1 Gbit/s tbf on one veth end of p
+// (netlab.Server: what the client receives).
+func Shape(t testing.TB, p *nstest.Pair, side netlab.Side, on bool) {
+	t.Helper()
+	var err error
+	if on {
+		_, err = p.Testbed.SetRate(side, 1e9)
+	} else {
+		err = p.Testbed.ClearRate(side)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -111,37 +111,56 @@ func runBench(cmd *cobra.Command, f *benchFlags) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("bench builds network namespaces and needs root: run it with sudo")
 	}
-	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: metrics.PlainAttr}))
-
-	st, by, err := openBenchStore(cmd, f)
+	s, err := startBench(cmd, f)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-
+	defer s.close()
 	// Ctrl-C: the context ends the sweep, and the registry tears the
 	// testbed down at once, even mid-fetch.
 	reg := netlab.NewRegistry()
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	stopTeardown := context.AfterFunc(ctx, func() { _ = reg.CloseAll() })
+	stopTeardown := context.AfterFunc(s.ctx, func() { _ = reg.CloseAll() })
 	defer stopTeardown()
 
-	runID := time.Now().UTC().Format("20060102T150405Z")
-	fmt.Fprintln(errOut, bench.Header(runID, spec))
-	prog := newProgress(errOut, f.quiet)
-	opt := bench.Options{Spec: spec, Store: st, RunID: runID, Registry: reg, Logger: logger, Progress: prog.update,
-		CrossCheck: f.stream.crossCheck != "", MeasuredBy: by, DelayCPUs: delayCPUs}
+	fmt.Fprintln(s.errOut, bench.Header(s.runID, spec))
+	prog := newProgress(s.errOut, f.quiet)
+	opt := bench.Options{Spec: spec, Store: s.store, RunID: s.runID, Registry: reg, Logger: s.logger, Progress: prog.update,
+		CrossCheck: f.stream.crossCheck != "", MeasuredBy: s.by, DelayCPUs: delayCPUs}
 	if f.verbose {
-		opt.Verbose = out
+		opt.Verbose = s.out
 	}
-	results, runErr := bench.Run(ctx, opt)
+	results, runErr := bench.Run(s.ctx, opt)
 	prog.finish()
-	if err := renderTables(out, bench.Tables(results, spec, runID, format == report.Text || format == report.Markdown), format); err != nil {
+	if err := renderTables(s.out, bench.Tables(results, spec, s.runID, format == report.Text || format == report.Markdown), format); err != nil {
 		return err
 	}
 	return runErr
+}
+
+// benchStart is what every bench run (testbed or remote) opens before its
+// sweep: its outputs, the warn-level logger on stderr, the record store and
+// who measured, a context Ctrl-C ends, and the run ID.
+type benchStart struct {
+	out, errOut io.Writer
+	logger      *slog.Logger
+	store       *record.Store
+	by          bench.Origin
+	ctx         context.Context
+	runID       string
+	close       func()
+}
+
+func startBench(cmd *cobra.Command, f *benchFlags) (*benchStart, error) {
+	s := &benchStart{out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()}
+	s.logger = slog.New(slog.NewTextHandler(s.errOut, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: metrics.PlainAttr}))
+	var err error
+	if s.store, s.by, err = openBenchStore(cmd, f); err != nil {
+		return nil, err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	s.ctx, s.runID = ctx, bench.NewRunID()
+	s.close = func() { stop(); s.store.Close() }
+	return s, nil
 }
 
 // openBenchStore opens the store bench records go to, and who measured

@@ -3,14 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/pxeperf/pxeperf/bench"
-	"github.com/pxeperf/pxeperf/metrics"
 	"github.com/pxeperf/pxeperf/report"
 	"github.com/spf13/cobra"
 )
@@ -99,26 +93,21 @@ func runRemoteBench(cmd *cobra.Command, f *benchFlags, spec bench.Spec, format r
 	if err != nil {
 		return err
 	}
-	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: metrics.PlainAttr}))
-	st, by, err := openBenchStore(cmd, f)
+	s, err := startBench(cmd, f)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	runID := time.Now().UTC().Format("20060102T150405Z")
-	fmt.Fprintf(errOut, "pxeperf bench %s against %s: %d runs\n", runID, f.stream.server, spec.Count())
-	prog := newProgress(errOut, f.quiet)
+	defer s.close()
+	fmt.Fprintf(s.errOut, "pxeperf bench %s against %s: %d runs\n", s.runID, f.stream.server, spec.Count())
+	prog := newProgress(s.errOut, f.quiet)
 	opt := bench.RemoteOptions{Spec: spec, Server: f.stream.server, HTTPPort: f.stream.httpPort, File: f.stream.file,
-		Store: st, RunID: runID, Logger: logger, Progress: prog.update, MeasuredBy: by}
+		Store: s.store, RunID: s.runID, Logger: s.logger, Progress: prog.update, MeasuredBy: s.by}
 	if f.verbose {
-		opt.Verbose = out
+		opt.Verbose = s.out
 	}
-	results, runErr := bench.RunRemote(ctx, opt)
+	results, runErr := bench.RunRemote(s.ctx, opt)
 	prog.finish()
-	if err := renderTables(out, bench.RemoteTables(results, spec, runID, f.stream.server, format == report.Text || format == report.Markdown), format); err != nil {
+	if err := renderTables(s.out, bench.RemoteTables(results, spec, s.runID, f.stream.server, format == report.Text || format == report.Markdown), format); err != nil {
 		return err
 	}
 	return runErr

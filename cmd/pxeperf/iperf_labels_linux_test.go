@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pxeperf/pxeperf/bench/peers"
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 	"github.com/pxeperf/pxeperf/record"
 )
@@ -27,7 +28,7 @@ import (
 func TestIperfHostLabels(t *testing.T) {
 	nstest.RequireTool(t, "iperf")
 	p := nstest.NewPair(t, nstest.Options{})
-	tbf(t, p)
+	peers.ShapeBoth(t, p, true)
 	const mac = "52:54:00:28:00:01"
 	nstest.Run(t, p.Client, "ip", "link", "set", p.ClientIf, "address", mac)
 	data, _ := iperfServe(t, p, fmt.Sprintf("hosts:\n  - mac: %q\n    name: b1-host\n    address: %s\n    labels: {board: b1}\n", mac, p.ClientIP))

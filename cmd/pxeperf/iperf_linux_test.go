@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/bench"
+	"github.com/pxeperf/pxeperf/bench/peers"
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 	"github.com/pxeperf/pxeperf/record"
 )
@@ -25,7 +26,7 @@ import (
 // the iperf3 and iperf 2 servers on and a config with extra (YAML) added.
 func iperfServe(t *testing.T, p *nstest.Pair, extra string) (data string, out *nstest.SyncBuffer) {
 	t.Helper()
-	nstest.RequireTool(t, "iperf3", "tc")
+	nstest.RequireTool(t, "iperf3")
 	bin := nstest.Binary(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "pxeperf.yaml")
@@ -40,14 +41,6 @@ func iperfServe(t *testing.T, p *nstest.Pair, extra string) (data string, out *n
 		t.Fatalf("serve did not start:\n%s", srv.Out.String())
 	}
 	return data, srv.Out
-}
-
-// tbf puts a 1 Gbit/s token bucket on both veth ends.
-func tbf(t *testing.T, p *nstest.Pair) {
-	t.Helper()
-	for _, e := range [][2]string{{p.Server, p.ServerIf}, {p.Client, p.ClientIf}} {
-		nstest.Run(t, e[0], "tc", "qdisc", "replace", "dev", e[1], "root", "tbf", "rate", "1gbit", "burst", "256kb", "latency", "20ms")
-	}
 }
 
 type iperfJSON struct {
@@ -127,7 +120,7 @@ func pctOff(a, b float64) float64 { return math.Abs(a-b) / b * 100 }
 // its interval count.
 func TestIperf3Clients(t *testing.T) {
 	p := nstest.NewPair(t, nstest.Options{})
-	tbf(t, p)
+	peers.ShapeBoth(t, p, true)
 	data, _ := iperfServe(t, p, "")
 	srv := p.ServerIP.String()
 	cases := []struct {
@@ -286,7 +279,7 @@ func TestIperf3XilinxGrid(t *testing.T) {
 		t.Fatal("no xilinx preset")
 	}
 	p := nstest.NewPair(t, nstest.Options{})
-	tbf(t, p)
+	peers.ShapeBoth(t, p, true)
 	data, _ := iperfServe(t, p, "")
 	for _, mtu := range spec.MTUs {
 		for _, e := range [][2]string{{p.Server, p.ServerIf}, {p.Client, p.ClientIf}} {
@@ -405,7 +398,7 @@ func iperf2(t *testing.T, ns string, secs int, args ...string) (map[string]*iper
 func TestIperf2Clients(t *testing.T) {
 	nstest.RequireTool(t, "iperf")
 	p := nstest.NewPair(t, nstest.Options{})
-	tbf(t, p)
+	peers.ShapeBoth(t, p, true)
 	data, _ := iperfServe(t, p, "")
 	srv := p.ServerIP.String()
 	cases := []struct {

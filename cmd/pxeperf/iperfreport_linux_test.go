@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pxeperf/pxeperf/bench/peers"
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 	"github.com/pxeperf/pxeperf/record"
 )
@@ -24,7 +25,7 @@ import (
 // `--netperf` names the board as the sender (issue 28 row 6 a, b).
 func TestIperf3BoardSendReport(t *testing.T) {
 	p := nstest.NewPair(t, nstest.Options{})
-	tbf(t, p)
+	peers.ShapeBoth(t, p, true)
 	data, _ := iperfServe(t, p, "")
 	out, err := nstest.Output(p.Client, 60*time.Second, "iperf3", "-J", "-c", p.ServerIP.String(), "-t", "3")
 	var j struct {
@@ -99,7 +100,7 @@ func TestIperf3BoardSendReport(t *testing.T) {
 // sender's socket the server cannot read).
 func TestIperf3BoardSendUnknownRetransmits(t *testing.T) {
 	p := nstest.NewPair(t, nstest.Options{})
-	tbf(t, p)
+	peers.ShapeBoth(t, p, true)
 	data, log := iperfServe(t, p, "")
 	var sent struct {
 		Retransmits int64 `json:"retransmits"`

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pxeperf/pxeperf/bench/peers"
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 	"github.com/pxeperf/pxeperf/measure"
 	"github.com/pxeperf/pxeperf/tftp"
@@ -34,13 +35,8 @@ import (
 //
 //	PXEPERF_BENCH=1 PXEPERF_BENCH_ROUNDS=7 go test -run TestLiveOverhead -v ./cmd/pxeperf
 func TestLiveOverhead(t *testing.T) {
-	if os.Getenv("PXEPERF_BENCH") == "" {
-		t.Skip("set PXEPERF_BENCH=1 to measure the live view's overhead (a few minutes)")
-	}
-	rounds := 5
-	if v, err := strconv.Atoi(os.Getenv("PXEPERF_BENCH_ROUNDS")); err == nil && v > 0 {
-		rounds = v
-	}
+	peers.Require(t, "set PXEPERF_BENCH=1 to measure the live view's overhead (a few minutes)")
+	rounds := peers.Rounds(5)
 	bin := nstest.Binary(t)
 	dir := t.TempDir()
 	img := filepath.Join(dir, "img")

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/netlab"
 )
 
 // Issue 28 row 4: the live rate of a download (the dashboard's "Mbit/s
@@ -267,8 +268,9 @@ func liveLab(t *testing.T, file string, size int) (*nstest.Pair, *nstest.Served)
 // board receives.
 func shape(t *testing.T, p *nstest.Pair) {
 	t.Helper()
-	nstest.RequireTool(t, "tc")
-	nstest.Run(t, p.Server, "tc", "qdisc", "replace", "dev", p.ServerIf, "root", "tbf", "rate", "4mbit", "burst", "8kb", "latency", "100ms")
+	if _, err := p.Testbed.SetRate(netlab.Server, 4e6); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestLiveRateHTTP: curl of a 16 MiB image through a 4 Mbit/s link from

@@ -56,6 +56,9 @@ type Pair struct {
 	ServerIf, ClientIf string
 	ServerIP, ClientIP netip.Addr
 	Prefix             netip.Prefix
+	// Testbed is the netlab testbed behind the pair: rate limits
+	// (Testbed.SetRate), delay and offloads go through it, not tc.
+	Testbed *netlab.Testbed
 }
 
 // Options shape a Pair.
@@ -86,7 +89,7 @@ func NewPair(t testing.TB, opt Options) *Pair {
 		}
 	})
 	p := &Pair{Server: tb.ServerNS, Client: tb.ClientNS, ServerIf: tb.ServerIf, ClientIf: tb.ClientIf,
-		ServerIP: tb.ServerIP, ClientIP: tb.ClientIP, Prefix: tb.Prefix}
+		ServerIP: tb.ServerIP, ClientIP: tb.ClientIP, Prefix: tb.Prefix, Testbed: tb}
 	if opt.NoClientIP {
 		// The address the client would have: tests hand it out by DHCP.
 		p.ClientIP = p.ServerIP.Next()

@@ -16,12 +16,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Sweep removes the namespaces a crashed netlab process left behind: every
+// ReapLeftovers removes the namespaces a crashed netlab process left behind: every
 // /run/netns entry named by netlab whose creating pid no longer exists. It
 // kills processes still running in them first. Testbeds of live processes
 // (this one included) are left alone; so is a leftover whose pid has since
 // been reused, until that process ends. It returns the names removed.
-func Sweep(log *slog.Logger) ([]string, error) {
+func ReapLeftovers(log *slog.Logger) ([]string, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
