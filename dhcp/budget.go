@@ -16,7 +16,7 @@ import (
 // minute (internal/refuse).
 //
 // What they do, and why (dnsmasq and Kea for comparison in
-// docs/ARCHITECTURE.md):
+// dhcp/DESIGN.md, "A DHCP packet"):
 //   - A new client (a MAC with no binding and no host entry) costs a token
 //     from its relay's bucket (giaddr; direct clients share one), refilled at
 //     new_clients_per_second with a burst of ten seconds' worth. Clients
