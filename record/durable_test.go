@@ -2,7 +2,6 @@ package record
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -23,17 +22,13 @@ func TestJournalTornTailKeepsNextRecord(t *testing.T) {
 	j := openJournal(t, dir)
 	sink := NewSink(nil, quiet, SinkOptions{Journal: j, Kernel: "k"})
 	sink.Fetch(testFetch(1)) // journal only: the store is away
-	if err := sink.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	closeSink(t, sink)
 	j.Close() // "kill -9": the record exists only in the journal
 
 	j2 := openJournal(t, dir)
 	store := openTest(t, dir)
 	sink2 := NewSink(store, quiet, SinkOptions{Journal: j2})
-	if err := sink2.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	closeSink(t, sink2)
 	if n := countRecords(t, store); n != 1 {
 		t.Fatalf("%d records after restart, want 1 (the record after the torn line)", n)
 	}
@@ -47,18 +42,14 @@ func TestJournalOverlongLineSkipped(t *testing.T) {
 	j := openJournal(t, dir)
 	s1 := NewSink(nil, quiet, SinkOptions{Journal: j, Kernel: "k"})
 	s1.Fetch(testFetch(1))
-	if err := s1.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	closeSink(t, s1)
 	huge := append(bytes.Repeat([]byte("x"), maxLine+1024), '\n')
 	if err := j.append(huge); err != nil {
 		t.Fatal(err)
 	}
 	s1b := NewSink(nil, quiet, SinkOptions{Journal: j, Kernel: "k"})
 	s1b.Fetch(testFetch(2))
-	if err := s1b.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	closeSink(t, s1b)
 	j.Close()
 
 	var logs bytes.Buffer
@@ -70,9 +61,7 @@ func TestJournalOverlongLineSkipped(t *testing.T) {
 		t.Fatalf("%d records imported, want 2 (before and after the over-long line)", countRecords(t, store))
 	}
 	sink.Fetch(testFetch(3))
-	if err := sink.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	closeSink(t, sink)
 	if fi, err := os.Stat(j2.Path()); err != nil || fi.Size() != 0 {
 		t.Errorf("journal not emptied after import: %v, %v bytes", err, fi.Size())
 	}
@@ -110,9 +99,7 @@ func TestSinkQueueBoundedByBytes(t *testing.T) {
 	if !waitFor(func() bool { return countRecords(t, store) == 100 }) {
 		t.Errorf("%d records stored after the store came back, want 100", countRecords(t, store))
 	}
-	if err := sink.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	closeSink(t, sink)
 }
 
 // A journal larger than the memory bounds is imported a bounded slice at a
@@ -125,9 +112,7 @@ func TestSinkImportsLargeJournalInSlices(t *testing.T) {
 		s1.Fetch(testFetch(i))
 	}
 	s1.Lease(&event.Lease{Time: time.Unix(9, 0)})
-	if err := s1.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	closeSink(t, s1)
 	// A damaged line near the end, past what fits in memory at start, is
 	// kept aside too.
 	if err := j.append([]byte("{damaged\n")); err != nil {
@@ -146,9 +131,7 @@ func TestSinkImportsLargeJournalInSlices(t *testing.T) {
 	if !waitFor(func() bool { return countRecords(t, store) == 50 }) {
 		t.Fatalf("%d records imported, want 50", countRecords(t, store))
 	}
-	if err := sink.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	closeSink(t, sink)
 	if fi, err := os.Stat(j2.Path()); err != nil || fi.Size() != 0 {
 		t.Errorf("journal not emptied after import")
 	}

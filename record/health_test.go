@@ -81,9 +81,7 @@ func TestJournalCap(t *testing.T) {
 	if !waitFor(func() bool { return countRecords(t, store) == stored }) {
 		t.Fatalf("store has %d records, want %d; %+v", countRecords(t, store), stored, sink.Stats())
 	}
-	if err := sink.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	closeSink(t, sink)
 	if h := sink.Health(); h.Store != "ok" {
 		t.Errorf("Health once stored: %+v", h)
 	}

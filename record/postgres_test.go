@@ -323,13 +323,7 @@ func BenchmarkShip(b *testing.B) {
 			batch := make([]*entry, 1000)
 			cpu0 := cpuTime(b)
 			for b.Loop() {
-				for i := range batch {
-					r, ivs := s.convert(f)
-					batch[i] = &entry{UID: newUID(), Record: r, Intervals: ivs}
-				}
-				if err := st.addBatch(context.Background(), batch); err != nil {
-					b.Fatal(err)
-				}
+				storeBatch(b, st, s, f, batch)
 			}
 			b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "records/s")
 			b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/float64(b.N*len(batch)), "cpu-ns/record")

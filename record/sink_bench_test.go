@@ -58,15 +58,21 @@ func BenchmarkStoreBatch(b *testing.B) {
 	batch := make([]*entry, 256)
 	b.ReportAllocs()
 	for b.Loop() {
-		for i := range batch {
-			r, ivs := s.convert(f)
-			batch[i] = &entry{UID: newUID(), Record: r, Intervals: ivs}
-		}
-		if err := st.addBatch(context.Background(), batch); err != nil {
-			b.Fatal(err)
-		}
+		storeBatch(b, st, s, f, batch)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/record")
+}
+
+// storeBatch fills batch with new records of f, converted as s converts
+// a fetch, and writes it to st in one transaction.
+func storeBatch(b *testing.B, st *Store, s *Sink, f *event.Fetch, batch []*entry) {
+	for i := range batch {
+		r, ivs := s.convert(f)
+		batch[i] = &entry{UID: newUID(), Record: r, Intervals: ivs}
+	}
+	if err := st.addBatch(context.Background(), batch); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // httpFetch is a served HTTP fetch as httpboot reports it: TCP_INFO, nine

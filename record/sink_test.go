@@ -70,6 +70,15 @@ func waitFor(cond func() bool) bool {
 	return cond()
 }
 
+// closeSink closes s once it has written what it holds; a failure ends
+// the test.
+func closeSink(t *testing.T, s *Sink) {
+	t.Helper()
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func countRecords(t *testing.T, s *Store) int {
 	t.Helper()
 	var n int
@@ -196,9 +205,7 @@ func TestSinkJournalOnly(t *testing.T) {
 		want = append(want, *r)
 	}
 	sink.Lease(&event.Lease{Time: time.Unix(9, 0), MAC: net.HardwareAddr{0x52, 0x54, 0, 0, 0, 1}, Arch: 7})
-	if err := sink.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	closeSink(t, sink)
 	if st := sink.Stats(); st.JournalOnly != 4 || st.Dropped != 0 {
 		t.Fatalf("stats %+v, want 4 journal-only", st)
 	}
@@ -215,9 +222,7 @@ func TestSinkJournalOnly(t *testing.T) {
 	}
 	store := openTest(t, dir)
 	sink2 := NewSink(store, quiet, SinkOptions{Journal: j2})
-	if err := sink2.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	closeSink(t, sink2)
 	got, err := store.Query(context.Background(), Filter{})
 	if err != nil {
 		t.Fatal(err)
@@ -380,9 +385,7 @@ func TestJournalKeptSmall(t *testing.T) {
 		t.Errorf("stats %+v: want 15 journal-only and 20 read back", st)
 	}
 
-	if err := sink.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	closeSink(t, sink)
 	if n := size(); n != 0 {
 		t.Errorf("journal holds %d bytes after close with everything stored", n)
 	}
@@ -406,9 +409,7 @@ func TestJournalKeptSmall(t *testing.T) {
 	if most > journalKeep+200<<10 {
 		t.Errorf("journal grew to %d bytes, want it emptied past %d", most, journalKeep)
 	}
-	if err := sink.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	closeSink(t, sink)
 	if n := size(); n != 0 {
 		t.Errorf("journal holds %d bytes after close with everything stored", n)
 	}
