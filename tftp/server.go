@@ -136,7 +136,7 @@ type Config struct {
 	// TransferThreads is how many transfers, lock-step or windowed, at
 	// once wait for their ACKs in a blocking read on an OS thread of their
 	// own (Linux; thread_linux.go), which shortens each ACK's turnaround
-	// (tftp/DESIGN.md#lockstep-threads). Further ones wait in Go's poller,
+	// (tftp/DESIGN.md#lock-step-threads). Further ones wait in Go's poller,
 	// so a thousand slow clients cost no more than 16 threads. Default 16;
 	// negative: none.
 	TransferThreads int

@@ -215,7 +215,7 @@ type Fetch struct {
 	// from tftp_start to the last block (net/tftp.c) and prints it with
 	// one decimal (print_size, 1024-based units): it leaves out the NIC
 	// start and stop and the console, but is coarse, and still longer
-	// than the server's own fetch time (see uboot/DESIGN.md#rate-line).
+	// than the server's own fetch time (see DESIGN.md#rate-line).
 	RateMbps float64
 }
 
