@@ -159,10 +159,34 @@ func Start(t testing.TB, ns string, name string, args ...string) *Proc {
 	t.Cleanup(func() {
 		p.Kill()
 		if t.Failed() {
-			t.Logf("output of %s %s:\n%s", name, strings.Join(args, " "), p.Out.String())
+			logTail(t, name+" "+strings.Join(args, " "), p.Out.String())
 		}
 	})
 	return p
+}
+
+// logTailLines is how much of a failed test's process output goes in the
+// test log: CI shows the log's end, and a flood's thousand log lines there
+// would hide the failure above them.
+const logTailLines = 12
+
+// logTail logs the last lines of a process's output and keeps the whole of
+// it in a file outside the test's temporary folder, named in the log.
+func logTail(t testing.TB, what, out string) {
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) <= logTailLines {
+		t.Logf("output of %s:\n%s", what, out)
+		return
+	}
+	f, err := os.CreateTemp("", "pxeperf-test-output-*.log")
+	kept := "not kept: " + fmt.Sprint(err)
+	if err == nil {
+		_, _ = f.WriteString(out)
+		_ = f.Close()
+		kept = "all of it in " + f.Name()
+	}
+	t.Logf("output of %s (last %d of %d lines; %s):\n%s", what, logTailLines, len(lines), kept,
+		strings.Join(lines[len(lines)-logTailLines:], "\n"))
 }
 
 // Kill SIGKILLs the process group and waits for it.
