@@ -441,7 +441,18 @@ type Host struct {
 	// Templates override the generated boot configs for this host.
 	Templates Templates         `yaml:"templates"`
 	Labels    map[string]string `yaml:"labels"`
+	// DefaultBoot is what a host with no kernel (and no script) boots:
+	// "" (the loader's message, then its prompt or the next boot target),
+	// BootLocal (the local disk) or BootShell (the loader's prompt, for a
+	// person).
+	DefaultBoot string `yaml:"default_boot,omitempty"`
 }
+
+// Values of Host.DefaultBoot.
+const (
+	BootLocal = "local"
+	BootShell = "shell"
+)
 
 // HTTPBase is the base of the URLs pxeperf hands out for its HTTP server
 // at addr: "http://ADDR", with ":PORT" unless http.listen is on port 80.
@@ -714,6 +725,11 @@ func validateHosts(hosts []Host, add func(key, format string, a ...any)) {
 			add(key+".mac", "%s is also hosts[%d]; merge the two entries", host.MAC, j)
 		}
 		seenMAC[host.MAC.String()] = i
+		switch host.DefaultBoot {
+		case "", BootLocal, BootShell:
+		default:
+			add(key+".default_boot", "%q is not one of local, shell (or leave it out)", host.DefaultBoot)
+		}
 		if host.Address.IsValid() {
 			if !host.Address.Is4() {
 				add(key+".address", "%s is not IPv4", host.Address)
