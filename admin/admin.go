@@ -252,10 +252,15 @@ func (s *Server) nameList() []string {
 //
 // A browser's EventSource and <img> cannot send the header, so the
 // dashboard passes the token as the access_token query parameter instead
-// (RFC 6750 section 2.3); the header wins when both are there.
+// (RFC 6750 section 2.3); the header wins when both are there. Only reads
+// may carry it there: a write's URL lands in proxy and shell logs, so a
+// write needs the header.
 func Authorized(r *http.Request, token [sha256.Size]byte) bool {
 	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			return false
+		}
 		tok = r.URL.Query().Get("access_token")
 		if tok == "" {
 			return false

@@ -71,6 +71,29 @@ func TestToken(t *testing.T) {
 	}
 }
 
+// TestTokenInQuery: a read may carry the token as access_token (the
+// dashboard's EventSource cannot send a header); a write may not, since
+// its URL ends up in logs: it gets 401 and the handler never runs.
+func TestTokenInQuery(t *testing.T) {
+	base := start(t, Options{Token: "s3cret"})
+	c := &http.Client{Timeout: 10 * time.Second}
+	for _, m := range []string{"GET", "HEAD", "PUT", "POST", "PATCH", "DELETE"} {
+		req, _ := http.NewRequest(m, base+"/api/hosts/52:54:00:12:34:56?access_token=s3cret", strings.NewReader("{}"))
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		want := 401
+		if m == "GET" || m == "HEAD" {
+			want = 200
+		}
+		if resp.StatusCode != want {
+			t.Errorf("%s with the token in the query: HTTP %d, want %d", m, resp.StatusCode, want)
+		}
+	}
+}
+
 // TestNoToken: without a token the listener answers everyone who reaches it
 // (loopback by default).
 func TestNoToken(t *testing.T) {
