@@ -55,14 +55,13 @@ func New(entries []configs.Host) *Table {
 // (SIGHUP reloads the config this way). What DHCP saw is kept; each
 // sighting now carries its MAC's new entry, or none.
 func (t *Table) Replace(entries []configs.Host) {
-	byMAC := make(map[string]*configs.Host, len(entries))
-	for i := range entries {
-		h := &entries[i]
-		byMAC[h.MAC.String()] = h
-	}
+	n := New(entries)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.byMAC = byMAC
+	// Both maps of entries go together: a fixed address dropped or moved
+	// must no longer find its old host (ByAddr of a static board).
+	byMAC := n.byMAC
+	t.byMAC, t.fixed = byMAC, n.fixed
 	for key, c := range t.seen {
 		c.Host = byMAC[key]
 		t.seen[key] = c
