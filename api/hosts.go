@@ -304,8 +304,8 @@ func (h *HostsHandler) failErr(w http.ResponseWriter, mac net.HardwareAddr, err 
 	case errors.Is(err, hosts.ErrNotFound):
 		h.fail(w, http.StatusNotFound, &hostError{Error: err.Error(), Fix: fixOf(err.Error())})
 	case errors.Is(err, hosts.ErrFromConfig):
-		h.fail(w, http.StatusConflict, &hostError{Error: err.Error(), Fix: "the host comes from the config file; edit it there (and send SIGHUP), " +
-			"or PUT /api/hosts/" + mac.String() + " to set a run-time entry over it"})
+		h.fail(w, http.StatusConflict, &hostError{Error: err.Error(), Fix: "the host comes from " + h.store.ConfigFile() +
+			"; edit it there (and send SIGHUP), or PUT /api/hosts/" + mac.String() + " to set a run-time entry over it"})
 	case errors.Is(err, hosts.ErrPrecondition):
 		h.fail(w, http.StatusPreconditionFailed, &hostError{Error: err.Error(), Fix: fixOf(err.Error())})
 	default:

@@ -273,6 +273,9 @@ func (s *Store) bases(k string) []configs.Host {
 // and publishes the new view, then sends ms. Any failure leaves
 // everything as it was. The caller holds s.mu.
 func (s *Store) commit(recs map[string]*record, cfg *configs.Config, write bool, ms []event.Milestone) error {
+	if s.opt.ReadOnly {
+		return fmt.Errorf("run-time hosts %s are open read-only; change them through serve's admin API", s.opt.Path)
+	}
 	eff, err := s.merged(cfg, recs)
 	if err != nil {
 		return err

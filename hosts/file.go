@@ -45,9 +45,11 @@ func (s *Store) readFix() string {
 // file a crash left behind (hosts.json.tmp*) was never renamed into place,
 // so it was never acknowledged: it is removed.
 func (s *Store) load() error {
-	tmps, _ := filepath.Glob(s.opt.Path + ".tmp*")
-	for _, t := range tmps {
-		_ = os.Remove(t)
+	if !s.opt.ReadOnly {
+		tmps, _ := filepath.Glob(s.opt.Path + ".tmp*")
+		for _, t := range tmps {
+			_ = os.Remove(t)
+		}
 	}
 	b, err := os.ReadFile(s.opt.Path)
 	if errors.Is(err, fs.ErrNotExist) {

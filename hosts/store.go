@@ -49,6 +49,9 @@ type Options struct {
 	Milestones event.MilestoneSink
 	Logger     *slog.Logger
 	Now        func() time.Time // default time.Now
+	// ReadOnly opens the file to read it alone (config check, while serve
+	// may be writing it): temp files are left alone, changes refused.
+	ReadOnly bool
 }
 
 // Store is the durable run-time host store: entries and next boots by
@@ -112,6 +115,13 @@ func Open(o Options) (*Store, error) {
 
 // Path is the store's file.
 func (s *Store) Path() string { return s.opt.Path }
+
+// ConfigFile names the config file whose hosts are the base.
+func (s *Store) ConfigFile() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.configName()
+}
 
 // Effective lists the hosts every service is handed: the config's hosts
 // with the run-time entries in place of theirs, then the run-time-only
