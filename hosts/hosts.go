@@ -2,6 +2,12 @@
 // entry from the config, and what DHCP saw of it (address, architecture,
 // user class). The DHCP server feeds the table; TFTP and HTTP read it to put a
 // MAC, host name and labels on each fetch, and to pick a client's iPXE script.
+//
+// Store keeps the hosts and next boots set at run time (the admin API) in
+// <data>/hosts.json, merged over the config's; serve hands the merged,
+// effective hosts to the table and every service. Watch, in the event
+// chain, turns fetches into boot milestones and consumes once next boots.
+// See DESIGN.md.
 package hosts
 
 import (
