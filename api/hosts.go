@@ -134,11 +134,17 @@ func (h *HostsHandler) put(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *HostsHandler) patch(w http.ResponseWriter, r *http.Request) {
-	mac, body, ok := h.write(w, r, "application/json", "application/merge-patch+json")
+	h.change(w, r, h.store.Patch, "application/json", "application/merge-patch+json")
+}
+
+// change reads a write's body and answers the entry change made of it.
+func (h *HostsHandler) change(w http.ResponseWriter, r *http.Request,
+	fn func(net.HardwareAddr, []byte, hosts.Cond) (hosts.Entry, error), types ...string) {
+	mac, body, ok := h.write(w, r, types...)
 	if !ok {
 		return
 	}
-	e, err := h.store.Patch(mac, body, cond(r))
+	e, err := fn(mac, body, cond(r))
 	if err != nil {
 		h.failErr(w, mac, err)
 		return
@@ -173,16 +179,7 @@ func (h *HostsHandler) getNext(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *HostsHandler) putNext(w http.ResponseWriter, r *http.Request) {
-	mac, body, ok := h.write(w, r, "application/json")
-	if !ok {
-		return
-	}
-	e, err := h.store.SetNextBoot(mac, body, cond(r))
-	if err != nil {
-		h.failErr(w, mac, err)
-		return
-	}
-	h.answer(w, http.StatusOK, e)
+	h.change(w, r, h.store.SetNextBoot, "application/json")
 }
 
 func (h *HostsHandler) deleteNext(w http.ResponseWriter, r *http.Request) {
