@@ -10,9 +10,21 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// maxHostKeys bounds the keys of one entry ParseHost reads: a host entry
-// has a few dozen at most.
-const maxHostKeys = 64
+// maxHostKeys bounds the keys of one entry ParseHost reads, nested ones
+// (labels, templates) included: far above what an entry needs.
+const maxHostKeys = 256
+
+// countKeys counts the mapping keys in n and below.
+func countKeys(n *yaml.Node) int {
+	c := 0
+	if n.Kind == yaml.MappingNode {
+		c = len(n.Content) / 2
+	}
+	for _, ch := range n.Content {
+		c += countKeys(ch)
+	}
+	return c
+}
 
 // ParseHost reads ONE host entry as hosts[] takes it, for a host set at
 // run time (JSON is YAML, so an API body parses here): unknown keys are
@@ -34,7 +46,7 @@ func ParseHost(data []byte, c *Config, others []Host, mac net.HardwareAddr) (Hos
 		return Host{}, Errors{{Msg: `a host entry is one JSON object, e.g. {"name": "board1", "kernel": "vmlinuz"}`}}
 	}
 	n := doc.Content[0]
-	if keys := len(n.Content) / 2; keys > maxHostKeys {
+	if keys := countKeys(n); keys > maxHostKeys {
 		// Each unknown key is looked up among every key of the config for
 		// its nearest: a body of thousands would cost seconds of CPU.
 		return Host{}, Errors{{Msg: fmt.Sprintf("%d keys: a host entry has at most %d; send only the keys of hosts[] (pxeperf config default lists them)", keys, maxHostKeys)}}
