@@ -54,8 +54,10 @@ type serveEnv struct {
 	dhcpHeld bool
 	// hostStore is the run-time hosts (<data>/hosts.json) merged with the
 	// config's; every change to them, SIGHUP's too, goes through it.
-	hostStore  *hosts.Store
-	milestones event.MilestoneSink
+	hostStore *hosts.Store
+	// milestones is where host changes and boot milestones go: the log
+	// until a fan-out is Set on it.
+	milestones *milestoneRelay
 }
 
 // service is a started server: New* has bound its sockets; Serve returns nil
@@ -150,7 +152,7 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 	}
 	defer lock.Release()
 	applier := &hostApplier{}
-	milestones := logMilestones{logger: logger}
+	milestones := &milestoneRelay{log: logMilestones{logger: logger}}
 	hostStore, err := openHostStore(cfg, data, applier, milestones, logger)
 	if err != nil {
 		return err
@@ -233,7 +235,7 @@ func openImages(cfg *configs.Config, root string, logger *slog.Logger) (*images.
 // boot config source. closeRecording flushes and closes the record store at
 // shutdown; when err is set it has already run.
 func newServeEnv(cfg *configs.Config, pre preflighted, store *images.Store, logger *slog.Logger,
-	hostStore *hosts.Store, milestones event.MilestoneSink) (env *serveEnv, closeRecording func(), err error) {
+	hostStore *hosts.Store, milestones *milestoneRelay) (env *serveEnv, closeRecording func(), err error) {
 	table := hosts.New(cfg.Hosts)
 	live, err := newLiveState(cfg, logger)
 	if err != nil {

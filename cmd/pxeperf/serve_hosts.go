@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync/atomic"
 
 	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/configs"
@@ -92,8 +93,27 @@ func bootWatch(st *hosts.Store, ms event.MilestoneSink) event.Sink {
 	}}
 }
 
-// logMilestones is the milestone sink until the fan-out (records of kind
-// event, the SSE stream, the webhook) is wired: one log line each.
+// milestoneRelay is the sink the host store and the boot watch are built
+// with, before the record sink exists: it forwards to the sink Set names
+// (the fan-out to records of kind event, the SSE stream, the webhook,
+// built with the record sink), and logs each milestone until then.
+type milestoneRelay struct {
+	to  atomic.Pointer[event.MilestoneSink]
+	log logMilestones
+}
+
+// Set makes to the sink milestones go to.
+func (r *milestoneRelay) Set(to event.MilestoneSink) { r.to.Store(&to) }
+
+func (r *milestoneRelay) Milestone(m event.Milestone) {
+	if to := r.to.Load(); to != nil {
+		(*to).Milestone(m)
+		return
+	}
+	r.log.Milestone(m)
+}
+
+// logMilestones writes one log line per milestone.
 type logMilestones struct{ logger *slog.Logger }
 
 func (l logMilestones) Milestone(m event.Milestone) {
