@@ -94,6 +94,19 @@ func HostMap(h configs.Host) (map[string]any, error) {
 	return m, nil
 }
 
+// hostJSON is HostMap(h) as JSON ("null" when it does not encode).
+func hostJSON(h configs.Host) json.RawMessage {
+	m, err := HostMap(h)
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
 // prune drops empty strings, nulls and empty maps and lists: absent and
 // empty are the same to a host entry.
 func prune(m map[string]any) {
@@ -121,12 +134,12 @@ func prune(m map[string]any) {
 // etag is a strong etag over what a client sees of the entry plus the
 // run-time revision, so every acknowledged write changes it, even one
 // that writes the same entry again.
-func etag(source string, host map[string]any, nb *NextBoot, rev uint64) string {
+func etag(source string, host json.RawMessage, nb *NextBoot, rev uint64) string {
 	b, _ := json.Marshal(struct {
-		S string         `json:"s"`
-		H map[string]any `json:"h"`
-		N *NextBoot      `json:"n"`
-		R uint64         `json:"r"`
+		S string          `json:"s"`
+		H json.RawMessage `json:"h"`
+		N *NextBoot       `json:"n"`
+		R uint64          `json:"r"`
 	}{source, host, nb, rev})
 	sum := sha256.Sum256(b)
 	return `"` + hex.EncodeToString(sum[:10]) + `"`

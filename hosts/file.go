@@ -125,13 +125,7 @@ func encode(recs map[string]*record, seq uint64) ([]byte, error) {
 	for mac, r := range recs {
 		fr := fileRecord{MAC: mac, NextBoot: r.Next, Rev: r.Rev, Updated: r.Updated}
 		if r.Host != nil {
-			m, err := HostMap(*r.Host)
-			if err != nil {
-				return nil, err
-			}
-			if fr.Host, err = json.Marshal(m); err != nil {
-				return nil, err
-			}
+			fr.Host = r.hostJSON()
 		}
 		fd.Hosts = append(fd.Hosts, fr)
 	}

@@ -1,6 +1,7 @@
 package hosts
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,6 +69,10 @@ type Store struct {
 	// loaded is when the config file's hosts were read: their Updated.
 	loaded time.Time
 	view   atomic.Pointer[view]
+	// yamlJSON is the stored form of yamlFor's hosts, by MAC: etags are
+	// computed on every change, the forms only when the config changes.
+	yamlJSON map[string]json.RawMessage
+	yamlFor  *configs.Config
 
 	pmu      sync.Mutex
 	pending  map[string]time.Time // MAC -> Set of the once next boot to clear
@@ -81,6 +86,17 @@ type record struct {
 	Next    *NextBoot
 	Rev     uint64
 	Updated time.Time
+	js      json.RawMessage // Host's stored form, made once (hostJSON)
+}
+
+// hostJSON is r.Host's stored form. Records are shared between states but
+// only ever read under s.mu (or before the store is shared), where the
+// form is filled in once.
+func (r *record) hostJSON() json.RawMessage {
+	if r.js == nil && r.Host != nil {
+		r.js = hostJSON(*r.Host)
+	}
+	return r.js
 }
 
 // view is the merged, immutable state readers see.
@@ -239,26 +255,32 @@ func (s *Store) publish(eff []configs.Host) {
 	for _, h := range s.cfg.Hosts {
 		yamlHosts[h.MAC.String()] = h
 	}
-	add := func(k string, e Entry) {
-		m, _ := HostMap(e.Host)
-		e.ETag = etag(e.Source, m, e.NextBoot, e.rev)
+	if s.yamlFor != s.cfg {
+		s.yamlJSON, s.yamlFor = map[string]json.RawMessage{}, s.cfg
+		for k, h := range yamlHosts {
+			s.yamlJSON[k] = hostJSON(h)
+		}
+	}
+	add := func(e Entry, js json.RawMessage) {
+		e.ETag = etag(e.Source, js, e.NextBoot, e.rev)
 		v.list = append(v.list, e)
 	}
 	for k, h := range yamlHosts {
 		e := Entry{MAC: h.MAC.HardwareAddr, Source: SourceConfig, Host: h, Updated: s.loaded}
+		js := s.yamlJSON[k]
 		if r := s.recs[k]; r != nil {
 			e.NextBoot, e.rev, e.Updated = r.Next, r.Rev, r.Updated
 			if r.Host != nil {
-				e.Source, e.Host = SourceAPIOverConfig, *r.Host
+				e.Source, e.Host, js = SourceAPIOverConfig, *r.Host, r.hostJSON()
 			}
 		}
-		add(k, e)
+		add(e, js)
 	}
 	for k, r := range s.recs {
 		if _, inYAML := yamlHosts[k]; inYAML || r.Host == nil {
 			continue
 		}
-		add(k, Entry{MAC: r.Host.MAC.HardwareAddr, Source: SourceAPI, Host: *r.Host, NextBoot: r.Next, rev: r.Rev, Updated: r.Updated})
+		add(Entry{MAC: r.Host.MAC.HardwareAddr, Source: SourceAPI, Host: *r.Host, NextBoot: r.Next, rev: r.Rev, Updated: r.Updated}, r.hostJSON())
 	}
 	sort.Slice(v.list, func(i, j int) bool { return v.list[i].MAC.String() < v.list[j].MAC.String() })
 	for i := range v.list {

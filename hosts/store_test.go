@@ -39,7 +39,7 @@ func (m *milestones) whats() []string {
 	return out
 }
 
-func yamlConfig(t *testing.T, yaml string) *configs.Config {
+func yamlConfig(t testing.TB, yaml string) *configs.Config {
 	t.Helper()
 	c, err := configs.Parse("lab.yaml", []byte(yaml), configs.Default())
 	if err != nil {

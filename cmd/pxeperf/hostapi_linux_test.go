@@ -184,6 +184,15 @@ func compactJSON(t *testing.T, b []byte) string {
 	return string(out)
 }
 
+// fetchOnce runs one curl fetch of url in ns, 30 s at most. Its output is
+// read to the end (no WaitDelay: on a loaded machine the copy of a
+// finished curl's output can lag its exit by more than a second).
+func fetchOnce(ctx context.Context, ns, url string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return nstest.Command(ctx, ns, "curl", "-sSf", "--max-time", "20", "-o", "/dev/null", url).CombinedOutput()
+}
+
 // hostStateOf reads GET /api/hosts as MAC -> kernel (effective) of the
 // run-time entries.
 func hostStateOf(t *testing.T, a *hostAdmin) map[string]string {
@@ -227,7 +236,8 @@ func TestHostAPIWritesUnderLoad(t *testing.T) {
 		go func() {
 			var r result
 			for n := 0; n < 500 && ctx.Err() == nil; n++ {
-				if _, err := nstest.Output(l.p.Client, 30*time.Second, "curl", "-sSf", "--max-time", "20", "-o", "/dev/null", url); err != nil {
+				if out, err := fetchOnce(ctx, l.p.Client, url); err != nil {
+					err = fmt.Errorf("%w: %s", err, out)
 					if ctx.Err() == nil {
 						r.failed++
 						t.Logf("fetch %s: %v", url, err)
