@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"golang.org/x/sys/unix"
 )
 
 // hostAdmin talks to serve's admin listener inside a namespace, with
@@ -172,6 +173,37 @@ func TestHostAPINextBootOnceSurvivesKill(t *testing.T) {
 			t.Errorf("serve's log lacks %q", want)
 		}
 	}
+
+	// SIGHUP with the same MAC in the file: the run-time entry stays over
+	// it; DELETE puts the file's in force, through the same apply path.
+	f, err := os.OpenFile(l.cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteString("hosts:\n  - mac: " + mac + "\n    name: fromyaml\n    kernel: vmlinuz-yaml\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Signal(unix.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if !nstest.WaitFor(10*time.Second, func() bool { return strings.Contains(proc.Out.String(), "SIGHUP: reloaded") }) {
+		t.Fatalf("no reload after SIGHUP:\n%s", proc.Out.String())
+	}
+	if got := string(l.admin.must(http.StatusOK, "GET", "/api/hosts/"+mac, "")); !strings.Contains(got, `"source": "api-over-config"`) {
+		t.Errorf("after SIGHUP: %s", got)
+	}
+	if got := l.curl(t, pxe); !strings.Contains(got, "kernel vmlinuz-base") {
+		t.Errorf("pxelinux config after SIGHUP, want the run-time entry's kernel:\n%s", got)
+	}
+	l.admin.must(http.StatusNoContent, "DELETE", "/api/hosts/"+mac, "")
+	if got := l.curl(t, pxe); !strings.Contains(got, "kernel vmlinuz-yaml") {
+		t.Errorf("pxelinux config after DELETE, want the file's kernel:\n%s", got)
+	}
+	l.admin.must(http.StatusConflict, "DELETE", "/api/hosts/"+mac, "")
 }
 
 func compactJSON(t *testing.T, b []byte) string {
