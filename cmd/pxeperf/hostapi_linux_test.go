@@ -127,6 +127,11 @@ func TestHostAPINextBootOnceSurvivesKill(t *testing.T) {
 	if st, _, _, _ := (&hostAdmin{t: t, base: l.admin.base, c: l.admin.c}).do("PUT", "/api/hosts/"+mac, `{"kernel":"x"}`); st != http.StatusUnauthorized {
 		t.Fatalf("a write without the token: %d, want 401", st)
 	}
+	// A script that does not parse does not apply: 400, nothing stored.
+	if got := string(l.admin.must(http.StatusBadRequest, "PUT", "/api/hosts/"+mac, `{"name":"board31","script":"#!ipxe\n{{.Kernel"}`)); !strings.Contains(got, "iPXE script template hosts[board31].script") {
+		t.Errorf("a broken script's answer: %s", got)
+	}
+	l.admin.must(http.StatusNotFound, "GET", "/api/hosts/"+mac, "")
 	l.admin.must(http.StatusCreated, "PUT", "/api/hosts/"+dash, `{"name":"board31","address":"`+board+`","kernel":"vmlinuz-base"}`)
 	pxe := "tftp://" + srvIP + "/pxelinux.cfg/01-" + dash
 	if got := l.curl(t, pxe); !strings.Contains(got, "kernel vmlinuz-base") {
