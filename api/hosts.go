@@ -28,7 +28,7 @@ const MaxHostBody = 64 << 10
 //	PATCH  /api/hosts/{mac}             body: an RFC 7396 merge patch over the entry as it is
 //	DELETE /api/hosts/{mac}             the run-time entry and its next boot go; 204
 //	GET    /api/hosts/{mac}/next-boot   the next boot
-//	PUT    /api/hosts/{mac}/next-boot   body: {"action": "boot"|"local"|"shell", "kernel", "initrd", "cmdline", "fdt", "script", "once"}
+//	PUT    /api/hosts/{mac}/next-boot   body: {"action": "boot"|"local"|"shell", "kernel", "initrd", "cmdline", "fdt", "script", "once"} ("set" is the server's time)
 //	DELETE /api/hosts/{mac}/next-boot   204
 //
 // An Entry is {"mac", "source" (config, api, api-over-config), "etag",
@@ -304,6 +304,9 @@ func (h *HostsHandler) failErr(w http.ResponseWriter, mac net.HardwareAddr, err 
 		h.fail(w, http.StatusConflict, &hostError{Error: err.Error(), Fix: "the host comes from " + h.store.ConfigFile() +
 			"; edit it there (and send SIGHUP), or PUT /api/hosts/" + mac.String() + " to set a run-time entry over it"})
 	case errors.Is(err, hosts.ErrPrecondition):
+		if e, ok := h.store.Get(mac); ok {
+			w.Header().Set("ETag", e.ETag) // the etag to retry with, once the entry is read again
+		}
 		h.fail(w, http.StatusPreconditionFailed, &hostError{Error: err.Error(), Fix: fixOf(err.Error())})
 	default:
 		h.logger.Error("api: a host change failed", "client_mac", mac.String(), "err", err)

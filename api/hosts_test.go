@@ -130,8 +130,8 @@ func TestHostsAPIETags(t *testing.T) {
 	if g := call(t, srv, "GET", p, "", "", "If-None-Match", a.etag); g.status != 200 || g.etag != b.etag {
 		t.Errorf("GET with an old etag: %d %q, want 200 with %q", g.status, g.etag, b.etag)
 	}
-	if d := call(t, srv, "DELETE", p, "", "", "If-Match", a.etag); d.status != 412 {
-		t.Errorf("DELETE with a stale etag: %d", d.status)
+	if d := call(t, srv, "DELETE", p, "", "", "If-Match", a.etag); d.status != 412 || d.etag != b.etag {
+		t.Errorf("DELETE with a stale etag: %d, etag %q (want 412 with the current %q)", d.status, d.etag, b.etag)
 	}
 }
 
