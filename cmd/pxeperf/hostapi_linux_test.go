@@ -221,6 +221,30 @@ func compactJSON(t *testing.T, b []byte) string {
 	return string(out)
 }
 
+// twoWriters: two jobs read the same etag and write at once with it as
+// If-Match: one gets 200, the other 412 (api/hosts_test.go checks that the
+// store then holds the winner's entry).
+func twoWriters(t *testing.T, a *hostAdmin, path string) {
+	t.Helper()
+	_, etag, _, err := a.do("GET", path, "")
+	if err != nil || etag == "" {
+		t.Fatalf("GET %s: etag %q, %v", path, etag, err)
+	}
+	statuses := make(chan int, 2)
+	for _, k := range []string{"vmlinuz-base", "vmlinuz-ci"} {
+		go func() {
+			st, _, _, _ := a.do("PUT", path, `{"name":"boards","kernel":"`+k+`"}`, "If-Match", etag)
+			statuses <- st
+		}()
+	}
+	got := []int{<-statuses, <-statuses}
+	if !(got[0] == 200 && got[1] == 412 || got[0] == 412 && got[1] == 200) {
+		t.Fatalf("two writers with one etag: %v, want one 200 and one 412", got)
+	}
+	// The boards fetch this host's config: put the base kernel back.
+	a.must(http.StatusOK, "PUT", path, `{"name":"boards","kernel":"vmlinuz-base"}`)
+}
+
 // fetchOnce runs one curl fetch of url in ns, 30 s at most. Its output is
 // read to the end (no WaitDelay: on a loaded machine the copy of a
 // finished curl's output can lag its exit by more than a second).
@@ -257,6 +281,7 @@ func TestHostAPIWritesUnderLoad(t *testing.T) {
 	l := newHostAPILab(t)
 	srvIP := l.p.ServerIP.String()
 	l.admin.must(http.StatusCreated, "PUT", "/api/hosts/52:54:00:31:01:00", `{"name":"boards","kernel":"vmlinuz-base"}`)
+	twoWriters(t, l.admin, "/api/hosts/52:54:00:31:01:00")
 	start, err := l.srv.Usage()
 	if err != nil {
 		t.Fatal(err)
