@@ -72,22 +72,58 @@ func newLeaseStore(pool configs.Pool, server netip.Addr, leaseTime time.Duration
 		pool:      pool,
 		server:    server,
 		leaseTime: leaseTime,
-		fixed:     map[string]netip.Addr{},
-		reserved:  map[netip.Addr]string{},
 		byMAC:     map[string]*binding{},
 		byAddr:    map[netip.Addr]*binding{},
 		declined:  map[netip.Addr]time.Time{},
 		offers:    map[string]struct{}{},
 		maxOffers: defaultMaxOffers,
 	}
+	s.fixed, s.reserved = reservations(hostEntries)
+	return s
+}
+
+// reservations maps each host entry's MAC to its fixed address and back.
+func reservations(hostEntries []configs.Host) (fixed map[string]netip.Addr, reserved map[netip.Addr]string) {
+	fixed, reserved = map[string]netip.Addr{}, map[netip.Addr]string{}
 	for _, h := range hostEntries {
 		if h.Address.IsValid() && len(h.MAC.HardwareAddr) > 0 {
 			k := h.MAC.String()
-			s.fixed[k] = h.Address.Addr
-			s.reserved[h.Address.Addr] = k
+			fixed[k] = h.Address.Addr
+			reserved[h.Address.Addr] = k
 		}
 	}
-	return s
+	return fixed, reserved
+}
+
+// replaceFixed puts new fixed addresses in force (hosts changed at run
+// time or on SIGHUP). Bindings stay sane: an offer or an expired binding
+// of an address now reserved for another MAC is dropped, so the pool never
+// offers it to anyone else; a client whose fixed address moved is NAKed at
+// its next REQUEST or renewal (bind checks fixed) and takes the new one. A
+// lease still active on an address now reserved for another is left to
+// its client, NAKed at its renewal, until the reserved host asks for it
+// (which takes it, as a reservation in the config does at start).
+func (s *leaseStore) replaceFixed(hostEntries []configs.Host, now time.Time) {
+	fixed, reserved := reservations(hostEntries)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fixed, s.reserved = fixed, reserved
+	for addr, owner := range reserved {
+		if b := s.byAddr[addr]; b != nil && b.key != owner && !b.active(now) {
+			delete(s.byAddr, addr)
+			delete(s.byMAC, b.key)
+			delete(s.offers, b.key)
+		}
+	}
+}
+
+// SetHosts puts new host entries' fixed addresses in force in the lease
+// store (full mode; nothing in proxy mode): serve calls it with the hosts
+// it hands every service, on SIGHUP and on each run-time host change.
+func (s *Server) SetHosts(hostEntries []configs.Host) {
+	if s.leases != nil {
+		s.leases.replaceFixed(hostEntries, time.Now())
+	}
 }
 
 // usable reports whether addr may go to the client with MAC key now.

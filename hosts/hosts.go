@@ -2,6 +2,12 @@
 // entry from the config, and what DHCP saw of it (address, architecture,
 // user class). The DHCP server feeds the table; TFTP and HTTP read it to put a
 // MAC, host name and labels on each fetch, and to pick a client's iPXE script.
+//
+// Store keeps the hosts and next boots set at run time (the admin API) in
+// <data>/hosts.json, merged over the config's; serve hands the merged,
+// effective hosts to the table and every service. Watch, in the event
+// chain, turns fetches into boot milestones and consumes once next boots.
+// See DESIGN.md.
 package hosts
 
 import (
@@ -55,14 +61,13 @@ func New(entries []configs.Host) *Table {
 // (SIGHUP reloads the config this way). What DHCP saw is kept; each
 // sighting now carries its MAC's new entry, or none.
 func (t *Table) Replace(entries []configs.Host) {
-	byMAC := make(map[string]*configs.Host, len(entries))
-	for i := range entries {
-		h := &entries[i]
-		byMAC[h.MAC.String()] = h
-	}
+	n := New(entries)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.byMAC = byMAC
+	// Both maps of entries go together: a fixed address dropped or moved
+	// must no longer find its old host (ByAddr of a static board).
+	byMAC := n.byMAC
+	t.byMAC, t.fixed = byMAC, n.fixed
 	for key, c := range t.seen {
 		c.Host = byMAC[key]
 		t.seen[key] = c

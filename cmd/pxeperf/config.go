@@ -2,8 +2,12 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
+
+	"github.com/pxeperf/pxeperf/hosts"
 
 	"github.com/pxeperf/pxeperf/bootcfg"
 	"github.com/pxeperf/pxeperf/httpboot"
@@ -28,7 +32,12 @@ Every boot config template (templates.*, hosts[].templates.*, iPXE scripts)
 is parsed; one that does not parse fails the check with its key, line and fix.
 Every architecture's boot file is resolved against the root (--root, default
 the config's root) and Debian's iPXE fallback: what nothing serves is listed
-with the config key to set or the package to install.`,
+with the config key to set or the package to install.
+
+When <data>/hosts.json holds hosts set at run time (the admin API), they
+are read and checked as serve reads them, and every host is listed with
+where it comes from: config, api, or api-over-config (a run-time entry in
+place of the file's).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := loadFile(args[0])
@@ -60,7 +69,7 @@ with the config key to set or the package to install.`,
 					fmt.Fprintf(out, "# %s\n", n)
 				}
 			}
-			return nil
+			return printRuntimeHosts(out, c)
 		},
 	}
 	check.Flags().StringVar(&root, "root", "", "folder to resolve boot files and @file templates in (default: the config's root)")
@@ -122,6 +131,35 @@ func checkBoot(c *configs.Config) ([]string, error) {
 		}
 	}
 	return append(notes, bootSummary(c, src)...), nil
+}
+
+// printRuntimeHosts lists, when <data>/hosts.json exists, every host with
+// its source and next boot, merged as serve merges them; a file serve
+// would refuse is an error here too.
+func printRuntimeHosts(out io.Writer, c *configs.Config) error {
+	path := filepath.Join(c.Data, hosts.FileName)
+	if _, err := os.Stat(path); err != nil {
+		return nil
+	}
+	st, err := hosts.Open(hosts.Options{Path: path, Config: c, ReadOnly: true})
+	if err != nil {
+		return usageError(err)
+	}
+	fmt.Fprintf(out, "\n# hosts, with those set at run time (%s):\n", path)
+	for _, e := range st.List() {
+		line := fmt.Sprintf("# %s %s: %s", e.MAC, e.Host.Name, e.Source)
+		if eff := e.Effective(); eff.Kernel != "" {
+			line += ", kernel " + eff.Kernel
+		}
+		if nb := e.NextBoot; nb != nil {
+			line += fmt.Sprintf(", next boot %s %s", nb.Action, nb.Kernel)
+			if nb.Once {
+				line += " (once)"
+			}
+		}
+		fmt.Fprintln(out, strings.TrimRight(line, " "))
+	}
+	return nil
 }
 
 func newConfigExampleCmd() *cobra.Command {

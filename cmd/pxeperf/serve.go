@@ -18,7 +18,6 @@ import (
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
-	"github.com/pxeperf/pxeperf/httpboot"
 	"github.com/pxeperf/pxeperf/images"
 	"github.com/pxeperf/pxeperf/internal/datalock"
 	"github.com/pxeperf/pxeperf/internal/netif"
@@ -53,6 +52,12 @@ type serveEnv struct {
 	// dhcpHeld: DHCP stays off although dhcp.mode is on, because no
 	// interface was named and the mode was not chosen (see pickFor).
 	dhcpHeld bool
+	// hostStore is the run-time hosts (<data>/hosts.json) merged with the
+	// config's; every change to them, SIGHUP's too, goes through it.
+	hostStore *hosts.Store
+	// milestones is where host changes and boot milestones go: the log
+	// until a fan-out is Set on it.
+	milestones *milestoneRelay
 }
 
 // service is a started server: New* has bound its sockets; Serve returns nil
@@ -146,16 +151,23 @@ func runServe(ctx context.Context, cfg *configs.Config, sig serveSignals) error 
 		return err
 	}
 	defer lock.Release()
+	applier := &hostApplier{}
+	milestones := &milestoneRelay{log: logMilestones{logger: logger}}
+	hostStore, err := openHostStore(cfg, data, applier, milestones, logger)
+	if err != nil {
+		return err
+	}
 	store, err := openImages(cfg, pre.root, logger)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	env, closeRecording, err := newServeEnv(cfg, pre, store, logger)
+	env, closeRecording, err := newServeEnv(cfg, pre, store, logger, hostStore, milestones)
 	if err != nil {
 		return err
 	}
 	defer closeRecording()
+	applier.env = env
 	services, err := buildServices(env)
 	if err != nil {
 		return err
@@ -222,7 +234,8 @@ func openImages(cfg *configs.Config, root string, logger *slog.Logger) (*images.
 // state, the event sink chain (with the record sink when recording) and the
 // boot config source. closeRecording flushes and closes the record store at
 // shutdown; when err is set it has already run.
-func newServeEnv(cfg *configs.Config, pre preflighted, store *images.Store, logger *slog.Logger) (env *serveEnv, closeRecording func(), err error) {
+func newServeEnv(cfg *configs.Config, pre preflighted, store *images.Store, logger *slog.Logger,
+	hostStore *hosts.Store, milestones *milestoneRelay) (env *serveEnv, closeRecording func(), err error) {
 	table := hosts.New(cfg.Hosts)
 	live, err := newLiveState(cfg, logger)
 	if err != nil {
@@ -237,6 +250,9 @@ func newServeEnv(cfg *configs.Config, pre preflighted, store *images.Store, logg
 		live:     live,
 		built:    map[string]service{},
 		dhcpHeld: pre.pick.held,
+
+		hostStore:  hostStore,
+		milestones: milestones,
 	}
 	closeRecording = func() {}
 	rec := openRecording(cfg, pre.net.Iface.Name, table, logger)
@@ -247,7 +263,7 @@ func newServeEnv(cfg *configs.Config, pre preflighted, store *images.Store, logg
 		}
 		closeRecording = func() { rec.close(logger) }
 	}
-	env.sink = eventChain(cfg, logger, live, rec, table)
+	env.sink = eventChain(cfg, logger, live, rec, table, bootWatch(hostStore, milestones))
 	env.boot, err = newBootSource(cfg, pre.net.Addr, store, table, logger)
 	if err != nil {
 		closeRecording()
@@ -258,7 +274,10 @@ func newServeEnv(cfg *configs.Config, pre preflighted, store *images.Store, logg
 
 // eventChain is the sink every service reports to: host stamping, then the
 // record sink (when recording), the live state's sinks and the log line.
-func eventChain(cfg *configs.Config, logger *slog.Logger, live *liveState, rec *recording, table *hosts.Table) event.Sink {
+//
+// watch (boot milestones, once next boots) comes right after the record
+// sink: it sees every fetch stamped with its MAC.
+func eventChain(cfg *configs.Config, logger *slog.Logger, live *liveState, rec *recording, table *hosts.Table, watch event.Sink) event.Sink {
 	// JSON lines carry the record store's field names; the text format
 	// keeps its established keys (rtt=, max_wnd=), which tests and lab
 	// scripts read.
@@ -267,6 +286,7 @@ func eventChain(cfg *configs.Config, logger *slog.Logger, live *liveState, rec *
 		logSink = metrics.Log{Logger: logger}
 	}
 	sink := event.Sink(append(event.Multi(live.sinks()), logSink))
+	sink = event.Multi{watch, sink}
 	if rec != nil {
 		// The record sink first: a fetch is committed (journaled) as soon
 		// as possible after its last byte, before the log line is written.
@@ -369,10 +389,13 @@ func signalName(s os.Signal) string {
 	return s.String()
 }
 
-// reloadConfig (SIGHUP) reads the config again and puts its hosts and
-// templates in place, both or neither: a file that does not load or a
-// template that does not parse leaves everything as it was, logged with
-// the reason. Keys that need a restart are named when they changed.
+// reloadConfig (SIGHUP) reads the config again and puts its hosts (merged
+// with the run-time ones, which stay over them) and templates in place,
+// both or neither, through the path every host change takes
+// (hostApplier.apply): a file that does not load, a template that does not
+// parse or a host that clashes with a run-time one leaves everything as it
+// was, logged with the reason. Keys that need a restart are named when
+// they changed.
 func reloadConfig(env *serveEnv, load func() (*configs.Config, error)) {
 	log := env.logger
 	if load == nil {
@@ -384,24 +407,13 @@ func reloadConfig(env *serveEnv, load func() (*configs.Config, error)) {
 		log.Error("SIGHUP: reload refused; still serving the previous hosts and templates", "config", configName(env.cfg), "err", err)
 		return
 	}
-	base := ""
-	if env.cfg.HTTP.Enabled {
-		base = env.cfg.HTTPBase(env.net.Addr)
-	}
-	next := *env.cfg
-	next.Hosts, next.Templates, next.File = cfg.Hosts, cfg.Templates, cfg.File
-	if err := httpboot.CheckScripts(&next, env.images); err != nil {
-		log.Error("SIGHUP: reload refused; still serving the previous hosts and templates", "config", configName(cfg), "err", err)
-		return
-	}
-	if err := env.boot.Reload(bootcfg.Options{Config: &next, Server: env.net.Addr, HTTPBase: base, Logger: log}); err != nil {
+	if err := env.hostStore.Reload(cfg); err != nil {
 		log.Error("SIGHUP: reload refused; still serving the previous hosts and templates", "config", configName(cfg), "err", err)
 		return
 	}
 	for _, w := range cfg.Warnings {
 		log.Warn("SIGHUP: " + w)
 	}
-	env.hosts.Replace(cfg.Hosts)
 	if restart := restartKeys(env.cfg, cfg); len(restart) > 0 {
 		log.Warn("SIGHUP: these changes need a restart and are not in effect", "keys", strings.Join(restart, ","))
 	}

@@ -13,7 +13,8 @@ import (
 )
 
 // newAdminService builds the admin listener (admin.listen, loopback by
-// default; "off": none) serving the record API at /api/, behind the token
+// default; "off": none) serving the record API at /api/ and the run-time
+// hosts at /api/hosts, behind the token
 // of admin.token_file when set; it binds the listener now.
 func newAdminService(env *serveEnv) (service, error) {
 	a := &env.cfg.Admin
@@ -35,6 +36,12 @@ func newAdminService(env *serveEnv) (service, error) {
 	s.SetHealth(env.recordHealth)
 	h, records := newAPI(env)
 	s.Handle("/api/", h)
+	if env.hostStore != nil {
+		// The run-time hosts: on the admin listener only, never the boot port.
+		hh := api.NewHosts(env.hostStore, env.logger.With("svc", "api"))
+		s.Handle("/api/hosts", hh)
+		s.Handle("/api/hosts/", hh)
+	}
 	if env.live != nil {
 		if err := mountLive(env, s, records); err != nil {
 			_ = s.Serve(canceled())
