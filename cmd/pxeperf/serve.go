@@ -24,6 +24,7 @@ import (
 	"github.com/pxeperf/pxeperf/internal/netif"
 	"github.com/pxeperf/pxeperf/metrics"
 	"github.com/pxeperf/pxeperf/netstate"
+	"github.com/pxeperf/pxeperf/notify"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
@@ -53,6 +54,10 @@ type serveEnv struct {
 	// dhcpHeld: DHCP stays off although dhcp.mode is on, because no
 	// interface was named and the mode was not chosen (see pickFor).
 	dhcpHeld bool
+	// events fans milestones out (serve_events.go); webhook is its
+	// webhook, nil without events.webhook_url.
+	events  *notify.Fanout
+	webhook *notify.Webhook
 }
 
 // service is a started server: New* has bound its sockets; Serve returns nil
@@ -247,7 +252,14 @@ func newServeEnv(cfg *configs.Config, pre preflighted, store *images.Store, logg
 		}
 		closeRecording = func() { rec.close(logger) }
 	}
-	env.sink = eventChain(cfg, logger, live, rec, table)
+	stopEvents, err := startEvents(env, rec) // env.events, before the chain that may emit to it
+	if err != nil {
+		closeRecording()
+		return nil, nil, err
+	}
+	closeRec := closeRecording
+	closeRecording = func() { stopEvents(); closeRec() }
+	env.sink = event.Multi{eventChain(cfg, logger, live, rec, table), env.events} // leases: dhcp-ack
 	env.boot, err = newBootSource(cfg, pre.net.Addr, store, table, logger)
 	if err != nil {
 		closeRecording()
