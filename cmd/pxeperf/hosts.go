@@ -66,7 +66,7 @@ func newHostsAPI(cmd *cobra.Command, f *hostsFlags) (*hostsAPI, error) {
 	if token == "" && f.tokenFile != "" {
 		t, err := readToken(f.tokenFile)
 		if err != nil {
-			return nil, usageError(fmt.Errorf("--token-file: %w", err))
+			return nil, fmt.Errorf("--token-file: %w", err)
 		}
 		token = t
 	}

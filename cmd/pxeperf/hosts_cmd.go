@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -164,7 +165,7 @@ func nextBootLine(nb *nextBoot) string {
 func newHostsRmCmd(f *hostsFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "rm MAC",
-		Short: "Remove a host's run-time entry and its next boot (its config entry, if any, is in force again)",
+		Short: "Remove a run-time host entry and its next boot (a config entry is in force again)",
 		Args:  cobra.ExactArgs(1),
 		RunE: hostsRun(f, func(ctx context.Context, c *hostsAPI, mac string) error {
 			if _, _, err := c.do(ctx, http.MethodDelete, hostPath(mac), nil, nil); err != nil {
@@ -200,7 +201,7 @@ var setFields = []struct{ flag, key, help string }{
 func newHostsSetCmd(f *hostsFlags) *cobra.Command {
 	sf := &setFlags{fields: map[string]*string{}, putAttempts: 5}
 	cmd := &cobra.Command{
-		Use:   "set MAC [--name N --address IP --kernel K --initrd I --cmdline C --fdt F --label k=v --dhcp-option NAME=VALUE ...]",
+		Use:   "set MAC [--name N --kernel K --label k=v --dhcp-option NAME=VALUE ...]",
 		Short: "Create or change a host entry at run time; fields not named are kept",
 		Long: `Create or change a host entry at run time: the entry is read (with its
 ETag), the flags given are merged into it (fields not named are kept; an
@@ -258,6 +259,11 @@ func (sf *setFlags) run(ctx context.Context, c *hostsAPI, mac string) error {
 
 // merge puts the flags given into host (the API entry's JSON).
 func (sf *setFlags) merge(host map[string]any) error {
+	if a := *sf.fields["address"]; sf.changed("address") && a != "" {
+		if ip, err := netip.ParseAddr(a); err != nil || !ip.Is4() {
+			return usageErrorf("--address %q: want an IPv4 address, e.g. --address 192.168.50.17", a)
+		}
+	}
 	for _, fl := range setFields {
 		if !sf.changed(fl.flag) {
 			continue
@@ -329,7 +335,7 @@ func newHostsNextBootCmd(f *hostsFlags) *cobra.Command {
 	nf := &nextBootFlags{}
 	cmd := &cobra.Command{
 		Use:   "next-boot MAC --kernel K --initrd I --cmdline C [--once] | --local",
-		Short: "Say what a board boots next: a kernel, its local disk (--local), the loader's shell (--shell)",
+		Short: "Say what a board boots next: a kernel, its local disk, the loader's shell",
 		Long: `Say what a board boots next: a kernel with its initrd, command line and
 device tree (or an iPXE script), its local disk (--local: iPXE exit or
 sanboot, U-Boot's bootcmd, pxelinux localboot, GRUB exit), or the loader's

@@ -21,7 +21,7 @@ func newHostsWaitCmd(f *hostsFlags) *cobra.Command {
 	var timeout, poll time.Duration
 	cmd := &cobra.Command{
 		Use:   "wait MAC --booted [--timeout 5m]",
-		Short: "Wait until a board has fetched the kernel it was told to boot; print that fetch's record",
+		Short: "Wait until a board has fetched the kernel it was told to boot; print its record",
 		Long: `Wait until the board has fetched the kernel it was told to boot (the
 milestone kernel-fetched: its fetch ended ok), then print that fetch's
 record as JSON (mbps, bytes, duration, proto, ...), for jq.
