@@ -59,6 +59,7 @@ func newHostAPI(t *testing.T) (*hostAPI, string) {
 	mux.HandleFunc("DELETE /api/hosts/{mac}/next-boot", h.delNext)
 	mux.HandleFunc("GET /api/fetches", h.fetches)
 	mux.HandleFunc("GET /api/fetches/{id}", h.fetch)
+	mux.HandleFunc("POST /test/boot/{mac}", h.boot)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer tok" {
 			fail(w, http.StatusUnauthorized, "missing or wrong token", "", "")
@@ -190,7 +191,39 @@ func (h *hostAPI) putNext(w http.ResponseWriter, r *http.Request) {
 	nb.Set = time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
 	e.next = &nb
 	e.version++
+	h.addRecord(milestoneRecord(h.clock(), event.MilestoneNextBootSet, map[string]string{"kernel": nb.Kernel}))
 	h.answer(w, http.StatusOK, mac)
+}
+
+// clock is a time after every record's: the store's order.
+func (h *hostAPI) clock() time.Time {
+	t := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
+	if n := len(h.recs); n > 0 {
+		t = h.recs[n-1].Time
+	}
+	return t.Add(time.Second)
+}
+
+// boot is what a board does when it is power-cycled (a test's pdu-cycle):
+// DHCP, then its next boot's kernel over HTTP, as records and milestones.
+func (h *hostAPI) boot(w http.ResponseWriter, r *http.Request) {
+	mac := r.PathValue("mac")
+	e := h.entries[mac]
+	if e == nil || e.next == nil || e.next.Kernel == "" {
+		fail(w, http.StatusConflict, "nothing to boot", "", "")
+		return
+	}
+	h.addRecord(milestoneRecord(h.clock(), event.MilestoneDHCPAck, map[string]string{"addr": "10.0.0.9"}))
+	id := h.addRecord(record.Record{Time: h.clock(), Proto: "http", ClientMAC: mac, File: e.next.Kernel, Outcome: "ok",
+		Bytes: 9 << 20, Size: 9 << 20, Duration: 90 * time.Millisecond, Mbps: 838.86, Kind: record.KindImage})
+	h.addRecord(milestoneRecord(h.clock(), event.MilestoneKernelFetched, map[string]string{"file": e.next.Kernel,
+		"record": strconv.FormatInt(id, 10), "mbps": "838.86", "proto": "http"}))
+	if e.next.Once {
+		e.next = nil
+		e.version++
+		h.addRecord(milestoneRecord(h.clock(), event.MilestoneNextBootConsumed, nil))
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (h *hostAPI) delNext(w http.ResponseWriter, r *http.Request) {
