@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -33,25 +34,7 @@ func TestStreamMilestone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	br := bufio.NewReader(resp.Body)
-	next := func() (name, data string) {
-		t.Helper()
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				t.Fatalf("reading the stream: %v", err)
-			}
-			line = strings.TrimSuffix(line, "\n")
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				data = strings.TrimPrefix(line, "data: ")
-			case line == "":
-				return name, data
-			}
-		}
-	}
+	next := sseReader(t, resp.Body)
 	if name, _ := next(); name != "active" {
 		t.Fatalf("first event %q, want active", name)
 	}
@@ -71,6 +54,30 @@ func TestStreamMilestone(t *testing.T) {
 		"what": "kernel-fetched", "detail": map[string]any{"file": "vmlinuz", "mbps": "800"}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("milestone data (-want +got):\n%s", d)
+	}
+}
+
+// sseReader reads server-sent events from body: each call returns the
+// next one's name and data line.
+func sseReader(t *testing.T, body io.Reader) func() (name, data string) {
+	br := bufio.NewReader(body)
+	return func() (name, data string) {
+		t.Helper()
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("reading the stream: %v", err)
+			}
+			line = strings.TrimSuffix(line, "\n")
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				data = strings.TrimPrefix(line, "data: ")
+			case line == "":
+				return name, data
+			}
+		}
 	}
 }
 

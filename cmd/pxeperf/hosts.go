@@ -203,14 +203,29 @@ func (c *hostsAPI) do(ctx context.Context, method, path string, hdr http.Header,
 
 // getJSON decodes GET path's answer into v.
 func (c *hostsAPI) getJSON(ctx context.Context, path string, v any) error {
+	_, err := c.get(ctx, path, v, false)
+	return err
+}
+
+// read is GET path: with --json its answer is printed (printed true),
+// else decoded into v.
+func (c *hostsAPI) read(ctx context.Context, path string, v any) (printed bool, err error) {
+	return c.get(ctx, path, v, c.json)
+}
+
+// get is GET path, its answer printed as it is (print) or decoded into v.
+func (c *hostsAPI) get(ctx context.Context, path string, v any, print bool) (printed bool, err error) {
 	b, _, err := c.do(ctx, http.MethodGet, path, nil, nil)
-	if err != nil {
-		return err
+	switch {
+	case err != nil:
+		return false, err
+	case print:
+		return true, c.printJSON(b)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("GET %s: the answer is not the JSON expected: %w", path, err)
+		return false, fmt.Errorf("GET %s: the answer is not the JSON expected: %w", path, err)
 	}
-	return nil
+	return false, nil
 }
 
 // printJSON writes an answer's JSON indented.

@@ -75,18 +75,11 @@ func newHostsListCmd(f *hostsFlags) *cobra.Command {
 		Short: "List the host entries: MAC, name, where each comes from, next boot, kernel",
 		Args:  cobra.NoArgs,
 		RunE: hostsRun(f, func(ctx context.Context, c *hostsAPI, _ string) error {
-			b, _, err := c.do(ctx, http.MethodGet, "/api/hosts", nil, nil)
-			if err != nil {
-				return err
-			}
-			if c.json {
-				return c.printJSON(b)
-			}
 			var v struct {
 				Hosts []hostEntry `json:"hosts"`
 			}
-			if err := json.Unmarshal(b, &v); err != nil {
-				return fmt.Errorf("GET /api/hosts: the answer is not the JSON expected: %w", err)
+			if printed, err := c.read(ctx, "/api/hosts", &v); printed || err != nil {
+				return err
 			}
 			tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "MAC\tNAME\tSOURCE\tNEXT BOOT\tKERNEL")
@@ -112,16 +105,9 @@ func newHostsShowCmd(f *hostsFlags) *cobra.Command {
 		Short: "Show one host entry, where it comes from and its next boot",
 		Args:  cobra.ExactArgs(1),
 		RunE: hostsRun(f, func(ctx context.Context, c *hostsAPI, mac string) error {
-			b, _, err := c.do(ctx, http.MethodGet, hostPath(mac), nil, nil)
-			if err != nil {
-				return err
-			}
-			if c.json {
-				return c.printJSON(b)
-			}
 			var e hostEntry
-			if err := json.Unmarshal(b, &e); err != nil {
-				return fmt.Errorf("GET %s: the answer is not the JSON expected: %w", hostPath(mac), err)
+			if printed, err := c.read(ctx, hostPath(mac), &e); printed || err != nil {
+				return err
 			}
 			tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "mac:\t%s\nsource:\t%s\n", e.MAC, e.Source)
