@@ -227,3 +227,31 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkMilestoneFullQueue is what a boot pays to queue a milestone
+// for a receiver that never answers (the queue full: the drop path).
+func BenchmarkMilestoneFullQueue(b *testing.B) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	w, err := NewWebhook(WebhookOptions{URL: srv.URL, Queue: 1024, Timeout: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		_ = w.Close(ctx)
+	}()
+	m := milestone(1)
+	b.ReportAllocs()
+	for b.Loop() {
+		w.Milestone(m)
+	}
+}
