@@ -155,7 +155,7 @@ func (w *bootWait) step(ctx context.Context) (*record.Record, error) {
 
 // fetchRecord reads the record of the kernel fetch the milestone names:
 // by its id when the milestone has it, else the board's newest ok fetch
-// of that file since the baseline.
+// of that file since the baseline that began by the milestone's time.
 func (w *bootWait) fetchRecord(ctx context.Context) (*record.Record, error) {
 	if id := w.seen.Labels["record"]; id != "" {
 		var r record.Record
@@ -173,8 +173,11 @@ func (w *bootWait) fetchRecord(ctx context.Context) (*record.Record, error) {
 	if err := w.c.getJSON(ctx, "/api/fetches?"+q.Encode(), &recs); err != nil {
 		return nil, err
 	}
+	// Newest first: the first ok fetch that began by the milestone's time
+	// (a second of slack for the clock's rounding) is the one it speaks of,
+	// not a later boot's.
 	for i := range recs {
-		if recs[i].Outcome == event.OutcomeOK {
+		if recs[i].Outcome == event.OutcomeOK && !recs[i].Time.After(w.seen.Time.Add(time.Second)) {
 			return &recs[i], nil
 		}
 	}
