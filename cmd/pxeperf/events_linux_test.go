@@ -31,21 +31,10 @@ import (
 // mac=, and leaves out without.
 func TestEventsServe(t *testing.T) {
 	nstest.RequireTool(t, "busybox")
-	p := nstest.NewPair(t, nstest.Options{NoClientIP: true})
-	hook := startReceiver(t, p.Server)
+	p, srv, hook := eventsServe(t)
 	net3 := strings.TrimSuffix(p.ServerIP.String(), ".1")
-	srv := p.Serve(t, fmt.Sprintf(`dhcp:
-  mode: full
-  pool: %s.100-%s.120
-events:
-  webhook_url: http://%s/hook
-  webhook_token_file: %s
-`, net3, net3, hook.addr, hook.tokenFile), nil)
 	stream := openStream(t, p.Server, srv.Admin)
-
-	macOut := nstest.Run(t, p.Client, "cat", "/sys/class/net/"+p.ClientIf+"/address")
-	mac := strings.TrimSpace(macOut)
-	nstest.Run(t, p.Client, "busybox", "udhcpc", "-n", "-q", "-f", "-t", "5", "-T", "1", "-i", p.ClientIf, "-s", "/bin/true")
+	mac := leaseOnce(t, p)
 
 	var got notify.Message
 	if !nstest.WaitFor(20*time.Second, func() bool { got = hook.first(); return got.What != "" }) {
@@ -78,6 +67,101 @@ events:
 	if n, err := srv.Metric("pxeperf_events_webhook_sent_total"); err != nil || n < 1 {
 		t.Errorf("pxeperf_events_webhook_sent_total %v %v", n, err)
 	}
+}
+
+// eventsServe starts the built binary with full DHCP in a new pair's
+// server namespace and the events webhook pointing at a receiver beside it.
+func eventsServe(t *testing.T) (*nstest.Pair, *nstest.Served, *receiver) {
+	t.Helper()
+	p := nstest.NewPair(t, nstest.Options{NoClientIP: true})
+	hook := startReceiver(t, p.Server)
+	net3 := strings.TrimSuffix(p.ServerIP.String(), ".1")
+	srv := p.Serve(t, fmt.Sprintf(`dhcp:
+  mode: full
+  pool: %s.100-%s.120
+events:
+  webhook_url: http://%s/hook
+  webhook_token_file: %s
+`, net3, net3, hook.addr, hook.tokenFile), nil)
+	return p, srv, hook
+}
+
+// leaseOnce takes a lease with busybox udhcpc in the client namespace and
+// returns the client's MAC.
+func leaseOnce(t *testing.T, p *nstest.Pair) string {
+	t.Helper()
+	mac := strings.TrimSpace(nstest.Run(t, p.Client, "cat", "/sys/class/net/"+p.ClientIf+"/address"))
+	nstest.Run(t, p.Client, "busybox", "udhcpc", "-n", "-q", "-f", "-t", "5", "-T", "1", "-i", p.ClientIf, "-s", "/bin/true")
+	return mac
+}
+
+// TestEventsDashboardInChromium: the dashboard's Milestones list, in a real
+// headless Chromium, shows the milestones stored before the page opened
+// (read from the records of kind event) and each new one as the stream
+// brings it: a board's first lease, then its second.
+func TestEventsDashboardInChromium(t *testing.T) {
+	nstest.RequireTool(t, "busybox")
+	chrome := findChromium(t)
+	p, srv, hook := eventsServe(t)
+	leaseOnce(t, p)
+	if !nstest.WaitFor(20*time.Second, func() bool { return hook.first().What != "" }) {
+		t.Fatal("no milestone from the first lease")
+	}
+	if !nstest.WaitFor(20*time.Second, func() bool {
+		recs, _ := srv.Fetches(url.Values{"kind": {"event"}})
+		return len(recs) > 0
+	}) {
+		t.Fatal("the first lease's milestone is not stored")
+	}
+	ctx := openDashboard(t, chrome, t.TempDir(), "http://"+forward(t, p.Server, srv.Admin)+"/")
+	eval := evaluator(t, ctx)
+	const acks = `document.querySelectorAll('#milestones tr[data-what="dhcp-ack"]').length`
+	if !waitEval(eval, acks, 20*time.Second) {
+		t.Fatal("the stored dhcp-ack is not in the dashboard's Milestones")
+	}
+	// A second board (the client's MAC changed): DHCP records a lease of
+	// the same client and offer at most once a minute, so a second lease
+	// of the first would make no event.
+	nstest.Run(t, p.Client, "ip", "link", "set", "dev", p.ClientIf, "address", "52:54:00:e7:00:02")
+	leaseOnce(t, p)
+	const second = `document.querySelectorAll('#milestones tr[data-what="dhcp-ack"] a[data-client="52:54:00:e7:00:02"]').length`
+	if !waitEval(eval, second, 20*time.Second) {
+		t.Errorf("the second board's dhcp-ack did not reach the page (%d dhcp-ack rows)", eval(acks))
+	}
+	if eval(`document.getElementById('milestones-empty').hidden ? 1 : 0`) != 1 {
+		t.Error("the Milestones list still says it is empty")
+	}
+}
+
+// forward listens on the host's loopback and carries each connection to
+// addr inside ns, for a browser in the host's namespace.
+func forward(t *testing.T, ns, addr string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	dial := nstest.DialContext(ns)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				up, err := dial(context.Background(), "tcp", addr)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() { _, _ = io.Copy(up, c); up.Close() }()
+				_, _ = io.Copy(c, up)
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
 
 // receiver is a webhook receiver listening inside a namespace.
