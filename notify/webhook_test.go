@@ -124,10 +124,9 @@ func TestWebhookRetriesInOrder(t *testing.T) {
 	}
 }
 
-// TestWebhookNeverBlocks: against a receiver that never answers, queuing
-// returns at once every time, the queue stays within its bound, the
-// overflow is counted as dropped and /healthz's problems name it.
-func TestWebhookNeverBlocks(t *testing.T) {
+// hungReceiver is the URL of a real server that takes each POST and never
+// answers, until the test ends.
+func hungReceiver(tb testing.TB) string {
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -135,8 +134,16 @@ func TestWebhookNeverBlocks(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	}))
-	t.Cleanup(func() { close(release); srv.Close() })
-	w, err := NewWebhook(WebhookOptions{URL: srv.URL, Queue: 4, Timeout: time.Hour, Attempts: 1})
+	tb.Cleanup(func() { close(release); srv.Close() })
+	return srv.URL
+}
+
+// TestWebhookNeverBlocks: against a receiver that never answers, queuing
+// returns at once every time, the queue stays within its bound, the
+// overflow is counted as dropped and /healthz's problems name it.
+func TestWebhookNeverBlocks(t *testing.T) {
+	url := hungReceiver(t)
+	w, err := NewWebhook(WebhookOptions{URL: url, Queue: 4, Timeout: time.Hour, Attempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +167,7 @@ func TestWebhookNeverBlocks(t *testing.T) {
 		t.Errorf("stats %+v: want 4 queued and the rest but one dropped", st)
 	}
 	p := strings.Join(w.Problems(), "; ")
-	if !strings.Contains(p, "dropped from a full queue of 4") || !strings.Contains(p, srv.URL) {
+	if !strings.Contains(p, "dropped from a full queue of 4") || !strings.Contains(p, url) {
 		t.Errorf("problems %q do not name the drops and the URL", p)
 	}
 	// Close gives up on the hung POST when its context ends, and counts
@@ -231,16 +238,7 @@ func TestBackoff(t *testing.T) {
 // BenchmarkMilestoneFullQueue is what a boot pays to queue a milestone
 // for a receiver that never answers (the queue full: the drop path).
 func BenchmarkMilestoneFullQueue(b *testing.B) {
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer srv.Close()
-	defer close(release)
-	w, err := NewWebhook(WebhookOptions{URL: srv.URL, Queue: 1024, Timeout: time.Hour})
+	w, err := NewWebhook(WebhookOptions{URL: hungReceiver(b), Queue: 1024, Timeout: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}
