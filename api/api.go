@@ -10,10 +10,12 @@
 //	                                    clients, linkspeed, tftp, fetches, servers; intervals or netperf with &id=N
 //
 // Filters, as query parameters, are those of pxeperf report: client (MAC,
-// IP or host), file (name or glob), since (2h, 7d or an RFC 3339 time),
-// label=k=v (repeatable), server and site (server.name and server.site of
-// the pxeperf that measured it, in a store many share), kind (image, boot,
-// config, api, error, probe, stream; repeatable or a comma list; a table's
+// IP or host; mac= takes a MAC alone), file (name or glob), since (2h, 7d
+// or an RFC 3339 time), label=k=v (repeatable), server and site
+// (server.name and server.site of the pxeperf that measured it, in a store
+// many share), kind (image, boot, config, api, error, probe, stream, event;
+// repeatable or a comma list; without it every kind of fetch, events, the
+// milestones of package notify, only when named; a table's
 // throughput counts these kinds, by default images and streams), min_size
 // (bytes, or 64K, 1M). /api/report also takes merge (source, iface, mtu,
 // speed, link or all; repeatable or a comma list): the split keys whose
@@ -39,6 +41,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -146,8 +149,19 @@ func (h *Handler) filter(r *http.Request, defLimit string) (record.Filter, error
 	if q.Has("limit") {
 		limit = q.Get("limit")
 	}
+	client := q.Get("client")
+	if q.Has("mac") {
+		mac, err := net.ParseMAC(q.Get("mac"))
+		if err != nil || len(mac) != 6 {
+			return record.Filter{}, fmt.Errorf("mac %q: want a MAC address, e.g. mac=52:54:00:12:34:56", q.Get("mac"))
+		}
+		if client != "" && client != mac.String() {
+			return record.Filter{}, fmt.Errorf("mac %s and client %q: give one of them", mac, client)
+		}
+		client = mac.String()
+	}
 	return report.ParseFilter(report.FilterArgs{
-		Client: q.Get("client"), File: q.Get("file"), Since: q.Get("since"), Labels: q["label"], Limit: limit,
+		Client: client, File: q.Get("file"), Since: q.Get("since"), Labels: q["label"], Limit: limit,
 		Server: q.Get("server"), Site: q.Get("site"),
 		Kind: strings.Join(q["kind"], ","), MinSize: q.Get("min_size"),
 	}, h.now())

@@ -70,6 +70,8 @@ type Config struct {
 	// inline text or "@file" read from the root; see package bootcfg.
 	Templates Templates `yaml:"templates"`
 	Hosts     []Host    `yaml:"hosts"`
+	// Events sends milestones to a webhook (see Events).
+	Events Events `yaml:"events"`
 
 	// File is the config file this came from ("" for the embedded default),
 	// for messages that point into it.
@@ -580,6 +582,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateImages(p.add)
 	validateHosts(c.Hosts, p.add)
+	validateEvents(&c.Events, p.add)
 	return joinErrors(p)
 }
 

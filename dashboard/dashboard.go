@@ -6,7 +6,8 @@
 // JSON it reads:
 //
 //	GET /api/active                 transfers in progress, with the bytes the board acknowledged and its live Mbit/s, and the TFTP counters
-//	GET /api/active/stream          the same, pushed every Interval (text/event-stream)
+//	GET /api/active/stream          the same, pushed every Interval (text/event-stream, "event: active"),
+//	                                and each milestone as it happens ("event: milestone", notify.Message)
 //	GET /api/recent                 the latest finished fetches, held in memory
 //	GET /api/leases                 leases in use (full mode) or boot clients seen (proxy)
 //	GET /api/chart/window-offload.svg   the window x offload chart (report.WindowChart)
@@ -27,10 +28,12 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pxeperf/pxeperf/api"
 	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/notify"
 	"github.com/pxeperf/pxeperf/report"
 	"github.com/pxeperf/pxeperf/tftp"
 )
@@ -77,7 +80,16 @@ type Dashboard struct {
 	fnext   int
 	seq     uint64 // fetches seen
 	leases  map[string]Lease
+
+	// streams are the event stream readers' milestone buffers.
+	smu     sync.Mutex
+	streams map[chan []byte]struct{}
+	lost    atomic.Int64 // milestones a reader's full buffer did not take
 }
+
+// streamBuffer is how many milestones one stream reader may be behind
+// before it loses the newest (counted by LostMilestones).
+const streamBuffer = 256
 
 // Fetch is a finished fetch as /api/recent lists it; JSON names follow
 // record.Record.
@@ -150,7 +162,10 @@ type Transfer struct {
 	AvgMbps float64 `json:"avg_mbps"`
 }
 
-var _ event.Sink = (*Dashboard)(nil)
+var (
+	_ event.Sink          = (*Dashboard)(nil)
+	_ event.MilestoneSink = (*Dashboard)(nil)
+)
 
 // New builds a dashboard.
 func New(opt Options) *Dashboard {
@@ -163,7 +178,7 @@ func New(opt Options) *Dashboard {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Dashboard{opt: opt, leases: map[string]Lease{}}
+	return &Dashboard{opt: opt, leases: map[string]Lease{}, streams: map[chan []byte]struct{}{}}
 }
 
 // SetSources sets the chart's records, the lease list and the TFTP server
@@ -293,37 +308,90 @@ func (d *Dashboard) active(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, d.activeAnswer())
 }
 
+// Milestone pushes m to every event stream reader now connected; a
+// reader whose buffer is full loses it (counted), the others never wait.
+func (d *Dashboard) Milestone(m event.Milestone) {
+	b := notify.Encode(m)
+	d.smu.Lock()
+	defer d.smu.Unlock()
+	for ch := range d.streams {
+		select {
+		case ch <- b:
+		default:
+			d.lost.Add(1)
+		}
+	}
+}
+
+// LostMilestones counts the milestones a slow stream reader lost.
+func (d *Dashboard) LostMilestones() int64 { return d.lost.Load() }
+
+// subscribe registers a stream reader's milestone buffer; the func
+// returned removes it.
+func (d *Dashboard) subscribe() (<-chan []byte, func()) {
+	ch := make(chan []byte, streamBuffer)
+	d.smu.Lock()
+	d.streams[ch] = struct{}{}
+	d.smu.Unlock()
+	return ch, func() {
+		d.smu.Lock()
+		delete(d.streams, ch)
+		d.smu.Unlock()
+	}
+}
+
 // stream pushes the transfers in progress every Interval as server-sent
-// events ("event: active"), each write pushing the connection's write
-// deadline ahead so the admin listener's write timeout does not end it.
+// events ("event: active"), and each milestone as it comes ("event:
+// milestone"), each write pushing the connection's write deadline ahead
+// so the admin listener's write timeout does not end it.
 func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
+	milestones, unsubscribe := d.subscribe()
+	defer unsubscribe()
 	t := time.NewTicker(d.opt.Interval)
 	defer t.Stop()
 	var buf bytes.Buffer
 	for {
-		buf.Reset()
-		buf.WriteString("event: active\ndata: ")
-		if err := json.NewEncoder(&buf).Encode(d.activeAnswer()); err != nil {
+		active, err := json.Marshal(d.activeAnswer())
+		if err != nil || writeEvent(w, rc, sse(&buf, "active", active)) != nil {
 			return
 		}
-		buf.WriteString("\n")
-		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return
-		}
-		if err := rc.Flush(); err != nil {
-			return
-		}
-		select {
-		case <-r.Context().Done():
-			return
-		case <-t.C:
+		for waiting := true; waiting; {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-t.C:
+				waiting = false
+			case m := <-milestones:
+				if writeEvent(w, rc, sse(&buf, "milestone", m)) != nil {
+					return
+				}
+			}
 		}
 	}
+}
+
+// sse is one server-sent event of the given name and one line of data, in
+// buf.
+func sse(buf *bytes.Buffer, name string, data []byte) []byte {
+	buf.Reset()
+	buf.WriteString("event: " + name + "\ndata: ")
+	buf.Write(data)
+	buf.WriteString("\n\n")
+	return buf.Bytes()
+}
+
+// writeEvent writes and flushes one server-sent event, bounded by a
+// write deadline.
+func writeEvent(w http.ResponseWriter, rc *http.ResponseController, b []byte) error {
+	_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	return rc.Flush()
 }
 
 func (d *Dashboard) recent(w http.ResponseWriter, _ *http.Request) {

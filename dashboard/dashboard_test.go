@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"encoding/xml"
@@ -343,32 +342,18 @@ func TestStream(t *testing.T) {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Errorf("Content-Type %q", ct)
 	}
-	br := bufio.NewReader(resp.Body)
+	read := sseReader(t, resp.Body)
 	next := func() activeAnswer {
 		t.Helper()
-		var ev, data string
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				t.Fatalf("reading the stream: %v", err)
-			}
-			line = strings.TrimSuffix(line, "\n")
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				ev = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				data = strings.TrimPrefix(line, "data: ")
-			case line == "":
-				if ev != "active" {
-					t.Fatalf("event %q, want active", ev)
-				}
-				var a activeAnswer
-				if err := json.Unmarshal([]byte(data), &a); err != nil {
-					t.Fatalf("event data %q: %v", data, err)
-				}
-				return a
-			}
+		ev, data := read()
+		if ev != "active" {
+			t.Fatalf("event %q, want active", ev)
 		}
+		var a activeAnswer
+		if err := json.Unmarshal([]byte(data), &a); err != nil {
+			t.Fatalf("event data %q: %v", data, err)
+		}
+		return a
 	}
 	first := next()
 	if len(first.Transfers) != 1 || first.Transfers[0].Bytes != 0 || first.RecentSeq != 0 {

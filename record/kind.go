@@ -26,13 +26,17 @@ const (
 	// try in turn, GRUB's grub.cfg-* names and *.lst module lists, U-Boot
 	// distro boot's boot.scr(.uimg) and its dtb/ probe. Not a failure.
 	KindProbe = "probe"
+	// KindEvent is no fetch: a milestone of a board's boot or a change to
+	// what it boots (FromMilestone). Every read leaves events out unless
+	// its kinds name them, so no table or fetch list counts one.
+	KindEvent = "event"
 )
 
 // KindNames lists every kind, in the order help texts show them.
-var KindNames = []string{KindImage, KindBoot, KindConfig, KindAPI, KindError, KindProbe, KindStream}
+var KindNames = []string{KindImage, KindBoot, KindConfig, KindAPI, KindError, KindProbe, KindStream, KindEvent}
 
 // ParseKinds reads a --kind value: kinds separated by commas. "all" (or
-// "") is every kind: nil.
+// "") is every kind of fetch: nil (events only when named).
 func ParseKinds(s string) ([]string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || strings.EqualFold(s, "all") {
@@ -67,6 +71,9 @@ func KindOf(r *Record) string {
 // readers for older records (Kind ""). An incoming Kind of KindConfig (set
 // by whoever generated the file) is kept for a completed fetch.
 func Classify(r *Record) string {
+	if r.Kind == KindEvent || r.Proto == ProtoEvent {
+		return KindEvent
+	}
 	switch r.Outcome {
 	case "ok", "":
 	case "not-found":
@@ -172,9 +179,13 @@ func isBootName(base string) bool {
 	return false
 }
 
-// HasKind reports whether r is of one of kinds (nil: any kind).
+// HasKind reports whether r is of one of kinds (nil: any kind but
+// KindEvent, which is no fetch and is read only when asked for).
 func HasKind(r *Record, kinds []string) bool {
-	return len(kinds) == 0 || slices.Contains(kinds, KindOf(r))
+	if len(kinds) == 0 {
+		return KindOf(r) != KindEvent
+	}
+	return slices.Contains(kinds, KindOf(r))
 }
 
 // classifyOld gives records written before kinds existed (kind ”) their

@@ -36,7 +36,8 @@ type Record struct {
 	File      string `json:"file"`
 	// Kind is what was fetched: KindImage, KindBoot, KindConfig, KindAPI,
 	// KindError, KindProbe or KindStream, decided by Classify when the record is
-	// written (records of an older pxeperf are classified when read).
+	// written (records of an older pxeperf are classified when read); or
+	// KindEvent, a milestone and no fetch (FromMilestone).
 	Kind     string            `json:"kind,omitempty"`
 	Bytes    int64             `json:"bytes"`
 	Size     int64             `json:"size"`
@@ -182,7 +183,8 @@ type Filter struct {
 	Proto  string
 	Server string // server.name of the pxeperf that measured it
 	Site   string // server.site
-	// Kinds keeps records of these kinds (KindNames); nil: every kind.
+	// Kinds keeps records of these kinds (KindNames); nil: every kind of
+	// fetch (KindEvent only when named).
 	Kinds []string
 	// MinSize keeps records of at least this many bytes (file size, or
 	// bytes moved when larger); 0: any size.

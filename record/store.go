@@ -685,6 +685,10 @@ func (s *Store) selectRecords(f Filter) (string, []any) {
 		where = append(where, "site = ?")
 		args = append(args, f.Site)
 	}
+	if len(f.Kinds) == 0 {
+		where = append(where, "kind <> ?") // events only when named (HasKind)
+		args = append(args, KindEvent)
+	}
 	if len(f.Kinds) > 0 {
 		// Records written before kinds existed have kind '' until a
 		// read-write Open classifies them; they are classified below.

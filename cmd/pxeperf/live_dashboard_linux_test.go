@@ -32,16 +32,7 @@ import (
 // docs/dashboard.png is made).
 func TestDashboardInChromium(t *testing.T) {
 	nstest.RequireRoot(t)
-	chrome := ""
-	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(n); err == nil {
-			chrome = p
-			break
-		}
-	}
-	if chrome == "" {
-		t.Skip("needs chromium in PATH (Debian package chromium; see .ci/run's apt-get line)")
-	}
+	chrome := findChromium(t)
 	bin := nstest.Binary(t)
 	dir := t.TempDir()
 	img := filepath.Join(dir, "img")
@@ -62,19 +53,7 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome),
-		chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(filepath.Join(dir, "chrome")), chromedp.WindowSize(1280, 1500))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelA)
-	ctx, cancelC := chromedp.NewContext(actx)
-	t.Cleanup(cancelC)
-	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(cancelT)
-	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+adminAddr+"/"), chromedp.WaitVisible("#active")); err != nil {
-		t.Fatalf("opening the dashboard: %v", err)
-	}
+	ctx := openDashboard(t, chrome, dir, "http://"+adminAddr+"/")
 
 	// The slow reader: about 8 MiB/s, so 64 MiB take some 8 s.
 	done := make(chan error, 1)
@@ -85,13 +64,7 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 		done <- err
 	}()
-	eval := func(js string) int64 {
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[int64](js))
-		if err != nil {
-			t.Fatalf("evaluating %s: %v", js, err)
-		}
-		return v
-	}
+	eval := evaluator(t, ctx)
 	const bytesSoFar = `(() => { const c = document.querySelector('#active tr[data-file="big.img"] td.bytes'); return c ? Number(c.dataset.bytes) : -1 })()`
 	var seen []int64
 	deadline := time.Now().Add(60 * time.Second)
@@ -134,6 +107,50 @@ func TestDashboardInChromium(t *testing.T) {
 		if err := os.WriteFile(f, shot, 0o644); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// findChromium is the Chromium in PATH; the test is skipped without one.
+func findChromium(t *testing.T) string {
+	t.Helper()
+	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	t.Skip("needs chromium in PATH (Debian package chromium; see .ci/run's apt-get line)")
+	return ""
+}
+
+// openDashboard opens url (a dashboard) in a headless Chromium whose
+// profile lives in dir, waits until the page shows, and returns its
+// context (ended with the test, three minutes at most).
+func openDashboard(t *testing.T, chrome, dir, url string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome),
+		chromedp.Flag("no-sandbox", true), chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(filepath.Join(dir, "chrome")), chromedp.WindowSize(1280, 1500))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelA)
+	ctx, cancelC := chromedp.NewContext(actx)
+	t.Cleanup(cancelC)
+	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(cancelT)
+	if err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitVisible("#active")); err != nil {
+		t.Fatalf("opening the dashboard: %v", err)
+	}
+	return ctx
+}
+
+// evaluator runs JavaScript on the page of ctx, for a number.
+func evaluator(t *testing.T, ctx context.Context) func(js string) int64 {
+	return func(js string) int64 {
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[int64](js))
+		if err != nil {
+			t.Fatalf("evaluating %s: %v", js, err)
+		}
+		return v
 	}
 }
 

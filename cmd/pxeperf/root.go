@@ -65,7 +65,7 @@ serve, images, report and bench read ` + configSearchText + `
 	root.SetFlagErrorFunc(flagError)
 	root.SetUsageFunc(usage)
 	root.AddCommand(newServeCmd(), newConfigCmd(), newVersionCmd(), newImagesCmd(), newReportCmd(), newBenchCmd(),
-		newHealthcheckCmd(), newStoreCmd(), newStatusCmd(), newLeasesCmd())
+		newHealthcheckCmd(), newStoreCmd(), newStatusCmd(), newLeasesCmd(), newHostsCmd())
 	// cobra adds completion and help when it runs; added now, they get
 	// usageArgs's checks too (completion bash x: status 2, not 1).
 	root.InitDefaultCompletionCmd()

@@ -23,6 +23,7 @@ import (
 	"github.com/pxeperf/pxeperf/internal/netif"
 	"github.com/pxeperf/pxeperf/metrics"
 	"github.com/pxeperf/pxeperf/netstate"
+	"github.com/pxeperf/pxeperf/notify"
 	"github.com/pxeperf/pxeperf/record"
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
@@ -58,6 +59,10 @@ type serveEnv struct {
 	// milestones is where host changes and boot milestones go: the log
 	// until a fan-out is Set on it.
 	milestones *milestoneRelay
+	// events fans milestones out (serve_events.go); webhook is its
+	// webhook, nil without events.webhook_url.
+	events  *notify.Fanout
+	webhook *notify.Webhook
 }
 
 // service is a started server: New* has bound its sockets; Serve returns nil
@@ -263,7 +268,15 @@ func newServeEnv(cfg *configs.Config, pre preflighted, store *images.Store, logg
 		}
 		closeRecording = func() { rec.close(logger) }
 	}
-	env.sink = eventChain(cfg, logger, live, rec, table, bootWatch(hostStore, milestones))
+	stopEvents, err := startEvents(env, rec) // env.events, before the chain that may emit to it
+	if err != nil {
+		closeRecording()
+		return nil, nil, err
+	}
+	closeRec := closeRecording
+	closeRecording = func() { stopEvents(); closeRec() }
+	milestones.Set(env.events)                                                                                      // host changes and boot milestones: records, the event stream, the webhook
+	env.sink = event.Multi{eventChain(cfg, logger, live, rec, table, bootWatch(hostStore, milestones)), env.events} // leases: dhcp-ack
 	env.boot, err = newBootSource(cfg, pre.net.Addr, store, table, logger)
 	if err != nil {
 		closeRecording()

@@ -96,7 +96,8 @@ func bootWatch(st *hosts.Store, ms event.MilestoneSink) event.Sink {
 // milestoneRelay is the sink the host store and the boot watch are built
 // with, before the record sink exists: it forwards to the sink Set names
 // (the fan-out to records of kind event, the SSE stream, the webhook,
-// built with the record sink), and logs each milestone until then.
+// built with the record sink); it logs each milestone too, one line, as
+// dnsmasq logs a DHCPACK, for whoever reads serve's log.
 type milestoneRelay struct {
 	to  atomic.Pointer[event.MilestoneSink]
 	log logMilestones
@@ -106,11 +107,10 @@ type milestoneRelay struct {
 func (r *milestoneRelay) Set(to event.MilestoneSink) { r.to.Store(&to) }
 
 func (r *milestoneRelay) Milestone(m event.Milestone) {
+	r.log.Milestone(m)
 	if to := r.to.Load(); to != nil {
 		(*to).Milestone(m)
-		return
 	}
-	r.log.Milestone(m)
 }
 
 // logMilestones writes one log line per milestone.

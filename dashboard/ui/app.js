@@ -65,10 +65,31 @@ function renderTFTP(c) {
     ` · dropped ${c.malformed} malformed, ${c.repeated_requests} repeated requests, ${c.stray} stray · ${c.replaced} replaced · ${c.passed_on} passed on · ${c.unsent_errors} errors unsent · ${c.refused} refused`;
   p.title = Object.entries(c.refused_by || {}).map(([r, n]) => `${r}: ${n}`).join("\n");
 }
+// Milestones: the latest 50, newest first; the stream adds each as it
+// happens, the records of kind event fill the list at load.
+function milestoneRow(m) {
+  const detail = Object.entries(m.detail || {}).filter(([, v]) => v !== "").map(([k, v]) => k + "=" + v).join(" ");
+  return `<tr data-what="${esc(m.what)}"><td>${when(m.time)}</td><td>${clientCell({ client_mac: m.mac })}</td><td>${esc(m.host)}</td>` +
+    `<td>${esc(m.what)}</td><td>${esc(detail)}</td></tr>`;
+}
+function addMilestone(m, older) {
+  const tb = $("#milestones tbody");
+  tb.insertAdjacentHTML(older ? "beforeend" : "afterbegin", milestoneRow(m));
+  while (tb.rows.length > 50) tb.deleteRow(-1);
+  $("#milestones-empty").hidden = true;
+}
+// The stored ones go below those the stream brought meanwhile.
+async function loadMilestones() {
+  try {
+    const recs = await getJSON("api/fetches?kind=event&limit=50");
+    recs.forEach((r) => addMilestone({ time: r.time, mac: r.client_mac, host: r.host, what: r.file, detail: r.labels }, true));
+  } catch (e) { console.warn(e); }
+}
 let lastSeq = -1;
 function connect() {
   const es = new EventSource(withToken("api/active/stream"));
   es.addEventListener("active", (e) => { $("#conn").textContent = "live"; renderActive(JSON.parse(e.data)); });
+  es.addEventListener("milestone", (e) => addMilestone(JSON.parse(e.data)));
   es.onerror = () => { $("#conn").textContent = "reconnecting…"; };
 }
 
@@ -181,6 +202,7 @@ document.addEventListener("click", (e) => {
 });
 $("#history-close").addEventListener("click", () => { $("#history-section").hidden = true; });
 connect();
+loadMilestones();
 loadRecent();
 loadLeases();
 setInterval(loadLeases, 5000);
