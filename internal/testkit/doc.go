@@ -5,5 +5,5 @@
 // PostgreSQL (pgtest), table checks (tablecheck), a full image cache
 // (imagetest) and U-Boot under QEMU (uboot). The product's own helpers
 // stay beside it in internal/ (datalock, hwaddr, netif, refuse, threadsock,
-// httpserve); the benchmark harness is bench/peers.
+// sockopt, httpserve); the benchmark harness is bench/peers.
 package testkit
