@@ -163,30 +163,18 @@ func checkNotBlank(b []byte) error {
 }
 
 // startLoopbackServe starts `pxeperf serve` on lo without DHCP, with
-// args, in its own process group (killed at the end of the test, its
-// output logged when the test failed), and waits for ready in its log.
-// It returns the process and its output.
+// args, in dir (nstest.StartCmd: killed at the end of the test, its
+// output's tail logged when the test failed), and waits for ready in its
+// log. It returns the process and its output.
 func startLoopbackServe(t *testing.T, bin, dir, ready string, args ...string) (*exec.Cmd, *nstest.SyncBuffer) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off"}, args...)...)
+	cmd := nstest.Command(context.Background(), "", bin, append([]string{"serve", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off"}, args...)...)
 	cmd.Dir = dir
-	out := &nstest.SyncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	p := nstest.StartCmd(t, cmd)
+	if !nstest.WaitFor(20*time.Second, func() bool { return strings.Contains(p.Out.String(), ready) }) {
+		t.Fatalf("serve %v did not start:\n%s", args, p.Out.String())
 	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("serve %v:\n%s", args, out.String())
-		}
-	})
-	if !nstest.WaitFor(20*time.Second, func() bool { return strings.Contains(out.String(), ready) }) {
-		t.Fatalf("serve %v did not start:\n%s", args, out.String())
-	}
-	return cmd, out
+	return p.Cmd, p.Out
 }
 
 // slowGet fetches url reading at most rate bytes/s (0: as fast as it can)

@@ -144,17 +144,31 @@ type Proc struct {
 // Its output is kept in Out and logged when the test fails.
 func Start(t testing.TB, ns string, name string, args ...string) *Proc {
 	t.Helper()
-	cmd := Command(context.Background(), ns, name, args...)
+	return startCmd(t, Command(context.Background(), ns, name, args...), name+" "+strings.Join(args, " "))
+}
+
+// StartCmd is Start for a command the caller has set up (its folder, its
+// environment): cmd runs in its own process group with its output in Out,
+// is killed when the test ends, and its output's tail is logged if the
+// test failed.
+func StartCmd(t testing.TB, cmd *exec.Cmd) *Proc {
+	t.Helper()
+	return startCmd(t, cmd, strings.Join(cmd.Args, " "))
+}
+
+// startCmd starts cmd as StartCmd says; what names it in the failure log.
+func startCmd(t testing.TB, cmd *exec.Cmd, what string) *Proc {
+	t.Helper()
 	p := &Proc{Cmd: cmd, Out: &SyncBuffer{}}
 	cmd.Stdout, cmd.Stderr = p.Out, p.Out
 	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
+		t.Fatalf("start %s: %v", what, err)
 	}
 	t.Cleanup(func() {
 		p.Kill()
 		if t.Failed() {
-			logTail(t, name+" "+strings.Join(args, " "), p.Out.String())
+			logTail(t, what, p.Out.String())
 		}
 	})
 	return p
