@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/testenv"
 )
 
 // TestDashboardInChromium runs the real binary on loopback (unique ports)
@@ -51,7 +52,7 @@ func TestDashboardInChromium(t *testing.T) {
 	const big = 64 << 20
 	nstest.RandomFile(t, filepath.Join(img, "big.img"), big, 7)
 	nstest.RandomFile(t, filepath.Join(img, "initrd.img"), 2<<20, 8)
-	httpAddr, adminAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	httpAddr, adminAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t, "tcp")), fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t, "tcp"))
 
 	startLoopbackServe(t, bin, dir, "admin listener serving", "--tftp-addr", "off",
 		"--http-addr", httpAddr, "--admin-addr", adminAddr, "--root", img, "--data", filepath.Join(dir, "data"))

@@ -1,10 +1,11 @@
 // Package testenv is what every kind of test needs and may import without
 // a cycle (it imports nothing of pxeperf, so netlab's and record's own tests
-// use it too): skipping when root or a tool is missing, and waiting a
-// bounded time for a condition.
+// use it too): skipping when root or a tool is missing, waiting a bounded
+// time for a condition, and a free loopback port.
 package testenv
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"testing"
@@ -44,4 +45,24 @@ func WaitFor(timeout time.Duration, cond func() bool) bool {
 		pause = min(2*pause, 50*time.Millisecond)
 	}
 	return cond()
+}
+
+// FreePort is a loopback port that was free for network ("tcp" or "udp")
+// a moment ago, for a process the test starts with an address of its own.
+func FreePort(t testing.TB, network string) int {
+	t.Helper()
+	if network == "udp" {
+		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.LocalAddr().(*net.UDPAddr).Port
+	}
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
