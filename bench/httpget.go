@@ -10,6 +10,8 @@ import (
 	"net/http/httptrace"
 	"syscall"
 	"time"
+
+	"github.com/pxeperf/pxeperf/internal/sockopt"
 )
 
 // httpGet is one GET of the bench's HTTP client, on a testbed (goFetch)
@@ -94,8 +96,9 @@ func readBody(body io.Reader) (int64, error) {
 // into got (it doubles the value asked for): setRcvbuf, the one setter.
 func rcvbufDialer(window int, got *int) net.Dialer {
 	return net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) { *got, serr = setRcvbuf(fd, window) })
-		return errors.Join(err, serr)
+		return sockopt.Control(c, func(fd uintptr) (err error) {
+			*got, err = setRcvbuf(fd, window)
+			return err
+		})
 	}}
 }

@@ -50,6 +50,21 @@ type sweepRun struct {
 	progress []Progress
 	verbose  string
 	store    *record.Store
+	runID    string
+}
+
+// stored is the bench records of the sweep's run in the store; it fails t
+// unless there are want of them.
+func (r sweepRun) stored(t *testing.T, want int) []record.Record {
+	t.Helper()
+	recs, err := r.store.Query(t.Context(), record.Filter{Source: Source, Labels: map[string]string{LabelRun: r.runID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != want {
+		t.Fatalf("%d bench records in the store, want %d", len(recs), want)
+	}
+	return recs
 }
 
 // runSweep runs the sweep f on a fresh testbed (two minutes at most) with
@@ -61,7 +76,7 @@ func runSweep(t *testing.T, f Flags, opt Options) sweepRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := sweepRun{store: testStore(t)}
+	r := sweepRun{store: testStore(t), runID: opt.RunID}
 	var verbose strings.Builder
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -116,7 +131,7 @@ func runInterrupted(t *testing.T, f Flags, after time.Duration) ([]Result, error
 func TestRunSweep(t *testing.T) {
 	nstest.RequireRoot(t)
 	run := runSweep(t, Flags{Window: "4K,64K", Offload: "on,off", Rate: "100mbit", Size: "8MiB", Repeat: 1}, Options{RunID: "t1"})
-	results, progress, verbose, st, ctx := run.results, run.progress, run.verbose, run.store, t.Context()
+	results, progress, verbose := run.results, run.progress, run.verbose
 	if len(results) != 4 {
 		t.Fatalf("%d results, want 4", len(results))
 	}
@@ -127,13 +142,7 @@ func TestRunSweep(t *testing.T) {
 		t.Errorf("no interval lines with Verbose:\n%s", verbose)
 	}
 
-	recs, err := st.Query(ctx, record.Filter{Source: Source, Labels: map[string]string{LabelRun: "t1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) != 4 {
-		t.Fatalf("%d bench records in the store, want 4", len(recs))
-	}
+	recs := run.stored(t, 4)
 	seen := map[string]record.Record{}
 	for _, r := range recs {
 		if r.Outcome != "ok" || r.Bytes != 8<<20 || r.Direction != "rx" || r.Proto != "http" {

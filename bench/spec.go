@@ -492,20 +492,12 @@ const windowForms = "a size (4K, 16KiB, 65532), a range with a step (4K..64K/4K)
 // lo..hi/step (inclusive; hi is included when the steps reach it), or auto.
 // Duplicates are dropped; the order is as given (ranges ascending).
 func ParseWindows(s string) ([]int, error) {
-	var out []int
-	seen := map[int]bool{}
+	points := pointList{noun: "windows"}
 	add := func(w int) error {
 		if w != WindowAuto && (w < MinWindow || w > MaxWindow) {
 			return fmt.Errorf("window %s out of range %s..%s", FormatWindow(w), FormatWindow(MinWindow), FormatWindow(MaxWindow))
 		}
-		if !seen[w] {
-			seen[w] = true
-			out = append(out, w)
-		}
-		if len(out) > MaxPoints {
-			return fmt.Errorf("more than %d windows", MaxPoints)
-		}
-		return nil
+		return points.add(w)
 	}
 	for item := range strings.SplitSeq(s, ",") {
 		item = strings.TrimSpace(item)
@@ -536,7 +528,25 @@ func ParseWindows(s string) ([]int, error) {
 			}
 		}
 	}
-	return out, nil
+	return points.vals, nil
+}
+
+// pointList is the values of a list flag (--window, --blksize, ...) in the
+// order given, repeats dropped; past MaxPoints values add fails, naming
+// them by noun, so a typo cannot ask for an endless grid.
+type pointList struct {
+	vals []int
+	noun string
+}
+
+func (p *pointList) add(n int) error {
+	if !slices.Contains(p.vals, n) {
+		p.vals = append(p.vals, n)
+	}
+	if len(p.vals) > MaxPoints {
+		return fmt.Errorf("more than %d %s", MaxPoints, p.noun)
+	}
+	return nil
 }
 
 func parseRange(item string) (lo, hi, step int64, err error) {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,30 @@ import (
 
 	"github.com/pxeperf/pxeperf/configs"
 )
+
+// checkParsed judges one case of a parser's table: with wantErr (any
+// non-empty), err must hold each of them; without, err is nil and got is
+// want. what names the call in the failure.
+func checkParsed[T any](t *testing.T, what string, got, want T, err error, wantErr ...string) {
+	t.Helper()
+	if strings.Join(wantErr, "") != "" {
+		if err == nil {
+			t.Fatalf("%s = %+v; want an error containing %q", what, got, wantErr)
+		}
+		for _, w := range wantErr {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q lacks %q", what, err, w)
+			}
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("%s (-want +got):\n%s", what, d)
+	}
+}
 
 func TestParseWindows(t *testing.T) {
 	tests := map[string]struct {
@@ -49,18 +74,7 @@ func TestParseWindows(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParseWindows(tt.in)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("ParseWindows(%q) = %v, %v; want error containing %q", tt.in, got, err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("ParseWindows(%q): %v", tt.in, err)
-			}
-			if d := cmp.Diff(tt.want, got); d != "" {
-				t.Errorf("ParseWindows(%q) (-want +got):\n%s", tt.in, d)
-			}
+			checkParsed(t, fmt.Sprintf("ParseWindows(%q)", tt.in), got, tt.want, err, tt.wantErr)
 		})
 	}
 }
@@ -89,18 +103,7 @@ func TestParseRates(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParseRates(tt.in)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("ParseRates(%q) = %v, %v; want error containing %q", tt.in, got, err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("ParseRates(%q): %v", tt.in, err)
-			}
-			if d := cmp.Diff(tt.want, got); d != "" {
-				t.Errorf("ParseRates(%q) (-want +got):\n%s", tt.in, d)
-			}
+			checkParsed(t, fmt.Sprintf("ParseRates(%q)", tt.in), got, tt.want, err, tt.wantErr)
 		})
 	}
 }
@@ -169,23 +172,7 @@ func TestParseSpec(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParseSpec(tt.in)
-			if len(tt.wantErr) > 0 {
-				if err == nil {
-					t.Fatalf("ParseSpec(%+v) = %+v; want an error", tt.in, got)
-				}
-				for _, w := range tt.wantErr {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("ParseSpec error %q does not contain %q", err, w)
-					}
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("ParseSpec(%+v): %v", tt.in, err)
-			}
-			if d := cmp.Diff(tt.want, got); d != "" {
-				t.Errorf("ParseSpec (-want +got):\n%s", d)
-			}
+			checkParsed(t, fmt.Sprintf("ParseSpec(%+v)", tt.in), got, tt.want, err, tt.wantErr...)
 		})
 	}
 }

@@ -33,13 +33,7 @@ func TestRunStreams(t *testing.T) {
 		}
 	}
 
-	recs, err := st.Query(ctx, record.Filter{Source: Source, Labels: map[string]string{LabelRun: "s1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) != 4 {
-		t.Fatalf("%d records in the store, want 4", len(recs))
-	}
+	recs := run.stored(t, 4)
 	kinds := map[string]bool{}
 	for _, r := range recs {
 		kind := r.Proto + " " + r.Direction

@@ -1,7 +1,7 @@
 package bench
 
 import (
-	"strings"
+	"fmt"
 	"testing"
 	"time"
 
@@ -90,18 +90,7 @@ func TestParseStreamSpec(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			s, err := ParseSpec(tt.f)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("ParseSpec(%+v) = %+v, %v; want error containing %q", tt.f, s, err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("ParseSpec(%+v): %v", tt.f, err)
-			}
-			if d := cmp.Diff(tt.want, summarize(s)); d != "" {
-				t.Errorf("ParseSpec(%+v) (-want +got):\n%s", tt.f, d)
-			}
+			checkParsed(t, fmt.Sprintf("ParseSpec(%+v)", tt.f), summarize(s), tt.want, err, tt.wantErr)
 		})
 	}
 }

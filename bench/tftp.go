@@ -173,7 +173,6 @@ const countForms = "a number (16), a doubling range (1..64), a range with a step
 // to b) or a linear range a..b/step. Duplicates are dropped; the order is
 // as given.
 func ParseCounts(s string, lo, hi int) ([]int, error) {
-	var out []int
 	num := func(t string) (int, error) {
 		n, err := strconv.Atoi(strings.TrimSpace(t))
 		if err != nil {
@@ -184,15 +183,8 @@ func ParseCounts(s string, lo, hi int) ([]int, error) {
 		}
 		return n, nil
 	}
-	add := func(n int) error {
-		if !slices.Contains(out, n) {
-			out = append(out, n)
-		}
-		if len(out) > MaxPoints {
-			return fmt.Errorf("more than %d values", MaxPoints)
-		}
-		return nil
-	}
+	points := pointList{noun: "values"}
+	add := points.add
 	for item := range strings.SplitSeq(s, ",") {
 		item = strings.TrimSpace(item)
 		a, rest, isRange := strings.Cut(item, "..")
@@ -244,7 +236,7 @@ func ParseCounts(s string, lo, hi int) ([]int, error) {
 			}
 		}
 	}
-	return out, nil
+	return points.vals, nil
 }
 
 // TFTPSummaryRow is one TFTP point over its repeats.

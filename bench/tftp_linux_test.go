@@ -60,7 +60,7 @@ func TestTFTPRecordFromEvent(t *testing.T) {
 func TestRunTFTPSweep(t *testing.T) {
 	nstest.RequireRoot(t)
 	run := runSweep(t, Flags{Proto: "tftp", BlkSize: "1468", WindowSize: "1,16", Rate: "100mbit", Size: "4MiB"}, Options{RunID: "tftp1"})
-	results, progress, verbose, st, ctx := run.results, run.progress, run.verbose, run.store, t.Context()
+	results, progress, verbose := run.results, run.progress, run.verbose
 	if len(results) != 2 || len(progress) != 3 || progress[2].Done != 2 {
 		t.Fatalf("%d results, progress %+v; want 2 and done 0..2", len(results), progress)
 	}
@@ -68,13 +68,7 @@ func TestRunTFTPSweep(t *testing.T) {
 		t.Errorf("no per-fetch lines with Verbose:\n%s", verbose)
 	}
 
-	recs, err := st.Query(ctx, record.Filter{Source: Source, Labels: map[string]string{LabelRun: "tftp1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) != 2 {
-		t.Fatalf("%d bench records in the store, want 2", len(recs))
-	}
+	recs := run.stored(t, 2)
 	const blocks = 4<<20/1468 + 1 // 2858 blocks of 1468 bytes (the last short)
 	for _, r := range recs {
 		win := r.Labels[LabelWindowSize]

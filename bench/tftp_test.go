@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -39,18 +40,7 @@ func TestParseCounts(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParseCounts(tt.in, tt.lo, tt.hi)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("ParseCounts(%q) = %v, %v; want error containing %q", tt.in, got, err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("ParseCounts(%q): %v", tt.in, err)
-			}
-			if d := cmp.Diff(tt.want, got); d != "" {
-				t.Errorf("(-want +got):\n%s", d)
-			}
+			checkParsed(t, fmt.Sprintf("ParseCounts(%q, %d, %d)", tt.in, tt.lo, tt.hi), got, tt.want, err, tt.wantErr)
 		})
 	}
 }
@@ -91,23 +81,7 @@ func TestParseSpecTFTP(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParseSpec(tt.f)
-			if tt.wantErr != nil {
-				if err == nil {
-					t.Fatalf("no error; spec %+v", got)
-				}
-				for _, w := range tt.wantErr {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q lacks %q", err, w)
-					}
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := cmp.Diff(tt.want, got); d != "" {
-				t.Errorf("(-want +got):\n%s", d)
-			}
+			checkParsed(t, fmt.Sprintf("ParseSpec(%+v)", tt.f), got, tt.want, err, tt.wantErr...)
 		})
 	}
 }

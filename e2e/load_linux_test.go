@@ -25,6 +25,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/testenv"
 	"github.com/pxeperf/pxeperf/tftp"
 )
 
@@ -146,7 +147,7 @@ func startLoadServe(t *testing.T) *loadRun {
 	}
 	r := &loadRun{t: t}
 	r.tftpFiles, r.httpFiles = loadFiles(t, root)
-	tftpPort, httpPort := freePort(t, "udp"), freePort(t, "tcp")
+	tftpPort, httpPort := testenv.FreePort(t, "udp"), testenv.FreePort(t, "tcp")
 	cfg := fmt.Sprintf(`root: %s
 data: %s
 log_level: warn
@@ -441,25 +442,6 @@ func health(base string) (nstest.Health, error) {
 	defer resp.Body.Close()
 	err = json.NewDecoder(resp.Body).Decode(&h)
 	return h, err
-}
-
-// freePort finds a loopback port free for network ("tcp" or "udp").
-func freePort(t *testing.T, network string) int {
-	t.Helper()
-	if network == "udp" {
-		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port
-	}
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // compressTo writes src zstd-compressed to dst and removes src, so the

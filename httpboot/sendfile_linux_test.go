@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pxeperf/pxeperf/internal/sockopt"
 	"github.com/pxeperf/pxeperf/measure"
 )
 
@@ -43,13 +44,9 @@ func sendfilePairBuf(t *testing.T, sndbuf, rcvbuf int) (*sendfileConn, net.Conn)
 		if rcvbuf == 0 {
 			return nil
 		}
-		var serr error
-		if err := rc.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
-		}); err != nil {
-			return err
-		}
-		return serr
+		return sockopt.Control(rc, func(fd uintptr) error {
+			return unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
+		})
 	}}
 	cli, err := d.Dial("tcp", ln.Addr().String())
 	if err != nil {

@@ -45,11 +45,7 @@ func BenchmarkOpenUnpack(b *testing.B) {
 // source, stat the cache, open.
 func BenchmarkOpenCached(b *testing.B) {
 	root := benchZst(b)
-	s, err := Open(root, filepath.Join(b.TempDir(), "cache"), nil, WithFallbackDir(""))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(b, root, filepath.Join(b.TempDir(), "cache"), nil, WithFallbackDir(""))
 	f, _, err := s.Open("big")
 	if err != nil {
 		b.Fatal(err)
@@ -82,10 +78,6 @@ func BenchmarkOpenPlain(b *testing.B) {
 
 func newStoreB(b *testing.B) (*Store, string, string) {
 	root, data := b.TempDir(), b.TempDir()
-	s, err := Open(root, data, nil, WithFallbackDir(""))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
+	s := openStore(b, root, data, nil, WithFallbackDir(""))
 	return s, root, data
 }

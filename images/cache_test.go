@@ -79,11 +79,7 @@ func TestOpenCompressed(t *testing.T) {
 				t.Errorf("unpacked %d times for 3 opens, want 1", n)
 			}
 			// A new Store on the same folders (a restart) reuses the cache.
-			s2, err := Open(root, data, nil, WithFallbackDir(""))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s2.Close()
+			s2 := openStore(t, root, data, nil, WithFallbackDir(""))
 			if got, _, err := readOpen(t, s2, "boot/initrd"); err != nil || !bytes.Equal(got, want) {
 				t.Fatalf("after restart: %v", err)
 			}
@@ -306,11 +302,7 @@ func TestUnpackLimit(t *testing.T) {
 func TestCompressedNeedsCacheFolder(t *testing.T) {
 	root := t.TempDir()
 	writeFile(t, filepath.Join(root, "img.zst"), compress(t, ".zst", []byte("x")))
-	s, err := Open(root, "", nil, WithFallbackDir(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, root, "", nil, WithFallbackDir(""))
 	if _, _, err := s.Open("img"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Open without a cache folder = %v, want a not-exist error naming --data", err)
 	}
@@ -343,11 +335,7 @@ func TestCacheSharedByTwoRoots(t *testing.T) {
 		if err := os.Chtimes(p, when, when); err != nil { // same size, same mtime
 			t.Fatal(err)
 		}
-		s, err := Open(root, data, nil, WithFallbackDir(""))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s := openStore(t, root, data, nil, WithFallbackDir(""))
 		stores = append(stores, s)
 	}
 	for range 2 {

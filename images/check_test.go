@@ -35,11 +35,7 @@ func TestList(t *testing.T) {
 	if err := os.Symlink("/etc/hostname", filepath.Join(root, "escape")); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(root, "", nil, WithFallbackDir(fb))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, root, "", nil, WithFallbackDir(fb))
 	got, err := s.List()
 	if err != nil {
 		t.Fatal(err)

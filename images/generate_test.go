@@ -98,11 +98,7 @@ func TestGenerateFileAndVerify(t *testing.T) {
 	ps := sha256.Sum256(plain)
 	writeFile(t, filepath.Join(root, "rootfs.sha256"), []byte("SHA256 (rootfs) = "+hex.EncodeToString(ps[:])+"\n"))
 
-	s, err := Open(root, "", nil, WithFallbackDir(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, root, "", nil, WithFallbackDir(""))
 	type row struct {
 		Name, From string
 		OK         bool

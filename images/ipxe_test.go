@@ -37,11 +37,7 @@ func TestIPXEFallback(t *testing.T) {
 	writeFile(t, filepath.Join(root, "ipxe.efi"), []byte("my own ipxe.efi"))
 	writeFile(t, filepath.Join(root, "snponly.efi.zst"), compress(t, ".zst", []byte("my compressed snponly")))
 	h := &countHandler{msgs: map[string]int{}}
-	s, err := Open(root, data, slog.New(h), WithFallbackDir(fb))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, root, data, slog.New(h), WithFallbackDir(fb))
 
 	checkOpens(t, s, map[string]openCase{
 		"root lacks it: fallback":      {name: "undionly.kpxe", want: "debian undionly.kpxe"},
@@ -71,11 +67,7 @@ func TestIPXEFallback(t *testing.T) {
 func TestIPXEFallbackOff(t *testing.T) {
 	fb := t.TempDir()
 	writeFile(t, filepath.Join(fb, "undionly.kpxe"), []byte("debian"))
-	s, err := Open(t.TempDir(), "", nil, WithFallbackDir(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, t.TempDir(), "", nil, WithFallbackDir(""))
 	if _, _, err := s.Open("undionly.kpxe"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("fallback off still served: %v", err)
 	}
@@ -87,11 +79,7 @@ func TestIPXEFallbackDebian(t *testing.T) {
 	if err != nil {
 		t.Skipf("Debian's ipxe package is not installed (%v); apt-get install ipxe", err)
 	}
-	s, err := Open(t.TempDir(), "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, t.TempDir(), "", nil)
 	got, _, err := readOpen(t, s, "undionly.kpxe")
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("default fallback did not serve %s/undionly.kpxe: %v", DefaultFallbackDir, err)

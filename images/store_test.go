@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -93,12 +94,20 @@ func newStore(t *testing.T, opts ...Option) (s *Store, root, data string) {
 	if err := os.Mkdir(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(root, data, nil, append([]Option{WithFallbackDir("")}, opts...)...)
+	s = openStore(t, root, data, nil, append([]Option{WithFallbackDir("")}, opts...)...)
+	return s, root, data
+}
+
+// openStore opens a Store as Open does, closed when the test ends; an
+// error ends the test.
+func openStore(t testing.TB, root, data string, log *slog.Logger, opts ...Option) *Store {
+	t.Helper()
+	s, err := Open(root, data, log, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, root, data
+	return s
 }
 
 func writeFile(t testing.TB, p string, b []byte) {

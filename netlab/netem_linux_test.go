@@ -10,33 +10,14 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// netemTB builds a testbed that delays with netem, or skips where the
-// kernel has none (this project's CI kernel: the delay line serves there,
-// and e2e's TestNetemInGuest runs these tests under Debian's kernel).
-func netemTB(t *testing.T) *Testbed {
-	t.Helper()
-	requireRoot(t)
-	tb, err := New(Options{DelayLine: true, DelayVia: DelayNetem})
-	if errors.Is(err, errNoNetem) {
-		t.Skipf("%v: the delay line serves this kernel; e2e TestNetemInGuest runs this test under Debian's kernel", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := tb.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return tb
-}
+	"github.com/pxeperf/pxeperf/internal/testkit/testenv"
+)
 
 // TestDelayVia: a DelayLine testbed takes netem where the kernel has it and
 // the delay line where it has not; an unknown way is refused by name.
 func TestDelayVia(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t)
 	want := DelayNetem
 	probe, err := New(Options{DelayLine: true, DelayVia: DelayNetem})
 	switch {
@@ -121,7 +102,7 @@ func udpRTT(t *testing.T, tb *Testbed, n int) time.Duration {
 // delay, a tbf goes under the netem (shaping what waited out its delay)
 // and reads back, and clearing the rate keeps the delay.
 func TestNetemDelay(t *testing.T) {
-	tb := netemTB(t)
+	tb := newTB(t, Options{DelayLine: true, DelayVia: DelayNetem})
 	if via := tb.DelayVia(); via != DelayNetem {
 		t.Fatalf("DelayVia %q", via)
 	}

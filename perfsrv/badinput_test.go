@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pxeperf/pxeperf/internal/testkit/testenv"
 )
 
 const testCookie = "abcdefghijklmnopqrstuvwxyz234567abcd"
@@ -65,7 +67,7 @@ func wantServerError(t *testing.T, c net.Conn, ie int) {
 
 func wantLog(t *testing.T, s *Iperf3, lg *syncLog, text string) {
 	t.Helper()
-	if !nsWait(5*time.Second, func() bool { return strings.Contains(lg.String(), text) && s.Running() == 0 }) {
+	if !testenv.WaitFor(5*time.Second, func() bool { return strings.Contains(lg.String(), text) && s.Running() == 0 }) {
 		t.Errorf("log lacks %q or tests still running (%d):\n%s", text, s.Running(), lg.String())
 	}
 }

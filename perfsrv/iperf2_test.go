@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/internal/testkit/testenv"
 )
 
 // needIperf2 skips a test of the real iperf 2 client when it is missing
@@ -63,7 +64,7 @@ func TestIperf2Loopback(t *testing.T) {
 				if out, err := exec.CommandContext(cctx, "iperf", "-c", "127.0.0.1", "-p", port, "-n", "1K").CombinedOutput(); err != nil {
 					t.Fatalf("iperf: %v\n%s", err, out)
 				}
-				nsWait(5*time.Second, func() bool { fs, _ := rec.Snapshot(); base = len(fs); return base == 1 })
+				testenv.WaitFor(5*time.Second, func() bool { fs, _ := rec.Snapshot(); base = len(fs); return base == 1 })
 			}
 			out, err := exec.CommandContext(cctx, "iperf", append([]string{"-c", "127.0.0.1", "-p", port, "-t", "2", "-f", "k", "-L", lport}, tc.args...)...).CombinedOutput()
 			if err != nil {
@@ -77,7 +78,7 @@ func TestIperf2Loopback(t *testing.T) {
 			}
 			dirs := strings.Fields(tc.dirs)
 			var fs []event.Fetch
-			nsWait(5*time.Second, func() bool { fs, _ = rec.Snapshot(); fs = fs[base:]; return len(fs) == len(dirs) })
+			testenv.WaitFor(5*time.Second, func() bool { fs, _ = rec.Snapshot(); fs = fs[base:]; return len(fs) == len(dirs) })
 			if len(fs) != len(dirs) {
 				t.Fatalf("%d events, want %d\n%s", len(fs), len(dirs), out)
 			}
@@ -149,17 +150,6 @@ func freePortAbove(t *testing.T, p uint16) string {
 	}
 	t.Skip("no free port above the server's")
 	return ""
-}
-
-func nsWait(d time.Duration, cond func() bool) bool {
-	end := time.Now().Add(d)
-	for time.Now().Before(end) {
-		if cond() {
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return cond()
 }
 
 // buildIperf2Header builds a test header as iperf 2.1.8 writes it.
@@ -239,7 +229,7 @@ func TestIperf2ConnectBackBad(t *testing.T) {
 			_, _ = io.Copy(io.Discard, c)
 			c.Close()
 			var fs []event.Fetch
-			nsWait(5*time.Second, func() bool { fs, _ = rec.Snapshot(); return len(fs) == 2 })
+			testenv.WaitFor(5*time.Second, func() bool { fs, _ = rec.Snapshot(); return len(fs) == 2 })
 			if len(fs) != 2 {
 				t.Fatalf("%d events, want 2\n%s", len(fs), lg.String())
 			}
@@ -355,7 +345,7 @@ func TestIperf2TradeoffBoardLeg(t *testing.T) {
 				t.Fatalf("no total line of the board's leg:\n%s", out)
 			}
 			var fs []event.Fetch
-			nsWait(10*time.Second, func() bool { fs, _ = rec.Snapshot(); return len(fs) == 2 })
+			testenv.WaitFor(10*time.Second, func() bool { fs, _ = rec.Snapshot(); return len(fs) == 2 })
 			if len(fs) != 2 {
 				t.Fatalf("%d records, want 2\n%s\n%s", len(fs), out, lg.String())
 			}

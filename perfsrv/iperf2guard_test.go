@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/internal/testkit/testenv"
 )
 
 func TestUDPBudget(t *testing.T) {
@@ -69,11 +70,11 @@ func TestIperf2IdleGivesWay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nsWait(2*time.Second, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.active == 2 })
+	testenv.WaitFor(2*time.Second, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.active == 2 })
 	time.Sleep(slotIdle + 100*time.Millisecond)
 	tcpTest(t, s.Addr().String(), 100000)
 	var fs []event.Fetch
-	nsWait(5*time.Second, func() bool { fs, _ = rec.Snapshot(); return len(fs) >= 1 })
+	testenv.WaitFor(5*time.Second, func() bool { fs, _ = rec.Snapshot(); return len(fs) >= 1 })
 	if len(fs) != 1 || fs[0].Outcome != event.OutcomeOK || fs[0].Bytes < 100000 {
 		t.Fatalf("records %+v, want the real test's alone\n%s", fs, lg.String())
 	}
@@ -195,11 +196,11 @@ func TestIperf2UDPPacketBudget(t *testing.T) {
 		t.Fatalf("a flow of 85 datagrams/s refused (%d), max_pps 100", n)
 	}
 	send(200) // 625/s
-	if !nsWait(2*time.Second, func() bool { return refused() == 1 }) {
+	if !testenv.WaitFor(2*time.Second, func() bool { return refused() == 1 }) {
 		t.Errorf("a flow of 625 datagrams/s: %d refusals, want 1 (max_pps 100)", refused())
 	}
 	send(1470) // 85 + 85 > 150
-	if !nsWait(2*time.Second, func() bool { return refused() == 2 }) {
+	if !testenv.WaitFor(2*time.Second, func() bool { return refused() == 2 }) {
 		t.Errorf("a second flow of 85 datagrams/s: %d refusals, want 2 (max_pps_total 150)", refused())
 	}
 	s.mu.Lock()
@@ -228,7 +229,7 @@ func TestIperf2SmallDatagramFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	budget := func() uint64 { return s.Refusals()["iperf2: UDP packet budget"] }
-	if !nsWait(2*time.Second, func() bool { return budget() == 1 }) {
+	if !testenv.WaitFor(2*time.Second, func() bool { return budget() == 1 }) {
 		t.Fatalf("a flow's first 100-byte datagram: %d packet budget refusals, want 1 (it must reach the server)", budget())
 	}
 	const n = 8 * smallSample

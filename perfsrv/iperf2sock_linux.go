@@ -8,6 +8,8 @@ import (
 	"net/netip"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pxeperf/pxeperf/internal/sockopt"
 )
 
 // sendNoWait sends b to to on the shared UDP socket without waiting: the
@@ -69,12 +71,8 @@ func dropSmallDatagrams(c *net.UDPConn, minLen int) error {
 	if err != nil {
 		return err
 	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER,
+	return sockopt.Control(rc, func(fd uintptr) error {
+		return unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER,
 			&unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]})
-	}); err != nil {
-		return err
-	}
-	return serr
+	})
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pxeperf/pxeperf/internal/testkit/testenv"
 )
 
 // TestIperf3Caps: what one test or connection may make the server hold
@@ -67,7 +69,7 @@ func TestIperf3Caps(t *testing.T) {
 		wantServerError(t, c2, ieAccessDenied)
 		c.Close()
 		wantLog(t, s, lg, "the running UDP tests have 1000 of 1500")
-		if !nsWait(5*time.Second, func() bool { return s.udpPPSNow() == 0 }) {
+		if !testenv.WaitFor(5*time.Second, func() bool { return s.udpPPSNow() == 0 }) {
 			t.Errorf("the ended test still holds %d datagrams/s of the budget", s.udpPPSNow())
 		}
 	})
@@ -77,7 +79,7 @@ func TestIperf3Caps(t *testing.T) {
 			dialCtl(t, s) // silent: holds a pending slot
 		}
 		const reason = "iperf3: too many connections before their cookie"
-		if !nsWait(2*time.Second, func() bool {
+		if !testenv.WaitFor(2*time.Second, func() bool {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			return s.pending.all == maxPendingPerAddr

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
+	"github.com/pxeperf/pxeperf/internal/testkit/testenv"
 )
 
 // startIperf3 runs a server on loopback port 0 with a recorder sink.
@@ -125,7 +126,7 @@ func TestIperf3Loopback(t *testing.T) {
 	port := strconv.Itoa(int(addrPort(s.Addr()).Port()))
 	cj, _ := runIperf3(t, "", "-c", "127.0.0.1", "-p", port, "-t", "2", "--get-server-output")
 	var fs []event.Fetch
-	nsWait(5*time.Second, func() bool { fs, _ = rec.Snapshot(); return len(fs) >= 1 })
+	testenv.WaitFor(5*time.Second, func() bool { fs, _ = rec.Snapshot(); return len(fs) >= 1 })
 	if len(fs) != 1 {
 		t.Fatalf("%d events, want 1", len(fs))
 	}
@@ -166,7 +167,7 @@ func TestIperf3LoopbackModes(t *testing.T) {
 			}
 			cj, out := runIperf3(t, "", args...)
 			var fs []event.Fetch
-			nsWait(5*time.Second, func() bool { fs, _ = rec.Snapshot(); return len(fs) >= len(tc.dirs) })
+			testenv.WaitFor(5*time.Second, func() bool { fs, _ = rec.Snapshot(); return len(fs) >= len(tc.dirs) })
 			if len(fs) != len(tc.dirs) {
 				t.Fatalf("%d events, want %d", len(fs), len(tc.dirs))
 			}

@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pxeperf/pxeperf/internal/sockopt"
 )
 
 // setCongestion sets TCP_CONGESTION (iperf3 -C); an unknown algorithm is
@@ -20,13 +22,9 @@ func setCongestion(c net.Conn, algo string) error {
 	if err != nil {
 		return err
 	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, algo)
-	}); err != nil {
-		return err
-	}
-	return serr
+	return sockopt.Control(rc, func(fd uintptr) error {
+		return unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, algo)
+	})
 }
 
 // congestion names the socket's algorithm, "" when unknown.
@@ -49,11 +47,5 @@ func congestion(c net.Conn) string {
 // reuseAddr lets the per-stream UDP sockets share the listening port: Linux
 // hands a connected socket its peer's datagrams before the unconnected one.
 func reuseAddr(network, address string, c syscall.RawConn) error {
-	var serr error
-	if err := c.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
-	}); err != nil {
-		return err
-	}
-	return serr
+	return sockopt.ReuseAddr(network, address, c)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/internal/testkit/testenv"
 )
 
 // A torn last line (a write cut short: power loss, disk full) must not
@@ -20,9 +21,7 @@ func TestJournalTornTailKeepsNextRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := openJournal(t, dir)
-	sink := NewSink(nil, quiet, SinkOptions{Journal: j, Kernel: "k"})
-	sink.Fetch(testFetch(1)) // journal only: the store is away
-	closeSink(t, sink)
+	journalOnly(t, j, func(s *Sink) { s.Fetch(testFetch(1)) })
 	j.Close() // "kill -9": the record exists only in the journal
 
 	j2 := openJournal(t, dir)
@@ -40,16 +39,12 @@ func TestJournalTornTailKeepsNextRecord(t *testing.T) {
 func TestJournalOverlongLineSkipped(t *testing.T) {
 	dir := t.TempDir()
 	j := openJournal(t, dir)
-	s1 := NewSink(nil, quiet, SinkOptions{Journal: j, Kernel: "k"})
-	s1.Fetch(testFetch(1))
-	closeSink(t, s1)
+	journalOnly(t, j, func(s *Sink) { s.Fetch(testFetch(1)) })
 	huge := append(bytes.Repeat([]byte("x"), maxLine+1024), '\n')
 	if err := j.append(huge); err != nil {
 		t.Fatal(err)
 	}
-	s1b := NewSink(nil, quiet, SinkOptions{Journal: j, Kernel: "k"})
-	s1b.Fetch(testFetch(2))
-	closeSink(t, s1b)
+	journalOnly(t, j, func(s *Sink) { s.Fetch(testFetch(2)) })
 	j.Close()
 
 	var logs bytes.Buffer
@@ -57,7 +52,7 @@ func TestJournalOverlongLineSkipped(t *testing.T) {
 	j2 := openJournal(t, dir)
 	store := openTest(t, dir)
 	sink := NewSink(store, log, SinkOptions{Journal: j2, Retry: 5 * time.Millisecond})
-	if !waitFor(func() bool { return countRecords(t, store) == 2 }) {
+	if !testenv.WaitFor(30*time.Second, func() bool { return countRecords(t, store) == 2 }) {
 		t.Fatalf("%d records imported, want 2 (before and after the over-long line)", countRecords(t, store))
 	}
 	sink.Fetch(testFetch(3))
@@ -96,7 +91,7 @@ func TestSinkQueueBoundedByBytes(t *testing.T) {
 		t.Errorf("stats %+v: want journal-only entries and a counted refusal", st)
 	}
 	release()
-	if !waitFor(func() bool { return countRecords(t, store) == 100 }) {
+	if !testenv.WaitFor(30*time.Second, func() bool { return countRecords(t, store) == 100 }) {
 		t.Errorf("%d records stored after the store came back, want 100", countRecords(t, store))
 	}
 	closeSink(t, sink)
@@ -107,12 +102,12 @@ func TestSinkQueueBoundedByBytes(t *testing.T) {
 func TestSinkImportsLargeJournalInSlices(t *testing.T) {
 	dir := t.TempDir()
 	j := openJournal(t, dir)
-	s1 := NewSink(nil, quiet, SinkOptions{Journal: j, Kernel: "k"})
-	for i := range 50 {
-		s1.Fetch(testFetch(i))
-	}
-	s1.Lease(&event.Lease{Time: time.Unix(9, 0)})
-	closeSink(t, s1)
+	journalOnly(t, j, func(s *Sink) {
+		for i := range 50 {
+			s.Fetch(testFetch(i))
+		}
+		s.Lease(&event.Lease{Time: time.Unix(9, 0)})
+	})
 	// A damaged line near the end, past what fits in memory at start, is
 	// kept aside too.
 	if err := j.append([]byte("{damaged\n")); err != nil {
@@ -128,7 +123,7 @@ func TestSinkImportsLargeJournalInSlices(t *testing.T) {
 	if st := sink.Stats(); st.Pending > 7 {
 		t.Errorf("%d entries in memory at start, bound 7", st.Pending)
 	}
-	if !waitFor(func() bool { return countRecords(t, store) == 50 }) {
+	if !testenv.WaitFor(30*time.Second, func() bool { return countRecords(t, store) == 50 }) {
 		t.Fatalf("%d records imported, want 50", countRecords(t, store))
 	}
 	closeSink(t, sink)

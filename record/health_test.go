@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/event"
+	"github.com/pxeperf/pxeperf/internal/testkit/testenv"
 )
 
 // TestJournalCap: with the store locked, the journal stops at
@@ -68,7 +69,7 @@ func TestJournalCap(t *testing.T) {
 	if fi, _ := os.Stat(j.Path()); fi.Size() > limit {
 		t.Fatalf("journal file %d bytes, cap %d", fi.Size(), limit)
 	}
-	waitFor(func() bool { return sink.Health().Store == "failing" })
+	testenv.WaitFor(30*time.Second, func() bool { return sink.Health().Store == "failing" })
 	h := sink.Health()
 	all := strings.Join(h.Problems, "; ")
 	if h.Store != "failing" || !strings.Contains(all, "record journal at") || !strings.Contains(all, "records dropped") ||
@@ -78,7 +79,7 @@ func TestJournalCap(t *testing.T) {
 	// The store is back: everything journaled reaches it.
 	release()
 	stored := kept + int(50-full)
-	if !waitFor(func() bool { return countRecords(t, store) == stored }) {
+	if !testenv.WaitFor(30*time.Second, func() bool { return countRecords(t, store) == stored }) {
 		t.Fatalf("store has %d records, want %d; %+v", countRecords(t, store), stored, sink.Stats())
 	}
 	closeSink(t, sink)

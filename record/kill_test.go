@@ -50,14 +50,7 @@ func (e *killEnv) start() *nstest.Proc {
 	proc := nstest.Start(e.t, e.pair.Server, e.bin, "serve", "--iface", e.pair.ServerIf,
 		"--dhcp", "off", "--tftp-addr", "off", "--http-addr", e.pair.ServerIP.String()+":8080",
 		"--root", e.root, "--data", e.data, "--log-level", "debug")
-	if !nstest.WaitFor(15*time.Second, func() bool {
-		resp, err := e.client.Get(e.base + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}) {
+	if !nstest.WaitFor(15*time.Second, nstest.Healthy(e.client, e.base)) {
 		e.t.Fatalf("serve did not answer /healthz:\n%s", proc.Out.String())
 	}
 	return proc

@@ -132,16 +132,7 @@ func TestMigrateMeasuredLabels(t *testing.T) {
 			}
 			writeBefore(t, db, (&pgBackend{}).rebind, pgSchema)
 			db.Close()
-			loc, err := ParseLocation(url, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := OpenURL(context.Background(), loc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
+			return openURLTest(t, url)
 		},
 	}
 	for be, openV4 := range open {

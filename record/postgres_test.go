@@ -18,22 +18,24 @@ import (
 // PostgreSQL in a cluster the test started (skipped without it).
 func backends(t testing.TB) map[Backend]*Store {
 	t.Helper()
-	sq, err := Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sq.Close() })
-	c := pgtest.Start(t)
-	loc, err := ParseLocation(c.NewDB(t), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pg, err := OpenURL(context.Background(), loc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close() })
+	sq := openTest(t, t.TempDir())
+	pg := openURLTest(t, pgtest.Start(t).NewDB(t))
 	return map[Backend]*Store{SQLite: sq, Postgres: pg}
+}
+
+// openURLTest opens the store at url (OpenURL), closed when the test ends.
+func openURLTest(t testing.TB, url string) *Store {
+	t.Helper()
+	loc, err := ParseLocation(url, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenURL(context.Background(), loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // mixedEntries are records of two servers with labels and intervals, and

@@ -20,6 +20,7 @@ import (
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
+	"github.com/pxeperf/pxeperf/internal/testkit/testenv"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -59,17 +60,6 @@ func lockStore(t *testing.T, dir string) (release func()) {
 	return release
 }
 
-// waitFor polls cond every 10 ms for up to 30 s.
-func waitFor(cond func() bool) bool {
-	for range 3000 {
-		if cond() {
-			return true
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return cond()
-}
-
 // closeSink closes s once it has written what it holds; a failure ends
 // the test.
 func closeSink(t *testing.T, s *Sink) {
@@ -77,6 +67,17 @@ func closeSink(t *testing.T, s *Sink) {
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// journalOnly runs write against a sink with no store, so that what it is
+// given goes to j only (as while the store is away), closes that sink and
+// returns it for its Stats.
+func journalOnly(t *testing.T, j *Journal, write func(*Sink)) *Sink {
+	t.Helper()
+	s := NewSink(nil, quiet, SinkOptions{Journal: j, Kernel: "k"})
+	write(s)
+	closeSink(t, s)
+	return s
 }
 
 func countRecords(t *testing.T, s *Store) int {
@@ -135,7 +136,7 @@ func TestSinkNeverBlocks(t *testing.T) {
 	release()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if !waitFor(func() bool { return countRecords(t, store) == workers*each }) {
+	if !testenv.WaitFor(30*time.Second, func() bool { return countRecords(t, store) == workers*each }) {
 		t.Fatalf("store has %d records, want %d; stats %+v", countRecords(t, store), workers*each, sink.Stats())
 	}
 	if err := sink.Close(ctx); err != nil {
@@ -194,18 +195,18 @@ func TestSinkNoJournalDrops(t *testing.T) {
 func TestSinkJournalOnly(t *testing.T) {
 	dir := t.TempDir()
 	j := openJournal(t, dir)
-	sink := NewSink(nil, quiet, SinkOptions{Journal: j, Kernel: "k"})
 	var want []Record
-	for i := range 3 {
-		f := testFetch(i)
-		f.Labels = map[string]string{"i": fmt.Sprint(i)}
-		f.Intervals = []event.Interval{{End: time.Second, Bytes: 1000}}
-		sink.Fetch(f)
-		r, _ := sink.convert(f)
-		want = append(want, *r)
-	}
-	sink.Lease(&event.Lease{Time: time.Unix(9, 0), MAC: net.HardwareAddr{0x52, 0x54, 0, 0, 0, 1}, Arch: 7})
-	closeSink(t, sink)
+	sink := journalOnly(t, j, func(s *Sink) {
+		for i := range 3 {
+			f := testFetch(i)
+			f.Labels = map[string]string{"i": fmt.Sprint(i)}
+			f.Intervals = []event.Interval{{End: time.Second, Bytes: 1000}}
+			s.Fetch(f)
+			r, _ := s.convert(f)
+			want = append(want, *r)
+		}
+		s.Lease(&event.Lease{Time: time.Unix(9, 0), MAC: net.HardwareAddr{0x52, 0x54, 0, 0, 0, 1}, Arch: 7})
+	})
 	if st := sink.Stats(); st.JournalOnly != 4 || st.Dropped != 0 {
 		t.Fatalf("stats %+v, want 4 journal-only", st)
 	}
@@ -365,7 +366,7 @@ func TestJournalKeptSmall(t *testing.T) {
 	for i := range 5 {
 		sink.Fetch(testFetch(i))
 	}
-	if !waitFor(func() bool { return sink.Stats().Written == 5 }) {
+	if !testenv.WaitFor(30*time.Second, func() bool { return sink.Stats().Written == 5 }) {
 		t.Fatalf("stats %+v, want 5 written", sink.Stats())
 	}
 	if size() == 0 {
@@ -376,7 +377,7 @@ func TestJournalKeptSmall(t *testing.T) {
 		sink.Fetch(testFetch(100 + i))
 	}
 	release()
-	if !waitFor(func() bool { return countRecords(t, store) == 25 }) {
+	if !testenv.WaitFor(30*time.Second, func() bool { return countRecords(t, store) == 25 }) {
 		t.Fatalf("%d records, want 25; stats %+v", countRecords(t, store), sink.Stats())
 	}
 	// 20 went in while the store was locked: 5 queued, 15 journal only.
@@ -401,7 +402,7 @@ func TestJournalKeptSmall(t *testing.T) {
 			sink.Fetch(f)
 		}
 		want := int64(20 + 20*w)
-		if !waitFor(func() bool { return sink.Stats().Written >= want }) {
+		if !testenv.WaitFor(30*time.Second, func() bool { return sink.Stats().Written >= want }) {
 			t.Fatalf("stats %+v, want %d written", sink.Stats(), want)
 		}
 		most = max(most, size())
@@ -433,7 +434,7 @@ func TestSinkLingers(t *testing.T) {
 		sink.Fetch(testFetch(i))
 		time.Sleep(20 * time.Millisecond)
 	}
-	if !waitFor(func() bool { return sink.Stats().Written == 10 }) {
+	if !testenv.WaitFor(30*time.Second, func() bool { return sink.Stats().Written == 10 }) {
 		t.Fatalf("stats %+v, want 10 written", sink.Stats())
 	}
 	if st := sink.Stats(); st.Batches != 1 {
@@ -451,7 +452,7 @@ func TestSinkLingers(t *testing.T) {
 		sink.Fetch(testFetch(i))
 		time.Sleep(10 * time.Millisecond)
 	}
-	if !waitFor(func() bool { return sink.Stats().Written == n }) {
+	if !testenv.WaitFor(30*time.Second, func() bool { return sink.Stats().Written == n }) {
 		t.Fatalf("stats %+v, want %d written", sink.Stats(), n)
 	}
 	if b := sink.Stats().Batches; b < 3 || b > n/2 {

@@ -641,49 +641,31 @@ func scanRecord(sc scanner, first ...any) (Record, error) {
 
 // selectRecords is the query of the records f selects, in Query's order.
 func (s *Store) selectRecords(f Filter) (string, []any) {
-	var where []string
-	var args []any
+	var w whereClause
 	if c := strings.TrimSpace(f.Client); c != "" {
 		mac := strings.ToLower(c)
 		if hw, err := net.ParseMAC(c); err == nil {
 			mac = hw.String()
 		}
-		where = append(where, "(client_mac = ? OR client_ip = ? OR host = ?)")
-		args = append(args, mac, c, c)
+		w.add("(client_mac = ? OR client_ip = ? OR host = ?)", mac, c, c)
 	}
 	if f.File != "" {
 		if strings.ContainsAny(f.File, "*?") {
-			clause, arg := s.be.fileGlob(f.File)
-			where = append(where, clause)
-			args = append(args, arg)
+			w.add(s.be.fileGlob(f.File))
 		} else {
-			where = append(where, "file = ?")
-			args = append(args, f.File)
+			w.add("file = ?", f.File)
 		}
 	}
 	if !f.Since.IsZero() {
-		where = append(where, "time_ns >= ?")
-		args = append(args, f.Since.UnixNano())
+		w.add("time_ns >= ?", f.Since.UnixNano())
 	}
 	for k, v := range f.Labels {
-		where = append(where, "EXISTS (SELECT 1 FROM labels l WHERE l.record_id = records.id AND l.key = ? AND l.value = ?)")
-		args = append(args, k, v)
+		w.add("EXISTS (SELECT 1 FROM labels l WHERE l.record_id = records.id AND l.key = ? AND l.value = ?)", k, v)
 	}
-	if f.Source != "" {
-		where = append(where, "source = ?")
-		args = append(args, f.Source)
-	}
-	if f.Proto != "" {
-		where = append(where, "proto = ?")
-		args = append(args, f.Proto)
-	}
-	if f.Server != "" {
-		where = append(where, "server = ?")
-		args = append(args, f.Server)
-	}
-	if f.Site != "" {
-		where = append(where, "site = ?")
-		args = append(args, f.Site)
+	for _, eq := range []struct{ col, v string }{{"source", f.Source}, {"proto", f.Proto}, {"server", f.Server}, {"site", f.Site}} {
+		if eq.v != "" {
+			w.add(eq.col+" = ?", eq.v)
+		}
 	}
 	if len(f.Kinds) == 0 {
 		where = append(where, "kind <> ?") // events only when named (HasKind)
@@ -698,20 +680,20 @@ func (s *Store) selectRecords(f Filter) (string, []any) {
 		if slices.Contains(kinds, KindProbe) && !slices.Contains(kinds, KindError) {
 			kinds = append(slices.Clip(kinds), KindError)
 		}
-		where = append(where, "(kind = '' OR kind IN (?"+strings.Repeat(",?", len(kinds)-1)+"))")
-		for _, k := range kinds {
-			args = append(args, k)
+		args := make([]any, len(kinds))
+		for i, k := range kinds {
+			args[i] = k
 		}
+		w.add("(kind = '' OR kind IN (?"+strings.Repeat(",?", len(kinds)-1)+"))", args...)
 	}
 	if f.MinSize > 0 {
-		where = append(where, "(CASE WHEN size > bytes THEN size ELSE bytes END) >= ?")
-		args = append(args, f.MinSize)
+		w.add("(CASE WHEN size > bytes THEN size ELSE bytes END) >= ?", f.MinSize)
 	}
 	if !f.Before.IsZero() {
-		where = append(where, "(time_ns < ? OR (time_ns = ? AND id < ?))")
 		ns := f.Before.Time.UnixNano()
-		args = append(args, ns, ns, f.Before.ID)
+		w.add("(time_ns < ? OR (time_ns = ? AND id < ?))", ns, ns, f.Before.ID)
 	}
+	where, args := w.where, w.args
 	q := "SELECT " + recordColumns + " FROM records"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
@@ -723,6 +705,18 @@ func (s *Store) selectRecords(f Filter) (string, []any) {
 		q += " ORDER BY time_ns, id"
 	}
 	return s.be.rebind(q), args
+}
+
+// whereClause is a query's conditions and their arguments, added together
+// so that each placeholder's value stays beside its clause.
+type whereClause struct {
+	where []string
+	args  []any
+}
+
+func (w *whereClause) add(clause string, args ...any) {
+	w.where = append(w.where, clause)
+	w.args = append(w.args, args...)
 }
 
 // Query returns the records f selects: oldest first, or the Limit newest,

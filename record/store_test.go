@@ -44,7 +44,7 @@ func fullRecord() Record {
 	}
 }
 
-func openTest(t *testing.T, dir string, opts ...Option) *Store {
+func openTest(t testing.TB, dir string, opts ...Option) *Store {
 	t.Helper()
 	s, err := Open(dir, opts...)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
+	"github.com/pxeperf/pxeperf/internal/testkit/testenv"
 )
 
 // startServer runs a Server on addr for the test's lifetime.
@@ -150,7 +151,7 @@ func TestOnePerClient(t *testing.T) {
 	cfg := Config{Addr: s.Addr().String(), Direction: Rx, Duration: time.Second}
 	first := make(chan error, 1)
 	go func() { _, err := TCP(context.Background(), cfg); first <- err }()
-	waitFor(5*time.Second, func() bool {
+	testenv.WaitFor(5*time.Second, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return len(s.byCookie) == 1
@@ -205,7 +206,7 @@ func TestBadInput(t *testing.T) {
 	datagram{session: 12345, seq: 1}.put(dg)
 	u.Write(dg)
 	u.Write([]byte("junk"))
-	if !waitFor(5*time.Second, func() bool { return s.Dropped.Load() >= 5 }) {
+	if !testenv.WaitFor(5*time.Second, func() bool { return s.Dropped.Load() >= 5 }) {
 		t.Errorf("dropped %d, want 5 (3 connections, 2 datagrams)", s.Dropped.Load())
 	}
 	if _, err := TCP(context.Background(), Config{Addr: addr, Duration: 200 * time.Millisecond, Interval: 100 * time.Millisecond}); err != nil {
@@ -226,7 +227,7 @@ func TestShutdown(t *testing.T) {
 		_, err := TCP(context.Background(), Config{Addr: s.Addr().String(), Direction: Rx, Duration: 30 * time.Second})
 		res <- err
 	}()
-	waitFor(5*time.Second, func() bool {
+	testenv.WaitFor(5*time.Second, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return len(s.byCookie) == 1
@@ -238,13 +239,4 @@ func TestShutdown(t *testing.T) {
 	if err := <-res; err == nil {
 		t.Errorf("test cut by a shutdown returned no error")
 	}
-}
-
-func waitFor(d time.Duration, cond func() bool) bool {
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-	}
-	return cond()
 }

@@ -7,25 +7,25 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pxeperf/pxeperf/internal/sockopt"
 )
 
 // bufControl sets SO_RCVBUF and SO_SNDBUF (when non-zero) before a socket
 // connects, so the window scale in the SYN matches the buffer.
 func bufControl(rcv, snd int) func(network, address string, c syscall.RawConn) error {
 	return func(network, address string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
+		return sockopt.Control(c, func(fd uintptr) error {
 			if rcv > 0 {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rcv)
+				if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rcv); err != nil {
+					return err
+				}
 			}
-			if serr == nil && snd > 0 {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, snd)
+			if snd > 0 {
+				return unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, snd)
 			}
+			return nil
 		})
-		if err != nil {
-			return err
-		}
-		return serr
 	}
 }
 

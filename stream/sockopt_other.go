@@ -5,24 +5,24 @@ package stream
 import (
 	"net"
 	"syscall"
+
+	"github.com/pxeperf/pxeperf/internal/sockopt"
 )
 
 // bufControl sets the socket buffers before connect.
 func bufControl(rcv, snd int) func(network, address string, c syscall.RawConn) error {
 	return func(network, address string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
+		return sockopt.Control(c, func(fd uintptr) error {
 			if rcv > 0 {
-				serr = syscall.SetsockoptInt(sockfd(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcv)
+				if err := syscall.SetsockoptInt(sockfd(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcv); err != nil {
+					return err
+				}
 			}
-			if serr == nil && snd > 0 {
-				serr = syscall.SetsockoptInt(sockfd(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, snd)
+			if snd > 0 {
+				return syscall.SetsockoptInt(sockfd(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, snd)
 			}
+			return nil
 		})
-		if err != nil {
-			return err
-		}
-		return serr
 	}
 }
 

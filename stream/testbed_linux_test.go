@@ -16,16 +16,7 @@ import (
 // newBed builds a testbed with a stream server in its server namespace.
 func newBed(t *testing.T) (*netlab.Testbed, string) {
 	t.Helper()
-	nstest.RequireRoot(t)
-	tb, err := netlab.New(netlab.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := tb.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	tb := nstest.NewPair(t, nstest.Options{}).Testbed
 	var s *Server
 	if err := tb.Run(netlab.Server, func() error {
 		var err error

@@ -1,7 +1,6 @@
 package tftp
 
 import (
-	"bytes"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -29,13 +28,7 @@ func TestWindowedPeriodicLossNoStall(t *testing.T) {
 			}
 			return Deliver
 		}}
-	got, st, err := get(loopbackConn(t), ts.Addr(), "f", opt)
-	if err != nil {
-		t.Fatalf("%v (%+v)", err, st)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("got %d bytes, want %d (content differs)", len(got), len(want))
-	}
+	st := getWhole(t, loopbackConn(t), ts.Addr(), "f", opt, want)
 	ev := ts.fetches(t, 1)[0]
 	if ev.Outcome != event.OutcomeOK || ev.Bytes != int64(len(want)) {
 		t.Errorf("event %+v %+v; want ok, %d bytes", ev, ev.TFTP, len(want))

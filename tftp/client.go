@@ -553,21 +553,20 @@ func (c *fetch) takeOptions(opts map[string]string, opt ClientOptions) error {
 			return fmt.Errorf("tftp: the server acknowledged option %q, which was not asked (RFC 2347)", name)
 		}
 	}
-	if v, ok, err := optInt(opts, "blksize", MinBlkSize, int64(max(opt.BlkSize, MinBlkSize))); err != nil {
-		return err
-	} else if ok {
-		if opt.BlkSize == 0 {
-			return errors.New("tftp: the server acknowledged blksize, which was not asked")
+	// blksize and windowsize come back at most as asked, and only if asked.
+	for _, o := range []struct {
+		name       string
+		min, asked int
+		took       *int
+	}{{"blksize", MinBlkSize, opt.BlkSize, &c.st.BlkSize}, {"windowsize", MinWindowSize, opt.WindowSize, &c.st.WindowSize}} {
+		if v, ok, err := optInt(opts, o.name, int64(o.min), int64(max(o.asked, o.min))); err != nil {
+			return err
+		} else if ok {
+			if o.asked == 0 {
+				return fmt.Errorf("tftp: the server acknowledged %s, which was not asked", o.name)
+			}
+			*o.took = int(v)
 		}
-		c.st.BlkSize = int(v)
-	}
-	if v, ok, err := optInt(opts, "windowsize", MinWindowSize, int64(max(opt.WindowSize, MinWindowSize))); err != nil {
-		return err
-	} else if ok {
-		if opt.WindowSize == 0 {
-			return errors.New("tftp: the server acknowledged windowsize, which was not asked")
-		}
-		c.st.WindowSize = int(v)
 	}
 	if v, ok, err := optInt(opts, "tsize", 0, 1<<62); err != nil {
 		return err

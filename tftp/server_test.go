@@ -23,6 +23,7 @@ import (
 	"github.com/pxeperf/pxeperf/hosts"
 	"github.com/pxeperf/pxeperf/images"
 	"github.com/pxeperf/pxeperf/internal/testkit/servetest"
+	"github.com/pxeperf/pxeperf/internal/testkit/testenv"
 )
 
 // testServer is a Server on loopback port 0 serving a temporary root.
@@ -900,14 +901,10 @@ func isDraining(s *Server) bool {
 	return s.draining
 }
 
-// waitFor polls cond for up to 10 s.
+// waitFor ends the test unless cond comes true within 10 s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testenv.WaitFor(10*time.Second, cond) {
+		t.Fatal("condition not met in 10s")
 	}
 }

@@ -26,6 +26,20 @@ func get(conn *net.UDPConn, srv netip.AddrPort, file string, opt ClientOptions) 
 	return b.Bytes(), st, err
 }
 
+// getWhole fetches file as get does and fails t unless it comes whole,
+// byte for byte want; the failure names file and the client's stats.
+func getWhole(t *testing.T, conn *net.UDPConn, srv netip.AddrPort, file string, opt ClientOptions, want []byte) ClientStats {
+	t.Helper()
+	got, st, err := get(conn, srv, file, opt)
+	if err != nil {
+		t.Fatalf("%s: %v (%+v)", file, err, st)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s: got %d bytes, want %d (content differs)", file, len(got), len(want))
+	}
+	return st
+}
+
 // loopbackConn is a UDP socket on 127.0.0.1, closed when the test ends.
 func loopbackConn(t testing.TB) *net.UDPConn {
 	t.Helper()
@@ -152,13 +166,7 @@ func windowedFetch(t *testing.T, threads int) {
 					opt.Fault = tc.fault(&mangled)
 				}
 				before, _ := ts.rec.Snapshot()
-				got, st, err := get(loopbackConn(t), ts.Addr(), file, opt)
-				if err != nil {
-					t.Fatalf("%s: %v (%+v)", file, err, st)
-				}
-				if !bytes.Equal(got, want) {
-					t.Fatalf("%s: got %d bytes, want %d (content differs)", file, len(got), len(want))
-				}
+				st := getWhole(t, loopbackConn(t), ts.Addr(), file, opt, want)
 				if !st.OACK || st.BlkSize != tc.blksize || st.WindowSize != tc.wantWindow || st.TSize != int64(len(want)) {
 					t.Errorf("%s: negotiated OACK %v blksize %d windowsize %d tsize %d; want an OACK of %d, %d, %d",
 						file, st.OACK, st.BlkSize, st.WindowSize, st.TSize, tc.blksize, tc.wantWindow, len(want))
@@ -385,13 +393,7 @@ func TestBlockNumberWraparound(t *testing.T) {
 					}
 					return Deliver
 				}}
-			got, st, err := get(loopbackConn(t), ts.Addr(), "big", opt)
-			if err != nil {
-				t.Fatalf("%v (%+v)", err, st)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("got %d bytes, want %d (content differs)", len(got), len(want))
-			}
+			st := getWhole(t, loopbackConn(t), ts.Addr(), "big", opt, want)
 			if st.Blocks != blocks {
 				t.Fatalf("accepted %d blocks, want %d", st.Blocks, blocks)
 			}

@@ -131,13 +131,8 @@ func BenchmarkClientCPU(b *testing.B) {
 // cpuBed is the client-CPU benchmarks' testbed, closed when b ends, with
 // pxeperf's stream server in another process on its server side (addr).
 func cpuBed(b *testing.B) (*netlab.Testbed, string) {
-	nstest.RequireRoot(b)
 	nstest.RequireTool(b, "iperf3")
-	tb, err := netlab.New(netlab.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { tb.Close() })
+	tb := nstest.NewPair(b, nstest.Options{}).Testbed
 	return tb, childServer(b, tb)
 }
 

@@ -26,17 +26,8 @@ type bed struct {
 
 func newBed(t testing.TB) *bed {
 	t.Helper()
-	nstest.RequireRoot(t)
 	nstest.RequireTool(t, "iperf3")
-	tb, err := netlab.New(netlab.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := tb.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	tb := nstest.NewPair(t, nstest.Options{}).Testbed
 	var s *stream.Server
 	if err := tb.Run(netlab.Server, func() error {
 		var err error

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,19 +11,9 @@ import (
 
 	"github.com/pxeperf/pxeperf/bench"
 	"github.com/pxeperf/pxeperf/images"
+	"github.com/pxeperf/pxeperf/internal/testkit/testenv"
 	"github.com/pxeperf/pxeperf/record"
 )
-
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // TestBenchRemote runs the real `pxeperf serve` binary on loopback with HTTP
 // and the stream server on, then `pxeperf bench --server 127.0.0.1`
@@ -36,7 +25,7 @@ func TestBenchRemote(t *testing.T) {
 	if _, err := images.GenerateFile(root, bench.DefaultRemoteFile, 4<<20, 1); err != nil {
 		t.Fatal(err)
 	}
-	httpPort, streamPort := freePort(t), freePort(t)
+	httpPort, streamPort := testenv.FreePort(t, "tcp"), testenv.FreePort(t, "tcp")
 	srv := startServe(t, "", "", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off", "--tftp-addr", "off", "--admin-addr", "off",
 		"--http-addr", "127.0.0.1:"+strconv.Itoa(httpPort), "--stream-addr", "127.0.0.1:"+strconv.Itoa(streamPort),
 		"--root", root, "--data", filepath.Join(dir, "serve-data"))

@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -464,5 +466,288 @@ func TestIperf2Clients(t *testing.T) {
 				t.Errorf("%s %s: %d interval samples, the client printed %d lines\n%s", tc.name, dir, m.lines, c.lines, out)
 			}
 		}
+	}
+}
+
+// TestIperf3BoardSendReport: Debian's iperf3 client sends (no -R) to the
+// real binary over a veth with a 1 Gbit/s tbf, and `report` lays the
+// record out. The server received, so its interval samples hold bytes
+// only: `--intervals` prints each of the client's interval lines with
+// Retr and Cwnd as "-" (a receiver sees neither, and iperf3's own
+// receiving side prints no such columns), never "0 ... 0.00 Bytes", and
+// its sender summary has the retransmits of the client's own sum_sent;
+// `--netperf` names the board as the sender (issue 28 row 6 a, b).
+func TestIperf3BoardSendReport(t *testing.T) {
+	p := nstest.NewPair(t, nstest.Options{})
+	peers.ShapeBoth(t, p, true)
+	data, _ := iperfServe(t, p, "")
+	out, err := nstest.Output(p.Client, 60*time.Second, "iperf3", "-J", "-c", p.ServerIP.String(), "-t", "3")
+	var j struct {
+		Intervals []struct {
+			Sum struct {
+				Omitted bool `json:"omitted"`
+			} `json:"sum"`
+		} `json:"intervals"`
+		End struct {
+			SumSent struct {
+				Bytes       int64 `json:"bytes"`
+				Retransmits int64 `json:"retransmits"`
+			} `json:"sum_sent"`
+		} `json:"end"`
+		Error string `json:"error"`
+	}
+	if jerr := json.Unmarshal([]byte(out), &j); jerr != nil || err != nil || j.Error != "" {
+		t.Fatalf("iperf3: exit %v, error %q\n%s", err, j.Error, out)
+	}
+	lines := 0
+	for _, iv := range j.Intervals {
+		if !iv.Sum.Omitted {
+			lines++
+		}
+	}
+	r := iperfRecords(t, data, 1)[0]
+	if r.Direction != "tx" {
+		t.Fatalf("record direction %q, want tx (the board sent)", r.Direction)
+	}
+	report := func(args ...string) string {
+		t.Helper()
+		b, err := exec.Command(nstest.Binary(t), append([]string{"report", "--data", data}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("report %s: %v\n%s", strings.Join(args, " "), err, b)
+		}
+		return string(b)
+	}
+	iv := report("--intervals", fmt.Sprint(r.ID))
+	t.Logf("client: %d interval lines, sum_sent %d B, %d retransmits\n%s", lines, j.End.SumSent.Bytes, j.End.SumSent.Retransmits, iv)
+	n := 0
+	for _, line := range strings.Split(iv, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case strings.HasSuffix(line, "sender"):
+			if len(f) < 2 || f[len(f)-2] != fmt.Sprint(j.End.SumSent.Retransmits) {
+				t.Errorf("sender line %q: want the client's %d retransmits", line, j.End.SumSent.Retransmits)
+			}
+		case strings.Contains(line, " sec ") && !strings.HasSuffix(line, "receiver"):
+			n++
+			if len(f) < 2 || f[len(f)-1] != "-" || f[len(f)-2] != "-" {
+				t.Errorf("interval line %q: want Retr and Cwnd as - (the server received)", line)
+			}
+		}
+	}
+	if n != lines {
+		t.Errorf("report --intervals printed %d interval lines, the client %d", n, lines)
+	}
+	np := report("--netperf", fmt.Sprint(r.ID))
+	if want := "STREAM TEST from " + r.ClientIP + " to pxeperf"; !strings.Contains(np, want) {
+		t.Errorf("report --netperf of a board-send test: want %q\n%s", want, np)
+	}
+}
+
+// TestIperf3BoardSendUnknownRetransmits: a board-send iperf3 test (no -R)
+// whose board never sends its results (the real client killed mid-test)
+// has no known retransmit count: the server received, and a receiver's
+// TCP_INFO holds none of the sender's. Its record says so
+// (record.RetransmitsUnknown), `report --intervals` prints "-" in the
+// sender summary, not 0, and serve's log line leaves retrans, rtt and
+// max_wnd out. A test that ended with the board's results logs the
+// board's retrans and still no rtt=0s or max_wnd=0 (figures of the
+// sender's socket the server cannot read).
+func TestIperf3BoardSendUnknownRetransmits(t *testing.T) {
+	p := nstest.NewPair(t, nstest.Options{})
+	peers.ShapeBoth(t, p, true)
+	data, log := iperfServe(t, p, "")
+	var sent struct {
+		Retransmits int64 `json:"retransmits"`
+	}
+	_ = json.Unmarshal(iperf3(t, p.Client, "-c", p.ServerIP.String(), "-t", "2").End["sum_sent"], &sent)
+	c := nstest.Start(t, p.Client, "iperf3", "-c", p.ServerIP.String(), "-t", "30", "-i", "1", "--forceflush")
+	if !nstest.WaitFor(20*time.Second, func() bool { return strings.Count(c.Out.String(), "bits/sec") >= 2 }) {
+		t.Fatalf("iperf3 printed no intervals:\n%s", c.Out.String())
+	}
+	c.Kill() // SIGKILL: no TEST_END, no results
+	recs := iperfRecords(t, data, 2)
+	done, killed := recs[0], recs[1]
+	t.Logf("completed: retransmits %d (client's sum_sent %d), outcome %s; killed: retransmits %d, outcome %s %q",
+		done.Retransmits, sent.Retransmits, done.Outcome, killed.Retransmits, killed.Outcome, killed.Err)
+	if done.Retransmits != sent.Retransmits {
+		t.Errorf("completed test: record retransmits %d, the client's own %d", done.Retransmits, sent.Retransmits)
+	}
+	if killed.Retransmits >= 0 {
+		t.Errorf("killed test: record retransmits %d; the board's count never came (want unknown, %d)", killed.Retransmits, record.RetransmitsUnknown)
+	}
+	b, err := exec.Command(nstest.Binary(t), "report", "--data", data, "--intervals", fmt.Sprint(killed.ID)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("report: %v\n%s", err, b)
+	}
+	t.Logf("report --intervals %d:\n%s", killed.ID, b)
+	sender := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); strings.HasSuffix(line, "sender") {
+			sender = true
+			if len(f) < 2 || f[len(f)-2] != "-" {
+				t.Errorf("sender line %q: want Retr - (unknown, not 0)", line)
+			}
+		}
+	}
+	if !sender {
+		t.Errorf("report --intervals printed no sender summary")
+	}
+	var lines []string
+	for _, line := range strings.Split(log.String(), "\n") {
+		if strings.Contains(line, "msg=fetch") && strings.Contains(line, "proto=tcp") {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) != 2 {
+		t.Fatalf("serve logged %d tcp fetch lines, want 2:\n%s", len(lines), log.String())
+	}
+	t.Logf("serve's log:\n%s\n%s", lines[0], lines[1])
+	for i, line := range lines {
+		if strings.Contains(line, "rtt=0s") || strings.Contains(line, "max_wnd=0") {
+			t.Errorf("log line %d prints figures the receiving server cannot know: %s", i, line)
+		}
+	}
+	if want := fmt.Sprintf("retrans=%d", sent.Retransmits); !strings.Contains(lines[0], want) {
+		t.Errorf("completed test's log line lacks the board's %s: %s", want, lines[0])
+	}
+	if strings.Contains(lines[1], "retrans=") {
+		t.Errorf("killed test's log line prints a retransmit count nobody told the server: %s", lines[1])
+	}
+}
+
+// TestIperfHostLabels (issue 28 row 2): a board with a host entry
+// (labels {board: b1}, known by its address: iperf tests carry no MAC)
+// runs Debian's iperf3 and iperf 2.1.8 clients against the real binary.
+// `report --table fetches --label board=b1` lists every one of its iperf
+// records, each labelled only with what the host entry and the board
+// said; UDP jitter and loss are record fields equal to the client's own
+// figures (2%: jitter is a float both print to 3 decimals), never labels.
+func TestIperfHostLabels(t *testing.T) {
+	nstest.RequireTool(t, "iperf")
+	p := nstest.NewPair(t, nstest.Options{})
+	peers.ShapeBoth(t, p, true)
+	const mac = "52:54:00:28:00:01"
+	nstest.Run(t, p.Client, "ip", "link", "set", p.ClientIf, "address", mac)
+	data, _ := iperfServe(t, p, fmt.Sprintf("hosts:\n  - mac: %q\n    name: b1-host\n    address: %s\n    labels: {board: b1}\n", mac, p.ClientIP))
+	srv := p.ServerIP.String()
+
+	tcp3 := iperf3(t, p.Client, "-c", srv, "-t", "2")
+	udp3 := iperf3(t, p.Client, "-c", srv, "-t", "2", "-u", "-b", "50M", "-R")
+	out, err := nstest.Output(p.Client, 60*time.Second, "iperf", "-c", srv, "-t", "2")
+	if err != nil {
+		t.Fatalf("iperf -c: %v\n%s", err, out)
+	}
+	udp2, err := nstest.Output(p.Client, 60*time.Second, "iperf", "-c", srv, "-t", "2", "-u", "-b", "50M")
+	if err != nil {
+		t.Fatalf("iperf -c -u: %v\n%s", err, udp2)
+	}
+	sourceRecords(t, data, "iperf3", 2)
+	sourceRecords(t, data, "iperf2", 2)
+
+	rep, err := exec.Command(nstest.Binary(t), "report", "--data", data, "--table", "fetches", "--label", "board=b1",
+		"--format", "json").Output() // stdout: the table; stderr says when nothing matches
+	if err != nil {
+		t.Fatalf("report: %v\n%s", err, rep)
+	}
+	var tab struct {
+		Rows []record.Record `json:"rows"`
+	}
+	if err := json.Unmarshal(rep, &tab); err != nil {
+		t.Fatalf("report --format json: %v\n%s", err, rep)
+	}
+	var got []string
+	byFile := map[string]record.Record{}
+	for _, r := range tab.Rows {
+		got = append(got, r.Source+" "+r.Proto+" "+r.Direction)
+		byFile[r.Source+" "+r.Proto] = r
+		// Labels: the host entry's and what the board asked; no figure.
+		if r.Labels["board"] != "b1" {
+			t.Errorf("record %d (%s): labels %v", r.ID, r.File, r.Labels)
+		}
+		for k := range r.Labels {
+			if regexp.MustCompile(`jitter|lost|packets|secs|client_(bytes|mbps|retr)|server_|duration_from`).MatchString(k) {
+				t.Errorf("record %d (%s): measured label %s=%s", r.ID, r.File, k, r.Labels[k])
+			}
+		}
+		if r.Host != "b1-host" || r.ClientMAC != mac {
+			t.Errorf("record %d (%s): host %q MAC %q", r.ID, r.File, r.Host, r.ClientMAC)
+		}
+	}
+	sort.Strings(got)
+	if want := "iperf2 tcp tx,iperf2 udp tx,iperf3 tcp tx,iperf3 udp rx"; strings.Join(got, ",") != want {
+		t.Fatalf("report --label board=b1 lists %v, want %s\n%s", got, want, rep)
+	}
+	// The dashboard's recent fetches (fed by the events, not the store)
+	// name the same host, MAC and labels as the records: serve stamps the
+	// host entry on each event before any sink (hosts.Stamping).
+	body, err := (&nstest.Served{NS: p.Server, Admin: "127.0.0.1:9069"}).Get("/api/recent")
+	if err != nil {
+		t.Fatalf("/api/recent: %v\n%s", err, body)
+	}
+	var recent struct {
+		Fetches []struct {
+			File      string            `json:"file"`
+			Host      string            `json:"host"`
+			ClientMAC string            `json:"client_mac"`
+			Labels    map[string]string `json:"labels"`
+		} `json:"fetches"`
+	}
+	if err := json.Unmarshal([]byte(body), &recent); err != nil {
+		t.Fatalf("/api/recent: %v\n%s", err, body)
+	}
+	seen := 0
+	for _, f := range recent.Fetches {
+		for _, r := range tab.Rows {
+			if r.File != f.File {
+				continue
+			}
+			seen++
+			if f.Host != r.Host || f.ClientMAC != r.ClientMAC || fmt.Sprint(f.Labels) != fmt.Sprint(r.Labels) {
+				t.Errorf("dashboard %q: host %q MAC %q labels %v; its record: host %q MAC %q labels %v",
+					f.File, f.Host, f.ClientMAC, f.Labels, r.Host, r.ClientMAC, r.Labels)
+			}
+		}
+	}
+	if seen != len(tab.Rows) {
+		t.Errorf("the dashboard lists %d of the %d iperf records:\n%s", seen, len(tab.Rows), body)
+	}
+
+	// iperf3 -u -R: the board received, its own loss and jitter are the
+	// record's (from the result exchange: its streams' packets, which its
+	// JSON sum counts a few datagrams apart, 1%).
+	var sum struct {
+		Jitter  float64 `json:"jitter_ms"`
+		Lost    int64   `json:"lost_packets"`
+		Packets int64   `json:"packets"`
+	}
+	if err := json.Unmarshal(udp3.End["sum"], &sum); err != nil || sum.Packets == 0 {
+		t.Fatalf("iperf3 -J end.sum: %v %+v", err, sum)
+	}
+	r := byFile["iperf3 udp"]
+	t.Logf("iperf3 -u -R: record jitter %.4f ms lost %d/%d (%.3f%%), client %.4f ms %d/%d", r.JitterMs, r.UDPLost, r.UDPPackets,
+		r.UDPLostPct, sum.Jitter, sum.Lost, sum.Packets)
+	if pctOff(r.JitterMs, sum.Jitter) > 2 || pctOff(float64(r.UDPPackets), float64(sum.Packets)) > 1 ||
+		math.Abs(float64(r.UDPLost-sum.Lost)) > float64(sum.Packets)/100 {
+		t.Errorf("iperf3 -u -R: record jitter %.4f ms lost %d/%d, the client's %.4f ms %d/%d", r.JitterMs, r.UDPLost, r.UDPPackets,
+			sum.Jitter, sum.Lost, sum.Packets)
+	}
+	// iperf3 -c: the board's own rate is on the record, beside the server's window.
+	r = byFile["iperf3 tcp"]
+	if c := tcp3.sum("sum_sent"); pctOff(r.ClientMbps, c.BPS/1e6) > 2 || r.ServerDuration <= 0 || !r.ClientClock {
+		t.Errorf("iperf3 -c: record client_mbps %.2f clock %v server %v, the client's %.2f", r.ClientMbps, r.ClientClock,
+			r.ServerDuration, c.BPS/1e6)
+	}
+	// iperf -u: pxeperf measured what arrived; the client counts what it
+	// sent (its last datagrams are the FIN, outside the sequence counted).
+	sent := regexp.MustCompile(`Sent (\d+) datagrams`).FindStringSubmatch(udp2)
+	var n int64
+	if sent == nil {
+		t.Fatalf("iperf -c -u: no datagram count\n%s", udp2)
+	}
+	fmt.Sscan(sent[1], &n)
+	r = byFile["iperf2 udp"]
+	t.Logf("iperf -u: record jitter %.4f ms lost %d/%d, the client sent %d\n%s", r.JitterMs, r.UDPLost, r.UDPPackets, n, udp2)
+	if r.UDPPackets == 0 || pctOff(float64(r.UDPPackets), float64(n)) > 1 || r.JitterMs <= 0 {
+		t.Errorf("iperf -u: record %d datagrams jitter %.4f, the client sent %d", r.UDPPackets, r.JitterMs, n)
 	}
 }

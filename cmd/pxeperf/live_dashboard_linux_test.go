@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/testenv"
 )
 
 // TestDashboardInChromium runs the real binary on loopback (unique ports)
@@ -42,7 +43,7 @@ func TestDashboardInChromium(t *testing.T) {
 	const big = 64 << 20
 	nstest.RandomFile(t, filepath.Join(img, "big.img"), big, 7)
 	nstest.RandomFile(t, filepath.Join(img, "initrd.img"), 2<<20, 8)
-	httpAddr, adminAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	httpAddr, adminAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t, "tcp")), fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t, "tcp"))
 
 	startLoopbackServe(t, bin, dir, "admin listener serving", "--tftp-addr", "off",
 		"--http-addr", httpAddr, "--admin-addr", adminAddr, "--root", img, "--data", filepath.Join(dir, "data"))
@@ -180,30 +181,18 @@ func checkNotBlank(b []byte) error {
 }
 
 // startLoopbackServe starts `pxeperf serve` on lo without DHCP, with
-// args, in its own process group (killed at the end of the test, its
-// output logged when the test failed), and waits for ready in its log.
-// It returns the process and its output.
+// args, in dir (nstest.StartCmd: killed at the end of the test, its
+// output's tail logged when the test failed), and waits for ready in its
+// log. It returns the process and its output.
 func startLoopbackServe(t *testing.T, bin, dir, ready string, args ...string) (*exec.Cmd, *nstest.SyncBuffer) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off"}, args...)...)
+	cmd := nstest.Command(context.Background(), "", bin, append([]string{"serve", "--iface", "lo", "--addr", "127.0.0.1", "--dhcp", "off"}, args...)...)
 	cmd.Dir = dir
-	out := &nstest.SyncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	p := nstest.StartCmd(t, cmd)
+	if !nstest.WaitFor(20*time.Second, func() bool { return strings.Contains(p.Out.String(), ready) }) {
+		t.Fatalf("serve %v did not start:\n%s", args, p.Out.String())
 	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("serve %v:\n%s", args, out.String())
-		}
-	})
-	if !nstest.WaitFor(20*time.Second, func() bool { return strings.Contains(out.String(), ready) }) {
-		t.Fatalf("serve %v did not start:\n%s", args, out.String())
-	}
-	return cmd, out
+	return p.Cmd, p.Out
 }
 
 // slowGet fetches url reading at most rate bytes/s (0: as fast as it can)

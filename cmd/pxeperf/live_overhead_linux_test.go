@@ -19,6 +19,7 @@ import (
 
 	"github.com/pxeperf/pxeperf/bench/peers"
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/testenv"
 	"github.com/pxeperf/pxeperf/measure"
 	"github.com/pxeperf/pxeperf/tftp"
 )
@@ -55,10 +56,10 @@ func TestLiveOverhead(t *testing.T) {
 		httpMbps, tftpMbps, httpCPU, tftpCPU []float64
 	}
 	start := func(name string, live bool) *server {
-		s := &server{name: name, http: fmt.Sprintf("127.0.0.1:%d", freePort(t)), admin: "off"}
-		s.tftp = netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", freeUDPPort(t)))
+		s := &server{name: name, http: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t, "tcp")), admin: "off"}
+		s.tftp = netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t, "udp")))
 		if live {
-			s.admin = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			s.admin = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t, "tcp"))
 		}
 		cmd, _ := startLoopbackServe(t, bin, dir, "http boot serving",
 			"--tftp-addr", s.tftp.String(), "--http-addr", s.http, "--admin-addr", s.admin,
@@ -202,15 +203,4 @@ func procCPU(t *testing.T, pid int) time.Duration {
 		sum += ns
 	}
 	return time.Duration(sum)
-}
-
-// freeUDPPort returns a UDP port on 127.0.0.1 free at the time of asking.
-func freeUDPPort(t *testing.T) int {
-	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
 }

@@ -64,14 +64,7 @@ func (l *lab) start() {
 	l.proc = nstest.Start(l.t, l.pair.Server, l.bin, "serve", "--config", l.cfg, "--iface", l.pair.ServerIf,
 		"--dhcp", "off", "--tftp-addr", "off", "--admin-addr", "off", "--http-addr", l.pair.ServerIP.String()+":8080",
 		"--root", l.root, "--data", l.data)
-	if !nstest.WaitFor(20*time.Second, func() bool {
-		resp, err := l.client.Get(l.base + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}) {
+	if !nstest.WaitFor(20*time.Second, nstest.Healthy(l.client, l.base)) {
 		l.t.Fatalf("%s: serve did not answer /healthz:\n%s", l.name, l.proc.Out.String())
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pxeperf/pxeperf/internal/sockopt"
 )
 
 // YieldEvery is the yield rule: a Sock's owner passes through Go's
@@ -191,14 +193,10 @@ func (s *Sock) setTimeout(d time.Duration) error {
 		return nil
 	}
 	tv := unix.NsecToTimeval(d.Nanoseconds())
-	var serr error
-	if err := s.rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptTimeval(int(fd), unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	if err := sockopt.Control(s.rc, func(fd uintptr) error {
+		return unix.SetsockoptTimeval(int(fd), unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	}); err != nil {
 		return err
-	}
-	if serr != nil {
-		return serr
 	}
 	s.rcvto = d
 	return nil

@@ -25,26 +25,21 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pxeperf/pxeperf/internal/testkit/testenv"
 	"github.com/pxeperf/pxeperf/netlab"
 )
 
-// RequireRoot skips the test unless it runs as root with iproute2.
+// RequireRoot skips the test unless it runs as root with iproute2
+// (testenv.RequireRoot, here beside the rigs that need it).
 func RequireRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces (run as root; CI does)")
-	}
-	RequireTool(t, "ip")
+	testenv.RequireRoot(t)
 }
 
-// RequireTool skips the test when a program is missing, naming the package.
+// RequireTool skips the test when a program is missing (testenv.RequireTool).
 func RequireTool(t testing.TB, names ...string) {
 	t.Helper()
-	for _, n := range names {
-		if _, err := exec.LookPath(n); err != nil {
-			t.Skipf("needs %s in PATH (see .ci/run for the apt-get line that installs it)", n)
-		}
-	}
+	testenv.RequireTool(t, names...)
 }
 
 var seq atomic.Int32
@@ -149,17 +144,31 @@ type Proc struct {
 // Its output is kept in Out and logged when the test fails.
 func Start(t testing.TB, ns string, name string, args ...string) *Proc {
 	t.Helper()
-	cmd := Command(context.Background(), ns, name, args...)
+	return startCmd(t, Command(context.Background(), ns, name, args...), name+" "+strings.Join(args, " "))
+}
+
+// StartCmd is Start for a command the caller has set up (its folder, its
+// environment): cmd runs in its own process group with its output in Out,
+// is killed when the test ends, and its output's tail is logged if the
+// test failed.
+func StartCmd(t testing.TB, cmd *exec.Cmd) *Proc {
+	t.Helper()
+	return startCmd(t, cmd, strings.Join(cmd.Args, " "))
+}
+
+// startCmd starts cmd as StartCmd says; what names it in the failure log.
+func startCmd(t testing.TB, cmd *exec.Cmd, what string) *Proc {
+	t.Helper()
 	p := &Proc{Cmd: cmd, Out: &SyncBuffer{}}
 	cmd.Stdout, cmd.Stderr = p.Out, p.Out
 	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
+		t.Fatalf("start %s: %v", what, err)
 	}
 	t.Cleanup(func() {
 		p.Kill()
 		if t.Failed() {
-			logTail(t, name+" "+strings.Join(args, " "), p.Out.String())
+			logTail(t, what, p.Out.String())
 		}
 	})
 	return p
@@ -201,17 +210,8 @@ func (p *Proc) Kill() {
 // Signal sends sig to the process group.
 func (p *Proc) Signal(sig unix.Signal) error { return unix.Kill(-p.Cmd.Process.Pid, sig) }
 
-// WaitFor polls cond every 50 ms until it is true or timeout passes.
-func WaitFor(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return cond()
-}
+// WaitFor polls cond until it is true or timeout passes (testenv.WaitFor).
+func WaitFor(timeout time.Duration, cond func() bool) bool { return testenv.WaitFor(timeout, cond) }
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writes and reads.
 type SyncBuffer struct {

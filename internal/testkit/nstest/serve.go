@@ -256,6 +256,19 @@ func (s *Served) Within(ctx context.Context, t testing.TB, max Usage) Usage {
 	}
 }
 
+// Healthy is a condition for WaitFor: base's /healthz answers 200 to c
+// (serve is up and ready).
+func Healthy(c *http.Client, base string) func() bool {
+	return func() bool {
+		resp, err := c.Get(base + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+}
+
 // Health is the admin listener's /healthz (and the boot port's), decoded:
 // the fields the tests read.
 type Health struct {
