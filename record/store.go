@@ -668,8 +668,7 @@ func (s *Store) selectRecords(f Filter) (string, []any) {
 		}
 	}
 	if len(f.Kinds) == 0 {
-		where = append(where, "kind <> ?") // events only when named (HasKind)
-		args = append(args, KindEvent)
+		w.add("kind <> ?", KindEvent) // events only when named (HasKind)
 	}
 	if len(f.Kinds) > 0 {
 		// Records written before kinds existed have kind '' until a
