@@ -31,6 +31,7 @@ type DHCPOption struct {
 
 	code    byte
 	enc     []byte
+	wire    string // enc as a string, for the DHCP server to copy without allocating
 	problem *optProblem
 }
 
@@ -43,6 +44,9 @@ func (o DHCPOption) Code() byte { return o.code }
 
 // Bytes is the option's encoded value, as sent.
 func (o DHCPOption) Bytes() []byte { return o.enc }
+
+// Wire is Bytes as a string.
+func (o DHCPOption) Wire() string { return o.wire }
 
 // optType says how an option's text is encoded.
 type optType uint8
@@ -479,7 +483,7 @@ func readOption(key string, v *yaml.Node) DHCPOption {
 		o.problem = &optProblem{"", err.Error()}
 		return o
 	}
-	o.code, o.enc = code, enc
+	o.code, o.enc, o.wire = code, enc, string(enc)
 	return o
 }
 
@@ -606,21 +610,11 @@ func validateClassOptions(classes []ClassOptions, add func(key, format string, a
 			add(key+".match", "matches every client; give arch, vendor_class or user_class, or put the options in dhcp.options")
 		}
 		if _, ok := ArchByName(m.Arch); m.Arch != "" && !ok {
-			add(key+".match.arch", "%q is not an architecture name; use one of %s", m.Arch, strings.Join(archNames(), ", "))
+			add(key+".match.arch", "%q is not an architecture name; use one of %s", m.Arch, strings.Join(ArchNames(), ", "))
 		}
 		if len(c.Options) == 0 {
 			add(key+".options", "sets no option; add e.g. root_path: ..., or remove the entry")
 		}
 		validateDHCPOptions(key+".options", c.Options, add)
 	}
-}
-
-// archNames lists the architecture names, sorted.
-func archNames() []string {
-	var out []string
-	for _, a := range Archs() {
-		out = append(out, a.Name)
-	}
-	sort.Strings(out)
-	return out
 }

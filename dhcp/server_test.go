@@ -21,6 +21,13 @@ type testEnv struct {
 
 func newTestServer(t testing.TB, mode string, hostEntries ...configs.Host) *testEnv {
 	t.Helper()
+	return newTestServerWith(t, mode, nil, hostEntries...)
+}
+
+// newTestServerWith is newTestServer with edit (nil: none) applied to the
+// config before the server is built.
+func newTestServerWith(t testing.TB, mode string, edit func(*configs.Config), hostEntries ...configs.Host) *testEnv {
+	t.Helper()
 	cfg := configs.Default()
 	cfg.DHCP.Mode = mode
 	cfg.DHCP.Pool, _ = configs.ParsePool("10.0.0.10-10.0.0.20")
@@ -31,6 +38,9 @@ func newTestServer(t testing.TB, mode string, hostEntries ...configs.Host) *test
 	cfg.Data = t.TempDir()
 	cfg.HTTP.Listen = ":8080"
 	cfg.Hosts = hostEntries
+	if edit != nil {
+		edit(cfg)
+	}
 	rec := &event.Recorder{}
 	ht := hosts.New(cfg.Hosts)
 	s, err := newServer(Options{Config: cfg, Addr: addr("10.0.0.1"), Prefix: netip.MustParsePrefix("10.0.0.0/24"),
@@ -395,8 +405,10 @@ func FuzzHandle(f *testing.F) {
 		f.Add(p.ToBytes(), true)
 	}
 	f.Add([]byte{1, 1, 6, 0}, false)
-	full := newTestServer(f, configs.ModeFull)
-	proxy := newTestServer(f, configs.ModeProxy)
+	// Configured options for every layer, so that each reply runs addOptions
+	// and fit against what the datagram's options 55 and 57 say.
+	full := newTestServerWith(f, configs.ModeFull, withOptions(f, optionsConfig))
+	proxy := newTestServerWith(f, configs.ModeProxy, withOptions(f, optionsConfig))
 	f.Fuzz(func(t *testing.T, b []byte, onProxy bool) {
 		for _, e := range []*testEnv{full, proxy} {
 			out, dst := e.s.Handle(b, src68, onProxy, t0)
@@ -409,6 +421,9 @@ func FuzzHandle(f *testing.F) {
 			}
 			if !dst.IsValid() {
 				t.Fatalf("reply without destination")
+			}
+			if len(out) > maxMessageSize-ipUDPHeaders {
+				t.Fatalf("reply of %d bytes", len(out))
 			}
 		}
 	})
