@@ -55,7 +55,7 @@ func asks(codes ...uint8) dhcpv4.Modifier {
 	return dhcpv4.WithOption(dhcpv4.OptParameterRequestList(l...))
 }
 
-func uboot(arch byte) []dhcpv4.Modifier {
+func ubootClient(arch byte) []dhcpv4.Modifier {
 	return []dhcpv4.Modifier{dhcpv4.WithOption(dhcpv4.OptClassIdentifier("U-Boot.armv8")),
 		dhcpv4.WithGeneric(dhcpv4.GenericOptionCode(optClientArch), []byte{0, arch})}
 }
@@ -93,11 +93,11 @@ func TestOptionsPrecedence(t *testing.T) {
 		{"global, router replaced, 7 forced, 209 not asked", mac(1), []dhcpv4.Modifier{asks(1, 3, 6, 12, 15, 17, 26, 42, 224)},
 			"3=0a0000fa 7=0a000007 17=/srv/global 42=0a0000050a000006 67=boot.scr.uimg 224=0102ff", "boot.scr.uimg"},
 		{"nothing asked but the forced", mac(1), []dhcpv4.Modifier{asks(1)}, "3=0a0000fa 7=0a000007 67=boot.scr.uimg", "boot.scr.uimg"},
-		{"first class", mac(1), append(uboot(21), asks(17, 26)),
+		{"first class", mac(1), append(ubootClient(21), asks(17, 26)),
 			"3=0a0000fa 7=0a000007 17=/srv/uboot 26=05dc 67=boot.scr.uimg", "boot.scr.uimg"},
-		{"later class wins", mac(1), append(uboot(22), asks(17, 26)),
+		{"later class wins", mac(1), append(ubootClient(22), asks(17, 26)),
 			"3=0a0000fa 7=0a000007 17=/srv/uboot-arm64 26=05dc 67=boot.scr.uimg", "boot.scr.uimg"},
-		{"host wins, name as 12, bootfile", mac(7), append(uboot(22), asks(12, 17, 26)),
+		{"host wins, name as 12, bootfile", mac(7), append(ubootClient(22), asks(12, 17, 26)),
 			"3=0a0000fa 7=0a000007 12=board7 17=/srv/board7 26=05dc 67=custom.efi", "custom.efi"},
 		{"host's own hostname", mac(8), []dhcpv4.Modifier{asks(12)}, "3=0a0000fa 7=0a000007 12=other-name 67=boot.scr.uimg", "boot.scr.uimg"},
 		{"iPXE class replaces the script URL", mac(1), []dhcpv4.Modifier{ipxeUC, asks(1)},
@@ -195,7 +195,7 @@ func TestOptionsFitTheClient(t *testing.T) {
 // TestOptionsAllocateNothing: a DORA with options for the client (global,
 // class, host, hostname) allocates no more than one without any.
 func TestOptionsAllocateNothing(t *testing.T) {
-	mods := append(uboot(22), asks(1, 3, 6, 12, 15, 17, 26, 42, 224))
+	mods := append(ubootClient(22), asks(1, 3, 6, 12, 15, 17, 26, 42, 224))
 	allocs := func(e *testEnv, m net.HardwareAddr) float64 {
 		disc := pkt(t, dhcpv4.MessageTypeDiscover, m, mods...).ToBytes()
 		w := &wire{}
