@@ -430,39 +430,60 @@ func FuzzHandle(f *testing.F) {
 }
 
 // BenchmarkHandleDORA is one DISCOVER/OFFER + REQUEST/ACK through Handle,
-// without sockets; "fsync" journals to disk as the server does.
+// without sockets; "fsync" journals to disk as the server does. The
+// options pair runs U-Boot clients that ask for options (55) against a
+// server without configured options and one with them in every layer
+// (optionsConfig: global, a matching class, host entries for two of the
+// eight MACs).
 func BenchmarkHandleDORA(b *testing.B) {
-	for _, sync := range []bool{false, true} {
-		name := "nosync"
-		if sync {
-			name = "fsync"
-		}
-		b.Run(name, func(b *testing.B) {
-			e := newTestServer(b, configs.ModeFull)
-			e.s.leases.j.noSync = !sync
-			var disc, req [8][]byte
-			for i := range disc {
-				disc[i] = pkt(b, dhcpv4.MessageTypeDiscover, mac(byte(i)), pxeVendor, biosArch).ToBytes()
+	plain := []dhcpv4.Modifier{pxeVendor, biosArch}
+	asking := append(ubootClient(22), asks(1, 3, 6, 12, 15, 17, 26, 42, 224))
+	for _, bc := range []struct {
+		name string
+		sync bool
+		mods []dhcpv4.Modifier
+		edit func(testing.TB) func(*configs.Config)
+	}{
+		{"nosync", false, plain, nil},
+		{"fsync", true, plain, nil},
+		{"options-off", false, asking, nil},
+		{"options-on", false, asking, func(t testing.TB) func(*configs.Config) { return withOptions(t, optionsConfig) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var edit func(*configs.Config)
+			if bc.edit != nil {
+				edit = bc.edit(b)
 			}
-			now := t0
-			w := &wire{} // as a socket worker: buffers reused
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; b.Loop(); i++ {
-				k := i % len(disc)
-				out, _ := e.s.handle(w, disc[k], src68, false, now)
-				if out == nil {
-					b.Fatal("no offer")
-				}
-				if req[k] == nil {
-					offer, _ := dhcpv4.FromBytes(out)
-					r, _ := dhcpv4.NewRequestFromOffer(offer)
-					req[k] = r.ToBytes()
-				}
-				if out, _ := e.s.handle(w, req[k], src68, false, now); out == nil {
-					b.Fatal("no ack")
-				}
-			}
+			e := newTestServerWith(b, configs.ModeFull, edit)
+			benchDORA(b, e, bc.sync, bc.mods)
 		})
+	}
+}
+
+// benchDORA runs DORAs of 8 MACs against e.
+func benchDORA(b *testing.B, e *testEnv, sync bool, mods []dhcpv4.Modifier) {
+	e.s.leases.j.noSync = !sync
+	var disc, req [8][]byte
+	for i := range disc {
+		disc[i] = pkt(b, dhcpv4.MessageTypeDiscover, mac(byte(i+1)), mods...).ToBytes()
+	}
+	now := t0
+	w := &wire{} // as a socket worker: buffers reused
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		k := i % len(disc)
+		out, _ := e.s.handle(w, disc[k], src68, false, now)
+		if out == nil {
+			b.Fatal("no offer")
+		}
+		if req[k] == nil {
+			offer, _ := dhcpv4.FromBytes(out)
+			r, _ := dhcpv4.NewRequestFromOffer(offer, mods...)
+			req[k] = r.ToBytes()
+		}
+		if out, _ := e.s.handle(w, req[k], src68, false, now); out == nil {
+			b.Fatal("no ack")
+		}
 	}
 }
