@@ -48,6 +48,13 @@ func (o DHCPOption) Bytes() []byte { return o.enc }
 // Wire is Bytes as a string.
 func (o DHCPOption) Wire() string { return o.wire }
 
+// Equal reports whether o and p are the same option value (go-cmp uses
+// it, as the encoding is unexported).
+func (o DHCPOption) Equal(p DHCPOption) bool {
+	same := o.problem == nil && p.problem == nil || o.problem != nil && p.problem != nil && *o.problem == *p.problem
+	return o.Value == p.Value && o.Force == p.Force && o.code == p.code && o.wire == p.wire && same
+}
+
 // optType says how an option's text is encoded.
 type optType uint8
 
