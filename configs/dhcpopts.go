@@ -130,6 +130,21 @@ var optDefs = []optDef{
 	{210, "pxelinux_path_prefix", tString, true, nil},
 	{211, "pxelinux_reboot_time", tU32, true, nil},
 	{252, "wpad", tString, false, nil},
+	// Known so that their names get refusedCodes' fix, not a guess.
+	{50, "requested_address", tIP, false, nil},
+	{51, "lease_time", tU32, false, nil},
+	{52, "overload", tU8, false, nil},
+	{53, "message_type", tU8, false, nil},
+	{54, "server_id", tIP, false, []string{"server_identifier"}},
+	{55, "parameter_request_list", tHex, false, nil},
+	{57, "max_message_size", tU16, false, nil},
+	{58, "renewal_time", tU32, false, nil},
+	{59, "rebinding_time", tU32, false, nil},
+	{60, "vendor_class", tString, false, []string{"vendor_class_identifier"}},
+	{61, "client_id", tHex, false, nil},
+	{82, "relay_agent_information", tHex, false, nil},
+	{93, "client_arch", tU16, false, nil},
+	{97, "client_uuid", tHex, false, nil},
 }
 
 // optByName and optByCode index optDefs.
@@ -176,16 +191,6 @@ func ProxyDHCPOption(code byte) bool {
 		return d.proxy
 	}
 	return code >= 224 && code <= 254
-}
-
-// DHCPOptionNames lists the option names pxeperf knows, with their codes,
-// for help texts: "root_path (17)".
-func DHCPOptionNames() []string {
-	var out []string
-	for _, d := range optDefs {
-		out = append(out, fmt.Sprintf("%s (%d)", d.name, d.code))
-	}
-	return out
 }
 
 // maxOptionLen is the most one option holds: pxeperf does not split an
@@ -448,6 +453,10 @@ func (o *DHCPOptions) UnmarshalYAML(n *yaml.Node) error {
 	out := make(DHCPOptions, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i].Value
+		if _, dup := out[k]; dup {
+			out[k] = DHCPOption{problem: &optProblem{"", "is given twice; keep one"}}
+			continue
+		}
 		out[k] = readOption(k, n.Content[i+1])
 	}
 	*o = out

@@ -63,6 +63,8 @@ func TestParseDHCPOptionRefuses(t *testing.T) {
 		{"53", "hex:05", "message type"},
 		{"54", "ip:10.0.0.1", "set address (or --addr)"},
 		{"51", "3600", "dhcp.lease_time"},
+		{"lease-time", "3600", "option 51 (lease time) follows dhcp.lease_time; set that instead"},
+		{"server_id", "10.0.0.1", "option 54 (server identifier) is pxeperf's own address"},
 		{"224", "0102", "hex:01ab..., ip:"},
 		{"root_path", strings.Repeat("x", 256), "is 256 bytes encoded; one option holds at most 255"},
 		{"root_path", "", "is empty"},
@@ -159,6 +161,7 @@ func TestDHCPOptionsErrors(t *testing.T) {
 			[]string{"dhcp.class_options[0].match", "matches every client"}},
 		{"class key", "dhcp:\n  class_options:\n    - match: {vendor: U-Boot}\n      options: {mtu: 1500}\n",
 			[]string{"dhcp.class_options[0].match.vendor", "known keys here: arch, user_class, vendor_class"}},
+		{"same key twice", "dhcp:\n  options:\n    mtu: 1500\n    mtu: 9000\n", []string{"dhcp.options.mtu", "is given twice"}},
 		{"not a mapping", "dhcp:\n  options: [mtu]\n", []string{"t.yaml:2", "NAME or CODE to a value"}},
 	}
 	for _, tt := range tests {
