@@ -202,6 +202,13 @@ func TestDHCPOptionsJSON(t *testing.T) {
 	if want := `{"224":{"value":"hex:ff","force":true},"mtu":"1500","ntp_servers":"10.0.0.5","root_path":"/srv/x"}`; string(b) != want {
 		t.Errorf("to JSON: %s, want %s", b, want)
 	}
+	var host struct {
+		Opts DHCPOptions `json:"dhcp_options"`
+	}
+	host.Opts = o
+	if err := json.Unmarshal([]byte(`{"dhcp_options": null}`), &host); err != nil || host.Opts != nil {
+		t.Errorf("null options: %v, %v", host.Opts, err)
+	}
 	var bad DHCPOptions
 	if err := json.Unmarshal([]byte(`{"ntp_servers": "10.0.0.999"}`), &bad); err != nil {
 		t.Fatal(err)
