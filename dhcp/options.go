@@ -70,24 +70,16 @@ func userClassHas(v []byte, name string) bool {
 	return false
 }
 
-// optionsDone marks the codes a layer has decided.
-type optionsDone [4]uint64
-
-func (d *optionsDone) take(code byte) bool {
-	bit := uint64(1) << (code % 64)
-	if d[code/64]&bit != 0 {
-		return false
-	}
-	d[code/64] |= bit
-	return true
-}
-
 // addOptions adds the configured options for this client to r. It
 // returns the boot file when an option 67 replaced pxeperf's, else "".
 func (s *Server) addOptions(r *reply, req *msg, c client, host *configs.Host, proxy bool) (bootFile string) {
-	var done optionsDone
+	var done codeSet // the codes a layer has decided
 	add := func(code byte, v string, force bool) {
-		if !done.take(code) || proxy && !configs.ProxyDHCPOption(code) {
+		if done.contains(code) {
+			return
+		}
+		done.add(code)
+		if proxy && !configs.ProxyDHCPOption(code) {
 			return
 		}
 		if i := r.index(code); i >= 0 {
@@ -104,7 +96,7 @@ func (s *Server) addOptions(r *reply, req *msg, c client, host *configs.Host, pr
 		case force:
 			r.setRanked(code, v, 1)
 		case i >= 0:
-			r.setRanked(code, v, 2+i)
+			r.setRanked(code, v, uint16(2+i))
 		}
 	}
 	if host != nil {

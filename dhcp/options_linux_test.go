@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -144,4 +145,14 @@ func TestOptionsUBoot(t *testing.T) {
 			c.Fatalf("after dhcp, printenv %s: %q, want %q", k, got, want)
 		}
 	}
+}
+
+// processCPU is the CPU time (user and system) the test process has used,
+// in nanoseconds.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

@@ -35,6 +35,13 @@ hosts:
     dhcp_options: {hostname: other-name}
 `
 
+// optionsOffConfig has optionsConfig's host entries without options or
+// names: what BenchmarkHandleDORA's options-off runs against.
+const optionsOffConfig = `hosts:
+  - mac: 52:54:00:00:00:07
+  - mac: 52:54:00:00:00:08
+`
+
 // withOptions is an edit for newTestServerWith: the dhcp options and hosts
 // of text (a config file), as the config reads them.
 func withOptions(t testing.TB, text string) func(*configs.Config) {

@@ -246,7 +246,15 @@ type reply struct {
 	// counts the configured options (rank > 0), which appendTo drops,
 	// highest rank first, until the reply fits; dropped counts those.
 	limit, ranked, dropped int
+	has                    codeSet // the codes in opts
 }
+
+// codeSet is a set of option codes.
+type codeSet [4]uint64
+
+func (c *codeSet) add(code byte)           { c[code/64] |= 1 << (code % 64) }
+func (c *codeSet) remove(code byte)        { c[code/64] &^= 1 << (code % 64) }
+func (c *codeSet) contains(code byte) bool { return c[code/64]&(1<<(code%64)) != 0 }
 
 // ropt is an option of the reply. rank is 0 for pxeperf's own options,
 // which are always sent; a configured option pxeperf would not send
@@ -255,8 +263,8 @@ type reply struct {
 // too long.
 type ropt struct {
 	code       byte
+	rank       uint16
 	start, end int // in data
-	rank       int
 }
 
 // start resets r for a reply of type mt to req, with what every reply
@@ -299,10 +307,14 @@ func (r *reply) put(code byte, start int) {
 		}
 	}
 	r.opts = append(r.opts, ropt{code: code, start: start, end: len(r.data)})
+	r.has.add(code)
 }
 
 // index is code's place in r.opts, -1 when the reply has no such option.
 func (r *reply) index(code byte) int {
+	if !r.has.contains(code) {
+		return -1
+	}
 	for i := range r.opts {
 		if r.opts[i].code == code {
 			return i
@@ -311,15 +323,13 @@ func (r *reply) index(code byte) int {
 	return -1
 }
 
-// setRanked adds a configured option of rank (> 0, see ropt), unless
-// the reply has code already.
-func (r *reply) setRanked(code byte, v string, rank int) {
-	if r.index(code) >= 0 {
-		return
-	}
+// setRanked adds a configured option of rank (> 0, see ropt) that the
+// reply does not have yet.
+func (r *reply) setRanked(code byte, v string, rank uint16) {
 	s := len(r.data)
 	r.data = append(r.data, v...)
 	r.opts = append(r.opts, ropt{code: code, start: s, end: len(r.data), rank: rank})
+	r.has.add(code)
 	r.ranked++
 }
 
@@ -343,6 +353,7 @@ func (r *reply) fit() {
 				j = i
 			}
 		}
+		r.has.remove(r.opts[j].code)
 		r.opts = append(r.opts[:j], r.opts[j+1:]...)
 		r.ranked--
 		r.dropped++
