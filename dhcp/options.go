@@ -72,10 +72,13 @@ func userClassHas(v []byte, name string) bool {
 
 // addOptions adds the configured options for this client to r. It
 // returns the boot file when an option 67 replaced pxeperf's, else "".
+// An iPXE client's boot file (the script URL) is replaced only by a class
+// that matches on user_class: a host's or a global bootfile of, say,
+// ipxe.efi would have iPXE chain itself for ever, as boot_file would.
 func (s *Server) addOptions(r *reply, req *msg, c client, host *configs.Host, proxy bool) (bootFile string) {
 	var done codeSet // the codes a layer has decided
-	add := func(code byte, v string, force bool) {
-		if done.contains(code) {
+	add := func(code byte, v string, force, forIPXE bool) {
+		if done.contains(code) || code == optBootFile && c.IPXE && !forIPXE {
 			return
 		}
 		done.add(code)
@@ -101,21 +104,21 @@ func (s *Server) addOptions(r *reply, req *msg, c client, host *configs.Host, pr
 	}
 	if host != nil {
 		for _, o := range host.DHCPOptions {
-			add(o.Code(), o.Wire(), o.Force)
+			add(o.Code(), o.Wire(), o.Force, false)
 		}
 		if n := host.Name; n != "" && len(n) <= 255 {
-			add(optHostname, n, false)
+			add(optHostname, n, false, false)
 		}
 	}
 	for i := len(s.options.classes) - 1; i >= 0; i-- {
 		if k := &s.options.classes[i]; k.matches(c, req) {
 			for _, o := range k.opts {
-				add(o.Code(), o.Wire(), o.Force)
+				add(o.Code(), o.Wire(), o.Force, k.user != "")
 			}
 		}
 	}
 	for _, o := range s.options.global {
-		add(o.Code(), o.Wire(), o.Force)
+		add(o.Code(), o.Wire(), o.Force, false)
 	}
 	return bootFile
 }

@@ -109,6 +109,8 @@ func TestOptionsPrecedence(t *testing.T) {
 		{"host's own hostname", mac(8), []dhcpv4.Modifier{asks(12)}, "3=0a0000fa 7=0a000007 12=other-name 67=boot.scr.uimg", "boot.scr.uimg"},
 		{"iPXE class replaces the script URL", mac(1), []dhcpv4.Modifier{ipxeUC, asks(1)},
 			"3=0a0000fa 7=0a000007 67=http://10.0.0.1/lab.ipxe", "http://10.0.0.1/lab.ipxe"},
+		{"a host's bootfile is not iPXE's", mac(7), []dhcpv4.Modifier{ipxeUC, asks(1, 12)},
+			"3=0a0000fa 7=0a000007 12=board7 67=http://10.0.0.1/lab.ipxe", "http://10.0.0.1/lab.ipxe"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
