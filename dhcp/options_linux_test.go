@@ -3,6 +3,7 @@
 package dhcp
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -31,6 +32,7 @@ dhcp:
     225: {value: "string:always", force: true}
     226: "string:never"
     tz_database: Europe/Paris
+    domain_search: [lab.example, example.com]
   class_options:
     - match: {vendor_class: U-Boot}
       options:
@@ -56,7 +58,7 @@ func TestOptionsUdhcpc(t *testing.T) {
 	const hostMAC = "02:00:00:dd:00:07"
 	srv := optionsServe(t, p, fmt.Sprintf("  - mac: %s\n    name: board7\n    dhcp_options:\n      root_path: \"%s:/srv/board7\"\n",
 		hostMAC, p.ServerIP))
-	asks := []string{"-O", "rootpath", "-O", "ntpsrv", "-O", "hostname", "-O", "224"}
+	asks := []string{"-O", "rootpath", "-O", "ntpsrv", "-O", "hostname", "-O", "224", "-O", "search"}
 
 	setMAC(t, p, hostMAC)
 	env, err := udhcpcEnv(t, p, asks...)
@@ -65,7 +67,8 @@ func TestOptionsUdhcpc(t *testing.T) {
 	}
 	want := fmt.Sprintf("rootpath=%s:/srv/board7 ntpsrv=%s %s hostname=board7 opt224=01ab00ff opt225=616c77617973 opt226= tzdbstr=",
 		p.ServerIP, nthAddr(p, 5), nthAddr(p, 6))
-	if got := envOf(env, "rootpath", "ntpsrv", "hostname", "opt224", "opt225", "opt226", "tzdbstr"); got != want {
+	want += " search=lab.example example.com"
+	if got := envOf(env, "rootpath", "ntpsrv", "hostname", "opt224", "opt225", "opt226", "tzdbstr", "search"); got != want {
 		t.Errorf("udhcpc as host board7:\n got %s\nwant %s", got, want)
 	}
 
@@ -143,6 +146,34 @@ func TestOptionsUBoot(t *testing.T) {
 		k, _, _ := strings.Cut(want, "=")
 		if got := strings.TrimSpace(c.Run("printenv "+k, 10*time.Second)); got != want {
 			c.Fatalf("after dhcp, printenv %s: %q, want %q", k, got, want)
+		}
+	}
+}
+
+// TestOptionsIPXE: Debian's iPXE ROM (SeaBIOS, e1000) under QEMU reads
+// the root path (17), host name (12), domain search list (119, RFC 1035
+// compression decoded by iPXE) and the forced raw 225 from pxeperf's ACK,
+// as its script prints them.
+func TestOptionsIPXE(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a QEMU guest takes half a minute; skipped with -short")
+	}
+	nstest.RequireRoot(t)
+	nstest.RequireTool(t, "qemu-system-x86_64")
+	p, _, tap := nstest.GuestLAN(t)
+	const mac = "52:54:00:e2:e2:31"
+	// One short line each: the console wraps at 80 columns.
+	script := "#!ipxe\necho PXO rp=${root-path}\necho PXO hn=${hostname}\necho PXO ds=${dnssl}\necho PXO o225=${225:string}\necho PXEPERF-END\n"
+	srv := optionsServe(t, p, fmt.Sprintf("  - mac: %s\n    name: ipxe-board\n    script: %q\n", mac, script))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	q := nstest.X86Guest{NS: p.Client, Tap: tap, Memory: "256", Args: []string{"-device", "e1000,netdev=n0,mac=" + mac}}.QEMU()
+	q.StopAt = []string{"PXEPERF-END"}
+	r := q.Run(ctx)
+	for _, want := range []string{"PXO rp=" + p.ServerIP.String() + ":/srv/global\n", "PXO hn=ipxe-board\n",
+		"PXO ds=lab.example example.com\n", "PXO o225=always\n"} {
+		if !strings.Contains(r.Console, want) {
+			t.Errorf("iPXE printed no %q:\n%s\npxeperf (tail):\n%s", want, nstest.Tail(r.Console, 30), nstest.Tail(srv.Out.String(), 20))
 		}
 	}
 }
