@@ -180,6 +180,11 @@ type DHCP struct {
 	// the reply at any address. Each entry has its own new-client budget.
 	// Default none: only clients on the served segment are answered.
 	Relays []Prefix `yaml:"relays"`
+	// Options are DHCP options sent to every client (see DHCPOptions and
+	// README "DHCP options"); ClassOptions those for the clients a match
+	// picks, later entries winning; a host's dhcp_options win over both.
+	Options      DHCPOptions    `yaml:"options,omitempty"`
+	ClassOptions []ClassOptions `yaml:"class_options,omitempty"`
 }
 
 // Records configures the record sink between the servers and the store.
@@ -448,6 +453,9 @@ type Host struct {
 	// BootLocal (the local disk) or BootShell (the loader's prompt, for a
 	// person).
 	DefaultBoot string `yaml:"default_boot,omitempty"`
+	// DHCPOptions are this host's DHCP options, over dhcp.class_options
+	// and dhcp.options; hostname (12) defaults to Name.
+	DHCPOptions DHCPOptions `yaml:"dhcp_options,omitempty"`
 }
 
 // Values of Host.DefaultBoot.
@@ -652,6 +660,8 @@ func validateDHCP(d *DHCP, add func(key, format string, a ...any)) {
 			add(fmt.Sprintf("dhcp.relays[%d]", i), "%q is not an IPv4 relay; write a relay's giaddr (10.0.8.1) or a prefix of /8 or longer (10.0.8.0/22)", r.String())
 		}
 	}
+	validateDHCPOptions("dhcp.options", d.Options, add)
+	validateClassOptions(d.ClassOptions, add)
 }
 
 // validateTFTP checks the tftp section: its budgets, then the protocol
@@ -720,6 +730,7 @@ func validateHosts(hosts []Host, add func(key, format string, a ...any)) {
 	seenAddr := map[netip.Addr]int{}
 	for i, host := range hosts {
 		key := fmt.Sprintf("hosts[%d]", i)
+		validateDHCPOptions(key+".dhcp_options", host.DHCPOptions, add)
 		if len(host.MAC.HardwareAddr) == 0 {
 			add(key+".mac", "every host needs a mac, e.g. mac: 52:54:00:12:34:56")
 			continue

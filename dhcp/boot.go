@@ -1,7 +1,6 @@
 package dhcp
 
 import (
-	"bytes"
 	"encoding/binary"
 	"net"
 	"net/netip"
@@ -58,22 +57,7 @@ func classify(req *msg) client {
 
 // isIPXEUserClass accepts iPXE's plain "iPXE" and the RFC 3004 form
 // (length-prefixed strings) that some builds send.
-func isIPXEUserClass(v []byte) bool {
-	if bytes.Equal(v, []byte("iPXE")) {
-		return true
-	}
-	for len(v) > 0 {
-		n := int(v[0])
-		if n == 0 || 1+n > len(v) {
-			return false
-		}
-		if string(v[1:1+n]) == "iPXE" {
-			return true
-		}
-		v = v[1+n:]
-	}
-	return false
-}
+func isIPXEUserClass(v []byte) bool { return userClassHas(v, "iPXE") }
 
 // bootReply is the boot information a client gets.
 type bootReply struct {

@@ -51,6 +51,7 @@ const (
 	reasonSendFull       = "dhcp: reply dropped, send buffer full"
 	reasonNoARP          = "dhcp: unicast reply dropped, destination answers no ARP"
 	reasonSendFailed     = "dhcp: reply not sent"
+	reasonOptionsDropped = "dhcp: configured options left out, reply too long"
 )
 
 // rateBuckets is a token bucket per relay.

@@ -54,22 +54,37 @@ func setMAC(t *testing.T, p *nstest.Pair, mac string) {
 // udhcpc gets a lease with busybox udhcpc and returns the address.
 func udhcpc(t *testing.T, p *nstest.Pair, extra ...string) (string, error) {
 	t.Helper()
+	env, err := udhcpcEnv(t, p, extra...)
+	return env["ip"], err
+}
+
+// udhcpcEnv gets a lease with busybox udhcpc and returns the environment
+// its script was run with when bound: ip, and an entry per option it
+// received (rootpath, ntpsrv, hostname, opt224 in hex...).
+func udhcpcEnv(t *testing.T, p *nstest.Pair, extra ...string) (map[string]string, error) {
+	t.Helper()
 	dir := t.TempDir()
-	out := filepath.Join(dir, "ip")
+	out := filepath.Join(dir, "env")
 	script := filepath.Join(dir, "script.sh")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\n[ \"$1\" = bound ] && echo \"$ip\" > "+out+"\nexit 0\n"), 0o755); err != nil {
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n[ \"$1\" = bound ] && env -0 > "+out+"\nexit 0\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	args := append([]string{"udhcpc", "-n", "-q", "-f", "-i", p.ClientIf, "-s", script, "-t", "4", "-T", "1", "-A", "1"}, extra...)
 	log, err := nstest.Output(p.Client, 30*time.Second, "busybox", args...)
 	if err != nil {
-		return "", fmt.Errorf("udhcpc: %v\n%s", err, log)
+		return nil, fmt.Errorf("udhcpc: %v\n%s", err, log)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
-		return "", fmt.Errorf("udhcpc bound no address: %v\n%s", err, log)
+		return nil, fmt.Errorf("udhcpc bound no address: %v\n%s", err, log)
 	}
-	return strings.TrimSpace(string(b)), nil
+	env := map[string]string{}
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return env, nil
 }
 
 var fixedAddrRE = regexp.MustCompile(`fixed-address ([0-9.]+);`)

@@ -128,6 +128,7 @@ type Server struct {
 	mask     net.IPMask
 	dns      []netip.Addr // option 6 in full mode
 	boot     booter
+	options  configuredOptions // dhcp.options and dhcp.class_options
 	hosts    *hosts.Table
 	sink     event.Sink
 	log      *slog.Logger
@@ -180,6 +181,7 @@ func newServer(o Options) (*Server, error) {
 		tftpAddr: tftpServerAddr(o.Config, o.Addr),
 		ip:       net.IP(o.Addr.AsSlice()),
 		boot:     newBooter(cfg, o.Addr, o.Config.HTTP.Listen),
+		options:  newConfiguredOptions(cfg),
 		hosts:    o.Hosts,
 		sink:     o.Sink,
 		log:      o.Logger,
@@ -474,6 +476,10 @@ func (s *Server) handle(w *wire, pkt []byte, src netip.AddrPort, onProxy bool, n
 		return nil, netip.AddrPort{}
 	}
 	w.out = w.rep.appendTo(w.out[:0])
+	if n := w.rep.dropped; n > 0 {
+		s.refuse.Refuse(reasonOptionsDropped, req.chaddr.String(), "dropped", n, "max_message", w.rep.limit+ipUDPHeaders,
+			"fix", "the reply would be longer than the client takes (option 57, else 576 bytes): configure fewer or shorter options for it")
+	}
 	return w.out, dst
 }
 
@@ -571,6 +577,7 @@ func (s *Server) offerFull(f *fullRequest) (bool, netip.AddrPort) {
 	s.network(r)
 	s.leaseTimes(r, s.cfg.LeaseTime)
 	s.addBoot(r, req, c, host, false)
+	s.addOptions(r, req, c, host, false)
 	s.stats.offers.Add(1)
 	if host != nil || had {
 		// New clients are remembered once ACKed: a DISCOVER flood must
@@ -634,6 +641,9 @@ func (s *Server) requestFull(f *fullRequest, ack *ackAfter) (bool, netip.AddrPor
 	s.network(r)
 	s.leaseTimes(r, expiry.Sub(now))
 	b := s.addBoot(r, req, c, host, false)
+	if f := s.addOptions(r, req, c, host, false); f != "" {
+		b.File = f
+	}
 	*ack = ackAfter{pending: true, gen: gen, c: c, host: host, addr: want, expiry: expiry, file: b.File, now: now, xid: req.xid}
 	return true, s.dest(req, r, false)
 }
@@ -689,6 +699,7 @@ func (s *Server) informFull(f *fullRequest) (bool, netip.AddrPort) {
 	f.r.ciaddr = f.req.ciaddr
 	s.network(f.r)
 	s.addBoot(f.r, f.req, f.c, f.host, false)
+	s.addOptions(f.r, f.req, f.c, f.host, false)
 	s.stats.informs.Add(1)
 	return true, s.dest(f.req, f.r, false)
 }
@@ -791,6 +802,9 @@ func (s *Server) handleProxy(req *msg, r *reply, src netip.AddrPort, onProxy boo
 	}
 	s.start(r, req, replyType)
 	applyBoot(r, req, c, b, s.tftpAddr)
+	if f := s.addOptions(r, req, c, host, true); f != "" {
+		b.File = f
+	}
 	// A proxy OFFER must carry option 60 even for iPXE (PXE spec), which
 	// decide already echoes from the request's class.
 	var addr netip.Addr // unknown unless the client says (ciaddr on 4011)

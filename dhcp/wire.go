@@ -24,6 +24,7 @@ const (
 	optSubnetMask   = 1
 	optRouter       = 3
 	optDNS          = 6
+	optHostname     = 12
 	optDomainName   = 15
 	optVendor       = 43
 	optRequestedIP  = 50
@@ -32,6 +33,7 @@ const (
 	optServerID     = 54
 	optParamRequest = 55
 	optMessage      = 56
+	optMaxSize      = 57
 	optRenewal      = 58
 	optRebinding    = 59
 	optClassID      = 60
@@ -43,7 +45,7 @@ const (
 
 // kept lists the request options parse keeps, by slot.
 var kept = [...]byte{optRequestedIP, optMessageType, optServerID, optParamRequest, optClassID, optClientID,
-	optUserClass, optRelayInfo, optClientArch, optClientUUID, optIPXEEncap}
+	optUserClass, optRelayInfo, optClientArch, optClientUUID, optIPXEEncap, optMaxSize}
 
 // slotOf maps an option code to its slot in msg.opt, or -1.
 var slotOf = func() (s [256]int8) {
@@ -191,6 +193,40 @@ func (m *msg) requested(code byte) bool {
 	return false
 }
 
+// requestIndex is code's place in option 55 (0 first), -1 when the list
+// does not name it; without a list every option is asked for, at 0.
+func (m *msg) requestIndex(code byte) int {
+	l := m.get(optParamRequest)
+	if l == nil {
+		return 0
+	}
+	for i, c := range l {
+		if c == code {
+			return i
+		}
+	}
+	return -1
+}
+
+// Reply sizes: a client takes a DHCP message of 576 bytes of IP datagram
+// (RFC 2131 §2), more only when option 57 says so; pxeperf stays within
+// an Ethernet frame whatever 57 says, as it never fragments.
+const (
+	ipUDPHeaders   = 28
+	minMessageSize = 576
+	maxMessageSize = 1500
+)
+
+// maxReply is the largest DHCP message (without IP and UDP headers) the
+// client accepts.
+func (m *msg) maxReply() int {
+	n := minMessageSize
+	if v := m.get(optMaxSize); len(v) == 2 {
+		n = min(max(int(binary.BigEndian.Uint16(v)), minMessageSize), maxMessageSize)
+	}
+	return n - ipUDPHeaders
+}
+
 // reply is a reply being built. Option values live in data, so building
 // one allocates nothing once a worker's reply has grown to its size.
 type reply struct {
@@ -206,10 +242,28 @@ type reply struct {
 	file   string
 	opts   []ropt
 	data   []byte
+	// limit is the longest message the client takes (maxReply); ranked
+	// counts the configured options (rank > 0), which appendTo drops,
+	// highest rank first, until the reply fits; dropped counts those.
+	limit, ranked, dropped int
+	has                    codeSet // the codes in opts
 }
 
+// codeSet is a set of option codes.
+type codeSet [4]uint64
+
+func (c *codeSet) add(code byte)           { c[code/64] |= 1 << (code % 64) }
+func (c *codeSet) remove(code byte)        { c[code/64] &^= 1 << (code % 64) }
+func (c *codeSet) contains(code byte) bool { return c[code/64]&(1<<(code%64)) != 0 }
+
+// ropt is an option of the reply. rank is 0 for pxeperf's own options,
+// which are always sent; a configured option pxeperf would not send
+// otherwise has 1 when forced, else 2 + its place in option 55, so the
+// options the client asked for last are the first to go when the reply is
+// too long.
 type ropt struct {
 	code       byte
+	rank       uint16
 	start, end int // in data
 }
 
@@ -221,7 +275,7 @@ func (r *reply) start(req *msg, mt dhcpv4.MessageType, server netip.Addr) {
 		r.opts, r.data = make([]ropt, 0, 24), make([]byte, 0, 512)
 	}
 	*r = reply{mt: mt, htype: req.htype, xid: req.xid, flags: req.flags, giaddr: req.giaddr, chaddr: req.chaddr,
-		opts: r.opts[:0], data: r.data[:0]}
+		opts: r.opts[:0], data: r.data[:0], limit: req.maxReply()}
 	r.setIP(optServerID, server)
 	for _, code := range []byte{optRelayInfo, optClientID} {
 		if v := req.get(code); v != nil {
@@ -252,7 +306,58 @@ func (r *reply) put(code byte, start int) {
 			return
 		}
 	}
-	r.opts = append(r.opts, ropt{code, start, len(r.data)})
+	r.opts = append(r.opts, ropt{code: code, start: start, end: len(r.data)})
+	r.has.add(code)
+}
+
+// index is code's place in r.opts, -1 when the reply has no such option.
+func (r *reply) index(code byte) int {
+	if !r.has.contains(code) {
+		return -1
+	}
+	for i := range r.opts {
+		if r.opts[i].code == code {
+			return i
+		}
+	}
+	return -1
+}
+
+// setRanked adds a configured option of rank (> 0, see ropt) that the
+// reply does not have yet.
+func (r *reply) setRanked(code byte, v string, rank uint16) {
+	s := len(r.data)
+	r.data = append(r.data, v...)
+	r.opts = append(r.opts, ropt{code: code, start: s, end: len(r.data), rank: rank})
+	r.has.add(code)
+	r.ranked++
+}
+
+// size is the length of the message appendTo writes, before padding.
+func (r *reply) size() int {
+	n := 240 + 3 + 1 // header and cookie, option 53, End
+	for _, o := range r.opts {
+		l := o.end - o.start
+		n += l + 2*max(1, (l+254)/255)
+	}
+	return n
+}
+
+// fit drops configured options, highest rank first (the later of two of
+// the same rank), until the reply is within r.limit.
+func (r *reply) fit() {
+	for r.ranked > 0 && r.size() > r.limit {
+		j := -1
+		for i, o := range r.opts {
+			if o.rank > 0 && (j < 0 || o.rank >= r.opts[j].rank) {
+				j = i
+			}
+		}
+		r.has.remove(r.opts[j].code)
+		r.opts = append(r.opts[:j], r.opts[j+1:]...)
+		r.ranked--
+		r.dropped++
+	}
 }
 
 func (r *reply) setIP(code byte, a netip.Addr) {
@@ -282,6 +387,8 @@ func (r *reply) setSeconds(code byte, d time.Duration) {
 // appendTo appends the reply's datagram to b: the BOOTP header, option 53,
 // the other options in code order (long ones split, RFC 3396), End, and
 // padding to 300 bytes (RFC 951; some relays drop shorter messages).
+// Configured options that would make it longer than the client takes are
+// left out (fit).
 func (r *reply) appendTo(b []byte) []byte {
 	base := len(b)
 	b = append(b, byte(dhcpv4.OpcodeBootReply), r.htype, byte(len(r.chaddr)), 0)
@@ -300,6 +407,7 @@ func (r *reply) appendTo(b []byte) []byte {
 	b = append(b, make([]byte, 128)...)
 	copy(b[f:f+127], r.file)
 	b = append(b, 99, 130, 83, 99, optMessageType, 1, byte(r.mt))
+	r.fit()
 	// Options in code order: insertion sort of a dozen entries.
 	for i := 1; i < len(r.opts); i++ {
 		for j := i; j > 0 && r.opts[j].code < r.opts[j-1].code; j-- {
