@@ -102,6 +102,7 @@ var anyText = map[string]string{
 	"pxeperf hosts set --initrd":        "validated by the host API",
 	"pxeperf hosts set --cmdline":       "validated by the host API",
 	"pxeperf hosts set --fdt":           "validated by the host API",
+	"pxeperf hosts set --default-boot":  "validated by the host API (local or shell)",
 	"pxeperf hosts next-boot --kernel":  "validated by the host API",
 	"pxeperf hosts next-boot --initrd":  "validated by the host API",
 	"pxeperf hosts next-boot --cmdline": "validated by the host API",

@@ -182,6 +182,7 @@ var setFields = []struct{ flag, key, help string }{
 	{"initrd", "initrd", "initrd, a file in the root or a URL"},
 	{"cmdline", "cmdline", "kernel command line"},
 	{"fdt", "fdt", "device tree, a file in the root"},
+	{"default-boot", "default_boot", "what the host boots without a kernel: local (its disk) or shell"},
 }
 
 func newHostsSetCmd(f *hostsFlags) *cobra.Command {
