@@ -1,0 +1,177 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+)
+
+// default_boot local and shell in the firmware's own hands, against the
+// built binary: SeaBIOS with Debian's iPXE ROM and a second boot device (a
+// raw disk whose boot sector prints a marker), U-Boot arm64's distro boot,
+// and OVMF with iPXE. Each guest is bounded to a couple of minutes under
+// TCG and stopped as soon as its console shows the outcome.
+
+// localDiskMarker is what the test disk's boot sector prints on the serial
+// port before it ends QEMU with nstest.GuestOK.
+const localDiskMarker = "PXEPERF-LOCAL-DISK-OK"
+
+// bootSector is a 512-byte MBR boot sector: real-mode code at 0:7C00 that
+// writes localDiskMarker to COM1 (port 0x3f8, QEMU's serial needs no set-up)
+// and then nstest.GuestOK to isa-debug-exit.
+func bootSector() []byte {
+	const msgAt = 27 // offset of the message in the sector
+	code := []byte{
+		0x31, 0xc0, // xor ax,ax
+		0x8e, 0xd8, // mov ds,ax
+		0xbe, msgAt, 0x7c, // mov si,0x7c00+msgAt
+		0xba, 0xf8, 0x03, // mov dx,0x3f8
+		0xfc,       // cld
+		0xac,       // loop: lodsb
+		0x84, 0xc0, // test al,al
+		0x74, 0x03, // jz done
+		0xee,       // out dx,al
+		0xeb, 0xf8, // jmp loop
+	}
+	code = append(code, nstest.ExitCode(nstest.GuestOK)...) // done: offset 19
+	if len(code) != msgAt {
+		panic(fmt.Sprintf("boot sector code is %d bytes, message offset %d", len(code), msgAt))
+	}
+	b := make([]byte, 512)
+	copy(b, code)
+	copy(b[msgAt:], "\r\n"+localDiskMarker+"\r\n\x00")
+	b[510], b[511] = 0x55, 0xaa
+	return b
+}
+
+// writeDisk writes a 1 MiB raw disk image whose first sector is bootSector.
+func writeDisk(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "disk.img")
+	img := make([]byte, 1<<20)
+	copy(img, bootSector())
+	if err := os.WriteFile(path, img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// localGuest is one host entry of the local/shell tests and what its
+// console must show.
+type localGuest struct {
+	mac, name, mode string
+}
+
+func (g localGuest) hostYAML() string {
+	return fmt.Sprintf("  - mac: %s\n    name: %s\n    default_boot: %s\n", g.mac, g.name, g.mode)
+}
+
+// TestLocalBootSeaBIOS: SeaBIOS boots the network first (iPXE ROM), then
+// the disk. default_boot local: pxeperf's built-in script sanboots drive
+// 0x80 and the disk's boot sector runs; shell: iPXE's prompt, the disk
+// untouched.
+func TestLocalBootSeaBIOS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("QEMU guests take a minute each; skipped with -short")
+	}
+	nstest.RequireRoot(t)
+	nstest.RequireTool(t, "qemu-system-x86_64")
+	if _, err := os.Stat("/usr/lib/ipxe/qemu/efi-e1000.rom"); err != nil {
+		t.Skip("needs the iPXE ROM of QEMU's e1000 (/usr/lib/ipxe/qemu/efi-e1000.rom): apt-get install ipxe-qemu")
+	}
+	local := localGuest{"52:54:00:e2:1b:01", "lb-local", "local"}
+	shell := localGuest{"52:54:00:e2:1b:02", "lb-shell", "shell"}
+	p, _, tap := nstest.GuestLAN(t)
+	srv := serveGuestLAN(t, p, fullDHCP(p), local.hostYAML()+shell.hostYAML(), nil)
+	disk := writeDisk(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	sendRouterAdverts(t, ctx, p.Server, p.ServerIf)
+
+	run := func(g localGuest, disk string, stopAt ...string) nstest.QEMURun {
+		args := []string{
+			"-accel", "tcg", "-m", "256", "-nographic", "-no-reboot", "-boot", "order=nc",
+			"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no",
+			"-device", "e1000,netdev=n0,mac=" + g.mac,
+			"-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"}
+		if disk != "" {
+			args = append(args, "-drive", "file="+disk+",format=raw,if=ide,snapshot=on")
+		}
+		q := nstest.QEMU{NS: p.Client, Binary: "qemu-system-x86_64", StopAt: stopAt, Args: args}
+		gctx, gcancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer gcancel()
+		r := q.Run(gctx)
+		t.Logf("%s: QEMU status %d after %s, stopped at %q", g.name, r.Status, r.Took.Round(time.Second), r.Stopped)
+		return r
+	}
+	fail := func(g localGuest, r nstest.QEMURun, format string, a ...any) {
+		t.Helper()
+		t.Errorf("%s: %s\nguest console (tail):\n%s\npxeperf log (tail):\n%s", g.name, fmt.Sprintf(format, a...),
+			nstest.Tail(r.Console, 30), nstest.Tail(srv.Out.String(), 20))
+	}
+
+	t.Run("local", func(t *testing.T) {
+		r := run(local, disk)
+		if r.Status != nstest.QEMUStatus(nstest.GuestOK) {
+			fail(local, r, "QEMU status %d, want %d (the disk's boot sector did not run)", r.Status, nstest.QEMUStatus(nstest.GuestOK))
+		}
+		inOrder(t, r.Console, "pxeperf: lb-local "+local.mac+" boots from its local disk (default_boot: local)", localDiskMarker)
+		checkScriptFetch(t, srv.Out.String(), local.mac)
+	})
+	// Without a disk sanboot fails and iPXE exits to the BIOS, which has
+	// no other device left to boot.
+	t.Run("local without a disk", func(t *testing.T) {
+		const noBoot = "No bootable device"
+		r := run(local, "", noBoot)
+		if r.Stopped != noBoot {
+			fail(local, r, "SeaBIOS did not go on to %q after iPXE (QEMU status %d)", noBoot, r.Status)
+		}
+		inOrder(t, r.Console, "boots from its local disk (default_boot: local)",
+			"pxeperf: no boot sector on drive 0x80, exiting to the BIOS for its next boot device", noBoot)
+	})
+	t.Run("shell", func(t *testing.T) {
+		r := run(shell, disk, "iPXE>")
+		if r.Stopped != "iPXE>" {
+			fail(shell, r, "no iPXE> prompt (QEMU status %d)", r.Status)
+		}
+		inOrder(t, r.Console, "pxeperf: lb-shell "+shell.mac+" stops at the iPXE shell for a person (default_boot: shell)", "iPXE>")
+		if strings.Contains(r.Console, localDiskMarker) {
+			t.Errorf("shell booted the disk:\n%s", nstest.Tail(r.Console, 20))
+		}
+		checkScriptFetch(t, srv.Out.String(), shell.mac)
+	})
+}
+
+// inOrder fails t unless console shows each of want, in order. Line
+// breaks are left out of the search: iPXE wraps its lines at 80 columns.
+func inOrder(t *testing.T, console string, want ...string) {
+	t.Helper()
+	rest := strings.ReplaceAll(console, "\n", "")
+	for _, w := range want {
+		i := strings.Index(rest, w)
+		if i < 0 {
+			t.Errorf("console lacks %q (in order %q):\n%s", w, want, nstest.Tail(console, 30))
+			return
+		}
+		rest = rest[i+len(w):]
+	}
+}
+
+// checkScriptFetch fails t unless pxeperf logged a complete fetch of
+// boot.ipxe put on mac: the script came from pxeperf, not from a root file.
+func checkScriptFetch(t *testing.T, log, mac string) {
+	t.Helper()
+	re := regexp.MustCompile(`msg=fetch proto=http .*file=/?boot\.ipxe .*outcome=ok .*client_mac=` + regexp.QuoteMeta(mac))
+	if !re.MatchString(log) {
+		t.Errorf("pxeperf logged no fetch of boot.ipxe by %s:\n%s", mac, nstest.Tail(log, 20))
+	}
+}
