@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
+	"github.com/pxeperf/pxeperf/internal/testkit/uboot"
 )
 
 // default_boot local and shell in the firmware's own hands, against the
@@ -173,5 +174,76 @@ func checkScriptFetch(t *testing.T, log, mac string) {
 	re := regexp.MustCompile(`msg=fetch proto=http .*file=/?boot\.ipxe .*outcome=ok .*client_mac=` + regexp.QuoteMeta(mac))
 	if !re.MatchString(log) {
 		t.Errorf("pxeperf logged no fetch of boot.ipxe by %s:\n%s", mac, nstest.Tail(log, 20))
+	}
+}
+
+// ubootNextMarker is what the stand-in for the board's next boot target
+// (bootcmd_pxeperfnext, after dhcp in boot_targets) prints when it runs.
+const ubootNextMarker = "PXEPERF-NEXT-TARGET"
+
+// TestLocalBootUBoot: U-Boot arm64 (qemu_arm64 2023.01) runs distro boot
+// with boot_targets "dhcp pxeperfnext", where bootcmd_pxeperfnext stands
+// for the board's disk (it echoes ubootNextMarker). The boot script pxeperf
+// generates for default_boot local ends, so distro boot goes on to the next
+// target; with local_boot it runs that target itself first; for shell the
+// next target is skipped and U-Boot is back at its prompt.
+func TestLocalBootUBoot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("U-Boot guests under TCG take a minute each; skipped with -short")
+	}
+	nstest.RequireRoot(t)
+	b, _ := uboot.BoardNamed("arm64")
+	b.Require(t)
+	guests := []struct {
+		localGuest
+		localBoot string
+		want      []string // console lines after `run distro_bootcmd`, in order
+		wantNot   string
+	}{
+		{localGuest{"52:54:00:e2:1c:01", "ub-local", "local"}, "", []string{
+			"pxeperf: ub-local (52:54:00:e2:1c:01 ", "boots from its local disk (default_boot: local)",
+			"pxeperf: distro boot goes on with its next target", ubootNextMarker}, ""},
+		{localGuest{"52:54:00:e2:1c:02", "ub-target", "local"}, "pxeperfnext", []string{
+			"boots from its local disk (default_boot: local)", "pxeperf: running bootcmd_pxeperfnext (local_boot)",
+			ubootNextMarker, "pxeperf: bootcmd_pxeperfnext returned", ubootNextMarker}, ""},
+		{localGuest{"52:54:00:e2:1c:03", "ub-shell", "shell"}, "", []string{
+			"pxeperf: ub-shell (52:54:00:e2:1c:03 ", "stops at the U-Boot prompt for a person (default_boot: shell)",
+			"pxeperf: default_boot shell skips boot target pxeperfnext"}, ubootNextMarker},
+	}
+	var hosts string
+	for _, g := range guests {
+		hosts += g.hostYAML()
+		if g.localBoot != "" {
+			hosts += "    local_boot: " + g.localBoot + "\n"
+		}
+	}
+	p, _, tap := nstest.GuestLAN(t)
+	srv := serveGuestLAN(t, p, fullDHCP(p), hosts, nil)
+	for _, g := range guests {
+		t.Run(g.name, func(t *testing.T) {
+			gb := b
+			gb.MAC = g.mac
+			c := uboot.Boot(t, gb, g.name, p.Client, tap, srv.Out.String)
+			c.StopAutoboot(90 * time.Second)
+			c.Env(gb, "setenv bootcmd_pxeperfnext echo "+ubootNextMarker, "setenv boot_targets dhcp pxeperfnext")
+			if out := c.Run("printenv bootcmd_dhcp", 10*time.Second); !strings.HasPrefix(strings.TrimSpace(out), "bootcmd_dhcp=") {
+				t.Skipf("this U-Boot build has no bootcmd_dhcp: %s", out)
+			}
+			t0 := time.Now()
+			out := c.Run("run distro_bootcmd", 2*time.Minute)
+			t.Logf("%s: distro boot back at the prompt after %s", g.name, time.Since(t0).Round(time.Second))
+			_, script, ok := strings.Cut(out, "## Executing script")
+			if !ok {
+				c.Fatalf("distro boot did not source pxeperf's boot.scr.uimg")
+			}
+			inOrder(t, script, g.want...)
+			if g.wantNot != "" && strings.Contains(script, g.wantNot) {
+				t.Errorf("console shows %q:\n%s", g.wantNot, nstest.Tail(script, 30))
+			}
+			c.Stop()
+		})
+	}
+	if !regexp.MustCompile(`msg=fetch proto=tftp .*file=/?boot\.scr\.uimg .*outcome=ok .*client_mac=52:54:00:e2:1c:03`).MatchString(srv.Out.String()) {
+		t.Errorf("pxeperf logged no fetch of boot.scr.uimg by ub-shell:\n%s", nstest.Tail(srv.Out.String(), 20))
 	}
 }
