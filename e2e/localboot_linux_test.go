@@ -247,3 +247,44 @@ func TestLocalBootUBoot(t *testing.T) {
 		t.Errorf("pxeperf logged no fetch of boot.scr.uimg by ub-shell:\n%s", nstest.Tail(srv.Out.String(), 20))
 	}
 }
+
+// TestLocalBootOVMF: OVMF network-boots iPXE (ipxe.efi over TFTP), whose
+// built-in script for default_boot local skips sanboot (not a BIOS) and
+// runs `exit 1`: iPXE leaves the script as a failed boot ("No more network
+// devices") instead of stopping at its shell. What OVMF does next is not
+// checked: with Debian's iPXE 1.0.0+git-20190125 its console shows nothing
+// more within minutes (httpboot/DESIGN.md, "Local boot").
+func TestLocalBootOVMF(t *testing.T) {
+	if testing.Short() {
+		t.Skip("QEMU guests take a minute each; skipped with -short")
+	}
+	nstest.RequireRoot(t)
+	nstest.RequireTool(t, "qemu-system-x86_64")
+	if _, err := os.Stat(ovmfCode); err != nil {
+		t.Skipf("needs OVMF (%s): apt-get install ovmf", ovmfCode)
+	}
+	if _, err := os.Stat("/usr/lib/ipxe/ipxe.efi"); err != nil {
+		t.Skip("needs Debian's ipxe package for ipxe.efi: apt-get install ipxe")
+	}
+	g := localGuest{guestMAC, "lb-uefi", "local"}
+	p, _, tap := nstest.GuestLAN(t)
+	srv := serveGuestLAN(t, p, fullDHCP(p), g.hostYAML(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sendRouterAdverts(t, ctx, p.Server, p.ServerIf)
+	args := append(ovmfArgs(t.TempDir()), "-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
+	q := nstest.X86Guest{NS: p.Client, Tap: tap, Memory: "512", Args: args}.QEMU()
+	const left = "No more network devices"
+	q.StopAt = []string{left, "iPXE>"}
+	r := q.Run(ctx)
+	t.Logf("%s: QEMU status %d after %s, stopped at %q", g.name, r.Status, r.Took.Round(time.Second), r.Stopped)
+	if r.Stopped != left {
+		t.Errorf("iPXE did not leave the script (stopped at %q)\nguest console (tail):\n%s\npxeperf log (tail):\n%s",
+			r.Stopped, nstest.Tail(r.Console, 30), nstest.Tail(srv.Out.String(), 20))
+	}
+	inOrder(t, r.Console, "pxeperf: lb-uefi "+guestMAC+" boots from its local disk (default_boot: local)", left)
+	if strings.Contains(r.Console, "sanboot") || strings.Contains(r.Console, "SAN device") {
+		t.Errorf("the script tried sanboot under UEFI:\n%s", nstest.Tail(r.Console, 20))
+	}
+	checkScriptFetch(t, srv.Out.String(), guestMAC)
+}
