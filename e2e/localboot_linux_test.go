@@ -240,11 +240,34 @@ func TestLocalBootUBoot(t *testing.T) {
 			if g.wantNot != "" && strings.Contains(script, g.wantNot) {
 				t.Errorf("console shows %q:\n%s", g.wantNot, nstest.Tail(script, 30))
 			}
+			ubootPXELocal(t, c, g.localGuest)
 			c.Stop()
 		})
 	}
 	if !regexp.MustCompile(`msg=fetch proto=tftp .*file=/?boot\.scr\.uimg .*outcome=ok .*client_mac=52:54:00:e2:1c:03`).MatchString(srv.Out.String()) {
 		t.Errorf("pxeperf logged no fetch of boot.scr.uimg by ub-shell:\n%s", nstest.Tail(srv.Out.String(), 20))
+	}
+}
+
+// ubootPXELocal runs `pxe get` and `pxe boot` of the pxelinux config
+// pxeperf generates for g: for local, its `localboot 0` label runs the
+// board's ${localcmd}; for shell, with no label, pxe boot returns.
+func ubootPXELocal(t *testing.T, c *uboot.Console, g localGuest) {
+	t.Helper()
+	const localcmd = "PXEPERF-LOCALCMD"
+	c.Run("setenv localcmd echo "+localcmd, 10*time.Second)
+	if out := c.Run("pxe get", time.Minute); !strings.Contains(out, "Retrieving file: "+ubootPXEConfig(g.mac)) {
+		c.Fatalf("pxe get did not load %s:\n%s", ubootPXEConfig(g.mac), out)
+	}
+	out := c.Run("pxe boot", time.Minute)
+	t.Logf("%s: pxe boot:\n%s", g.name, out)
+	switch g.mode {
+	case "local":
+		inOrder(t, out, "pxeperf-local", localcmd)
+	case "shell":
+		if strings.Contains(out, localcmd) {
+			t.Errorf("pxe boot of the shell config ran localcmd:\n%s", out)
+		}
 	}
 }
 
