@@ -58,7 +58,7 @@ timeout 10
 label pxeperf-local
   localboot 0
 {{- else if eq .DefaultBoot "shell"}}
-say pxeperf: {{.Who}} waits at the boot: prompt for a person (default_boot: shell)
+say pxeperf: {{.Who}} waits at the pxelinux prompt for a person (default_boot shell)
 prompt 1
 timeout 0
 {{- else}}

@@ -311,3 +311,84 @@ func TestLocalBootOVMF(t *testing.T) {
 	}
 	checkScriptFetch(t, srv.Out.String(), guestMAC)
 }
+
+// syslinux's BIOS pxelinux and the module it loads first, from Debian's
+// pxelinux and syslinux-common.
+const (
+	pxelinuxBin = "/usr/lib/PXELINUX/pxelinux.0"
+	ldlinuxC32  = "/usr/lib/syslinux/modules/bios/ldlinux.c32"
+)
+
+// TestLocalBootPXELinux: SeaBIOS's iPXE ROM chains syslinux's pxelinux.0
+// (the host's script, with option 210 as the path prefix: pxeperf hands
+// iPXE its script URL, whose folder pxelinux would use otherwise), which
+// reads the pxelinux.cfg/01-MAC pxeperf generates. local: `localboot 0`
+// hands the boot back through iPXE and SeaBIOS boots the disk's boot
+// sector; shell: pxelinux waits at its boot: prompt.
+func TestLocalBootPXELinux(t *testing.T) {
+	if testing.Short() {
+		t.Skip("QEMU guests take a minute each; skipped with -short")
+	}
+	nstest.RequireRoot(t)
+	nstest.RequireTool(t, "qemu-system-x86_64")
+	for _, f := range []string{pxelinuxBin, ldlinuxC32} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("needs %s: apt-get install pxelinux syslinux-common", f)
+		}
+	}
+	local := localGuest{"52:54:00:e2:1d:01", "px-local", "local"}
+	shell := localGuest{"52:54:00:e2:1d:02", "px-shell", "shell"}
+	var hosts string
+	for _, g := range []localGuest{local, shell} {
+		hosts += g.hostYAML() + "    script: |\n      #!ipxe\n      set 210:string tftp://${next-server}/\n      chain tftp://${next-server}/pxelinux.0\n"
+	}
+	p, _, tap := nstest.GuestLAN(t)
+	srv := serveGuestLAN(t, p, fullDHCP(p), hosts, func(root string) {
+		for _, f := range []string{pxelinuxBin, ldlinuxC32} {
+			b, err := os.ReadFile(f)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(root, filepath.Base(f)), b, 0o644)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	disk := writeDisk(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	sendRouterAdverts(t, ctx, p.Server, p.ServerIf)
+	run := func(g localGuest, stopAt ...string) nstest.QEMURun {
+		stopAt = append(stopAt, "Boot failed")
+		q := nstest.QEMU{NS: p.Client, Binary: "qemu-system-x86_64", StopAt: stopAt, Args: []string{
+			"-accel", "tcg", "-m", "256", "-nographic", "-no-reboot", "-boot", "order=nc",
+			"-netdev", "tap,id=n0,ifname=" + tap + ",script=no,downscript=no",
+			"-device", "e1000,netdev=n0,mac=" + g.mac,
+			"-device", "isa-debug-exit,iobase=0xf4,iosize=0x04",
+			"-drive", "file=" + disk + ",format=raw,if=ide,snapshot=on"}}
+		gctx, gcancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer gcancel()
+		r := q.Run(gctx)
+		t.Logf("%s: QEMU status %d after %s, stopped at %q", g.name, r.Status, r.Took.Round(time.Second), r.Stopped)
+		return r
+	}
+	t.Run("local", func(t *testing.T) {
+		r := run(local)
+		if r.Status != nstest.QEMUStatus(nstest.GuestOK) {
+			t.Errorf("QEMU status %d, want %d (the disk's boot sector did not run)\npxeperf log (tail):\n%s",
+				r.Status, nstest.QEMUStatus(nstest.GuestOK), nstest.Tail(srv.Out.String(), 20))
+		}
+		inOrder(t, r.Console, "pxeperf: px-local (52:54:00:e2:1d:01 ", "boots from its local disk (default_boot: local)", localDiskMarker)
+	})
+	t.Run("shell", func(t *testing.T) {
+		// The say line leaves "boot: " out, so the prompt is the first.
+		r := run(shell, "boot: ")
+		if r.Stopped != "boot: " {
+			t.Errorf("no boot: prompt (QEMU status %d)", r.Status)
+		}
+		inOrder(t, r.Console, "waits at the pxelinux prompt for a person (default_boot shell)", "boot: ")
+		if strings.Contains(r.Console, localDiskMarker) {
+			t.Errorf("shell booted the disk")
+		}
+	})
+}
