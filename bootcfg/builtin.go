@@ -77,8 +77,10 @@ label pxeperf-none
 // the kernel sees it as pxelinux would pass it. GRUB has no fdtdir.
 // Without a kernel there is no menu entry, so GRUB stops at its prompt
 // under the message; that is also default_boot shell. default_boot local
-// is `exit`: GRUB returns to the firmware, which goes on with its next
-// boot option.
+// under UEFI chainloads the removable-media loader (\EFI\BOOT\BOOT<arch>.EFI)
+// of the first disk that has one: GRUB 2.06's exit returns success, for
+// which an EDK2 boot manager shows its menu instead of trying the next
+// boot option. Otherwise (BIOS, no such file, a failed boot) `exit`.
 const builtinGRUB = `# pxeperf: GRUB config for {{.Who}}
 {{- if .Kernel}}
 echo {{grubword (printf "pxeperf: GRUB config for %s" .Who)}}
@@ -96,7 +98,23 @@ menuentry {{grubword (printf "pxeperf: %s" .Kernel)}} {
 {{- end}}
 }
 {{- else if eq .DefaultBoot "local"}}
-echo {{grubword (printf "pxeperf: %s boots from its local disk (default_boot: local): GRUB exits to the firmware" .Who)}}
+echo {{grubword (printf "pxeperf: %s boots from its local disk (default_boot: local)" .Who)}}
+if [ "${grub_platform}" = efi ]; then
+  set pxeperf_efi=
+  if [ "${grub_cpu}" = x86_64 ]; then set pxeperf_efi=/EFI/BOOT/BOOTX64.EFI; fi
+  if [ "${grub_cpu}" = i386 ]; then set pxeperf_efi=/EFI/BOOT/BOOTIA32.EFI; fi
+  if [ "${grub_cpu}" = arm64 ]; then set pxeperf_efi=/EFI/BOOT/BOOTAA64.EFI; fi
+  if [ "${grub_cpu}" = arm ]; then set pxeperf_efi=/EFI/BOOT/BOOTARM.EFI; fi
+  if [ "${grub_cpu}" = riscv64 ]; then set pxeperf_efi=/EFI/BOOT/BOOTRISCV64.EFI; fi
+  if [ -n "${pxeperf_efi}" ]; then
+    if search --no-floppy --file --set=root "${pxeperf_efi}"; then
+      echo "pxeperf: chainloading (${root})${pxeperf_efi}"
+      chainloader "${pxeperf_efi}"
+      boot
+    fi
+  fi
+fi
+echo 'pxeperf: GRUB exits to the firmware'
 exit
 {{- else if eq .DefaultBoot "shell"}}
 echo {{grubword (printf "pxeperf: %s stops at the GRUB prompt for a person (default_boot: shell)" .Who)}}

@@ -152,12 +152,15 @@ func TestLocalBootSeaBIOS(t *testing.T) {
 	})
 }
 
-// inOrder fails t unless console shows each of want, in order. Line
-// breaks are left out of the search: iPXE wraps its lines at 80 columns.
+// inOrder fails t unless console shows each of want, in order. Spaces and
+// line breaks are left out of the search: iPXE wraps its lines at 80
+// columns, GRUB at a space near 100.
 func inOrder(t *testing.T, console string, want ...string) {
 	t.Helper()
-	rest := strings.ReplaceAll(console, "\n", "")
+	squeeze := strings.NewReplacer(" ", "", "\n", "")
+	rest := squeeze.Replace(console)
 	for _, w := range want {
+		w := squeeze.Replace(w)
 		i := strings.Index(rest, w)
 		if i < 0 {
 			t.Errorf("console lacks %q (in order %q):\n%s", w, want, nstest.Tail(console, 30))
@@ -391,4 +394,83 @@ func TestLocalBootPXELinux(t *testing.T) {
 			t.Errorf("shell booted the disk")
 		}
 	})
+}
+
+// grubNetEFI is Debian's monolithic network GRUB for UEFI x64
+// (grub-efi-amd64-bin).
+const grubNetEFI = "/usr/lib/grub/x86_64-efi/monolithic/grubnetx64.efi"
+
+// TestLocalBootGRUB: OVMF network-boots GRUB (grubnetx64.efi as the host's
+// boot_file), which reads the grub.cfg-01-MAC pxeperf generates for
+// default_boot local. With a disk holding \EFI\BOOT\BOOTX64.EFI (QEMU's
+// vvfat view of a folder; the loader is e2e's exit image) GRUB chainloads
+// it; without one GRUB exits, and OVMF, given success, starts its boot
+// manager menu (UiApp) rather than another boot option.
+func TestLocalBootGRUB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("QEMU guests take a minute each; skipped with -short")
+	}
+	nstest.RequireRoot(t)
+	nstest.RequireTool(t, "qemu-system-x86_64")
+	if _, err := os.Stat(ovmfCode); err != nil {
+		t.Skipf("needs OVMF (%s): apt-get install ovmf", ovmfCode)
+	}
+	if _, err := os.Stat(grubNetEFI); err != nil {
+		t.Skipf("needs %s: apt-get install grub-efi-amd64-bin", grubNetEFI)
+	}
+	g := localGuest{guestMAC, "gr-local", "local"}
+	p, _, tap := nstest.GuestLAN(t)
+	srv := serveGuestLAN(t, p, fullDHCP(p), g.hostYAML()+"    boot_file: grubnetx64.efi\n", func(root string) {
+		b, err := os.ReadFile(grubNetEFI)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(root, "grubnetx64.efi"), b, 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	esp := filepath.Join(t.TempDir(), "esp")
+	if err := os.MkdirAll(filepath.Join(esp, "EFI", "BOOT"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(esp, "EFI", "BOOT", "BOOTX64.EFI"), efiExitImage(guestOK), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(disk bool, stopAt ...string) nstest.QEMURun {
+		args := ovmfArgs(t.TempDir())
+		// The NIC first in the boot order, the disk after it.
+		args[len(args)-1] += ",bootindex=1"
+		args = append(args, "-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
+		if disk {
+			args = append(args, "-drive", "if=none,id=esp,format=raw,snapshot=on,file=fat:"+esp,
+				"-device", "ide-hd,drive=esp,bootindex=2")
+		}
+		q := nstest.X86Guest{NS: p.Client, Tap: tap, Memory: "512", Args: args}.QEMU()
+		q.StopAt = stopAt
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		r := q.Run(ctx)
+		t.Logf("%s (disk %v): QEMU status %d after %s, stopped at %q", g.name, disk, r.Status, r.Took.Round(time.Second), r.Stopped)
+		return r
+	}
+	t.Run("disk", func(t *testing.T) {
+		r := run(true)
+		if r.Status != nstest.QEMUStatus(guestOK) {
+			t.Errorf("QEMU status %d, want %d (GRUB did not chainload the disk's loader)\n%s\npxeperf log (tail):\n%s",
+				r.Status, nstest.QEMUStatus(guestOK), nstest.Tail(r.Console, 30), nstest.Tail(srv.Out.String(), 15))
+		}
+		inOrder(t, r.Console, "pxeperf: gr-local (52:54:00:e2:e2:01 ", "boots from its local disk (default_boot: local)",
+			"pxeperf: chainloading (", ")/EFI/BOOT/BOOTX64.EFI")
+	})
+	t.Run("no disk", func(t *testing.T) {
+		const menu = `Boot0000 "UiApp"`
+		r := run(false, menu)
+		if r.Stopped != menu {
+			t.Errorf("OVMF did not go on after GRUB's exit (stopped at %q)\n%s", r.Stopped, nstest.Tail(r.Console, 30))
+		}
+		inOrder(t, r.Console, "boots from its local disk (default_boot: local)", "pxeperf: GRUB exits to the firmware", menu)
+	})
+	if !regexp.MustCompile(`msg=fetch proto=tftp .*file=/?grub/grub\.cfg.* outcome=ok .*client_mac=` + guestMAC).MatchString(srv.Out.String()) {
+		t.Errorf("pxeperf logged no generated GRUB config fetch:\n%s", nstest.Tail(srv.Out.String(), 15))
+	}
 }
