@@ -81,14 +81,7 @@ func (g localGuest) hostYAML() string {
 // 0x80 and the disk's boot sector runs; shell: iPXE's prompt, the disk
 // untouched.
 func TestLocalBootSeaBIOS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("QEMU guests take a minute each; skipped with -short")
-	}
-	nstest.RequireRoot(t)
-	nstest.RequireTool(t, "qemu-system-x86_64")
-	if _, err := os.Stat("/usr/lib/ipxe/qemu/efi-e1000.rom"); err != nil {
-		t.Skip("needs the iPXE ROM of QEMU's e1000 (/usr/lib/ipxe/qemu/efi-e1000.rom): apt-get install ipxe-qemu")
-	}
+	requireX86Guest(t, "/usr/lib/ipxe/qemu/efi-e1000.rom", "ipxe-qemu")
 	local := localGuest{"52:54:00:e2:1b:01", "lb-local", "local"}
 	shell := localGuest{"52:54:00:e2:1b:02", "lb-shell", "shell"}
 	p, _, tap := nstest.GuestLAN(t)
@@ -150,6 +143,23 @@ func TestLocalBootSeaBIOS(t *testing.T) {
 		}
 		checkScriptFetch(t, srv.Out.String(), shell.mac)
 	})
+}
+
+// requireX86Guest skips t under -short, without root or QEMU, or without
+// one of files, given as path and package pairs ("/usr/share/OVMF/...",
+// "ovmf").
+func requireX86Guest(t *testing.T, files ...string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("QEMU guests take a minute each; skipped with -short")
+	}
+	nstest.RequireRoot(t)
+	nstest.RequireTool(t, "qemu-system-x86_64")
+	for i := 0; i+1 < len(files); i += 2 {
+		if _, err := os.Stat(files[i]); err != nil {
+			t.Skipf("needs %s: apt-get install %s", files[i], files[i+1])
+		}
+	}
 }
 
 // inOrder fails t unless console shows each of want, in order. Spaces and
@@ -281,17 +291,7 @@ func ubootPXELocal(t *testing.T, c *uboot.Console, g localGuest) {
 // checked: with Debian's iPXE 1.0.0+git-20190125 its console shows nothing
 // more within minutes (httpboot/DESIGN.md, "Local boot").
 func TestLocalBootOVMF(t *testing.T) {
-	if testing.Short() {
-		t.Skip("QEMU guests take a minute each; skipped with -short")
-	}
-	nstest.RequireRoot(t)
-	nstest.RequireTool(t, "qemu-system-x86_64")
-	if _, err := os.Stat(ovmfCode); err != nil {
-		t.Skipf("needs OVMF (%s): apt-get install ovmf", ovmfCode)
-	}
-	if _, err := os.Stat("/usr/lib/ipxe/ipxe.efi"); err != nil {
-		t.Skip("needs Debian's ipxe package for ipxe.efi: apt-get install ipxe")
-	}
+	requireX86Guest(t, ovmfCode, "ovmf", "/usr/lib/ipxe/ipxe.efi", "ipxe")
 	g := localGuest{guestMAC, "lb-uefi", "local"}
 	p, _, tap := nstest.GuestLAN(t)
 	srv := serveGuestLAN(t, p, fullDHCP(p), g.hostYAML(), nil)
@@ -329,16 +329,7 @@ const (
 // hands the boot back through iPXE and SeaBIOS boots the disk's boot
 // sector; shell: pxelinux waits at its boot: prompt.
 func TestLocalBootPXELinux(t *testing.T) {
-	if testing.Short() {
-		t.Skip("QEMU guests take a minute each; skipped with -short")
-	}
-	nstest.RequireRoot(t)
-	nstest.RequireTool(t, "qemu-system-x86_64")
-	for _, f := range []string{pxelinuxBin, ldlinuxC32} {
-		if _, err := os.Stat(f); err != nil {
-			t.Skipf("needs %s: apt-get install pxelinux syslinux-common", f)
-		}
-	}
+	requireX86Guest(t, "/usr/lib/ipxe/qemu/efi-e1000.rom", "ipxe-qemu", pxelinuxBin, "pxelinux", ldlinuxC32, "syslinux-common")
 	local := localGuest{"52:54:00:e2:1d:01", "px-local", "local"}
 	shell := localGuest{"52:54:00:e2:1d:02", "px-shell", "shell"}
 	var hosts string
@@ -407,17 +398,7 @@ const grubNetEFI = "/usr/lib/grub/x86_64-efi/monolithic/grubnetx64.efi"
 // it; without one GRUB exits, and OVMF, given success, starts its boot
 // manager menu (UiApp) rather than another boot option.
 func TestLocalBootGRUB(t *testing.T) {
-	if testing.Short() {
-		t.Skip("QEMU guests take a minute each; skipped with -short")
-	}
-	nstest.RequireRoot(t)
-	nstest.RequireTool(t, "qemu-system-x86_64")
-	if _, err := os.Stat(ovmfCode); err != nil {
-		t.Skipf("needs OVMF (%s): apt-get install ovmf", ovmfCode)
-	}
-	if _, err := os.Stat(grubNetEFI); err != nil {
-		t.Skipf("needs %s: apt-get install grub-efi-amd64-bin", grubNetEFI)
-	}
+	requireX86Guest(t, ovmfCode, "ovmf", grubNetEFI, "grub-efi-amd64-bin")
 	g := localGuest{guestMAC, "gr-local", "local"}
 	p, _, tap := nstest.GuestLAN(t)
 	srv := serveGuestLAN(t, p, fullDHCP(p), g.hostYAML()+"    boot_file: grubnetx64.efi\n", func(root string) {
