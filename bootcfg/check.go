@@ -107,7 +107,7 @@ func (s *Source) resolve(cfg *configs.Config, file string) string {
 		return "generated"
 	}
 	for _, h := range cfg.Hosts {
-		if h.Kernel != "" || templateOf(h.Templates, req.Loader).Text != "" {
+		if generates(&h) || templateOf(h.Templates, req.Loader).Text != "" {
 			return "generated"
 		}
 	}

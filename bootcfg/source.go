@@ -252,8 +252,9 @@ type Peer struct {
 // the MAC in the name, else by the address in the name (a whole hex IP),
 // else by the asking address's DHCP lease. pxelinux and GRUB configs exist
 // for clients whose host entry has a kernel or for which a template is
-// configured; a U-Boot script exists for every client (without a kernel it
-// says what to configure). Anything else is fs.ErrNotExist, so a loader
+// configured, or whose entry has a default_boot (local, shell); a U-Boot
+// script exists for every client (without a kernel or default_boot it says
+// what to configure). Anything else is fs.ErrNotExist, so a loader
 // moves on to the next name of its chain.
 func (s *Source) Open(name string, peer Peer) (*Content, error) {
 	client := ""
@@ -275,8 +276,8 @@ func (s *Source) Open(name string, peer Peer) (*Content, error) {
 	c, known := s.client(req, peer.Client)
 	host := c.Host
 	tmpl := ts.perHost[macKey(c.MAC)][req.Loader]
-	if tmpl == nil && !ts.custom[req.Loader] && req.Loader != UBoot && (host == nil || host.Kernel == "") {
-		return nil, fmt.Errorf("%s: %w (no file in the root, and no host entry with a kernel or template to generate it from)", name, fs.ErrNotExist)
+	if tmpl == nil && !ts.custom[req.Loader] && req.Loader != UBoot && !generates(host) {
+		return nil, fmt.Errorf("%s: %w (no file in the root, and no host entry with a kernel, default_boot or template to generate it from)", name, fs.ErrNotExist)
 	}
 	if tmpl == nil {
 		tmpl = ts.global[req.Loader]
@@ -287,6 +288,14 @@ func (s *Source) Open(name string, peer Peer) (*Content, error) {
 		return nil, rerr
 	}
 	return &Content{Data: b, Size: int64(len(b)), Loader: req.Loader, Host: host, MAC: c.MAC}, nil
+}
+
+// generates reports whether the built-in pxelinux and GRUB templates have
+// something to say to host: a kernel to boot, or a default_boot (local,
+// shell) to carry out. Without either a loader is better served by "File
+// not found", which moves it on to the next name of its chain.
+func generates(host *configs.Host) bool {
+	return host != nil && (host.Kernel != "" || host.DefaultBoot != "")
 }
 
 // client finds whom a request is for.
@@ -351,6 +360,7 @@ func (s *Source) data(c hosts.Client, known bool, peer Peer) Data {
 	if h := c.Host; h != nil {
 		d.Hostname, d.Kernel, d.Initrd, d.Cmdline = h.Name, h.Kernel, h.Initrd, h.Cmdline
 		d.FDT, d.FDTDir, d.Labels = h.FDT, h.FDTDir, h.Labels
+		d.DefaultBoot, d.LocalBoot = h.DefaultBoot, h.LocalBoot
 	}
 	return d
 }

@@ -21,6 +21,8 @@ var (
 	macBoard = net.HardwareAddr{0x52, 0x54, 0, 0xb0, 0, 1}
 	macBare  = net.HardwareAddr{0x52, 0x54, 0, 0xb0, 0, 2} // host entry without kernel
 	macNone  = net.HardwareAddr{0x52, 0x54, 0, 0xb0, 0, 3} // no host entry
+	macLocal = net.HardwareAddr{0x52, 0x54, 0, 0xb0, 0, 4} // default_boot local, local_boot mmc0
+	macShell = net.HardwareAddr{0x52, 0x54, 0, 0xb0, 0, 5} // default_boot shell
 )
 
 // testSource builds a Source over a root holding files, with board1
@@ -48,10 +50,13 @@ func testSource(t *testing.T, cfg *configs.Config, files map[string]string) *Sou
 	}
 	cfg.Hosts = append(cfg.Hosts,
 		configs.Host{MAC: configs.MAC{HardwareAddr: macBoard}, Name: "board1", Kernel: "vmlinuz", Initrd: "initrd.img", Cmdline: "console=ttyAMA0"},
-		configs.Host{MAC: configs.MAC{HardwareAddr: macBare}, Name: "bare"})
+		configs.Host{MAC: configs.MAC{HardwareAddr: macBare}, Name: "bare"},
+		configs.Host{MAC: configs.MAC{HardwareAddr: macLocal}, Name: "local", DefaultBoot: configs.BootLocal, LocalBoot: "mmc0"},
+		configs.Host{MAC: configs.MAC{HardwareAddr: macShell}, Name: "shell", DefaultBoot: configs.BootShell})
 	table := hosts.New(cfg.Hosts)
 	table.Observe(hosts.Client{MAC: macBoard, Addr: netip.MustParseAddr("10.0.0.21"), Arch: 22})
 	table.Observe(hosts.Client{MAC: macBare, Addr: netip.MustParseAddr("10.0.0.22"), Arch: configs.ArchUnknown})
+	table.Observe(hosts.Client{MAC: macLocal, Addr: netip.MustParseAddr("10.0.0.23"), Arch: configs.ArchUnknown})
 	s, err := New(Options{Config: cfg, Images: store, Hosts: table, Server: netip.MustParseAddr("10.0.0.1"), HTTPBase: "http://10.0.0.1:8080"})
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +108,13 @@ func TestSourceOpen(t *testing.T) {
 		"uboot script for host w/o kernel":  {"boot.scr.uimg", from22, UBoot, "bare", "no kernel is set for bare (52:54:00:b0:00:02"},
 		"uboot script for unknown peer":     {"boot.scr", from99, UBoot, "", "no kernel is set for 10.0.0.99"},
 		"not a config name":                 {"missing.img", from21, "-", "", ""},
+		// default_boot makes the pxelinux and GRUB configs of a host
+		// without a kernel exist, as the U-Boot script always does.
+		"pxelinux local":   {"pxelinux.cfg/01-52-54-00-b0-00-04", from99, PXELinux, "local", "localboot 0"},
+		"pxelinux shell":   {"pxelinux.cfg/01-52-54-00-b0-00-05", from99, PXELinux, "shell", "prompt 1\ntimeout 0"},
+		"grub local":       {"grub.cfg-01-52-54-00-b0-00-04", from99, GRUB, "local", "\nexit\n"},
+		"grub shell":       {"grub.cfg-01-52-54-00-b0-00-05", from99, GRUB, "shell", "stops at the GRUB prompt"},
+		"uboot local_boot": {"boot.scr.uimg", Peer{Client: netip.MustParseAddr("10.0.0.23")}, UBoot, "local", "run bootcmd_mmc0"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

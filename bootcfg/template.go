@@ -34,6 +34,15 @@ type Data struct {
 	FDTDir string
 	// Labels are the host's labels.
 	Labels map[string]string
+	// DefaultBoot is what a host without a kernel boots: "" (a message,
+	// then the loader's prompt or next boot target), "local" (the local
+	// disk) or "shell" (the loader's prompt, for a person); see
+	// configs.Host.DefaultBoot. A kernel wins over it.
+	DefaultBoot string
+	// LocalBoot is the U-Boot boot target (mmc0, usb0, ...) the built-in
+	// boot script runs for "local"; "" when distro boot is to go on by
+	// itself.
+	LocalBoot string
 }
 
 // URL turns a root-relative name into ServerURL + "/" + name; names with
@@ -174,6 +183,7 @@ func sampleData() Data {
 		Server: "192.168.50.1", ServerURL: "http://192.168.50.1",
 		Kernel: "boot/vmlinuz", Initrd: "boot/initrd.img", Cmdline: "console=ttyS0",
 		FDT: "boot/board.dtb", FDTDir: "boot/dtbs", Labels: map[string]string{},
+		DefaultBoot: "local", LocalBoot: "mmc0",
 	}
 }
 

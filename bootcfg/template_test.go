@@ -29,6 +29,12 @@ var sampleHosts = map[string]Data{
 		Kernel: "boot/bzImage",
 	},
 	"nothing": {MAC: "52:54:00:12:34:59", IP: "192.168.50.13"},
+	"local":   {MAC: "52:54:00:12:34:5a", IP: "192.168.50.14", Hostname: "board5", DefaultBoot: "local"},
+	"local-target": {MAC: "52:54:00:12:34:5b", IP: "192.168.50.15", Hostname: "board6",
+		DefaultBoot: "local", LocalBoot: "mmc0"},
+	"shell": {MAC: "52:54:00:12:34:5c", IP: "192.168.50.16", DefaultBoot: "shell"},
+	// A kernel wins over default_boot.
+	"kernel-over-local": {MAC: "52:54:00:12:34:5d", Kernel: "boot/Image", DefaultBoot: "local", LocalBoot: "mmc0"},
 }
 
 // The built-ins rendered for each kind of host, against testdata/*.golden

@@ -456,6 +456,10 @@ type Host struct {
 	// DHCPOptions are this host's DHCP options, over dhcp.class_options
 	// and dhcp.options; hostname (12) defaults to Name.
 	DHCPOptions DHCPOptions `yaml:"dhcp_options,omitempty"`
+	// LocalBoot is the U-Boot distro boot target (mmc0, usb0, nvme0, ...)
+	// the boot script runs for BootLocal; "" lets distro boot go on with
+	// its next target.
+	LocalBoot string `yaml:"local_boot,omitempty"`
 }
 
 // Values of Host.DefaultBoot.
@@ -744,6 +748,9 @@ func validateHosts(hosts []Host, add func(key, format string, a ...any)) {
 		default:
 			add(key+".default_boot", "%q is not one of local, shell (or leave it out)", host.DefaultBoot)
 		}
+		if err := checkLocalBoot(host.LocalBoot); err != "" {
+			add(key+".local_boot", "%s", err)
+		}
 		if host.Address.IsValid() {
 			if !host.Address.Is4() {
 				add(key+".address", "%s is not IPv4", host.Address)
@@ -754,6 +761,22 @@ func validateHosts(hosts []Host, add func(key, format string, a ...any)) {
 			seenAddr[host.Address.Addr] = i
 		}
 	}
+}
+
+// checkLocalBoot says what is wrong with a local_boot value, "" when
+// nothing is: the boot script runs it as `run bootcmd_NAME`, so it must
+// be a plain name, and not a network target that would boot this again.
+func checkLocalBoot(name string) string {
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return fmt.Sprintf("%q is not a U-Boot boot target name; use letters, digits, _ and - only, e.g. mmc0 (as in ${boot_targets})", name)
+		}
+	}
+	switch name {
+	case "dhcp", "pxe", "http":
+		return fmt.Sprintf("%q boots from the network again; name a local target such as mmc0, usb0 or nvme0 (or leave it out)", name)
+	}
+	return ""
 }
 
 // validateBudgets checks the resource budgets of dhcp and records.

@@ -65,6 +65,8 @@ func TestErrors(t *testing.T) {
 		{"bad mac", "hosts:\n  - mac: zz\n", []string{"t.yaml:2", "hosts[0].mac", "not an Ethernet MAC", "52:54:00"}},
 		{"missing mac", "hosts:\n  - name: a\n", []string{"t.yaml:2", "hosts[0].mac", "needs a mac"}},
 		{"duplicate mac", "hosts:\n  - mac: 52:54:00:00:00:01\n  - mac: 52:54:00:00:00:01\n", []string{"t.yaml:3", "hosts[1].mac", "also hosts[0]"}},
+		{"local_boot not a name", "hosts:\n  - mac: 52:54:00:00:00:01\n    local_boot: mmc0; reset\n", []string{"t.yaml:3", "hosts[0].local_boot", "not a U-Boot boot target", "mmc0"}},
+		{"local_boot network", "hosts:\n  - mac: 52:54:00:00:00:01\n    local_boot: dhcp\n", []string{"t.yaml:3", "hosts[0].local_boot", "network again", "mmc0"}},
 		{"reversed pool", "dhcp:\n  pool: 10.0.0.5-10.0.0.1\n", []string{"t.yaml:2", "dhcp.pool", "ends before it starts"}},
 		{"pool not a range", "dhcp:\n  pool: 10.0.0.5\n", []string{"dhcp.pool", "FIRST-LAST"}},
 		{"bad address", "address: banana\n", []string{"t.yaml:1", "address", "not an IP address"}},

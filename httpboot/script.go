@@ -18,8 +18,16 @@ import (
 )
 
 // DefaultScript is the built-in iPXE script template: it boots the host
-// entry's kernel/initrd/cmdline when set; otherwise it says why and drops to
-// the iPXE shell. It never chains back to itself, so a client cannot loop.
+// entry's kernel/initrd/cmdline when set; otherwise it carries out the
+// host's default_boot, or says why nothing boots and drops to the iPXE
+// shell. It never chains back to itself, so a client cannot loop.
+//
+// default_boot local: under a BIOS, sanboot of drive 0x80 (the first
+// disk's MBR, as netboot.xyz and Warewulf do), else `exit 1` back to the
+// firmware, which under UEFI tries its next boot option: a failure code,
+// because EDK2 answers a boot option that returns success with its boot
+// manager menu instead (see DESIGN.md). default_boot shell: the shell with
+// a message.
 // Image URLs (url, .ImageURL) carry the client's MAC and the request's
 // ?label. values (see carry.go), so their fetches are put on the right
 // host, even when no lease ties the client's address to its MAC
@@ -35,6 +43,15 @@ initrd --name initrd {{url .Initrd}}
 boot || goto failed
 :failed
 echo pxeperf: booting {{.Kernel}} failed
+{{- else if eq .DefaultBoot "local"}}
+echo pxeperf: {{with .Hostname}}{{.}} {{end}}{{if .MAC}}{{.MAC}}{{else}}{{.IP}}{{end}} boots from its local disk (default_boot: local)
+iseq ${platform} pcbios || goto pxeperf_exit
+sanboot --no-describe --drive 0x80 ||
+echo pxeperf: no boot sector on drive 0x80, exiting to the BIOS for its next boot device
+:pxeperf_exit
+exit 1
+{{- else if eq .DefaultBoot "shell"}}
+echo pxeperf: {{with .Hostname}}{{.}} {{end}}{{if .MAC}}{{.MAC}}{{else}}{{.IP}}{{end}} stops at the iPXE shell for a person (default_boot: shell)
 {{- else}}
 echo pxeperf: no kernel is set for {{if .MAC}}{{.MAC}}{{else}}{{.IP}}{{end}}
 echo pxeperf: add a hosts entry with kernel/initrd/cmdline or a script, see {{.ServerURL}}/healthz
@@ -93,7 +110,7 @@ func (s *Server) serveScript(w *countingWriter, r *http.Request, rec *event.Fetc
 }
 
 // scriptFix is the advice on every script template error.
-const scriptFix = "fix the template: known variables are .MAC .IP .Arch .Hostname .Server .ServerURL .ImageURL .Kernel .Initrd .Cmdline .Labels .Query and the query parameters"
+const scriptFix = "fix the template: known variables are .MAC .IP .Arch .Hostname .Server .ServerURL .ImageURL .Kernel .Initrd .Cmdline .DefaultBoot .LocalBoot .Labels .Query and the query parameters"
 
 func (s *Server) scriptFailed(w http.ResponseWriter, rec *event.Fetch, src string, err error) int64 {
 	msg := fmt.Sprintf("iPXE script template %s: %v (%s)", src, err, scriptFix)
@@ -241,9 +258,10 @@ func (s *Server) scriptData(r *http.Request, rec *event.Fetch, c hosts.Client, b
 	if a, ok := configs.ArchByCode(c.Arch); ok {
 		arch = a.Name
 	}
-	var hostname, kernel, initrd, cmdline string
+	var hostname, kernel, initrd, cmdline, defaultBoot, localBoot string
 	if h := c.Host; h != nil {
 		hostname, kernel, initrd, cmdline = h.Name, h.Kernel, h.Initrd, h.Cmdline
+		defaultBoot, localBoot = h.DefaultBoot, h.LocalBoot
 	}
 	lb := c.Labels(rec.Labels) // the record gets the entry's later (hosts.Stamping)
 	if lb == nil {
@@ -261,6 +279,7 @@ func (s *Server) scriptData(r *http.Request, rec *event.Fetch, c hosts.Client, b
 		"MAC": mac, "IP": ip, "Arch": arch, "Hostname": hostname,
 		"Server": server, "ServerURL": base, "ImageURL": images,
 		"Kernel": kernel, "Initrd": initrd, "Cmdline": cmdline,
+		"DefaultBoot": defaultBoot, "LocalBoot": localBoot,
 		"Labels": lb, "Query": q,
 	} {
 		d[k] = v

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/event"
 	"github.com/pxeperf/pxeperf/hosts"
+	"github.com/pxeperf/pxeperf/internal/testkit/golden"
 )
 
 const varsTemplate = `#!ipxe
@@ -315,5 +318,110 @@ func TestServerURL(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if got, want := string(b), strings.Repeat(e.url+" ", 2)+"127.0.0.1"; got != want {
 		t.Errorf("without Host: %q, want %q", got, want)
+	}
+}
+
+// TestDefaultScriptModes renders the built-in script for a host with a
+// kernel, without one, and with default_boot local and shell, against
+// testdata/script-*.golden (go test ./httpboot/ -run TestDefaultScriptModes
+// -update rewrites them); a host's own script sees .DefaultBoot and
+// .LocalBoot. Every script must also pass checkIPXE.
+func TestDefaultScriptModes(t *testing.T) {
+	mac := func(last byte) configs.MAC { return mustMAC(fmt.Sprintf("52:54:00:00:01:%02x", last)) }
+	hs := []configs.Host{
+		{MAC: mac(1), Name: "kernel", Kernel: "k/vmlinuz", Initrd: "k/initrd", Cmdline: "console=ttyS0", DefaultBoot: configs.BootLocal},
+		{MAC: mac(2), Name: "nothing"},
+		{MAC: mac(3), Name: "local", DefaultBoot: configs.BootLocal},
+		{MAC: mac(4), Name: "shell", DefaultBoot: configs.BootShell},
+		{MAC: mac(5), Name: "own-script", DefaultBoot: configs.BootLocal, LocalBoot: "mmc0",
+			Script: configs.Template{Text: "#!ipxe\n{{if eq .DefaultBoot \"local\"}}exit 1{{else}}shell{{end}}\necho {{.LocalBoot}}\n"}},
+	}
+	h := defaultHTTP()
+	h.TrustMACParam = true
+	e := newTestEnv(t, envOpts{http: h, hosts: hs})
+	for i, host := range hs {
+		t.Run(host.Name, func(t *testing.T) {
+			resp, err := rawClient().Get(e.url + "/boot.ipxe?mac=" + host.MAC.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			}
+			if f := e.waitFetches(t, i+1)[i]; f.Host != host.Name {
+				t.Errorf("fetch put on host %q, want %q", f.Host, host.Name)
+			}
+			body := readableCarry(strings.ReplaceAll(string(b), e.url, "URL"))
+			if err := checkIPXE(body); err != nil {
+				t.Errorf("%v in:\n%s", err, body)
+			}
+			golden.Check(t, filepath.Join("testdata", "script-"+host.Name+".golden"), []byte(body))
+		})
+	}
+}
+
+// ipxeCommands are the iPXE commands pxeperf's scripts may use.
+var ipxeCommands = map[string]bool{
+	"echo": true, "kernel": true, "initrd": true, "boot": true, "shell": true, "exit": true,
+	"sanboot": true, "iseq": true, "goto": true, "chain": true,
+}
+
+// checkIPXE checks what iPXE would refuse or trip on in a script: the
+// #!ipxe magic, commands it has, a goto to a label that is not there, and
+// an unrendered template action.
+func checkIPXE(script string) error {
+	lines := strings.Split(strings.TrimRight(script, "\n"), "\n")
+	if lines[0] != "#!ipxe" {
+		return fmt.Errorf("first line %q, want #!ipxe", lines[0])
+	}
+	labels := map[string]bool{}
+	var gotos []string
+	for n, l := range lines[1:] {
+		f := strings.Fields(l)
+		switch {
+		case strings.Contains(l, "{{"):
+			return fmt.Errorf("line %d: unrendered template action: %q", n+2, l)
+		case len(f) == 0 || strings.HasPrefix(f[0], "#"):
+			continue
+		case strings.HasPrefix(f[0], ":"):
+			labels[f[0][1:]] = true
+			continue
+		}
+		for i, w := range f {
+			if i == 0 || f[i-1] == "||" || f[i-1] == "&&" {
+				if !ipxeCommands[w] {
+					return fmt.Errorf("line %d: %q is not an iPXE command pxeperf uses", n+2, w)
+				}
+			}
+			if f[i] == "goto" && i+1 < len(f) {
+				gotos = append(gotos, f[i+1])
+			}
+		}
+	}
+	for _, g := range gotos {
+		if !labels[g] {
+			return fmt.Errorf("goto %s: no label :%s", g, g)
+		}
+	}
+	return nil
+}
+
+func TestCheckIPXE(t *testing.T) {
+	for name, tc := range map[string]struct {
+		script string
+		ok     bool
+	}{
+		"good":          {"#!ipxe\niseq a b || goto x\nsanboot --drive 0x80 ||\n:x\nexit 1\n", true},
+		"no magic":      {"echo hi\n", false},
+		"missing label": {"#!ipxe\ngoto nowhere\n", false},
+		"typo":          {"#!ipxe\nsanbot --drive 0x80\n", false},
+		"after ||":      {"#!ipxe\nboot || exti\n", false},
+		"unrendered":    {"#!ipxe\necho {{.MAC}}\n", false},
+	} {
+		if err := checkIPXE(tc.script); (err == nil) != tc.ok {
+			t.Errorf("%s: checkIPXE = %v, want ok %v", name, err, tc.ok)
+		}
 	}
 }
