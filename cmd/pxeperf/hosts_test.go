@@ -428,6 +428,9 @@ func TestHostsListShowRm(t *testing.T) {
 		t.Errorf("list --json: %d %v %s", code, err, out)
 	}
 	code, out, _ = hostsCLI(url, "hosts", "show", mac7)
+	if code != 0 {
+		t.Errorf("show: exit %d\n%s", code, out)
+	}
 	for _, w := range []string{"source:     api", "name:       board7", `labels:     {"rack":"3"}`, "next boot:  boot kernel=test.img once"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("show lacks %q:\n%s", w, out)
