@@ -4,6 +4,7 @@ package dhcp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -186,4 +187,86 @@ func processCPU() int64 {
 		return 0
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// TestOptionsOverHostAPI: a host entry's DHCP options given at run time
+// over the admin API reach busybox udhcpc at once, a PATCH changes them for
+// the next exchange, and a bad value is refused with the field and the fix.
+// A write without the right token in the Authorization header (none, a
+// wrong one, or the token in the query string) gets 401 and changes
+// nothing.
+func TestOptionsOverHostAPI(t *testing.T) {
+	nstest.RequireRoot(t)
+	nstest.RequireTool(t, "busybox")
+	nstest.RequireTool(t, "curl")
+	p := nstest.NewPair(t, nstest.Options{NoClientIP: true})
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("opt-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := optionsServe(t, p, "admin:\n  token_file: "+token+"\n")
+	const mac = "02:00:00:dd:00:31"
+	api := func(method, path, body string, auth ...string) (int, string) {
+		t.Helper()
+		args := []string{"-sS", "--max-time", "20", "-o", "/dev/stdout", "-w", "\n%{http_code}", "-X", method,
+			"-H", "Content-Type: application/json", "http://" + srv.Admin + path}
+		if body != "" {
+			args = append(args, "--data-binary", body)
+		}
+		for _, a := range auth {
+			args = append(args, "-H", "Authorization: Bearer "+a)
+		}
+		out, err := nstest.Output(p.Server, 30*time.Second, "curl", args...)
+		if err != nil {
+			t.Fatalf("curl %s %s: %v\n%s", method, path, err, out)
+		}
+		i := strings.LastIndex(out, "\n")
+		code := 0
+		fmt.Sscan(out[i+1:], &code)
+		return code, out[:i]
+	}
+	good := fmt.Sprintf(`{"name":"apiboard","dhcp_options":{"root_path":"%s:/srv/api"}}`, p.ServerIP)
+	for _, c := range []struct {
+		what, path string
+		auth       []string
+	}{
+		{"no token", "/api/hosts/" + mac, nil},
+		{"a wrong token", "/api/hosts/" + mac, []string{"opt-tokeN"}},
+		{"the token in the query string", "/api/hosts/" + mac + "?access_token=opt-token", nil},
+	} {
+		if code, body := api("PUT", c.path, good, c.auth...); code != 401 {
+			t.Errorf("PUT with %s: HTTP %d, want 401: %s", c.what, code, body)
+		}
+	}
+	if code, body := api("GET", "/api/hosts/"+mac, "", "opt-token"); code != 404 {
+		t.Fatalf("after the refused writes the host exists: HTTP %d %s", code, body)
+	}
+	code, body := api("PUT", "/api/hosts/"+mac, `{"dhcp_options":{"ntp_servers":"not-an-ip"}}`, "opt-token")
+	var refusal struct{ Error, Field, Fix string }
+	if err := json.Unmarshal([]byte(body), &refusal); code != 400 || err != nil || refusal.Field != "dhcp_options.ntp_servers" || refusal.Fix == "" {
+		t.Errorf("a bad option value: HTTP %d %s; want 400 with field dhcp_options.ntp_servers and a fix", code, body)
+	}
+	if code, body := api("PUT", "/api/hosts/"+mac, good, "opt-token"); code != 201 {
+		t.Fatalf("PUT: HTTP %d %s", code, body)
+	}
+	setMAC(t, p, mac)
+	asks := []string{"-O", "rootpath", "-O", "hostname"}
+	env, err := udhcpcEnv(t, p, asks...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, nstest.Tail(srv.Out.String(), 20))
+	}
+	if got, want := envOf(env, "rootpath", "hostname"), fmt.Sprintf("rootpath=%s:/srv/api hostname=apiboard", p.ServerIP); got != want {
+		t.Errorf("udhcpc after the PUT:\n got %s\nwant %s", got, want)
+	}
+	patch := fmt.Sprintf(`{"dhcp_options":{"root_path":"%s:/srv/patched"}}`, p.ServerIP)
+	if code, body := api("PATCH", "/api/hosts/"+mac, patch, "opt-token"); code != 200 {
+		t.Fatalf("PATCH: HTTP %d %s", code, body)
+	}
+	env, err = udhcpcEnv(t, p, asks...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := envOf(env, "rootpath", "hostname"), fmt.Sprintf("rootpath=%s:/srv/patched hostname=apiboard", p.ServerIP); got != want {
+		t.Errorf("udhcpc after the PATCH:\n got %s\nwant %s", got, want)
+	}
 }
