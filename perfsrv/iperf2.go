@@ -87,7 +87,7 @@ func (s *Iperf2) Refusals() map[string]uint64 { return s.refuse.Counts() }
 func (s *Iperf2) Serve(ctx context.Context) error {
 	defer s.closeGroups() // -P tests cut short by the end: record what came
 	return serve(ctx, s.ln, s.udp, &s.wg, func() { s.readUDP(ctx) },
-		func(c *net.TCPConn, _ uint64) func() { return func() { s.handleTCP(ctx, c) } },
+		func(c *net.TCPConn, _ uint64) { s.handleTCP(ctx, c) },
 		s.refuse, "iperf2")
 }
 

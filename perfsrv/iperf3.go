@@ -105,37 +105,24 @@ func (s *Iperf3) Running() int {
 // clients are told the server terminated) and returns nil.
 func (s *Iperf3) Serve(ctx context.Context) error {
 	return serve(ctx, s.ln, s.udp, &s.wg, s.readUDP,
-		func(c *net.TCPConn, seq uint64) func() {
-			if !s.claim(c) {
-				return nil
-			}
-			return func() { s.handle(ctx, c, seq) }
-		},
+		func(c *net.TCPConn, seq uint64) { s.handle(ctx, c, seq) },
 		s.refuse, "iperf3")
 }
 
-// claim takes a pending slot for a new connection on the accept loop, or
-// refuses it with a reset: the pending caps bound what waits for a cookie,
-// and a connection over them never gets a goroutine.
-func (s *Iperf3) claim(c *net.TCPConn) bool {
-	ip := addrPort(c.RemoteAddr()).Addr().Unmap()
-	if s.claimPending(ip) {
-		return true
-	}
-	s.refuse.Refuse("iperf3: too many connections before their cookie", ip.String(),
-		"max_pending", maxPending, "max_pending_per_client", maxPendingPerAddr)
-	_ = c.SetLinger(0) // a reset: no FIN_WAIT or TIME_WAIT kept for a flood
-	c.Close()
-	return false
-}
-
-// handle reads the cookie of a new connection, which holds a pending slot
-// (claim): a stream of a test being set up, or the control connection of a
-// new test. The slot is given back once the cookie is read and, for a new
-// test, a test slot is found.
+// handle reads the cookie of a new connection: a stream of a test being
+// set up, or the control connection of a new test. Until its cookie is read
+// and, for a new test, a slot is found, the connection holds a pending
+// slot: the pending caps bound what waits.
 func (s *Iperf3) handle(ctx context.Context, c *net.TCPConn, seq uint64) {
 	peer := addrPort(c.RemoteAddr())
 	ip := peer.Addr().Unmap()
+	if !s.claimPending(ip) {
+		s.refuse.Refuse("iperf3: too many connections before their cookie", ip.String(),
+			"max_pending", maxPending, "max_pending_per_client", maxPendingPerAddr)
+		_ = c.SetLinger(0) // a reset: no FIN_WAIT or TIME_WAIT kept for a flood
+		c.Close()
+		return
+	}
 	key, ok := s.readCookie(c, ip)
 	if !ok {
 		s.releasePending(ip)

@@ -249,17 +249,14 @@ func (t *sampleTicker) stopBase(last sample) (sample, []sample) {
 
 // serve runs a server's two sockets until ctx ends: readUDP on the UDP
 // socket in a goroutine of its own, and each accepted TCP connection in one
-// of its own: admit, called on the accept loop with the connection's accept
-// order from 1 (iperf3 numbers streams in it), returns the work to run, or
-// nil when it refused the connection at once, so a flood over a budget
-// costs no goroutine. All are counted in wg; then it waits for them and
-// returns nil. A
+// of its own (handle, with its accept order from 1: iperf3 numbers streams
+// in it), all counted in wg; then it waits for them and returns nil. A
 // transient accept error (at the descriptor limit, EMFILE) is retried
 // every 50 ms and counted in refused as svc+": accept failed", logged once
 // a minute with the count so far: a listener kept at the limit by a flood
 // must not write a line every retry (see perfsrv/DESIGN.md#accept-failures).
 func serve(ctx context.Context, ln *net.TCPListener, udp *net.UDPConn, wg *sync.WaitGroup,
-	readUDP func(), admit func(c *net.TCPConn, seq uint64) func(), refused *refuse.Log, svc string) error {
+	readUDP func(), handle func(c *net.TCPConn, seq uint64), refused *refuse.Log, svc string) error {
 	closeAll := func() {
 		ln.Close()
 		udp.Close()
@@ -288,14 +285,11 @@ func serve(ctx context.Context, ln *net.TCPListener, udp *net.UDPConn, wg *sync.
 			continue
 		}
 		seq++
-		run := admit(c, seq)
-		if run == nil {
-			continue
-		}
+		n := seq // the goroutine must see this connection's number, not a later one
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			run()
+			handle(c, n)
 		}()
 	}
 	wg.Wait()
