@@ -122,12 +122,17 @@ func TestTestbedUDPLoss(t *testing.T) {
 			logResult(t, r)
 			checkAccounting(t, r)
 			// tbf counts Ethernet frames: 1448 bytes of payload are 1490 on
-			// the wire, so 9.7 Mbit/s of payload gets through, 51% is lost.
-			if p := r.Receiver.LostPercent; p < 40 || p > 62 {
-				t.Errorf("lost %.1f%% at twice the link rate, want about 51%%", p)
+			// the wire, so 9.7 Mbit/s of payload gets through, 51% is lost
+			// at 20 Mbit/s. The loss is judged against the rate really
+			// sent: a sender starved of CPU on a busy host sends less.
+			sent := r.Sender.BitsPerSecond
+			if sent < 12e6 {
+				t.Logf("sent only %.1f Mbit/s of the 20 asked (a starved sender): loss not judged", sent/1e6)
+			} else if p, want := r.Receiver.LostPercent, 100*(1-9.7e6/sent); p < want-11 || p > want+11 {
+				t.Errorf("lost %.1f%% sending %.1f Mbit/s into the 10mbit tbf, want about %.0f%%", p, sent/1e6, want)
 			}
-			if got := r.Receiver.BitsPerSecond; got < 8.5e6 || got > 10.5e6 {
-				t.Errorf("received %.2f Mbit/s through a 10mbit tbf", got/1e6)
+			if got := r.Receiver.BitsPerSecond; got > 10.5e6 || sent >= 12e6 && got < 8.5e6 {
+				t.Errorf("received %.2f Mbit/s through a 10mbit tbf (sent %.1f)", got/1e6, sent/1e6)
 			}
 			if r.Receiver.JitterMs < 0 {
 				t.Errorf("jitter %v", r.Receiver.JitterMs)
