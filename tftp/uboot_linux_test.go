@@ -1,3 +1,5 @@
+//go:build linux
+
 package tftp
 
 import (
@@ -7,31 +9,13 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/pxeperf/pxeperf/configs"
 	"github.com/pxeperf/pxeperf/hosts"
+	"github.com/pxeperf/pxeperf/internal/testkit/nstest"
 )
-
-// syncBuffer is a log buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestUBootWindowCap: a client DHCP saw as U-Boot (option 60) asking
 // windowsize 32 is agreed 16 (the default cap), on the wire, on its record
@@ -60,7 +44,7 @@ func TestUBootWindowCap(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			var logs syncBuffer
+			var logs nstest.SyncBuffer
 			ts := startServer(t, Config{Hosts: table, UBootMaxWindowSize: tc.cap,
 				Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			body := ts.file(t, "Image", 200_000)
