@@ -216,6 +216,10 @@ type TFTP struct {
 	MaxBlockSize int `yaml:"max_blksize"`
 	// MaxWindowSize caps the RFC 7440 windowsize option. Default 64.
 	MaxWindowSize int `yaml:"max_windowsize"`
+	// UBootMaxWindowSize caps the windowsize of clients whose option 60 is
+	// U-Boot's ("U-Boot.armv8"): U-Boot under virtio-net hangs at 32 and
+	// over. Default 16; 0: no cap beyond max_windowsize.
+	UBootMaxWindowSize int `yaml:"uboot_max_windowsize"`
 	// Timeout per packet before a resend. Default 1s.
 	Timeout time.Duration `yaml:"timeout"`
 	// Retries before a transfer is given up. Default 5.
@@ -680,6 +684,9 @@ func validateTFTP(t *TFTP, add func(key, format string, a ...any)) {
 	}
 	if t.MaxWindowSize < 1 || t.MaxWindowSize > 65535 {
 		add("tftp.max_windowsize", "%d is outside 1..65535 (RFC 7440); 64 is a good cap", t.MaxWindowSize)
+	}
+	if t.UBootMaxWindowSize < 0 || t.UBootMaxWindowSize > 65535 {
+		add("tftp.uboot_max_windowsize", "%d is outside 0..65535 (RFC 7440); 16 is safe for U-Boot, 0 for no cap", t.UBootMaxWindowSize)
 	}
 	if t.Timeout < 10*time.Millisecond || t.Timeout > 255*time.Second {
 		add("tftp.timeout", "%s is outside 10ms..255s; use e.g. 1s", t.Timeout)

@@ -25,6 +25,7 @@ type Client struct {
 	Addr  netip.Addr // leased (full mode) or ciaddr/requested (proxy); may be invalid
 	Arch  uint16     // option 93 code, configs.ArchUnknown when absent
 	IPXE  bool       // the client is iPXE (user class "iPXE" or option 175)
+	UBoot bool       // option 60 starts with "U-Boot": tftp caps its windowsize
 	Seen  time.Time
 	Host  *configs.Host // nil when no host entry matches
 	Proxy bool

@@ -115,6 +115,9 @@ func isRequest(b []byte) bool {
 // Window size limits (RFC 7440 allows 1..65535).
 const (
 	defaultMaxWindow = 64
+	// defaultUBootMaxWindow is the windowsize cap for U-Boot clients:
+	// U-Boot under virtio-net hangs at 32 and over.
+	defaultUBootMaxWindow = 16
 	// maxWindow is half the block-number space: an ACK then maps to one
 	// block of the window unambiguously, and a stale ACK from before the
 	// window cannot pass for a new one.

@@ -33,6 +33,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,11 @@ type Config struct {
 	// server further keeps a window under 32768 blocks and 4 MiB). Clients
 	// that do not ask for it get lock-step RFC 1350. Default 64.
 	MaxWindowSize int
+	// UBootMaxWindowSize caps the windowsize of a client DHCP saw as U-Boot
+	// (hosts.Client.UBoot, option 60 "U-Boot..."): U-Boot under virtio-net
+	// hangs at windowsize 32 and over (tftp/DESIGN.md#u-boot-windowsize-cap-issue-32).
+	// Default 16; negative: no cap beyond MaxWindowSize.
+	UBootMaxWindowSize int
 	// Timeout before a packet is sent again, unless the client asks for
 	// another with the timeout option. Default 1s.
 	Timeout time.Duration
@@ -321,6 +327,13 @@ func (cfg *Config) check() error {
 	if cfg.MaxWindowSize < 1 || cfg.MaxWindowSize > 65535 {
 		return fmt.Errorf("tftp: max window size %d is outside 1..65535 (RFC 7440); 64 is a good cap",
 			cfg.MaxWindowSize)
+	}
+	if cfg.UBootMaxWindowSize == 0 {
+		cfg.UBootMaxWindowSize = defaultUBootMaxWindow
+	}
+	if cfg.UBootMaxWindowSize > 65535 {
+		return fmt.Errorf("tftp: U-Boot max window size %d is over 65535 (RFC 7440); 16 is safe, negative for no cap",
+			cfg.UBootMaxWindowSize)
 	}
 	if cfg.Sink == nil {
 		cfg.Sink = event.Discard{}
@@ -694,7 +707,7 @@ func (s *Server) preempt(now time.Time) bool {
 // entry, where its progress is kept.
 func (s *Server) handle(base, ctx context.Context, req request, peer netip.AddrPort, local netip.Addr, release func(), e *entry) {
 	a := &answer{s: s, base: base, ctx: ctx, req: req, peer: peer, local: local, release: release, e: e}
-	a.f = s.newFetch(req, peer, local)
+	a.f, a.uboot = s.newFetch(req, peer, local)
 	defer a.report()
 	if a.refuseRequest() {
 		return
@@ -719,15 +732,16 @@ type answer struct {
 	release   func()
 	e         *entry
 	f         *event.Fetch
+	uboot     bool // DHCP saw the client as U-Boot: Config.UBootMaxWindowSize applies
 }
 
 // newFetch is the event of a request, before anything was sent. The host
 // entry is stamped on it now (hosts.Table.Stamp, the rule's one home), so
 // the live view names the board while the transfer runs; serve stamps
 // every event again before its sinks (hosts.Stamping), which changes
-// nothing here.
-func (s *Server) newFetch(req request, peer netip.AddrPort, local netip.Addr) *event.Fetch {
-	f := &event.Fetch{
+// nothing here. uboot tells whether the client is U-Boot (hosts.Client.UBoot).
+func (s *Server) newFetch(req request, peer netip.AddrPort, local netip.Addr) (f *event.Fetch, uboot bool) {
+	f = &event.Fetch{
 		Start:     time.Now(),
 		Proto:     event.ProtoTFTP,
 		Client:    peer,
@@ -738,8 +752,8 @@ func (s *Server) newFetch(req request, peer netip.AddrPort, local netip.Addr) *e
 		TFTP:      &event.TFTPInfo{BlockSize: defaultBlockSize, WindowSize: 1, Timeout: s.cfg.Timeout},
 	}
 	_, f.TFTP.TSize = req.opt("tsize")
-	s.cfg.Hosts.Stamp(f)
-	return f
+	c, _ := s.cfg.Hosts.Stamp(f)
+	return f, c.UBoot
 }
 
 // report hands the event to the sink: every completed fetch, and those
@@ -825,7 +839,15 @@ func (a *answer) describe(file *bootcfg.Content) {
 // size bytes, and puts them on the event.
 func (a *answer) negotiate(size int64) negotiated {
 	cfg := &a.s.cfg
-	neg := negotiate(&a.req, limits{maxBlock: a.s.maxBlk, maxWindow: cfg.MaxWindowSize, maxTimeout: cfg.MaxClientTimeout}, size)
+	lim := limits{maxBlock: a.s.maxBlk, maxWindow: cfg.MaxWindowSize, maxTimeout: cfg.MaxClientTimeout}
+	capped := a.uboot && cfg.UBootMaxWindowSize > 0 && cfg.UBootMaxWindowSize < lim.maxWindow
+	if capped {
+		lim.maxWindow = cfg.UBootMaxWindowSize
+	}
+	neg := negotiate(&a.req, lim, size)
+	if capped {
+		a.logUBootCap(neg.windowSize)
+	}
 	if neg.timeoutRefused != "" {
 		a.s.refused.Refuse(RefuseClientTimeout, a.peer.Addr().String(), "timeout", neg.timeoutRefused,
 			"max", cfg.MaxClientTimeout, "fix", "raise tftp.max_client_timeout")
@@ -835,6 +857,19 @@ func (a *answer) negotiate(size int64) negotiated {
 	}
 	a.f.TFTP.BlockSize, a.f.TFTP.WindowSize, a.f.TFTP.Timeout = neg.blockSize, neg.windowSize, neg.timeout
 	return neg
+}
+
+// logUBootCap logs a U-Boot client's windowsize lowered to agreed by
+// Config.UBootMaxWindowSize; the fetch's record carries agreed.
+func (a *answer) logUBootCap(agreed int) {
+	v, _ := a.req.opt("windowsize")
+	asked, err := strconv.Atoi(v)
+	if err != nil || asked <= agreed {
+		return
+	}
+	a.s.log.Info("tftp windowsize capped for U-Boot", "client", a.peer, "file", a.req.file,
+		"asked", asked, "windowsize", agreed, "why", "U-Boot under virtio-net hangs at windowsize 32 and over",
+		"fix", "tftp.uboot_max_windowsize (0: no cap)")
 }
 
 // transfer sends file on a socket of its own, connected to the client,

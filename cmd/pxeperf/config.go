@@ -33,6 +33,9 @@ is parsed; one that does not parse fails the check with its key, line and fix.
 Every architecture's boot file is resolved against the root (--root, default
 the config's root) and Debian's iPXE fallback: what nothing serves is listed
 with the config key to set or the package to install.
+Every file a host entry names (kernel, initrd, fdt, fdtdir, script "@file")
+that the root lacks is listed with the host, the key and the root's nearest
+name; URLs are not checked.
 
 When <data>/hosts.json holds hosts set at run time (the admin API), they
 are read and checked as serve reads them, and every host is listed with
@@ -87,9 +90,9 @@ place of the file's).`,
 }
 
 // checkBoot parses every boot config template against the root and
-// resolves every architecture's boot file. A template error is an error;
-// missing boot files and root files that replace generated configs are
-// notes.
+// resolves every architecture's boot file and every host entry's files. A
+// template error is an error; missing boot and host files and root files
+// that replace generated configs are notes.
 func checkBoot(c *configs.Config) ([]string, error) {
 	var notes []string
 	root := c.Root
@@ -129,6 +132,9 @@ func checkBoot(c *configs.Config) ([]string, error) {
 		default:
 			notes = append(notes, fmt.Sprintf("dhcp.boot_files.%s: %s (%s)", r.Key, r.File, r.From))
 		}
+	}
+	for _, h := range src.CheckHostFiles(c) {
+		notes = append(notes, "WARNING "+h.Problem(c.Root))
 	}
 	return append(notes, bootSummary(c, src)...), nil
 }

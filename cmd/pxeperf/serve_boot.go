@@ -16,7 +16,8 @@ import (
 // loader configs generated per host): every template is parsed now, so a
 // broken one stops serve at start with its key, line and fix. It logs
 // what a board would otherwise find out by failing: boot files nothing
-// serves, and root files that replace a generated config.
+// serves, host entries' files not in the root, and root files that
+// replace a generated config.
 func newBootSource(cfg *configs.Config, addr netip.Addr, store *images.Store, table *hosts.Table, logger *slog.Logger) (*bootcfg.Source, error) {
 	base := ""
 	if cfg.HTTP.Enabled {
@@ -36,6 +37,9 @@ func newBootSource(cfg *configs.Config, addr netip.Addr, store *images.Store, ta
 		default:
 			absent = append(absent, r.Key)
 		}
+	}
+	for _, h := range src.CheckHostFiles(cfg) {
+		logger.Warn("host file missing: " + h.Problem(cfg.Root))
 	}
 	if len(absent) > 0 {
 		logger.Info("no boot file for some architectures: their boards get no boot offer "+

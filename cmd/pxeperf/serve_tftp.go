@@ -17,6 +17,7 @@ func newTFTPService(env *serveEnv) (service, error) {
 		MTU:                   env.net.Iface.MTU,
 		MaxBlockSize:          c.MaxBlockSize,
 		MaxWindowSize:         c.MaxWindowSize,
+		UBootMaxWindowSize:    ubootWindow(c.UBootMaxWindowSize),
 		Timeout:               c.Timeout,
 		Retries:               c.Retries,
 		SinglePort:            c.SinglePort,
@@ -38,9 +39,18 @@ func newTFTPService(env *serveEnv) (service, error) {
 		return nil, err
 	}
 	env.logger.Info("tftp listening", "addr", s.Addr().String(), "max_blksize", s.MaxBlockSize(),
-		"max_windowsize", c.MaxWindowSize,
+		"max_windowsize", c.MaxWindowSize, "uboot_max_windowsize", c.UBootMaxWindowSize,
 		"single_port", c.SinglePort)
 	return s, nil
+}
+
+// ubootWindow maps tftp.uboot_max_windowsize (0: no cap) to
+// tftp.Config.UBootMaxWindowSize (0: the default, negative: no cap).
+func ubootWindow(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // minRate maps tftp.min_rate_kibps (0: never) to tftp.Config.MinRate
