@@ -28,6 +28,10 @@ type Client struct {
 	Seen  time.Time
 	Host  *configs.Host // nil when no host entry matches
 	Proxy bool
+	// Serial is a Raspberry Pi's serial (8 lower-case hex digits, from
+	// option 97), "" for other clients; a later sighting without one (the
+	// booted OS's DHCP) keeps it.
+	Serial string
 }
 
 // Table is safe for concurrent use.
@@ -90,6 +94,9 @@ func (t *Table) Observe(c Client) {
 	old, had := t.seen[key]
 	if !c.Addr.IsValid() && had {
 		c.Addr = old.Addr
+	}
+	if c.Serial == "" && had {
+		c.Serial = old.Serial
 	}
 	if had && old.Addr.IsValid() && old.Addr != c.Addr {
 		delete(t.byAddr, old.Addr)

@@ -45,8 +45,20 @@ func (t *Table) Stamp(f *event.Fetch) (Client, bool) {
 		}
 		f.Labels = c.Labels(f.Labels)
 	}
+	if c.Serial != "" && f.Labels[LabelRPiSerial] == "" {
+		// A Pi is known by its serial (its TFTP folder) before any host
+		// entry names it: the label keys its fetches.
+		if f.Labels == nil {
+			f.Labels = make(map[string]string, 1)
+		}
+		f.Labels[LabelRPiSerial] = c.Serial
+	}
 	return c, true
 }
+
+// LabelRPiSerial is the label a Raspberry Pi's fetches carry its serial
+// under.
+const LabelRPiSerial = "rpi_serial"
 
 // Labels are the client's host entry labels with own over them (own
 // wins): what Stamp puts on a fetch, and what an iPXE script sees as
