@@ -130,8 +130,8 @@ func (e *testEnv) piDiscover(t *testing.T, mac string, opt97 []byte) *dhcpv4.DHC
 	return r
 }
 
-// TestRPiSerialObserved: the ACK of a Pi's REQUEST puts its serial on its
-// sighting, which TFTP reads by address.
+// TestRPiSerialObserved: the ACK of a Pi's REQUEST carries the boot menu
+// too and puts its serial on its sighting, which TFTP reads by address.
 func TestRPiSerialObserved(t *testing.T) {
 	e := newTestServer(t, "full")
 	hw, _ := net.ParseMAC("dc:a6:32:01:36:c2")
@@ -141,8 +141,9 @@ func TestRPiSerialObserved(t *testing.T) {
 	}
 	ack, _ := e.send(t, pkt(t, dhcpv4.MessageTypeRequest, hw, piRequestOptions(piOpt97), srvID,
 		reqIP(offer.YourIPAddr.String())), src68, false, time.Now())
-	if ack == nil || ack.MessageType() != dhcpv4.MessageTypeAck {
-		t.Fatalf("reply %v, want ACK", ack)
+	if ack == nil || ack.MessageType() != dhcpv4.MessageTypeAck ||
+		!HasRPiBootMenu(ack.Options.Get(dhcpv4.OptionVendorSpecificInformation)) || ack.BootFileName != "" {
+		t.Fatalf("reply %v, want ACK with the boot menu and no file", ack)
 	}
 	a, _ := netip.AddrFromSlice(ack.YourIPAddr.To4())
 	c, ok := e.ht.ByAddr(a)
