@@ -333,3 +333,40 @@ func checkPiRecords(t *testing.T, s *nstest.Served, hw net.HardwareAddr, prefix 
 		}
 	}
 }
+
+// TestRPiProxyModeBinary: in proxy mode the built binary's OFFER to the
+// Pi carries no address but the boot menu, option 66 and siaddr; with the
+// address the network's DHCP server would give, the Pi boots from the root
+// through its serial prefix, its missing overlay map an ERROR 1.
+func TestRPiProxyModeBinary(t *testing.T) {
+	nstest.RequireRoot(t)
+	p := nstest.NewPair(t, nstest.Options{NoClientIP: true})
+	p.Serve(t, fmt.Sprintf("dhcp:\n  mode: proxy\nhttp:\n  listen: %s:8080\ntftp:\n  listen: %s:69\n",
+		p.ServerIP, p.ServerIP), func(root string) { piRoot(t, root, "1a2b3c4d") })
+	setMAC(t, p, "d8:3a:dd:00:00:07")
+	hw, _ := net.ParseMAC("d8:3a:dd:00:00:07")
+	c := &piClient{t: t, p: p, mac: hw, serial: 0x00c0ffee}
+	info := RPiInfo{Model: "RPi4", Revision: 0x00c03111, Serial: c.serial}
+	conn := clientConn(t, p, ClientPort)
+	disc, err := dhcpv4.New(dhcpv4.WithHwAddr(hw), dhcpv4.WithMessageType(dhcpv4.MessageTypeDiscover),
+		dhcpv4.WithBroadcast(true), piRequestOptions(AppendRPiOption97(nil, info)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	offer := exchange(t, conn, disc, netip.MustParseAddrPort("255.255.255.255:67"))
+	conn.Close()
+	if offer == nil || !piMenu(offer.Options.Get(dhcpv4.OptionVendorSpecificInformation)) ||
+		!offer.YourIPAddr.IsUnspecified() || offer.BootFileName != "" {
+		t.Fatalf("proxy OFFER %v: want no address, no file, the Raspberry Pi boot menu", offer)
+	}
+	if c.tftp = piTFTPServer(offer); c.tftp != p.ServerIP {
+		t.Fatalf("proxy OFFER names TFTP server %s, want %s", c.tftp, p.ServerIP)
+	}
+	c.addr = p.ClientIP
+	nstest.Run(t, p.Client, "ip", "addr", "add", c.addr.String()+"/24", "dev", p.ClientIf)
+	prefix, got := c.boot()
+	if prefix != "00c0ffee/" || got[prefix+"config.txt"] != "# root config.txt\n" || got[prefix+"overlays/overlay_map.dtb"] != "" {
+		t.Fatalf("proxy boot: folder %q, config.txt %q, overlay map %q", prefix, got[prefix+"config.txt"],
+			got[prefix+"overlays/overlay_map.dtb"])
+	}
+}
