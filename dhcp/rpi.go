@@ -19,7 +19,7 @@ import (
 // ("RPi4", "RPi5"), the board revision, the low four bytes of its MAC and
 // its serial number, each four bytes little-endian after the type byte 0.
 type RPiInfo struct {
-	Model    string // "RPi4" or "RPi5"
+	Model    string // "RPi4" or "RPi5"; "RPi" when option 97 has another prefix
 	Revision uint32 // e.g. 0x00c03111 (Pi 4 B 4GB)
 	MACLow   [4]byte
 	Serial   uint32
@@ -101,9 +101,25 @@ func isRPi(mac net.HardwareAddr, vendor string, opt97 []byte) (RPiInfo, bool) {
 		}
 	}
 	if strings.HasPrefix(vendor, rpiVendorClass) && IsRPiMAC(mac) {
-		return RPiInfo{}, true
+		return rpiOtherOption97(opt97), true
 	}
 	return RPiInfo{}, false
+}
+
+// rpiOtherOption97 reads the serial of a Pi whose DHCP_OPTION97 is not the
+// default: 0 sends the serial four times (the old format), any other value
+// replaces only the FourCC, so the serial stays the last word. Model
+// "RPi" marks a serial read so; a value of another shape gives none.
+func rpiOtherOption97(v []byte) RPiInfo {
+	if len(v) != 17 || v[0] != 0 {
+		return RPiInfo{}
+	}
+	i := RPiInfo{Model: "RPi", Serial: binary.LittleEndian.Uint32(v[13:17])}
+	if string(v[1:5]) != string(v[13:17]) || string(v[5:9]) != string(v[13:17]) {
+		i.Revision = binary.LittleEndian.Uint32(v[5:9])
+		copy(i.MACLow[:], v[9:13])
+	}
+	return i
 }
 
 // rpiVendorOption is option 43 as dnsmasq sends it for

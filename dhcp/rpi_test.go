@@ -50,6 +50,29 @@ func TestParseRPiOption97(t *testing.T) {
 			t.Errorf("%s: parsed as %+v", name, i)
 		}
 	}
+	pi, _ := net.ParseMAC("dc:a6:32:01:36:c2")
+	const class = "PXEClient:Arch:00000:UNDI:002001"
+	old := mustHex("00" + "4d3c2b1a4d3c2b1a4d3c2b1a4d3c2b1a")  // DHCP_OPTION97=0: the serial four times
+	custom := append(mustHex("00"+"78563412"), piOpt97[5:]...) // DHCP_OPTION97=0x12345678
+	for name, tc := range map[string]struct {
+		mac    net.HardwareAddr
+		v      []byte
+		serial string
+		rpi    bool
+	}{
+		"default":         {pi, piOpt97, "1a2b3c4d", true},
+		"old format":      {pi, old, "1a2b3c4d", true},
+		"custom prefix":   {pi, custom, "1a2b3c4d", true},
+		"no 97":           {pi, nil, "", true},
+		"old, not a pi":   {net.HardwareAddr{2, 0, 0, 0, 0, 1}, old, "", false},
+		"pi, pc-sized 97": {pi, piOpt97[:16], "", true},
+	} {
+		c := client{MAC: tc.mac, Vendor: class}
+		c.Pi, c.RPi = isRPi(tc.mac, class, tc.v)
+		if c.RPi != tc.rpi || c.serial() != tc.serial {
+			t.Errorf("%s: rpi %v serial %q, want %v %q", name, c.RPi, c.serial(), tc.rpi, tc.serial)
+		}
+	}
 	if got := serialHex(0x0000abcd); got != "0000abcd" {
 		t.Errorf("serialHex: %q", got)
 	}
