@@ -195,7 +195,13 @@ func FuzzParseRPiOption97(f *testing.F) {
 	f.Add(piOpt97)
 	f.Add([]byte{})
 	f.Add(mustHex("00" + "52506935" + "00000000" + "00000000" + "ffffffff"))
+	pi := net.HardwareAddr{0xdc, 0xa6, 0x32, 1, 2, 3}
 	f.Fuzz(func(t *testing.T, v []byte) {
+		// Any option 97 from a Pi MAC: a Pi, with a serial of 8 digits or none.
+		c := client{}
+		if c.Pi, c.RPi = isRPi(pi, rpiVendorClass, v); !c.RPi || (c.serial() != "" && len(c.serial()) != 8) {
+			t.Fatalf("%x from a Pi MAC: rpi %v serial %q", v, c.RPi, c.serial())
+		}
 		i, ok := ParseRPiOption97(v)
 		if !ok {
 			return
