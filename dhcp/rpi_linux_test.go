@@ -337,11 +337,12 @@ func checkPiRecords(t *testing.T, s *nstest.Served, hw net.HardwareAddr, prefix 
 // TestRPiProxyModeBinary: in proxy mode the built binary's OFFER to the
 // Pi carries no address but the boot menu, option 66 and siaddr; with the
 // address the network's DHCP server would give, the Pi boots from the root
-// through its serial prefix, its missing overlay map an ERROR 1.
+// through its serial prefix, its missing overlay map an ERROR 1, and its
+// fetches carry its MAC and serial.
 func TestRPiProxyModeBinary(t *testing.T) {
 	nstest.RequireRoot(t)
 	p := nstest.NewPair(t, nstest.Options{NoClientIP: true})
-	p.Serve(t, fmt.Sprintf("dhcp:\n  mode: proxy\nhttp:\n  listen: %s:8080\ntftp:\n  listen: %s:69\n",
+	s := p.Serve(t, fmt.Sprintf("dhcp:\n  mode: proxy\nhttp:\n  listen: %s:8080\ntftp:\n  listen: %s:69\n",
 		p.ServerIP, p.ServerIP), func(root string) { piRoot(t, root, "1a2b3c4d") })
 	setMAC(t, p, "d8:3a:dd:00:00:07")
 	hw, _ := net.ParseMAC("d8:3a:dd:00:00:07")
@@ -369,4 +370,5 @@ func TestRPiProxyModeBinary(t *testing.T) {
 		t.Fatalf("proxy boot: folder %q, config.txt %q, overlay map %q", prefix, got[prefix+"config.txt"],
 			got[prefix+"overlays/overlay_map.dtb"])
 	}
+	checkPiRecords(t, s, hw, prefix) // found by the serial of its folder: no lease maps its address
 }

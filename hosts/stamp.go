@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net"
 	"net/netip"
+	"strings"
 
 	"github.com/pxeperf/pxeperf/event"
 )
@@ -33,6 +34,9 @@ func (t *Table) Of(mac net.HardwareAddr, addr netip.Addr) (Client, bool) {
 // nothing.
 func (t *Table) Stamp(f *event.Fetch) (Client, bool) {
 	c, ok := t.Of(f.MAC, f.Client.Addr())
+	if !ok {
+		c, ok = t.ofRPiFolder(f.File)
+	}
 	if !ok {
 		return c, false
 	}
@@ -86,3 +90,14 @@ func (s Stamping) Fetch(f *event.Fetch) {
 }
 
 func (s Stamping) Lease(l *event.Lease) { s.Next.Lease(l) }
+
+// ofRPiFolder finds a Raspberry Pi by the folder its bootloader names,
+// "<serial>/..." (a sighting's Serial): in proxy mode DHCP never learns the
+// Pi's address, so this is how its TFTP fetches find its MAC.
+func (t *Table) ofRPiFolder(file string) (Client, bool) {
+	prefix, _, found := strings.Cut(strings.TrimLeft(file, "/"), "/")
+	if t == nil || !found || len(prefix) != 8 {
+		return Client{}, false
+	}
+	return t.BySerial(prefix)
+}
