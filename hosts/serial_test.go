@@ -28,6 +28,10 @@ func TestSerial(t *testing.T) {
 	if tb.Stamp(other); other.MAC != nil || other.Labels != nil {
 		t.Fatalf("unknown serial stamped %v %v", other.MAC, other.Labels)
 	}
+	byMAC := &event.Fetch{File: "dc-a6-32-01-36-c2/config.txt", Client: netip.MustParseAddrPort("10.0.0.9:49000")}
+	if tb.Stamp(byMAC); byMAC.MAC.String() != mac.String() || byMAC.Labels[LabelRPiSerial] != "1a2b3c4d" {
+		t.Fatalf("stamped by MAC folder: %v %v", byMAC.MAC, byMAC.Labels)
+	}
 	tb.Forget(mac)
 	if _, ok := tb.BySerial("1a2b3c4d"); ok {
 		t.Fatal("BySerial after Forget")

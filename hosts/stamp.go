@@ -92,12 +92,19 @@ func (s Stamping) Fetch(f *event.Fetch) {
 func (s Stamping) Lease(l *event.Lease) { s.Next.Lease(l) }
 
 // ofRPiFolder finds a Raspberry Pi by the folder its bootloader names,
-// "<serial>/..." (a sighting's Serial): in proxy mode DHCP never learns the
-// Pi's address, so this is how its TFTP fetches find its MAC.
+// "<serial>/..." (a sighting's Serial) or "dc-a6-32-01-36-c2/...": in proxy
+// mode DHCP never learns the Pi's address, so this is how its TFTP
+// fetches find its MAC.
 func (t *Table) ofRPiFolder(file string) (Client, bool) {
 	prefix, _, found := strings.Cut(strings.TrimLeft(file, "/"), "/")
-	if t == nil || !found || len(prefix) != 8 {
-		return Client{}, false
+	switch {
+	case t == nil || !found:
+	case len(prefix) == 8:
+		return t.BySerial(prefix)
+	case len(prefix) == 17 && strings.Count(prefix, "-") == 5:
+		if mac, err := net.ParseMAC(prefix); err == nil {
+			return t.ByMAC(mac)
+		}
 	}
-	return t.BySerial(prefix)
+	return Client{}, false
 }
