@@ -262,6 +262,11 @@ func (s *Source) Open(name string, peer Peer) (*Content, error) {
 		client = peer.Client.String()
 	}
 	f, size, err := s.images.OpenFor(name, client)
+	if errors.Is(err, fs.ErrNotExist) {
+		if rest, ok := rpiFallback(s.images.Dir(), name); ok {
+			f, size, err = s.images.OpenFor(rest, client) // see rpiFallback
+		}
+	}
 	if err == nil {
 		return &Content{File: f, Size: size}, nil
 	}

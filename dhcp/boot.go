@@ -38,6 +38,17 @@ type client struct {
 	// TFTPName is true when the client lists option 66 (TFTP server name)
 	// in its parameter request list (option 55).
 	TFTPName bool
+	RPi      bool    // a Raspberry Pi bootloader (isRPi)
+	Pi       RPiInfo // its option 97; Model "" when it sent none
+}
+
+// serial is the Pi's serial folder name, "" for any other client (and a Pi
+// without option 97), so other clients' sightings allocate nothing.
+func (c *client) serial() string {
+	if !c.RPi || c.Pi.Model == "" {
+		return ""
+	}
+	return c.Pi.SerialString()
 }
 
 // classify reads the boot-relevant options of a request.
@@ -52,6 +63,7 @@ func classify(req *msg) client {
 	c.UBoot = strings.HasPrefix(c.Vendor, classUBoot)
 	c.TFTPName = req.requested(optTFTPServer)
 	c.IPXE = req.present(optIPXEEncap) || isIPXEUserClass(req.get(optUserClass))
+	c.Pi, c.RPi = isRPi(c.MAC, c.Vendor, req.get(optClientUUID))
 	return c
 }
 
@@ -64,6 +76,7 @@ type bootReply struct {
 	File      string // file field and option 67
 	Class     string // option 60 sent back, "" for none
 	PXEVendor bool   // option 43 with discovery control 8
+	RPi       bool   // option 43 with the Raspberry Pi boot menu, option 66, no boot file
 	IPXE      bool   // option 175.176 = 1
 }
 
@@ -114,8 +127,13 @@ func (b booter) scriptURL() string {
 // a client that sends neither option 93 nor a class pxeperf knows gets
 // dhcp.boot_files.default. A host entry's boot_file overrides all of these.
 func (b booter) decide(c client, host *configs.Host, proxy bool) (bootReply, bool) {
-	if proxy && !c.PXE && !c.HTTP {
+	if proxy && !c.PXE && !c.HTTP && !c.RPi {
 		return bootReply{}, false
+	}
+	if c.RPi {
+		// The bootloader ignores any boot file: it loads start4.elf and
+		// the rest by name (see applyRPi).
+		return bootReply{Class: classPXE, RPi: true}, true
 	}
 	var r bootReply
 	switch {
@@ -173,6 +191,10 @@ func (b booter) archFile(c client, arch configs.Arch, known bool) string {
 // asks for it; the file field and option 67 carry the boot file.
 func applyBoot(r *reply, req *msg, c client, b bootReply, tftpServer netip.Addr) {
 	r.siaddr = tftpServer
+	if b.RPi {
+		applyRPi(r, req, tftpServer)
+		return
+	}
 	if len(b.File) < 128 {
 		r.file = b.File
 	}

@@ -418,7 +418,7 @@ func (s *Server) settle(a *ackAfter, err error) bool {
 	// renew many times a second).
 	record, _, evicted := s.sightings.see(c.MAC, told(a.file, c, a.addr), a.now, func() bool { return true })
 	s.forget(evicted)
-	s.hosts.Observe(hosts.Client{MAC: c.MAC, Addr: a.addr, Arch: c.Arch, IPXE: c.IPXE, UBoot: c.UBoot, Host: a.host, Seen: a.now})
+	s.hosts.Observe(hosts.Client{MAC: c.MAC, Addr: a.addr, Arch: c.Arch, IPXE: c.IPXE, UBoot: c.UBoot, Serial: c.serial(), Host: a.host, Seen: a.now})
 	if record {
 		s.sink.Lease(&event.Lease{Time: a.now, MAC: c.MAC, Addr: a.addr, Arch: c.Arch, Host: hostName(a.host),
 			BootFile: a.file, Expiry: a.expiry})
@@ -582,7 +582,7 @@ func (s *Server) offerFull(f *fullRequest) (bool, netip.AddrPort) {
 	if host != nil || had {
 		// New clients are remembered once ACKed: a DISCOVER flood must
 		// not grow the hosts table.
-		s.hosts.Observe(hosts.Client{MAC: c.MAC, Arch: c.Arch, IPXE: c.IPXE, UBoot: c.UBoot, Host: host})
+		s.hosts.Observe(hosts.Client{MAC: c.MAC, Arch: c.Arch, IPXE: c.IPXE, UBoot: c.UBoot, Serial: c.serial(), Host: host})
 	}
 	f.log.Debug("dhcp: offer", "ip", addr, "arch", c.Arch, "ipxe", c.IPXE)
 	return true, s.dest(req, r, false)
@@ -823,7 +823,7 @@ func (s *Server) handleProxy(req *msg, r *reply, src netip.AddrPort, onProxy boo
 			"then", "answered, but not in the hosts table or the lease records")
 	}
 	if record {
-		s.hosts.Observe(hosts.Client{MAC: c.MAC, Addr: addr, Arch: c.Arch, IPXE: c.IPXE, UBoot: c.UBoot, Host: host, Proxy: true, Seen: now})
+		s.hosts.Observe(hosts.Client{MAC: c.MAC, Addr: addr, Arch: c.Arch, IPXE: c.IPXE, UBoot: c.UBoot, Serial: c.serial(), Host: host, Proxy: true, Seen: now})
 		s.sink.Lease(&event.Lease{Time: now, MAC: c.MAC, Arch: c.Arch, Host: hostName(host), BootFile: b.File, Proxy: true})
 	}
 	s.log.Debug("dhcp: proxy answer", "client_mac", c.MAC.String(), "type", replyType.String(), "boot_file", b.File)

@@ -29,6 +29,10 @@ type Client struct {
 	Seen  time.Time
 	Host  *configs.Host // nil when no host entry matches
 	Proxy bool
+	// Serial is a Raspberry Pi's serial (8 lower-case hex digits, from
+	// option 97), "" for other clients; a later sighting without one (the
+	// booted OS's DHCP) keeps it.
+	Serial string
 }
 
 // Table is safe for concurrent use.
@@ -38,6 +42,7 @@ type Table struct {
 	seen   map[string]Client     // by MAC string
 	byAddr map[netip.Addr]string // address -> MAC string
 	fixed  map[netip.Addr]string // host entry address -> MAC string
+	serial map[string]string     // Raspberry Pi serial -> MAC string
 }
 
 // New builds a table from the configured host entries.
@@ -47,6 +52,7 @@ func New(entries []configs.Host) *Table {
 		seen:   make(map[string]Client),
 		byAddr: make(map[netip.Addr]string),
 		fixed:  make(map[netip.Addr]string),
+		serial: make(map[string]string),
 	}
 	for i := range entries {
 		h := &entries[i]
@@ -91,6 +97,15 @@ func (t *Table) Observe(c Client) {
 	old, had := t.seen[key]
 	if !c.Addr.IsValid() && had {
 		c.Addr = old.Addr
+	}
+	if c.Serial == "" && had {
+		c.Serial = old.Serial
+	}
+	if had && old.Serial != c.Serial && t.serial[old.Serial] == key {
+		delete(t.serial, old.Serial)
+	}
+	if c.Serial != "" {
+		t.serial[c.Serial] = key
 	}
 	if had && old.Addr.IsValid() && old.Addr != c.Addr {
 		delete(t.byAddr, old.Addr)
@@ -149,6 +164,9 @@ func (t *Table) Forget(mac net.HardwareAddr) {
 		if c.Addr.IsValid() && t.byAddr[c.Addr] == key {
 			delete(t.byAddr, c.Addr)
 		}
+		if c.Serial != "" && t.serial[c.Serial] == key {
+			delete(t.serial, c.Serial)
+		}
 		delete(t.seen, key)
 	}
 }
@@ -158,4 +176,16 @@ func (t *Table) Seen() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return len(t.seen)
+}
+
+// BySerial returns the Raspberry Pi last seen with that serial (Client.Serial).
+func (t *Table) BySerial(serial string) (Client, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	key, ok := t.serial[serial]
+	if !ok {
+		return Client{}, false
+	}
+	c, ok := t.seen[key]
+	return c, ok
 }

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net"
 	"net/netip"
+	"strings"
 
 	"github.com/pxeperf/pxeperf/event"
 )
@@ -34,6 +35,9 @@ func (t *Table) Of(mac net.HardwareAddr, addr netip.Addr) (Client, bool) {
 func (t *Table) Stamp(f *event.Fetch) (Client, bool) {
 	c, ok := t.Of(f.MAC, f.Client.Addr())
 	if !ok {
+		c, ok = t.ofRPiFolder(f.File)
+	}
+	if !ok {
 		return c, false
 	}
 	if f.MAC == nil && c.MAC != nil {
@@ -45,8 +49,20 @@ func (t *Table) Stamp(f *event.Fetch) (Client, bool) {
 		}
 		f.Labels = c.Labels(f.Labels)
 	}
+	if c.Serial != "" && f.Labels[LabelRPiSerial] == "" {
+		// A Pi is known by its serial (its TFTP folder) before any host
+		// entry names it: the label keys its fetches.
+		if f.Labels == nil {
+			f.Labels = make(map[string]string, 1)
+		}
+		f.Labels[LabelRPiSerial] = c.Serial
+	}
 	return c, true
 }
+
+// LabelRPiSerial is the label a Raspberry Pi's fetches carry its serial
+// under.
+const LabelRPiSerial = "rpi_serial"
 
 // Labels are the client's host entry labels with own over them (own
 // wins): what Stamp puts on a fetch, and what an iPXE script sees as
@@ -74,3 +90,21 @@ func (s Stamping) Fetch(f *event.Fetch) {
 }
 
 func (s Stamping) Lease(l *event.Lease) { s.Next.Lease(l) }
+
+// ofRPiFolder finds a Raspberry Pi by the folder its bootloader names,
+// "<serial>/..." (a sighting's Serial) or "dc-a6-32-01-36-c2/...": in proxy
+// mode DHCP never learns the Pi's address, so this is how its TFTP
+// fetches find its MAC.
+func (t *Table) ofRPiFolder(file string) (Client, bool) {
+	prefix, _, found := strings.Cut(strings.TrimLeft(file, "/"), "/")
+	switch {
+	case t == nil || !found:
+	case len(prefix) == 8:
+		return t.BySerial(prefix)
+	case len(prefix) == 17 && strings.Count(prefix, "-") == 5:
+		if mac, err := net.ParseMAC(prefix); err == nil {
+			return t.ByMAC(mac)
+		}
+	}
+	return Client{}, false
+}

@@ -76,6 +76,11 @@ func Classify(r *Record) string {
 	}
 	switch r.Outcome {
 	case "ok", "":
+	case "aborted":
+		if isSizeProbe(r) {
+			return KindProbe
+		}
+		return KindError
 	case "not-found":
 		if ExpectedMiss(r.File) {
 			return KindProbe
@@ -127,8 +132,17 @@ func ExpectedMiss(name string) bool {
 		return true
 	case dir == "dtb/" || strings.HasPrefix(name, "dtb/") || strings.Contains(name, "/dtb/"):
 		return true
+	case lower == "overlay_map.dtb": // the Pi firmware goes on without it
+		return true
 	}
 	return false
+}
+
+// isSizeProbe: a TFTP read that asked tsize and ended after the OACK with
+// no data, as EDK2 and the Raspberry Pi bootloader do to learn a file's
+// size before they ask for it again. Not a failure.
+func isSizeProbe(r *Record) bool {
+	return strings.EqualFold(r.Proto, "tftp") && r.TSize && r.Bytes == 0 && strings.HasPrefix(r.Err, "after OACK")
 }
 
 // isUUID: 8-4-4-4-12 hex digits, the SMBIOS UUID pxelinux and U-Boot

@@ -32,6 +32,10 @@ func TestClassify(t *testing.T) {
 		"not found":             {Record{Proto: "http", File: "vmlinuz", Outcome: "not-found"}, KindError},
 		"404 on a script":       {Record{Proto: "http", File: "boot.ipxe", Kind: KindConfig, Outcome: "error"}, KindError},
 		"aborted":               {Record{Proto: "http", File: "big.img", Outcome: "aborted"}, KindError},
+		"tsize probe":           {Record{Proto: "tftp", File: "1a2b3c4d/start4.elf", Outcome: "aborted", TSize: true, Err: `after OACK: client sent error 8 "abort"`}, KindProbe},
+		"aborted after data":    {Record{Proto: "tftp", File: "start4.elf", Outcome: "aborted", TSize: true, Bytes: 1024, Err: "replaced"}, KindError},
+		"oack abort no tsize":   {Record{Proto: "tftp", File: "start4.elf", Outcome: "aborted", Err: "after OACK: gone"}, KindError},
+		"pi overlay map":        {Record{Proto: "tftp", File: "1a2b3c4d/overlays/overlay_map.dtb", Outcome: "not-found"}, KindProbe},
 		"denied":                {Record{Proto: "tftp", File: "../etc/passwd", Outcome: "denied"}, KindError},
 		"iperf3 stream":         {Record{Proto: "tcp", File: "iperf3", Outcome: "ok"}, KindStream},
 		// Lookups the loader expects to miss are probes, not errors.
