@@ -4,8 +4,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -127,6 +129,45 @@ func TestSecureBootShimGRUBLinux(t *testing.T) {
 			t.Errorf("pxeperf log has no complete TFTP fetch of %s", f)
 		}
 	}
+	checkSBProbes(t, srv)
+}
+
+// checkSBProbes reads the store through the real binary: shim's and GRUB's
+// lookups of files they go on without are probes, none an error.
+func checkSBProbes(t *testing.T, srv *nstest.Served) {
+	t.Helper()
+	probes := []string{"revocations_sku.efi", "revocations_sbat.efi", "shim_certificate_0.efi", "grub/x86_64-efi/command.lst"}
+	var got map[string]string
+	nstest.WaitFor(15*time.Second, func() bool {
+		got = map[string]string{}
+		for _, kind := range []string{"probe", "error"} {
+			for _, r := range kindRecords(t, srv, kind) {
+				got[strings.TrimPrefix(r.File, "/")] = kind
+			}
+		}
+		return got[probes[len(probes)-1]] != ""
+	})
+	for _, f := range probes {
+		if got[f] != "probe" {
+			t.Errorf("record of %s is of kind %q, want probe (all probes and errors: %v)", f, got[f], got)
+		}
+	}
+}
+
+// kindRecords are the fetches of one kind in srv's store.
+func kindRecords(t *testing.T, srv *nstest.Served, kind string) []nstest.Record {
+	out, err := exec.Command(nstest.Binary(t), "report", "--data", srv.Data, "--table", "fetches", "--format", "json", "--kind", kind).Output()
+	if err != nil {
+		t.Logf("pxeperf report --kind %s: %v", kind, err)
+		return nil
+	}
+	var tbl struct {
+		Rows []nstest.Record `json:"rows"`
+	}
+	if err := json.Unmarshal(out, &tbl); err != nil {
+		t.Fatalf("pxeperf report --format json: %v\n%s", err, out)
+	}
+	return tbl.Rows
 }
 
 func TestSecureBootRefusesUnsignedIPXE(t *testing.T) {
