@@ -54,10 +54,15 @@ if dmesg | grep -q 'Secure boot enabled' || [ "$v" = 1 ]; then echo "` + sbOn + 
 poweroff -f
 `
 
-// sbFirmware skips unless OVMF's Secure Boot build, shim and GRUB are
-// installed, naming the package.
-func sbFirmware(t *testing.T) {
+// sbRequire skips with -short, without root or QEMU, and unless OVMF's
+// Secure Boot build, shim and GRUB are installed, naming the package.
+func sbRequire(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("Secure Boot OVMF guests take a minute or two under TCG; skipped with -short")
+	}
+	nstest.RequireRoot(t)
+	nstest.RequireTool(t, "qemu-system-x86_64")
 	for f, pkg := range map[string]string{sbCode: "ovmf", sbVars: "ovmf", sbShim: "shim-signed", sbGRUB: "grub-efi-amd64-signed"} {
 		if _, err := os.Stat(f); err != nil {
 			t.Skipf("needs %s: apt-get install %s", f, pkg)
@@ -86,12 +91,7 @@ func sbGuest(t *testing.T, ctx context.Context, ns, tap string, stopAt []string)
 }
 
 func TestSecureBootShimGRUBLinux(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a Secure Boot Linux guest takes minutes under TCG; skipped with -short")
-	}
-	nstest.RequireRoot(t)
-	nstest.RequireTool(t, "qemu-system-x86_64")
-	sbFirmware(t)
+	sbRequire(t)
 	_, kernel, _, busybox := debianKernel(t)
 	initrd := initramfs(t, busybox, secbootInit, nil, nil)
 
@@ -171,12 +171,7 @@ func kindRecords(t *testing.T, srv *nstest.Served, kind string) []nstest.Record 
 }
 
 func TestSecureBootRefusesUnsignedIPXE(t *testing.T) {
-	if testing.Short() {
-		t.Skip("an OVMF guest takes a minute under TCG; skipped with -short")
-	}
-	nstest.RequireRoot(t)
-	nstest.RequireTool(t, "qemu-system-x86_64")
-	sbFirmware(t)
+	sbRequire(t)
 	if _, err := os.Stat("/usr/lib/ipxe/ipxe.efi"); err != nil {
 		t.Skip("needs Debian's ipxe package for ipxe.efi: apt-get install ipxe")
 	}

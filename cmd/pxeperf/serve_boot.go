@@ -29,16 +29,18 @@ func newBootSource(cfg *configs.Config, addr netip.Addr, store *images.Store, ta
 		return nil, usageErrorf("boot config templates:\n%w", err)
 	}
 	var absent []string
-	for _, r := range src.CheckBootFiles(cfg) {
+	checked := src.CheckBootFiles(cfg)
+	for _, r := range checked {
 		switch {
 		case !r.Missing():
+		case images.IsShim(r.File): // shimWarnings names the package
 		case mustBoot(cfg, r.Key):
 			logger.Warn("boot file missing: " + r.Warning(cfg.Root))
 		default:
 			absent = append(absent, r.Key)
 		}
 	}
-	for _, w := range shimWarnings(src.CheckBootFiles(cfg), store, cfg.Root) {
+	for _, w := range shimWarnings(checked, store, cfg.Root) {
 		logger.Warn(w)
 	}
 	if len(absent) > 0 {
