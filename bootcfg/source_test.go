@@ -104,6 +104,7 @@ func TestSourceOpen(t *testing.T) {
 		"pxelinux default for unknown peer": {"pxelinux.cfg/default", from99, "-", "", ""},
 		"grub by mac":                       {"grub.cfg-01-52-54-00-b0-00-01", from99, GRUB, "board1", "linux vmlinuz console=ttyAMA0"},
 		"grub.cfg by lease":                 {"grub/grub.cfg", from21, GRUB, "board1", "initrd initrd.img"},
+		"signed grubnet's /grub/grub.cfg":   {"/grub/grub.cfg", from21, GRUB, "board1", "linux vmlinuz console=ttyAMA0"},
 		"uboot script by lease":             {"boot.scr.uimg", from21, UBoot, "board1", "tftpboot ${kernel_addr_r} vmlinuz"},
 		"uboot script for host w/o kernel":  {"boot.scr.uimg", from22, UBoot, "bare", "no kernel is set for bare (52:54:00:b0:00:02"},
 		"uboot script for unknown peer":     {"boot.scr", from99, UBoot, "", "no kernel is set for 10.0.0.99"},

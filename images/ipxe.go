@@ -22,9 +22,14 @@ func isIPXEBinary(n string) bool {
 	return false
 }
 
-// FallbackPath is where the fallback folder holds iPXE binary n, or "" when
-// n is not one, the fallback is off or the file is not there.
+// FallbackPath is where the host holds n when the root lacks it: the
+// fallback folder's iPXE binary, or a package's signed Secure Boot loader
+// (SignedLoaders); "" when n is neither, the fallback is off or the file
+// is not there.
 func (s *Store) FallbackPath(n string) string {
+	if p := s.signedPath(n); p != "" {
+		return p
+	}
 	if s.fallbackDir == "" || !isIPXEBinary(n) {
 		return ""
 	}
@@ -47,8 +52,11 @@ func (s *Store) openFallback(n string) (*os.File, int64, bool) {
 		return nil, 0, false
 	}
 	if _, seen := s.logged.LoadOrStore(n, true); !seen {
-		s.logger.Info("serving iPXE binary from the fallback folder; put your own build in the root to override",
-			"file", n, "path", p, "root", s.dir)
+		msg := "serving iPXE binary from the fallback folder; put your own build in the root to override"
+		if s.signedPath(n) != "" {
+			msg = "serving the signed Secure Boot loader from the host's " + SignedPackages[n] + " package; put your own in the root to override"
+		}
+		s.logger.Info(msg, "file", n, "path", p, "root", s.dir)
 	}
 	return f, size, true
 }

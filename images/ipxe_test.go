@@ -85,3 +85,43 @@ func TestIPXEFallbackDebian(t *testing.T) {
 		t.Fatalf("default fallback did not serve %s/undionly.kpxe: %v", DefaultFallbackDir, err)
 	}
 }
+
+func TestSignedLoaderFallback(t *testing.T) {
+	pkg := t.TempDir()
+	shim, grub := filepath.Join(pkg, "shimx64.efi.signed"), filepath.Join(pkg, "grubnetx64.efi.signed")
+	writeFile(t, shim, []byte("debian shim"))
+	writeFile(t, grub, []byte("debian grub"))
+	root := t.TempDir()
+	h := &countHandler{msgs: map[string]int{}}
+	s := openStore(t, root, "", slog.New(h), WithFallbackDir(""),
+		WithSignedLoaders(map[string]string{"shimx64.efi": shim, "grubx64.efi": grub, "mmx64.efi": filepath.Join(pkg, "absent")}))
+	checkOpens(t, s, map[string]openCase{
+		"shim from the package":        {name: "shimx64.efi", want: "debian shim"},
+		"grub under shim's name":       {name: "/grubx64.efi", want: "debian grub"},
+		"package lacks the file":       {name: "mmx64.efi", wantErr: fs.ErrNotExist},
+		"a folder is the user's":       {name: "efi/grubx64.efi", wantErr: fs.ErrNotExist},
+		"shim's probe is not supplied": {name: "revocations_sbat.efi", wantErr: fs.ErrNotExist},
+	})
+	if from, err := s.Source("grubx64.efi"); from != "fallback" || err != nil {
+		t.Errorf("Source(grubx64.efi) = %q, %v; want fallback", from, err)
+	}
+	if n := h.msgs["serving the signed Secure Boot loader from the host's grub-efi-amd64-signed package; put your own in the root to override"]; n != 1 {
+		t.Errorf("signed grub logged %d times, want once (naming its package): %v", n, h.msgs)
+	}
+	writeFile(t, filepath.Join(root, "grubx64.efi"), []byte("my grub"))
+	if got, _, err := readOpen(t, s, "grubx64.efi"); err != nil || string(got) != "my grub" {
+		t.Fatalf("root copy did not win over the package: %q, %v", got, err)
+	}
+	off := openStore(t, t.TempDir(), "", nil, WithSignedLoaders(nil))
+	if _, _, err := off.Open("shimx64.efi"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("signed fallback off still served: %v", err)
+	}
+}
+
+func TestIsShim(t *testing.T) {
+	for n, want := range map[string]bool{"shimx64.efi": true, "efi/SHIMAA64.EFI": true, "grubx64.efi": false, "shim.txt": false, "ipxe.efi": false} {
+		if IsShim(n) != want {
+			t.Errorf("IsShim(%q) = %v, want %v", n, !want, want)
+		}
+	}
+}

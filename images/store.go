@@ -58,6 +58,7 @@ type Store struct {
 	logger *slog.Logger
 
 	fallbackDir string
+	signed      map[string]string // Secure Boot loaders from the host's packages (signed.go)
 	maxUnpacked int64
 	cacheMax    int64
 	minFree     int64
@@ -131,6 +132,7 @@ func Open(rootDir, dataDir string, logger *slog.Logger, opts ...Option) (*Store,
 	s := &Store{
 		root: r, dir: rootDir, absDir: abs, data: dataDir, logger: logger,
 		fallbackDir: DefaultFallbackDir,
+		signed:      SignedLoaders,
 		maxUnpacked: DefaultMaxUnpacked,
 		metas:       map[string]cacheMeta{},
 		failures:    map[string]failure{},

@@ -24,7 +24,8 @@ const (
 	// name of the pxelinux.cfg chain (UUID, 01-MAC, hex IP and its
 	// prefixes, default-ARCH..., default) pxelinux and U-Boot's `pxe get`
 	// try in turn, GRUB's grub.cfg-* names and *.lst module lists, U-Boot
-	// distro boot's boot.scr(.uimg) and its dtb/ probe. Not a failure.
+	// distro boot's boot.scr(.uimg) and its dtb/ probe, shim's
+	// revocations_*.efi and shim_certificate_0.efi. Not a failure.
 	KindProbe = "probe"
 	// KindEvent is no fetch: a milestone of a board's boot or a change to
 	// what it boots (FromMilestone). Every read leaves events out unless
@@ -116,7 +117,8 @@ func Classify(r *Record) string {
 // out), GRUB's grub.cfg-* and *.lst files (command.lst, fs.lst, ...: GRUB
 // goes on without them), U-Boot distro boot's boot.scr.uimg and boot.scr
 // (tried on every boot device) and its dtb/ probe (tftpboot dtb/${fdtfile},
-// "dtb/" with no fdtfile set). A missing kernel, initrd, boot binary or a
+// "dtb/" with no fdtfile set), and shim's revocations_*.efi and
+// shim_certificate*.efi (isShimProbe). A missing kernel, initrd, boot binary or a
 // plain grub.cfg is a failure.
 func ExpectedMiss(name string) bool {
 	name = strings.TrimLeft(name, "/")
@@ -129,6 +131,8 @@ func ExpectedMiss(name string) bool {
 	case (dir == "pxelinux.cfg/" || strings.HasSuffix(dir, "/pxelinux.cfg/")) && isUUID(base):
 		return true
 	case strings.HasPrefix(base, "grub.cfg-"), path.Ext(lower) == ".lst":
+		return true
+	case isShimProbe(lower):
 		return true
 	case dir == "dtb/" || strings.HasPrefix(name, "dtb/") || strings.Contains(name, "/dtb/"):
 		return true
@@ -143,6 +147,13 @@ func ExpectedMiss(name string) bool {
 // size before they ask for it again. Not a failure.
 func isSizeProbe(r *Record) bool {
 	return strings.EqualFold(r.Proto, "tftp") && r.TSize && r.Bytes == 0 && strings.HasPrefix(r.Err, "after OACK")
+}
+
+// isShimProbe: the optional files shim 16 loads from beside itself before
+// grub<arch>.efi (revocations_sku.efi, revocations_sbat.efi,
+// shim_certificate_0.efi ...); shim goes on without them.
+func isShimProbe(base string) bool {
+	return path.Ext(base) == ".efi" && (strings.HasPrefix(base, "revocations_") || strings.HasPrefix(base, "shim_certificate"))
 }
 
 // isUUID: 8-4-4-4-12 hex digits, the SMBIOS UUID pxelinux and U-Boot

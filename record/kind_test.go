@@ -49,6 +49,10 @@ func TestClassify(t *testing.T) {
 		"u-boot script miss":    {Record{Proto: "tftp", File: "boot.scr.uimg", Outcome: "not-found"}, KindProbe},
 		"u-boot dtb probe":      {Record{Proto: "tftp", File: "dtb/", Outcome: "not-found"}, KindProbe},
 		"u-boot dtb file":       {Record{Proto: "tftp", File: "dtb/rockchip/rk3399-rock-pi-4b.dtb", Outcome: "not-found"}, KindProbe},
+		"shim sku probe":        {Record{Proto: "tftp", File: "revocations_sku.efi", Outcome: "not-found"}, KindProbe},
+		"shim sbat probe":       {Record{Proto: "tftp", File: "/revocations_sbat.efi", Outcome: "not-found"}, KindProbe},
+		"shim cert probe":       {Record{Proto: "tftp", File: "efi/shim_certificate_0.efi", Outcome: "not-found"}, KindProbe},
+		"shim's grub miss":      {Record{Proto: "tftp", File: "grubx64.efi", Outcome: "not-found"}, KindError},
 		// A missing plain grub.cfg, kernel or module is a failure; a
 		// denied or broken config lookup too.
 		"grub.cfg miss":         {Record{Proto: "tftp", File: "grub/grub.cfg", Outcome: "not-found"}, KindError},

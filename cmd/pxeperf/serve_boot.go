@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"path"
 	"strings"
 
 	"github.com/pxeperf/pxeperf/bootcfg"
@@ -29,9 +30,11 @@ func newBootSource(cfg *configs.Config, addr netip.Addr, store *images.Store, ta
 		return nil, usageErrorf("boot config templates:\n%w", err)
 	}
 	var absent []string
-	for _, r := range src.CheckBootFiles(cfg) {
+	checked := src.CheckBootFiles(cfg)
+	for _, r := range checked {
 		switch {
 		case !r.Missing():
+		case images.IsShim(r.File): // shimWarnings names the package
 		case mustBoot(cfg, r.Key):
 			logger.Warn("boot file missing: " + r.Warning(cfg.Root))
 		default:
@@ -41,6 +44,9 @@ func newBootSource(cfg *configs.Config, addr netip.Addr, store *images.Store, ta
 	for _, h := range src.CheckHostFiles(cfg) {
 		logger.Warn("host file missing: " + h.Problem(cfg.Root))
 	}
+	for _, w := range shimWarnings(checked, store, cfg.Root) {
+		logger.Warn(w)
+	}
 	if len(absent) > 0 {
 		logger.Info("no boot file for some architectures: their boards get no boot offer "+
 			"(pxeperf config check names the file and the fix for each)", "archs", strings.Join(absent, ","))
@@ -49,6 +55,34 @@ func newBootSource(cfg *configs.Config, addr netip.Addr, store *images.Store, ta
 		logger.Info(line)
 	}
 	return src, nil
+}
+
+// shimWarnings names what a boot file that is a shim lacks: the shim
+// itself or the grubx64.efi it loads from beside itself, in neither the
+// root nor the host's package (images.SignedLoaders), with the package to
+// install. Without either, a Secure Boot client stops at the firmware.
+func shimWarnings(rs []bootcfg.Resolution, store *images.Store, root string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if !images.IsShim(r.File) || strings.Contains(r.File, "://") || seen[r.File] {
+			continue
+		}
+		seen[r.File] = true
+		dir := r.File[:strings.LastIndexByte(r.File, '/')+1]
+		for _, n := range []string{r.File, dir + "grubx64.efi"} {
+			if _, err := store.Source(n); err == nil {
+				continue
+			}
+			pkg := images.SignedPackages[path.Base(n)]
+			if pkg == "" {
+				pkg = "shim-signed, grub-efi-amd64-signed"
+			}
+			out = append(out, fmt.Sprintf("dhcp.boot_files.%s: %s names a shim, but %s is not in %s nor installed by the host's packages, "+
+				"so Secure Boot clients cannot boot; apt-get install %s, or put your signed %s in the root", r.Key, r.File, n, root, pkg, n))
+		}
+	}
+	return out
 }
 
 // commonBoot are the boot-file keys most boards use: a missing one is
