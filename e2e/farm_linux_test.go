@@ -211,12 +211,7 @@ func checkBootedRecord(t *testing.T, out, mac, kernel string) {
 }
 
 func TestFarmCIJobUBoot(t *testing.T) {
-	if testing.Short() {
-		t.Skip("U-Boot guests under TCG take a minute each; skipped with -short")
-	}
-	nstest.RequireRoot(t)
-	b, _ := uboot.BoardNamed("arm64")
-	b.Require(t)
+	b := arm64Board(t)
 	b.MAC = "52:54:00:fa:0b:02"
 	const kernel = "kernel-farm-arm64.img"
 	p, _, tap := nstest.GuestLAN(t)

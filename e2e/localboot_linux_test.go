@@ -190,6 +190,20 @@ func checkScriptFetch(t *testing.T, log, mac string) {
 	}
 }
 
+// arm64Board is U-Boot's qemu_arm64 board for a guest test; it skips t
+// under -short (a TCG guest takes a minute), without root, or without the
+// board's files.
+func arm64Board(t *testing.T) uboot.Board {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("U-Boot guests under TCG take a minute each; skipped with -short")
+	}
+	nstest.RequireRoot(t)
+	b, _ := uboot.BoardNamed("arm64")
+	b.Require(t)
+	return b
+}
+
 // ubootNextMarker is what the stand-in for the board's next boot target
 // (bootcmd_pxeperfnext, after dhcp in boot_targets) prints when it runs.
 const ubootNextMarker = "PXEPERF-NEXT-TARGET"
@@ -201,12 +215,7 @@ const ubootNextMarker = "PXEPERF-NEXT-TARGET"
 // target; with local_boot it runs that target itself first; for shell the
 // next target is skipped and U-Boot is back at its prompt.
 func TestLocalBootUBoot(t *testing.T) {
-	if testing.Short() {
-		t.Skip("U-Boot guests under TCG take a minute each; skipped with -short")
-	}
-	nstest.RequireRoot(t)
-	b, _ := uboot.BoardNamed("arm64")
-	b.Require(t)
+	b := arm64Board(t)
 	guests := []struct {
 		localGuest
 		localBoot string

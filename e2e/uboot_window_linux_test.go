@@ -26,12 +26,7 @@ const ubootWindowImageSize = 4 << 20
 // own crc32 matches the file's, the fetch pxeperf logs says windowsize 16
 // and a log line says it was capped from 32.
 func TestUBootWindowCap(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a U-Boot guest under TCG takes a minute; skipped with -short")
-	}
-	nstest.RequireRoot(t)
-	b, _ := uboot.BoardNamed("arm64")
-	b.Require(t)
+	b := arm64Board(t)
 	b.NIC = "virtio-net-device"
 	bin := nstest.Binary(t)
 	p, _, tap := nstest.GuestLAN(t)
