@@ -34,7 +34,7 @@ const farmMAC = "52:54:00:fa:0b:01"
 
 // farmLab is the serve process of the job and how the CLI reaches it.
 type farmLab struct {
-	bin, tokenFile, cfg, admin string
+	bin, tokenFile, admin string
 	p                          *nstest.Pair
 	srv                        *nstest.Served
 }
@@ -71,19 +71,6 @@ func (l *farmLab) nextBoot(t *testing.T, mac string) string {
 	return b.String()
 }
 
-// restart kills serve with SIGKILL (no shutdown path runs) and starts it
-// again on the same config and data folder.
-func (l *farmLab) restart(t *testing.T) {
-	t.Helper()
-	l.srv.Kill()
-	proc := nstest.Start(t, l.p.Server, l.bin, "serve", "--config", l.cfg, "--iface", l.p.ServerIf, "--addr", l.p.ServerIP.String())
-	proc.Cmd.Dir = l.srv.Dir
-	if !nstest.WaitFor(20*time.Second, func() bool { return strings.Contains(proc.Out.String(), "pxeperf serving") }) {
-		t.Fatalf("serve did not start again after kill -9:\n%s", nstest.Tail(proc.Out.String(), 30))
-	}
-	l.srv.Proc = proc
-}
-
 // newFarmLab serves p's guest LAN in full DHCP mode with an admin token
 // and no host entries: the job makes them. before fills the root.
 func newFarmLab(t *testing.T, p *nstest.Pair, before func(root string)) *farmLab {
@@ -95,7 +82,7 @@ func newFarmLab(t *testing.T, p *nstest.Pair, before func(root string)) *farmLab
 	yaml := fmt.Sprintf("log_level: debug\ndhcp:\n  %s\nhttp:\n  listen: %s:8080\ntftp:\n  listen: %s:69\nadmin:\n  token_file: %s\n",
 		fullDHCP(p), p.ServerIP, p.ServerIP, l.tokenFile)
 	l.srv = p.Serve(t, yaml, before)
-	l.cfg, l.admin = filepath.Join(l.srv.Dir, "pxeperf.yaml"), l.srv.Admin
+	l.admin = l.srv.Admin
 	return l
 }
 
@@ -149,7 +136,7 @@ func TestFarmCIJob(t *testing.T) {
 	if !strings.Contains(set, `"kernel":"vmlinuz"`) || !strings.Contains(set, `"once":true`) {
 		t.Fatalf("next boot as set: %s", set)
 	}
-	l.restart(t)
+	l.srv.Restart(t)
 	if got := l.nextBoot(t, farmMAC); got != set {
 		t.Fatalf("next boot after kill -9 and a restart:\n got %s\nwant %s", got, set)
 	}

@@ -98,16 +98,6 @@ func newHostAPILab(t *testing.T) *hostAPILab {
 		cfg: filepath.Join(srv.Dir, "pxeperf.yaml")}
 }
 
-// restart starts serve again on the same config and data folder.
-func (l *hostAPILab) restart(t *testing.T) *nstest.Proc {
-	proc := nstest.Start(t, l.p.Server, nstest.Binary(t), "serve", "--config", l.cfg, "--iface", l.p.ServerIf,
-		"--addr", l.p.ServerIP.String())
-	if !nstest.WaitFor(20*time.Second, func() bool { return strings.Contains(proc.Out.String(), "pxeperf serving") }) {
-		t.Fatalf("serve did not start again:\n%s", proc.Out.String())
-	}
-	return proc
-}
-
 // curl fetches url from the board's namespace and returns the body.
 func (l *hostAPILab) curl(t *testing.T, url string) string {
 	t.Helper()
@@ -153,7 +143,8 @@ func TestHostAPINextBootOnceSurvivesKill(t *testing.T) {
 	}
 
 	l.srv.Kill() // SIGKILL: no shutdown path runs
-	proc := l.restart(t)
+	l.srv.Restart(t)
+	proc := l.srv.Proc
 	after := l.admin.must(http.StatusOK, "GET", "/api/hosts/"+mac+"/next-boot", "")
 	if want, got := compactJSON(t, entry.NextBoot), compactJSON(t, after); got != want {
 		t.Fatalf("next boot after kill -9 and restart:\n got %s\nwant %s", got, want)
@@ -353,7 +344,7 @@ func TestHostAPIWritesUnderLoad(t *testing.T) {
 		t.Errorf("RSS grew from %d MiB to %d MiB under 200 writes", start.RSS>>20, peak.RSS>>20)
 	}
 	l.srv.Kill()
-	l.restart(t)
+	l.srv.Restart(t)
 	if got := hostStateOf(t, l.admin); fmt.Sprint(got) != fmt.Sprint(acked) {
 		t.Errorf("after kill -9 and a restart the store differs from what was acknowledged:\n got %v\nwant %v", got, acked)
 	}

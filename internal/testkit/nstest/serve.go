@@ -30,6 +30,7 @@ type Served struct {
 	// Admin is the admin listener's address inside NS ("" when the config
 	// or args turn it off).
 	Admin string
+	args  []string // serve's command line, for Restart
 }
 
 // Serve writes yaml as the config (root and data in a temp folder of the
@@ -59,12 +60,29 @@ func Serve(t testing.TB, ns, yaml string, before func(root string), args ...stri
 	if s.Admin == "off" {
 		s.Admin = ""
 	}
-	s.Proc = Start(t, ns, Binary(t), append([]string{"serve", "--config", filepath.Join(dir, "pxeperf.yaml")}, args...)...)
-	s.Proc.Cmd.Dir = dir
+	s.args = append([]string{"serve", "--config", filepath.Join(dir, "pxeperf.yaml")}, args...)
+	s.start(t)
+	return s
+}
+
+// start runs serve with s's command line and waits (20 s at most) until it
+// logs that it serves.
+func (s *Served) start(t testing.TB) {
+	t.Helper()
+	s.Proc = Start(t, s.NS, Binary(t), s.args...)
+	s.Proc.Cmd.Dir = s.Dir
 	if !WaitFor(20*time.Second, func() bool { return strings.Contains(s.Out.String(), "pxeperf serving") }) {
 		t.Fatalf("serve did not start:\n%s", s.Out.String())
 	}
-	return s
+}
+
+// Restart kills serve with SIGKILL (no shutdown path runs) and starts it
+// again on the same config and data folder: what a crash and a restart
+// leave of the state serve keeps on disk.
+func (s *Served) Restart(t testing.TB) {
+	t.Helper()
+	s.Kill()
+	s.start(t)
 }
 
 // Serve starts `pxeperf serve` (Serve) in the pair's server namespace,
