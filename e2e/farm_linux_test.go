@@ -35,8 +35,8 @@ const farmMAC = "52:54:00:fa:0b:01"
 // farmLab is the serve process of the job and how the CLI reaches it.
 type farmLab struct {
 	bin, tokenFile, admin string
-	p                          *nstest.Pair
-	srv                        *nstest.Served
+	p                     *nstest.Pair
+	srv                   *nstest.Served
 }
 
 // cli runs `pxeperf hosts ARGS` against the lab's admin listener, in the
